@@ -1,0 +1,211 @@
+"""The model catalog: named bundles of a target GGUF repository and its drafters.
+
+Pure: parsing and lookup only. Repository ids and quant patterns are data in
+assets/catalog.toml; real file names, sizes and hashes come from the hub at
+pull time (see selection.py), because the catalog cannot know them for sure.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, UsageError
+
+DRAFTER_KINDS = ("dspine", "dflash", "mtp", "draft")
+NO_DRAFTER = "none"
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_REF_PREFIXES = ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", "hf.co/", "hf://")
+
+
+@dataclass(frozen=True)
+class Drafter:
+    variant: str
+    kind: str
+    repo: str | None  # None: the drafter lives inside the target file (MTP head)
+    pattern: str | None
+    description: str = ""
+    note: str = ""
+
+    @property
+    def builtin(self) -> bool:
+        return self.repo is None
+
+
+@dataclass(frozen=True)
+class Bundle:
+    name: str
+    description: str
+    target_repo: str
+    quants: dict[str, str]  # quant name -> file glob in target_repo
+    default_quant: str
+    drafters: dict[str, Drafter]
+    default_drafter: str
+    aliases: tuple[str, ...] = ()
+    note: str = ""
+
+    def quant_pattern(self, quant: str | None) -> tuple[str, str]:
+        """(quant, glob) for a quant name given case-insensitively, or the default."""
+        wanted = quant or self.default_quant
+        for name, pattern in self.quants.items():
+            if name.lower() == wanted.lower():
+                return name, pattern
+        raise UsageError(
+            f"{self.name} has no quant {wanted!r}",
+            f"choose one of: {', '.join(self.quants)}",
+        )
+
+    def drafter(self, variant: str | None) -> Drafter | None:
+        wanted = variant or self.default_drafter
+        if wanted.lower() == NO_DRAFTER:
+            return None
+        for name, drafter in self.drafters.items():
+            if name.lower() == wanted.lower():
+                return drafter
+        raise UsageError(
+            f"{self.name} has no drafter {wanted!r}",
+            f"choose one of: {', '.join([*self.drafters, NO_DRAFTER])}",
+        )
+
+
+@dataclass(frozen=True)
+class RepoRef:
+    """`ORG/REPO[:QUANT]`, the way ollama and llama.cpp's -hf name GGUF repositories."""
+
+    repo: str
+    quant: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.repo}:{self.quant}" if self.quant else self.repo
+
+
+@dataclass
+class Catalog:
+    bundles: dict[str, Bundle] = field(default_factory=dict)
+
+    def names(self) -> list[str]:
+        return list(self.bundles)
+
+    def find(self, name: str) -> Bundle:
+        lowered = name.lower()
+        for bundle in self.bundles.values():
+            if lowered == bundle.name.lower() or lowered in (a.lower() for a in bundle.aliases):
+                return bundle
+        owner = {n.lower(): b.name for b in self.bundles.values() for n in (b.name, *b.aliases)}
+        close = list(dict.fromkeys(owner[n] for n in difflib.get_close_matches(lowered, list(owner), n=5, cutoff=0.5)))
+        fix = f"did you mean {' or '.join(close)}? " if close else ""
+        raise UsageError(
+            f"unknown model {name!r}",
+            fix + f"known: {', '.join(self.names())}; or give a hub repository as ORG/REPO[:QUANT]",
+        )
+
+
+def parse_repo_ref(text: str) -> RepoRef | None:
+    """A repository reference, or None when `text` is not shaped like one (a catalog name)."""
+    stripped = text.strip()
+    for prefix in _REF_PREFIXES:
+        if stripped.lower().startswith(prefix):
+            stripped = stripped[len(prefix):]
+            break
+    if "/" not in stripped:
+        return None
+    repo, _, quant = stripped.partition(":")
+    repo = repo.strip("/")
+    if not _REPO_ID.match(repo):
+        raise UsageError(
+            f"{text!r} is not a repository name",
+            "write it as ORG/REPO or ORG/REPO:QUANT, for example bartowski/Qwen_Qwen3-8B-GGUF:Q4_K_M",
+        )
+    return RepoRef(repo=repo, quant=quant or None)
+
+
+def _require(table: dict[str, Any], key: str, where: str) -> Any:
+    if key not in table:
+        raise ConfigError(f"{where} lacks {key!r}", "add it; see assets/catalog.toml for the shape")
+    return table[key]
+
+
+def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
+    kind = _require(table, "kind", where)
+    if kind not in DRAFTER_KINDS:
+        raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(DRAFTER_KINDS)}")
+    builtin = bool(table.get("builtin", False))
+    repo = None if builtin else _require(table, "repo", where)
+    pattern = None if builtin else _require(table, "pattern", where)
+    return Drafter(
+        variant=variant,
+        kind=kind,
+        repo=repo,
+        pattern=pattern,
+        description=table.get("description", ""),
+        note=table.get("note", ""),
+    )
+
+
+def _parse_bundle(name: str, table: dict[str, Any], where: str) -> Bundle:
+    target = _require(table, "target", where)
+    quants = dict(_require(target, "quants", f"{where}.target"))
+    drafters = {
+        variant: _parse_drafter(variant, dtable, f"{where}.drafters.{variant}")
+        for variant, dtable in table.get("drafters", {}).items()
+    }
+    default_quant = table.get("default_quant", next(iter(quants), ""))
+    if default_quant not in quants:
+        raise ConfigError(f"{where}: default_quant {default_quant!r} is not among its quants", "fix the catalog")
+    default_drafter = table.get("default_drafter", next(iter(drafters), NO_DRAFTER))
+    if default_drafter != NO_DRAFTER and default_drafter not in drafters:
+        raise ConfigError(f"{where}: default_drafter {default_drafter!r} is not among its drafters", "fix the catalog")
+    return Bundle(
+        name=name,
+        description=table.get("description", ""),
+        target_repo=_require(target, "repo", f"{where}.target"),
+        quants=quants,
+        default_quant=default_quant,
+        drafters=drafters,
+        default_drafter=default_drafter,
+        aliases=tuple(table.get("aliases", ())),
+        note=table.get("note", ""),
+    )
+
+
+def parse_catalog(text: str, origin: str) -> Catalog:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"catalog {origin} is not valid TOML: {exc}", f"fix {origin}") from exc
+    bundles = {
+        name: _parse_bundle(name, table, f"{origin}: bundles.{name}")
+        for name, table in data.get("bundles", {}).items()
+    }
+    return Catalog(bundles)
+
+
+def builtin_catalog_path() -> Path:
+    here = Path(__file__).resolve().parent
+    # In a wheel the assets folder is packed inside `app`; in a source checkout
+    # (editable install) it sits beside it at the top level.
+    for candidate in (here / "assets" / "catalog.toml", here.parent / "assets" / "catalog.toml"):
+        if candidate.exists():
+            return candidate
+    raise ConfigError("the built-in catalog is missing from this install", "reinstall dspine")
+
+
+def load_catalog(extra: Path | None = None) -> Catalog:
+    builtin = builtin_catalog_path()
+    catalog = parse_catalog(builtin.read_text(encoding="utf-8"), str(builtin))
+    if extra is not None:
+        try:
+            text = extra.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read catalog {extra}: {exc.strerror}",
+                "fix the path in the catalog setting (DSPINE_CATALOG)",
+            ) from exc
+        catalog.bundles.update(parse_catalog(text, str(extra)).bundles)
+    return catalog

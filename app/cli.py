@@ -1,0 +1,199 @@
+"""The `dspine` command line: parse, call one library function, render."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from dataclasses import asdict
+from typing import Optional
+
+import click
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .catalog import NO_DRAFTER, load_catalog
+from .errors import DspineError, Interrupted, UsageError
+from .pull import make_request, pull as pull_model
+from .settings import load_settings
+from .store import Manifest, apply_removal, file_state, plan_removal, record_status
+from .units import format_bytes
+from .views import RichPullProgress, config_table, list_table, render_pull_result
+
+app = typer.Typer(
+    name="dspine",
+    help="Fast local coding models on one GPU, with speculative decoding (DSpine, DFlash2, MTP).",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+_debug = {"on": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"dspine {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    _debug["on"] = _debug["on"] or debug
+
+
+@app.command()
+def pull(
+    name: str = typer.Argument(..., help="A catalog name (qwen3.8-27b) or a hub repository ORG/REPO[:QUANT]."),
+    quant: Optional[str] = typer.Option(None, "--quant", "-q", help="Target quant, e.g. Q4_K_M, Q8_0."),
+    drafter: Optional[str] = typer.Option(
+        None, "--drafter", "-d", help=f"Drafter variant from the catalog, or {NO_DRAFTER}."
+    ),
+) -> None:
+    """Download a model and its drafter: resumable, sha256-verified."""
+    settings = load_settings()
+    request = make_request(name, load_catalog(settings.catalog), quant, drafter)
+    err.print(f"pulling [bold]{request.name}[/] into {settings.models_dir}")
+    try:
+        result = pull_model(request, settings, RichPullProgress(err))
+    except KeyboardInterrupt:
+        record = Manifest(settings.manifest_path).records.get(request.name)
+        saved = sum(file_state(f).on_disk for f in record.files) if record else 0
+        total = sum(f.size for f in record.files) if record else 0
+        raise Interrupted(
+            f"pull of {request.name} interrupted with {format_bytes(saved)} of {format_bytes(total)} on disk",
+            f"run `dspine pull {name}` again: it fetches only the rest",
+        ) from None
+    render_pull_result(out, result)
+
+
+@app.command("list")
+def list_models(
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+    catalog: bool = typer.Option(False, "--catalog", help="List the catalog's bundles instead of what is pulled."),
+) -> None:
+    """Show pulled models: files, sizes, where on disk, complete or partial."""
+    settings = load_settings()
+    if catalog:
+        _print_catalog(load_catalog(settings.catalog), as_json)
+        return
+    manifest = Manifest(settings.manifest_path)
+    if as_json:
+        payload = {
+            name: {
+                **{k: v for k, v in asdict(record).items() if k != "files"},
+                "status": record_status(record),
+                "files": [
+                    {**asdict(f), "status": file_state(f).status, "on_disk": file_state(f).on_disk}
+                    for f in record.files
+                ],
+            }
+            for name, record in manifest.records.items()
+        }
+        out.print_json(json.dumps({"models_dir": str(settings.models_dir), "pulls": payload}))
+        return
+    if not manifest.records:
+        out.print(f"nothing pulled yet into {settings.models_dir}; try `dspine pull qwen3.8-27b`")
+        return
+    out.print(list_table(manifest))
+
+
+def _print_catalog(catalog, as_json: bool) -> None:
+    if as_json:
+        out.print_json(json.dumps({name: asdict(bundle) for name, bundle in catalog.bundles.items()}))
+        return
+    table = Table(title="Catalog", title_justify="left")
+    for column in ("name", "target repository", "quants", "drafters (kind)", "description"):
+        table.add_column(column, overflow="fold")
+    for bundle in catalog.bundles.values():
+        quants = ", ".join(q + ("*" if q == bundle.default_quant else "") for q in bundle.quants)
+        drafters = ", ".join(
+            f"{v}{'*' if v == bundle.default_drafter else ''} ({d.kind})" for v, d in bundle.drafters.items()
+        )
+        table.add_row(bundle.name, bundle.target_repo, quants, drafters, bundle.description)
+    out.print(table)
+    out.print("[dim]* default[/]")
+
+
+@app.command()
+def rm(
+    name: str = typer.Argument(..., help="A name as `dspine list` shows it."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
+) -> None:
+    """Delete a pulled model's files (asks first unless --yes)."""
+    settings = load_settings()
+    manifest = Manifest(settings.manifest_path)
+    record, removal = plan_removal(manifest, name, settings.models_dir)
+    for path in removal.deleted:
+        out.print(f"  delete {path}")
+    for path in removal.kept_shared:
+        out.print(f"  keep   {path} [dim](another pull uses it)[/]")
+    for path in removal.kept_foreign:
+        out.print(f"  keep   {path} [dim](in your Hugging Face cache; remove it with `hf cache` if you wish)[/]")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"rm asks before deleting {record.name} and there is no terminal to ask", "add --yes")
+        if not typer.confirm(f"Delete {record.name} ({format_bytes(removal.freed)})?", default=False):
+            out.print("nothing deleted")
+            raise typer.Exit(1)
+    apply_removal(manifest, record, removal, settings.models_dir)
+    out.print(f"removed {record.name}, freed {format_bytes(removal.freed)}")
+
+
+@app.command()
+def config(
+    path: bool = typer.Option(False, "--path", help="Print only the settings file's path."),
+) -> None:
+    """Show the settings file and every setting in force, with where it came from."""
+    settings = load_settings()
+    if path:
+        out.print(str(settings.file))
+        return
+    out.print(config_table(settings))
+
+
+def _report(exc: BaseException, code: int, cause: str, fix: str) -> int:
+    if _debug["on"]:
+        traceback.print_exception(exc)
+    err.print(f"[bold red]error:[/] {cause}", soft_wrap=True)
+    if fix:
+        err.print(f"[bold]fix:[/] {fix}", soft_wrap=True)
+    return code
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Run the CLI and return an exit code; errors become two lines for people."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _debug["on"] = "--debug" in argv or os.environ.get("DSPINE_DEBUG", "").lower() in ("1", "true", "yes", "on")
+    try:
+        result = app(args=argv, prog_name="dspine", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except DspineError as exc:
+        return _report(exc, exc.exit_code, exc.cause, exc.fix)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (KeyboardInterrupt, click.exceptions.Abort) as exc:
+        return _report(exc, Interrupted.exit_code, "interrupted", "")
+    except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for people
+        return _report(
+            exc,
+            1,
+            f"unexpected {type(exc).__name__}: {exc}",
+            "run again with --debug for the traceback, and report it",
+        )
+
+
+def main() -> None:
+    sys.exit(run())

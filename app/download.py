@@ -1,0 +1,207 @@
+"""One file from the hub into a `.part` file that survives restarts, then verified.
+
+huggingface_hub resumes only inside one process (it deletes `.incomplete`
+files since 1.18), so dspine keeps its own `.part` next to the target path,
+with a small `.part.json` saying which upstream file the bytes belong to. A
+later run hashes the bytes it already has and asks the hub for the rest with
+an HTTP Range request. A file only takes its final name once its sha256
+equals the hub's LFS hash; a mismatch is renamed `.corrupt` and never used.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import httpx2
+from huggingface_hub.utils import hf_raise_for_status
+
+from . import hub
+from .errors import ChecksumError, DiskFullError, NetworkError
+from .selection import RemoteFile
+from .units import format_bytes
+
+CHUNK = 4 * 1024 * 1024
+HASH_READ = 8 * 1024 * 1024
+TIMEOUT = httpx2.Timeout(30.0, read=60.0)
+
+ByteCallback = Callable[[int], None]
+
+
+def part_path(final: Path) -> Path:
+    return final.with_name(final.name + ".part")
+
+
+def part_meta_path(final: Path) -> Path:
+    return final.with_name(final.name + ".part.json")
+
+
+def corrupt_path(final: Path) -> Path:
+    return final.with_name(final.name + ".corrupt")
+
+
+def partial_bytes(final: Path) -> int:
+    try:
+        return part_path(final).stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def sha256_file(path: Path, on_bytes: ByteCallback | None = None, limit: int | None = None) -> "hashlib._Hash":
+    digest = hashlib.sha256()
+    remaining = limit
+    with path.open("rb", buffering=0) as handle:
+        while remaining is None or remaining > 0:
+            block = handle.read(HASH_READ if remaining is None else min(HASH_READ, remaining))
+            if not block:
+                break
+            digest.update(block)
+            if remaining is not None:
+                remaining -= len(block)
+            if on_bytes:
+                on_bytes(len(block))
+    return digest
+
+
+class _BackgroundHasher:
+    """Hashes chunks on a second thread: hashlib and socket reads both release
+    the GIL, so verifying costs next to no wall time on a multi-core machine."""
+
+    def __init__(self, digest: "hashlib._Hash") -> None:
+        self.digest = digest
+        self._chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
+        self._thread = threading.Thread(target=self._run, name="dspine-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (chunk := self._chunks.get()) is not None:
+            self.digest.update(chunk)
+
+    def feed(self, chunk: bytes) -> None:
+        self._chunks.put(chunk)
+
+    def finish(self) -> str:
+        self._chunks.put(None)
+        self._thread.join()
+        return self.digest.hexdigest()
+
+
+@dataclass
+class FetchReport:
+    reused_bytes: int  # bytes found in a .part from an earlier run
+    fetched_bytes: int  # bytes this run received from the network
+
+
+def _prepare_part(remote: RemoteFile, final: Path) -> int:
+    """Keep a .part only if it belongs to this exact upstream file; return its size."""
+    part, meta = part_path(final), part_meta_path(final)
+    wanted = {"repo": remote.repo, "path": remote.path, "size": remote.size, "sha256": remote.sha256}
+    try:
+        recorded = json.loads(meta.read_text())
+    except (FileNotFoundError, ValueError):
+        recorded = None
+    if part.exists() and (recorded is None or any(recorded.get(k) != v for k, v in wanted.items())):
+        part.unlink()
+    have = partial_bytes(final)
+    if have > remote.size:
+        part.unlink()
+        have = 0
+    final.parent.mkdir(parents=True, exist_ok=True)
+    meta.write_text(json.dumps({**wanted, "commit": remote.commit}))
+    return have
+
+
+def _disk_full(final: Path, exc: OSError) -> DiskFullError:
+    return DiskFullError(
+        f"the disk holding {final.parent} is full ({exc.strerror})",
+        "free some space (or set DSPINE_MODELS_DIR to a bigger disk) and run the same pull again: "
+        "it resumes from the bytes already saved",
+    )
+
+
+def fetch(
+    remote: RemoteFile,
+    final: Path,
+    *,
+    on_bytes: ByteCallback,
+    on_start: ByteCallback | None = None,
+    on_rehash: ByteCallback | None = None,
+    retries: int = 5,
+    client: httpx2.Client | None = None,
+) -> FetchReport:
+    """Download `remote` to `final`, resuming any earlier `.part`; verify; rename."""
+    client = client or hub.http_client()
+    have = _prepare_part(remote, final)
+    reused = have
+    part = part_path(final)
+    digest = sha256_file(part, on_rehash) if have else hashlib.sha256()
+    if on_start:
+        on_start(have)
+    hasher = _BackgroundHasher(digest)
+    fetched = 0
+    failures = 0
+    try:
+        with part.open("ab", buffering=0) as out:
+            while have < remote.size:
+                headers = hub.request_headers()
+                if have:
+                    headers["Range"] = f"bytes={have}-"
+                try:
+                    with client.stream(
+                        "GET", hub.download_url(remote), headers=headers, follow_redirects=True, timeout=TIMEOUT
+                    ) as response:
+                        if response.status_code >= 500:
+                            raise NetworkError(f"the hub answered {response.status_code}", "try again later")
+                        with hub.hub_errors(remote.repo):
+                            hf_raise_for_status(response)
+                        if have and response.status_code != 206:
+                            # The server ignored the Range header: start the file over.
+                            out.truncate(0)
+                            hasher.finish()
+                            hasher = _BackgroundHasher(hashlib.sha256())
+                            on_bytes(-have)
+                            have = 0
+                        for chunk in response.iter_bytes(CHUNK):
+                            if have + len(chunk) > remote.size:
+                                raise ChecksumError(
+                                    f"{remote.repo}/{remote.path}: the hub sent more than the listed "
+                                    f"{format_bytes(remote.size)}",
+                                    "run the pull again; if it repeats, the repository changed under it",
+                                )
+                            out.write(chunk)
+                            hasher.feed(chunk)
+                            have += len(chunk)
+                            fetched += len(chunk)
+                            on_bytes(len(chunk))
+                    failures = 0
+                except (httpx2.TransportError, NetworkError) as exc:
+                    failures += 1
+                    if failures > retries:
+                        raise hub.unreachable(exc) if isinstance(exc, httpx2.TransportError) else exc
+                    time.sleep(min(0.2 * 2**failures, 10.0))
+                except OSError as exc:
+                    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                        raise _disk_full(final, exc) from exc
+                    raise
+    finally:
+        actual = hasher.finish()
+    if remote.sha256 is not None and actual != remote.sha256:
+        os.replace(part, corrupt_path(final))
+        part_meta_path(final).unlink(missing_ok=True)
+        raise ChecksumError(
+            f"{remote.path} from {remote.repo} failed its checksum: sha256 {actual[:12]}… "
+            f"but the hub lists {remote.sha256[:12]}…",
+            f"the bad copy was set aside as {corrupt_path(final)} and will not be used; "
+            "run the pull again to fetch it fresh",
+        )
+    os.replace(part, final)
+    part_meta_path(final).unlink(missing_ok=True)
+    return FetchReport(reused_bytes=reused, fetched_bytes=fetched)

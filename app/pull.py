@@ -1,0 +1,221 @@
+"""`dspine pull`: resolve a name to files, check the disk, fetch, verify, record.
+
+    catalog/repo ref -> hub listing -> chosen files -> plan (what is already
+    here, what is in the HF cache, what to fetch) -> disk check -> fetch each
+    file (resumable, verified) -> manifest
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import hub
+from .catalog import Catalog, Drafter, parse_repo_ref
+from .download import FetchReport, fetch, partial_bytes
+from .errors import DiskFullError, NetworkError, UsageError
+from .selection import RemoteFile, select_by_glob, select_by_quant
+from .settings import Settings
+from .store import Manifest, PullRecord, StoredFile, find_in_hf_cache, local_path, record_status
+from .units import format_bytes
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to pull, before the hub is asked: names and patterns only."""
+
+    name: str
+    source: str  # "catalog" or "repo"
+    quant: str | None
+    target_repo: str
+    target_pattern: str | None  # a glob (catalog) or None (choose by quant)
+    drafter: Drafter | None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class PlannedFile:
+    role: str
+    remote: RemoteFile
+    local: Path
+    action: str  # "present", "hf-cache" or "fetch"
+    partial: int = 0  # bytes of an earlier .part (fetch only)
+
+    @property
+    def label(self) -> str:
+        return self.remote.path.rsplit("/", 1)[-1]
+
+
+@dataclass
+class PullResult:
+    record: PullRecord
+    files: list[PlannedFile]
+    fetched_bytes: int = 0
+    reused_bytes: int = 0
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+class PullProgress:
+    """What pull reports while it works; the CLI draws it, tests record it."""
+
+    def begin(self, files: list[PlannedFile]) -> None: ...
+    def file_begin(self, item: PlannedFile) -> None: ...
+    def resume_from(self, item: PlannedFile, have: int) -> None: ...
+    def advance(self, item: PlannedFile, n: int) -> None: ...
+    def rehash(self, item: PlannedFile, n: int) -> None: ...
+    def file_end(self, item: PlannedFile, report: FetchReport | None) -> None: ...
+    def end(self) -> None: ...
+
+
+def make_request(spec: str, catalog: Catalog, quant: str | None, drafter: str | None) -> Request:
+    ref = parse_repo_ref(spec)
+    if ref is not None:
+        if drafter is not None:
+            raise UsageError(
+                "--drafter only applies to catalog bundles",
+                f"pull the drafter's repository on its own: dspine pull ORG/REPO:QUANT (and {ref.repo} as you did)",
+            )
+        if quant and ref.quant and quant.lower() != ref.quant.lower():
+            raise UsageError(f"two quants given: {ref.quant} in the name and {quant} in --quant", "give one")
+        chosen = quant or ref.quant
+        name = f"{ref.repo}:{chosen}" if chosen else ref.repo
+        return Request(name, "repo", chosen, ref.repo, None, None)
+    bundle = catalog.find(spec)
+    quant_name, pattern = bundle.quant_pattern(quant)
+    chosen_drafter = bundle.drafter(drafter)
+    notes = [n for n in (bundle.note, chosen_drafter.note if chosen_drafter else "") if n]
+    if chosen_drafter and chosen_drafter.builtin:
+        notes.append(f"drafter {chosen_drafter.variant} is built into the target file: nothing more to download")
+    return Request(bundle.name, "catalog", quant_name, bundle.target_repo, pattern, chosen_drafter, tuple(notes))
+
+
+def _choose_files(request: Request) -> list[tuple[str, RemoteFile]]:
+    listings: dict[str, list[RemoteFile]] = {}
+
+    def listing(repo: str) -> list[RemoteFile]:
+        if repo not in listings:
+            listings[repo] = hub.list_files(repo)
+        return listings[repo]
+
+    target_listing = listing(request.target_repo)
+    if request.target_pattern is None:
+        targets = select_by_quant(request.target_repo, target_listing, request.quant)
+    else:
+        targets = select_by_glob(request.target_repo, target_listing, request.target_pattern)
+    chosen = [("target", f) for f in targets]
+    drafter = request.drafter
+    if drafter is not None and not drafter.builtin:
+        assert drafter.repo is not None and drafter.pattern is not None
+        chosen += [("drafter", f) for f in select_by_glob(drafter.repo, listing(drafter.repo), drafter.pattern)]
+    return chosen
+
+
+def _plan(chosen: list[tuple[str, RemoteFile]], models_dir: Path) -> list[PlannedFile]:
+    planned = []
+    for role, remote in chosen:
+        final = local_path(models_dir, remote)
+        if final.exists() and final.stat().st_size == remote.size:
+            planned.append(PlannedFile(role, remote, final, "present"))
+        elif (cached := find_in_hf_cache(remote)) is not None:
+            planned.append(PlannedFile(role, remote, cached, "hf-cache"))
+        else:
+            planned.append(PlannedFile(role, remote, final, "fetch", partial_bytes(final)))
+    return planned
+
+
+def _existing_parent(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def check_disk(planned: list[PlannedFile], models_dir: Path) -> None:
+    needed = sum(p.remote.size - p.partial for p in planned if p.action == "fetch")
+    if needed <= 0:
+        return
+    free = shutil.disk_usage(_existing_parent(models_dir)).free
+    if needed > free:
+        raise DiskFullError(
+            f"this pull needs {format_bytes(needed)} more but {models_dir} has {format_bytes(free)} free "
+            f"({format_bytes(needed - free)} missing)",
+            "free some space, or set DSPINE_MODELS_DIR (or models_dir in `dspine config`) to a bigger disk",
+        )
+
+
+def _record(request: Request, planned: list[PlannedFile]) -> PullRecord:
+    return PullRecord(
+        name=request.name,
+        source=request.source,
+        quant=request.quant,
+        drafter=request.drafter.variant if request.drafter else None,
+        drafter_kind=request.drafter.kind if request.drafter else None,
+        files=[
+            StoredFile(
+                role=p.role,
+                repo=p.remote.repo,
+                path=p.remote.path,
+                size=p.remote.size,
+                sha256=p.remote.sha256,
+                commit=p.remote.commit,
+                local=str(p.local),
+            )
+            for p in planned
+        ],
+    )
+
+
+def _from_manifest(request: Request, manifest: Manifest, exc: NetworkError) -> PullResult:
+    """Offline or unreachable hub: fine if this exact pull is already complete."""
+    record = manifest.records.get(request.name)
+    same = record is not None and record.quant == request.quant and record.drafter == (
+        request.drafter.variant if request.drafter else None
+    )
+    if not same or record is None or record_status(record) != "complete":
+        raise exc
+    planned = [PlannedFile(f.role, f.remote, Path(f.local), "present") for f in record.files]
+    return PullResult(record, planned, notes=[f"hub not reachable; {request.name} is already complete on disk"])
+
+
+def pull(
+    request: Request,
+    settings: Settings,
+    progress: PullProgress | None = None,
+) -> PullResult:
+    progress = progress or PullProgress()
+    models_dir: Path = settings.models_dir
+    manifest = Manifest(settings.manifest_path)
+    started = time.monotonic()
+    try:
+        chosen = _choose_files(request)
+    except NetworkError as exc:
+        return _from_manifest(request, manifest, exc)
+    planned = _plan(chosen, models_dir)
+    check_disk(planned, models_dir)
+    record = _record(request, planned)
+    manifest.put(record)  # before the first byte, so `dspine list` shows a partial pull
+
+    result = PullResult(record, planned, notes=list(request.notes))
+    progress.begin(planned)
+    try:
+        for item in planned:
+            progress.file_begin(item)
+            report = None
+            if item.action == "fetch":
+                report = fetch(
+                    item.remote,
+                    item.local,
+                    on_bytes=lambda n, item=item: progress.advance(item, n),
+                    on_start=lambda n, item=item: progress.resume_from(item, n),
+                    on_rehash=lambda n, item=item: progress.rehash(item, n),
+                    retries=settings.download_retries,
+                )
+                result.fetched_bytes += report.fetched_bytes
+                result.reused_bytes += report.reused_bytes
+            progress.file_end(item, report)
+    finally:
+        progress.end()
+    result.seconds = time.monotonic() - started
+    return result

@@ -1,0 +1,159 @@
+"""Settings: defaults, then the TOML file, then DSPINE_* environment variables.
+
+One flat table of keys, so that `dspine config` can show each value and where
+it came from, and every key has exactly one environment variable.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import platformdirs
+
+from .errors import ConfigError
+
+APP_NAME = "dspine"
+
+
+def _path(value: Any) -> Path:
+    return Path(os.path.expanduser(str(value)))
+
+
+def _optional_path(value: Any) -> Path | None:
+    return None if value in (None, "") else _path(value)
+
+
+def _positive_int(value: Any) -> int:
+    number = int(value)
+    if number < 0:
+        raise ValueError("must be 0 or more")
+    return number
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("must be true or false")
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    key: str
+    parse: Callable[[Any], Any]
+    default: Callable[[], Any]
+    help: str
+
+    @property
+    def env_var(self) -> str:
+        return "DSPINE_" + self.key.upper()
+
+
+SPECS: tuple[SettingSpec, ...] = (
+    SettingSpec(
+        "models_dir",
+        _path,
+        lambda: Path(platformdirs.user_data_dir(APP_NAME)) / "models",
+        "where pulled models live (put it on a disk with room)",
+    ),
+    SettingSpec(
+        "catalog",
+        _optional_path,
+        lambda: None,
+        "an extra catalog TOML whose bundles add to or replace the built-in ones",
+    ),
+    SettingSpec(
+        "download_retries",
+        _positive_int,
+        lambda: 5,
+        "times a dropped connection is resumed before pull gives up",
+    ),
+    SettingSpec(
+        "debug",
+        _bool,
+        lambda: False,
+        "show tracebacks for errors",
+    ),
+)
+
+SPECS_BY_KEY = {spec.key: spec for spec in SPECS}
+
+
+def config_file() -> Path:
+    explicit = os.environ.get("DSPINE_CONFIG")
+    if explicit:
+        return _path(explicit)
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+@dataclass(frozen=True)
+class Settings:
+    values: dict[str, Any]
+    sources: dict[str, str]  # key -> "default" | "file" | "env DSPINE_X"
+    file: Path
+    file_exists: bool = field(default=False)
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self.values[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.models_dir / "manifest.json"
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        return {}
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}", f"fix or delete {path}") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}", f"check the permissions of {path}") from exc
+    for key in data:
+        if key not in SPECS_BY_KEY:
+            close = difflib.get_close_matches(key, list(SPECS_BY_KEY), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(
+                f"unknown setting {key!r} in {path}",
+                f"{hint}known settings: {', '.join(SPECS_BY_KEY)}",
+            )
+    return data
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    environ = dict(os.environ if environ is None else environ)
+    path = config_file()
+    from_file = _read_file(path)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for spec in SPECS:
+        if spec.env_var in environ:
+            raw, source = environ[spec.env_var], f"env {spec.env_var}"
+        elif spec.key in from_file:
+            raw, source = from_file[spec.key], f"file {path}"
+        else:
+            values[spec.key], sources[spec.key] = spec.default(), "default"
+            continue
+        try:
+            values[spec.key] = spec.parse(raw)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"bad value {raw!r} for {spec.key} (from {source}): {exc}",
+                f"{spec.key} is {spec.help}",
+            ) from exc
+        sources[spec.key] = source
+    return Settings(values=values, sources=sources, file=path, file_exists=path.exists())

@@ -1,0 +1,191 @@
+"""What is on disk: dspine's models folder, its manifest, and the HF cache.
+
+Layout: MODELS_DIR/ORG/REPO/PATH for each pulled file (`.part` while it
+downloads), and MODELS_DIR/manifest.json naming what each pull consists of.
+A file that already sits in the user's Hugging Face cache is used from there
+and never copied or deleted by dspine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from huggingface_hub import constants
+
+from .download import corrupt_path, part_meta_path, part_path, partial_bytes
+from .errors import ConfigError, UsageError
+from .selection import RemoteFile
+
+MANIFEST_VERSION = 1
+
+
+@dataclass
+class StoredFile:
+    role: str  # "target" or "drafter"
+    repo: str
+    path: str
+    size: int
+    sha256: str | None
+    commit: str
+    local: str  # absolute path of the finished file
+
+    @property
+    def remote(self) -> RemoteFile:
+        return RemoteFile(self.repo, self.path, self.size, self.sha256, self.commit)
+
+
+@dataclass
+class PullRecord:
+    name: str  # what the user typed, normalised: a bundle name or ORG/REPO:QUANT
+    source: str  # "catalog" or "repo"
+    quant: str | None
+    drafter: str | None  # drafter variant, or None
+    drafter_kind: str | None
+    files: list[StoredFile] = field(default_factory=list)
+
+
+@dataclass
+class FileState:
+    status: str  # "complete", "partial" or "missing"
+    on_disk: int
+
+
+def file_state(stored: StoredFile) -> FileState:
+    local = Path(stored.local)
+    try:
+        size = local.stat().st_size
+    except FileNotFoundError:
+        have = partial_bytes(local)
+        return FileState("partial" if have else "missing", have)
+    return FileState("complete" if size == stored.size else "partial", size)
+
+
+def record_status(record: PullRecord) -> str:
+    states = {file_state(f).status for f in record.files}
+    if states == {"complete"}:
+        return "complete"
+    return "partial" if states & {"complete", "partial"} else "missing"
+
+
+def local_path(models_dir: Path, remote: RemoteFile) -> Path:
+    return models_dir / remote.repo / remote.path
+
+
+def find_in_hf_cache(remote: RemoteFile) -> Path | None:
+    """The file in the user's HF cache, matched by its LFS hash and size."""
+    if remote.sha256 is None:
+        return None
+    repo_dir = Path(constants.HF_HUB_CACHE) / ("models--" + remote.repo.replace("/", "--"))
+    blob = repo_dir / "blobs" / remote.sha256
+    try:
+        if blob.stat().st_size != remote.size:
+            return None
+    except OSError:
+        return None
+    # Prefer the snapshot name: llama.cpp finds the other shards of a split
+    # GGUF by file name, which a bare blob does not have.
+    for snapshot in sorted((repo_dir / "snapshots").glob("*")):
+        candidate = snapshot / remote.path
+        try:
+            if candidate.resolve() == blob.resolve():
+                return candidate
+        except OSError:
+            continue
+    return blob
+
+
+class Manifest:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: dict[str, PullRecord] = {}
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as exc:
+            raise ConfigError(
+                f"the manifest {self.path} cannot be read ({exc})",
+                "move it aside; the model files next to it are untouched and `dspine pull` rebuilds it",
+            ) from exc
+        for name, raw in data.get("pulls", {}).items():
+            files = [StoredFile(**f) for f in raw.pop("files", [])]
+            self.records[name] = PullRecord(**raw, files=files)
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "version": MANIFEST_VERSION,
+            "pulls": {name: asdict(record) for name, record in sorted(self.records.items())},
+        }
+        # Write then rename, so a crash never leaves half a manifest.
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".manifest-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=2)
+        os.replace(tmp, self.path)
+
+    def put(self, record: PullRecord) -> None:
+        self.records[record.name] = record
+        self.save()
+
+    def find(self, name: str) -> PullRecord:
+        for key, record in self.records.items():
+            if key.lower() == name.lower():
+                return record
+        known = ", ".join(self.records) or "nothing yet"
+        raise UsageError(f"{name!r} has not been pulled", f"pulled: {known}; see `dspine list`")
+
+
+@dataclass
+class Removal:
+    deleted: list[Path]
+    freed: int
+    kept_shared: list[Path]  # still used by another pull
+    kept_foreign: list[Path]  # in the HF cache, shared with other tools
+
+
+def plan_removal(manifest: Manifest, name: str, models_dir: Path) -> tuple[PullRecord, Removal]:
+    record = manifest.find(name)
+    used_elsewhere = {
+        f.local for other in manifest.records.values() if other is not record for f in other.files
+    }
+    removal = Removal([], 0, [], [])
+    root = models_dir.resolve()
+    for stored in record.files:
+        local = Path(stored.local)
+        if stored.local in used_elsewhere:
+            removal.kept_shared.append(local)
+            continue
+        if not local.resolve().is_relative_to(root):
+            removal.kept_foreign.append(local)
+            continue
+        for path in (local, part_path(local), part_meta_path(local), corrupt_path(local)):
+            if path.exists():
+                removal.deleted.append(path)
+                removal.freed += path.stat().st_size
+    return record, removal
+
+
+def apply_removal(manifest: Manifest, record: PullRecord, removal: Removal, models_dir: Path) -> None:
+    for path in removal.deleted:
+        path.unlink(missing_ok=True)
+        _prune_empty_dirs(path.parent, models_dir)
+    del manifest.records[record.name]
+    manifest.save()
+
+
+def _prune_empty_dirs(folder: Path, stop: Path) -> None:
+    stop = stop.resolve()
+    folder = folder.resolve()
+    while folder != stop and folder.is_relative_to(stop):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent

@@ -1,0 +1,131 @@
+"""Rich renderings for the CLI: pull progress, pull summary, list, config."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+from rich.table import Table
+
+from .download import FetchReport
+from .pull import PlannedFile, PullProgress, PullResult
+from .settings import SPECS, Settings
+from .store import Manifest, file_state, record_status
+from .units import format_bytes
+
+_ACTION_WORDS = {"present": "already here", "hf-cache": "in your HF cache", "fetch": "download"}
+
+
+class RichPullProgress(PullProgress):
+    """A bar per file and one for the whole pull, with speed and ETA."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}", justify="left"),
+            BarColumn(bar_width=None),
+            DownloadColumn(binary_units=True),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self.total: TaskID | None = None
+        self.tasks: dict[str, TaskID] = {}
+
+    def begin(self, files: list[PlannedFile]) -> None:
+        for item in files:
+            if item.action != "fetch":
+                self.console.print(f"  {item.role:8} {item.label}  [green]{_ACTION_WORDS[item.action]}[/]")
+        to_fetch = [f for f in files if f.action == "fetch"]
+        if not to_fetch:
+            return
+        self.progress.start()
+        self.total = self.progress.add_task(
+            "total",
+            total=sum(f.remote.size for f in to_fetch),
+            completed=sum(f.partial for f in to_fetch),
+        )
+
+    def resume_from(self, item: PlannedFile, have: int) -> None:
+        self.tasks[item.remote.path] = self.progress.add_task(
+            f"{item.role} {item.label}", total=item.remote.size, completed=have
+        )
+        if self.total is not None and have != item.partial:
+            self.progress.update(self.total, advance=have - item.partial)
+        if have:
+            self.console.print(f"  resuming {item.label} from {format_bytes(have)}")
+
+    def rehash(self, item: PlannedFile, n: int) -> None:
+        pass  # re-reading a .part is quick next to the download; no separate bar
+
+    def advance(self, item: PlannedFile, n: int) -> None:
+        self.progress.advance(self.tasks[item.remote.path], n)
+        if self.total is not None:
+            self.progress.advance(self.total, n)
+
+    def file_end(self, item: PlannedFile, report: FetchReport | None) -> None:
+        if report is not None:
+            self.progress.update(self.tasks[item.remote.path], description=f"[green]✓[/] {item.role} {item.label}")
+
+    def end(self) -> None:
+        self.progress.stop()
+
+
+def render_pull_result(console: Console, result: PullResult) -> None:
+    for note in result.notes:
+        console.print(f"[dim]note: {note}[/]")
+    record = result.record
+    drafter = f", drafter {record.drafter} ({record.drafter_kind})" if record.drafter else ", no drafter"
+    console.print(f"[bold green]pulled[/] {record.name} ({record.quant or 'default quant'}{drafter})")
+    for stored in record.files:
+        console.print(f"  {stored.role:8} {stored.local}  {format_bytes(stored.size)}  sha256 ok")
+    if result.fetched_bytes and result.seconds > 0:
+        rate = result.fetched_bytes / result.seconds
+        reused = f", {format_bytes(result.reused_bytes)} resumed from disk" if result.reused_bytes else ""
+        console.print(
+            f"  fetched {format_bytes(result.fetched_bytes)} in {result.seconds:.1f} s "
+            f"({format_bytes(rate)}/s){reused}"
+        )
+
+
+def list_table(manifest: Manifest) -> Table:
+    table = Table(title=f"Pulled models ({manifest.path.parent})", title_justify="left")
+    for column in ("name", "role", "file", "size", "on disk", "status", "path"):
+        table.add_column(column, overflow="fold")
+    for record in manifest.records.values():
+        status = record_status(record)
+        for index, stored in enumerate(record.files):
+            state = file_state(stored)
+            colour = {"complete": "green", "partial": "yellow", "missing": "red"}[state.status]
+            table.add_row(
+                record.name if index == 0 else "",
+                stored.role + (f" ({record.drafter_kind})" if stored.role == "drafter" else ""),
+                stored.path,
+                format_bytes(stored.size),
+                format_bytes(state.on_disk),
+                f"[{colour}]{state.status}[/]",
+                stored.local,
+            )
+        if not record.files:
+            table.add_row(record.name, "", "", "", "", status, "")
+    return table
+
+
+def config_table(settings: Settings) -> Table:
+    state = "exists" if settings.file_exists else "not created yet; defaults apply"
+    table = Table(title=f"Settings file: {settings.file} ({state})", title_justify="left")
+    for column in ("setting", "value", "from", "environment variable", "meaning"):
+        table.add_column(column, overflow="fold")
+    for spec in SPECS:
+        value = settings.values[spec.key]
+        shown = "" if value is None else str(value)
+        table.add_row(spec.key, shown, settings.sources[spec.key], spec.env_var, spec.help)
+    return table
