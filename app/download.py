@@ -29,7 +29,6 @@ from .errors import ChecksumError, DiskFullError, NetworkError
 from .selection import RemoteFile
 from .units import format_bytes
 
-CHUNK = 4 * 1024 * 1024
 HASH_READ = 8 * 1024 * 1024
 TIMEOUT = httpx2.Timeout(30.0, read=60.0)
 
@@ -169,7 +168,7 @@ def fetch(
                             hasher = _BackgroundHasher(hashlib.sha256())
                             on_bytes(-have)
                             have = 0
-                        for chunk in response.iter_bytes(CHUNK):
+                        for chunk in response.iter_bytes():
                             if have + len(chunk) > remote.size:
                                 raise ChecksumError(
                                     f"{remote.repo}/{remote.path}: the hub sent more than the listed "

@@ -7,6 +7,7 @@ token (`hf auth login`) and HF_HUB_OFFLINE work as they do for `hf`.
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Iterator
 
 import httpx2
@@ -27,11 +28,14 @@ TRANSPORT_ERRORS = (httpx2.TransportError,)
 
 
 def endpoint() -> str:
-    return constants.ENDPOINT
+    # Read at call time, not at import like huggingface_hub's constants, so a
+    # changed HF_ENDPOINT (a mirror, a test hub) is honoured.
+    return os.environ.get("HF_ENDPOINT", constants.ENDPOINT).rstrip("/")
 
 
 def is_offline() -> bool:
-    return bool(constants.HF_HUB_OFFLINE)
+    flag = os.environ.get("HF_HUB_OFFLINE")
+    return constants.HF_HUB_OFFLINE if flag is None else flag.strip().lower() in ("1", "true", "yes", "on")
 
 
 def unreachable(exc: BaseException) -> NetworkError:
@@ -89,7 +93,7 @@ def list_files(repo: str, revision: str | None = None) -> list[RemoteFile]:
             f"offline mode is on (HF_HUB_OFFLINE) and {repo} is not on disk",
             "unset HF_HUB_OFFLINE to download it",
         )
-    api = HfApi()
+    api = HfApi(endpoint=endpoint())
     with hub_errors(repo):
         commit = api.model_info(repo, revision=revision).sha or revision or "main"
         entries = api.list_repo_tree(repo, revision=commit, recursive=True)
@@ -107,7 +111,7 @@ def list_files(repo: str, revision: str | None = None) -> list[RemoteFile]:
 
 
 def download_url(remote: RemoteFile) -> str:
-    return hf_hub_url(remote.repo, remote.path, revision=remote.commit)
+    return hf_hub_url(remote.repo, remote.path, revision=remote.commit, endpoint=endpoint())
 
 
 def request_headers() -> dict[str, str]:

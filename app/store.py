@@ -75,11 +75,20 @@ def local_path(models_dir: Path, remote: RemoteFile) -> Path:
     return models_dir / remote.repo / remote.path
 
 
+def hf_cache_dir() -> Path:
+    """The HF hub cache, read from the environment at call time like `hf` does."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.path.expanduser(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        return Path(os.path.expanduser(os.environ["HF_HOME"])) / "hub"
+    return Path(constants.HF_HUB_CACHE)
+
+
 def find_in_hf_cache(remote: RemoteFile) -> Path | None:
     """The file in the user's HF cache, matched by its LFS hash and size."""
     if remote.sha256 is None:
         return None
-    repo_dir = Path(constants.HF_HUB_CACHE) / ("models--" + remote.repo.replace("/", "--"))
+    repo_dir = hf_cache_dir() / ("models--" + remote.repo.replace("/", "--"))
     blob = repo_dir / "blobs" / remote.sha256
     try:
         if blob.stat().st_size != remote.size:

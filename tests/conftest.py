@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fake_hub import FakeHub
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TARGET_REPO = "unsloth/Qwen3.8-27B-GGUF"
+DSPINE_REPO = "aj9o9/Qwen3.8-27B-DSpine-b16-GGUF"
+DFLASH_REPO = "incoai/Qwen3.8-27B-DFlash2-GGUF"
+TARGET_Q4 = "Qwen3.8-27B-Q4_K_M.gguf"
+DRAFTER_Q4 = "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf"
+
+
+def blob(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+@pytest.fixture
+def hub():
+    server = FakeHub()
+    server.add_repo(
+        TARGET_REPO,
+        {
+            TARGET_Q4: blob(3 * 1024 * 1024 + 123, 1),
+            "Qwen3.8-27B-UD-Q4_K_M.gguf": blob(4096, 2),
+            "Qwen3.8-27B-Q8_0.gguf": blob(8192, 3),
+            "mmproj-Q4_K_M.gguf": blob(1000, 4),
+            "README.md": b"# Qwen3.8-27B GGUF\n",
+        },
+        lfs=True,
+    )
+    server.add_repo(
+        DSPINE_REPO,
+        {DRAFTER_Q4: blob(512 * 1024 + 7, 5), "Qwen3.8-27B-DSpine-b16-BF16.gguf": blob(2048, 6)},
+    )
+    server.add_repo(DFLASH_REPO, {"Qwen3.8-27B-DFlash2-Q4_K_M.gguf": blob(4096, 7)})
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def env(tmp_path, hub, monkeypatch) -> dict[str, str]:
+    """An isolated user: own config, data and HF cache, the test hub as endpoint."""
+    values = {
+        "HF_ENDPOINT": hub.url,
+        "HF_HOME": str(tmp_path / "hf"),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "DSPINE_MODELS_DIR": str(tmp_path / "models"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_XET": "1",
+        "COLUMNS": "200",
+    }
+    for key in ("HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "DSPINE_CONFIG", "DSPINE_CATALOG", "DSPINE_DEBUG"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    full = dict(os.environ)
+    full.update(values)
+    return full
+
+
+@pytest.fixture
+def models_dir(env) -> Path:
+    return Path(env["DSPINE_MODELS_DIR"])
+
+
+def dspine_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "app", *args]
+
+
+@pytest.fixture
+def dspine(env):
+    """Run the real CLI in a subprocess, as a user would."""
+
+    def run(*args: str, extra_env: dict[str, str] | None = None, timeout: float = 120, **kwargs):
+        return subprocess.run(
+            dspine_cmd(*args),
+            env={**env, **(extra_env or {})},
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            **kwargs,
+        )
+
+    return run
