@@ -119,11 +119,10 @@ def select_by_quant(repo: str, listing: list[RemoteFile], quant: str | None) -> 
             )
     token = re.compile(rf"(?<![A-Za-z0-9]){re.escape(quant)}(?![A-Za-z0-9_])", re.IGNORECASE)
     matches = [f for f in models if token.search(_group_key(f.path).rsplit("/", 1)[-1]) or token.search(f.path)]
-    try:
-        return _pick(repo, f"quant {quant}", listing, matches)
-    except NotFoundError as exc:
+    if not matches:
         present = available_quants(listing)
         raise NotFoundError(
             f"{repo} has no {quant} file",
-            f"quants there: {', '.join(present)}" if present else exc.fix,
-        ) from None
+            f"quants there: {', '.join(present)}" if present else _describe(repo, listing),
+        )
+    return _pick(repo, f"quant {quant}", listing, matches)

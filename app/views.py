@@ -7,12 +7,14 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    ProgressColumn,
+    Task,
     TaskID,
     TextColumn,
     TimeRemainingColumn,
-    TransferSpeedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from .download import FetchReport
 from .pull import PlannedFile, PullProgress, PullResult
@@ -21,6 +23,14 @@ from .store import Manifest, file_state, record_status
 from .units import format_bytes
 
 _ACTION_WORDS = {"present": "already here", "hf-cache": "in your HF cache", "fetch": "download"}
+
+
+class BinarySpeedColumn(ProgressColumn):
+    """Speed in MiB/s, to match the MiB of the size column."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("" if speed is None else f"{format_bytes(speed)}/s", style="progress.data.speed")
 
 
 class RichPullProgress(PullProgress):
@@ -32,7 +42,7 @@ class RichPullProgress(PullProgress):
             TextColumn("[bold]{task.description}", justify="left"),
             BarColumn(bar_width=None),
             DownloadColumn(binary_units=True),
-            TransferSpeedColumn(),
+            BinarySpeedColumn(),
             TimeRemainingColumn(),
             console=console,
             transient=False,
@@ -53,15 +63,19 @@ class RichPullProgress(PullProgress):
             total=sum(f.remote.size for f in to_fetch),
             completed=sum(f.partial for f in to_fetch),
         )
+        for item in to_fetch:
+            self.tasks[item.remote.path] = self.progress.add_task(
+                f"{item.role} {item.label}", total=item.remote.size, completed=item.partial, start=False
+            )
 
     def resume_from(self, item: PlannedFile, have: int) -> None:
-        self.tasks[item.remote.path] = self.progress.add_task(
-            f"{item.role} {item.label}", total=item.remote.size, completed=have
-        )
+        task = self.tasks[item.remote.path]
+        self.progress.start_task(task)
+        self.progress.update(task, completed=have)
         if self.total is not None and have != item.partial:
             self.progress.update(self.total, advance=have - item.partial)
         if have:
-            self.console.print(f"  resuming {item.label} from {format_bytes(have)}")
+            self.progress.console.print(f"  resuming {item.label} from {format_bytes(have)}")
 
     def rehash(self, item: PlannedFile, n: int) -> None:
         pass  # re-reading a .part is quick next to the download; no separate bar
@@ -98,7 +112,7 @@ def render_pull_result(console: Console, result: PullResult) -> None:
 
 def list_table(manifest: Manifest) -> Table:
     table = Table(title=f"Pulled models ({manifest.path.parent})", title_justify="left")
-    for column in ("name", "role", "file", "size", "on disk", "status", "path"):
+    for column in ("name", "role", "size", "on disk", "status", "path"):
         table.add_column(column, overflow="fold")
     for record in manifest.records.values():
         status = record_status(record)
@@ -108,7 +122,6 @@ def list_table(manifest: Manifest) -> Table:
             table.add_row(
                 record.name if index == 0 else "",
                 stored.role + (f" ({record.drafter_kind})" if stored.role == "drafter" else ""),
-                stored.path,
                 format_bytes(stored.size),
                 format_bytes(state.on_disk),
                 f"[{colour}]{state.status}[/]",

@@ -25,7 +25,18 @@ class FakeRepo:
     lfs: bool = True
 
     def sha256(self, path: str) -> str:
-        return hashlib.sha256(self.files[path]).hexdigest()
+        return self._digest("sha256", path)
+
+    def sha1(self, path: str) -> str:
+        return self._digest("sha1", path)
+
+    def _digest(self, algorithm: str, path: str) -> str:
+        data = self.files[path]
+        key = (algorithm, path, id(data), len(data))
+        cache = self.__dict__.setdefault("_digests", {})
+        if key not in cache:
+            cache[key] = hashlib.new(algorithm, data).hexdigest()
+        return cache[key]
 
 
 @dataclass
@@ -123,7 +134,7 @@ class FakeHub:
             def _entry(self, repo: FakeRepo, path: str) -> dict:
                 data = repo.files[path]
                 size = hub.misbehave.listed_size.get(path, len(data))
-                entry = {"type": "file", "oid": hashlib.sha1(data).hexdigest(), "size": size, "path": path}
+                entry = {"type": "file", "oid": repo.sha1(path), "size": size, "path": path}
                 if repo.lfs:
                     entry["lfs"] = {"oid": repo.sha256(path), "size": size, "pointerSize": 134}
                 return entry
@@ -167,8 +178,9 @@ class FakeHub:
                     self._error(404, "EntryNotFound", "Entry not found")
                     return
                 misbehave = hub.misbehave
-                data = bytearray(repo.files[file_path])
+                data: bytes | bytearray = repo.files[file_path]
                 if file_path in misbehave.corrupt_at:
+                    data = bytearray(data)
                     data[misbehave.corrupt_at[file_path]] ^= 0xFF
                 size = len(data)
                 start = 0
@@ -183,7 +195,7 @@ class FakeHub:
                         self.end_headers()
                         return
                 self.send_response(206 if start else 200)
-                etag = repo.sha256(file_path) if repo.lfs else hashlib.sha1(repo.files[file_path]).hexdigest()
+                etag = repo.sha256(file_path) if repo.lfs else repo.sha1(file_path)
                 self.send_header("ETag", f'"{etag}"')
                 if repo.lfs:
                     self.send_header("X-Linked-Etag", f'"{etag}"')
@@ -197,14 +209,14 @@ class FakeHub:
                 self.end_headers()
                 if self.command == "HEAD":
                     return
-                self._send_body(repo, file_path, bytes(data[start:]))
+                self._send_body(repo, file_path, memoryview(data)[start:])
 
-            def _send_body(self, repo: FakeRepo, file_path: str, body: bytes) -> None:
+            def _send_body(self, repo: FakeRepo, file_path: str, body: memoryview) -> None:
                 misbehave = hub.misbehave
                 key = f"{repo.repo_id}/{file_path}"
                 drop = misbehave.drop_after.pop(file_path, None)
                 rate = misbehave.bytes_per_second
-                step = 64 * 1024 if rate is None else max(1024, int(rate / 50))
+                step = 1024 * 1024 if rate is None else max(1024, int(rate / 50))
                 began = time.monotonic()
                 sent = 0
                 try:
@@ -238,10 +250,15 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--mib", type=int, default=64)
+    parser.add_argument("--rate", type=float, default=None, help="throttle to this many MiB/s")
     args = parser.parse_args()
     rng = random.Random(0)
     hub = FakeHub()
     hub.add_repo("demo/Demo-GGUF", {"Demo-Q4_K_M.gguf": rng.randbytes(args.mib * 1024 * 1024)})
+    hub.add_repo("unsloth/Qwen3.8-27B-GGUF", {"Qwen3.8-27B-Q4_K_M.gguf": rng.randbytes(args.mib * 1024 * 1024)})
+    hub.add_repo("aj9o9/Qwen3.8-27B-DSpine-b16-GGUF", {"Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf": rng.randbytes(args.mib * 256 * 1024)})
+    if args.rate:
+        hub.misbehave.bytes_per_second = args.rate * 1024 * 1024
     hub.start()
     print(f"HF_ENDPOINT={hub.url}", flush=True)
     threading.Event().wait()

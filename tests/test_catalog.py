@@ -1,0 +1,79 @@
+import pytest
+
+from app.catalog import DRAFTER_KINDS, RepoRef, load_catalog, parse_catalog, parse_repo_ref
+from app.errors import ConfigError, UsageError
+
+
+def test_builtin_catalog_has_the_promised_bundles():
+    catalog = load_catalog()
+    big = catalog.find("qwen3.8-27b")
+    assert list(big.quants) == ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"]
+    assert {v: d.kind for v, d in big.drafters.items()} == {
+        "dspine-q4": "dspine",
+        "dspine-bf16": "dspine",
+        "dflash2-q4": "dflash",
+        "mtp": "mtp",
+    }
+    assert big.drafters["mtp"].builtin
+    assert big.drafter(None).variant == "dspine-q4"
+    small = catalog.find("qwen3:8b")
+    assert small.name == "qwen3-8b" and small.drafter(None).kind == "dspine"
+    assert all(d.kind in DRAFTER_KINDS for b in catalog.bundles.values() for d in b.drafters.values())
+
+
+def test_find_is_case_insensitive_and_suggests():
+    catalog = load_catalog()
+    assert catalog.find("QWEN3.8-27B").name == "qwen3.8-27b"
+    with pytest.raises(UsageError) as caught:
+        catalog.find("qwen3.8-72b")
+    assert caught.value.fix.startswith("did you mean qwen3.8-27b")
+
+
+def test_quant_and_drafter_choices():
+    bundle = load_catalog().find("qwen3.8-27b")
+    assert bundle.quant_pattern("q8_0") == ("Q8_0", "*Q8_0*.gguf")
+    assert bundle.drafter("none") is None
+    with pytest.raises(UsageError, match="no drafter 'eagle'"):
+        bundle.drafter("eagle")
+
+
+@pytest.mark.parametrize(
+    ("text", "ref"),
+    [
+        ("bartowski/Qwen_Qwen3-8B-GGUF", RepoRef("bartowski/Qwen_Qwen3-8B-GGUF")),
+        ("bartowski/Qwen_Qwen3-8B-GGUF:Q8_0", RepoRef("bartowski/Qwen_Qwen3-8B-GGUF", "Q8_0")),
+        ("hf.co/unsloth/Qwen3.8-27B-GGUF:UD-Q4_K_M", RepoRef("unsloth/Qwen3.8-27B-GGUF", "UD-Q4_K_M")),
+        ("https://huggingface.co/Qwen/Qwen3-8B-GGUF", RepoRef("Qwen/Qwen3-8B-GGUF")),
+        ("qwen3.8-27b", None),
+    ],
+)
+def test_parse_repo_ref(text, ref):
+    assert parse_repo_ref(text) == ref
+
+
+def test_bad_repo_ref():
+    with pytest.raises(UsageError, match="not a repository name"):
+        parse_repo_ref("a/b/c d")
+
+
+def test_user_catalog_overrides_a_bundle(tmp_path):
+    extra = tmp_path / "mine.toml"
+    extra.write_text(
+        '[bundles."qwen3.8-27b"]\n'
+        '[bundles."qwen3.8-27b".target]\nrepo = "me/Fixed-GGUF"\n'
+        '[bundles."qwen3.8-27b".target.quants]\nQ4_K_M = "*q4_k_m*.gguf"\n'
+    )
+    catalog = load_catalog(extra)
+    assert catalog.find("qwen3.8-27b").target_repo == "me/Fixed-GGUF"
+    assert catalog.find("qwen3-8b").target_repo == "Qwen/Qwen3-8B-GGUF"
+
+
+def test_catalog_errors_name_the_place():
+    with pytest.raises(ConfigError, match=r"x.toml: bundles.b.drafters.d: kind 'eagle9' is unknown"):
+        parse_catalog(
+            '[bundles.b.target]\nrepo="o/r"\n[bundles.b.target.quants]\nQ4_K_M="*"\n'
+            '[bundles.b.drafters.d]\nkind="eagle9"\nrepo="o/d"\npattern="*"\n',
+            "x.toml",
+        )
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        parse_catalog("[[[", "x.toml")

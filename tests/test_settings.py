@@ -1,0 +1,45 @@
+import pytest
+
+from app.errors import ConfigError
+from app.settings import load_settings
+
+
+@pytest.fixture
+def config_file(tmp_path, monkeypatch):
+    path = tmp_path / "config.toml"
+    monkeypatch.setenv("DSPINE_CONFIG", str(path))
+    for key in ("DSPINE_MODELS_DIR", "DSPINE_DOWNLOAD_RETRIES", "DSPINE_CATALOG", "DSPINE_DEBUG"):
+        monkeypatch.delenv(key, raising=False)
+    return path
+
+
+def test_defaults_then_file_then_environment(config_file, tmp_path, monkeypatch):
+    settings = load_settings()
+    assert settings.sources["models_dir"] == "default" and settings.download_retries == 5
+    config_file.write_text(f'models_dir = "{tmp_path / "m"}"\ndownload_retries = 2\n')
+    settings = load_settings()
+    assert settings.models_dir == tmp_path / "m"
+    assert settings.sources["download_retries"] == f"file {config_file}"
+    monkeypatch.setenv("DSPINE_DOWNLOAD_RETRIES", "9")
+    settings = load_settings()
+    assert settings.download_retries == 9
+    assert settings.sources["download_retries"] == "env DSPINE_DOWNLOAD_RETRIES"
+    assert settings.manifest_path == tmp_path / "m" / "manifest.json"
+
+
+def test_unknown_key_suggests_the_right_one(config_file):
+    config_file.write_text('model_dir = "/x"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert "unknown setting 'model_dir'" in caught.value.cause
+    assert "did you mean 'models_dir'" in caught.value.fix
+
+
+def test_bad_value_and_bad_toml(config_file, monkeypatch):
+    monkeypatch.setenv("DSPINE_DOWNLOAD_RETRIES", "many")
+    with pytest.raises(ConfigError, match="bad value 'many' for download_retries"):
+        load_settings()
+    monkeypatch.delenv("DSPINE_DOWNLOAD_RETRIES")
+    config_file.write_text("models_dir = \n")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_settings()
