@@ -15,10 +15,18 @@ from pathlib import Path
 from . import hub
 from .catalog import Catalog, Drafter, parse_repo_ref
 from .download import FetchReport, fetch, partial_bytes
-from .errors import DiskFullError, NetworkError, UsageError
+from .errors import DiskFullError, NetworkError, NotFoundError, UsageError
 from .selection import RemoteFile, select_by_glob, select_by_quant
 from .settings import Settings
-from .store import Manifest, PullRecord, StoredFile, find_in_hf_cache, local_path, record_status
+from .store import (
+    Manifest,
+    PullRecord,
+    StoredFile,
+    find_in_hf_cache,
+    listing_from_hf_cache,
+    local_path,
+    record_status,
+)
 from .units import format_bytes
 
 
@@ -97,19 +105,30 @@ def _choose_files(request: Request) -> list[tuple[str, RemoteFile]]:
 
     def listing(repo: str) -> list[RemoteFile]:
         if repo not in listings:
-            listings[repo] = hub.list_files(repo)
+            if hub.is_offline() and (cached := listing_from_hf_cache(repo)):
+                listings[repo] = cached
+            else:
+                listings[repo] = hub.list_files(repo)
         return listings[repo]
 
-    target_listing = listing(request.target_repo)
-    if request.target_pattern is None:
-        targets = select_by_quant(request.target_repo, target_listing, request.quant)
-    else:
-        targets = select_by_glob(request.target_repo, target_listing, request.target_pattern)
-    chosen = [("target", f) for f in targets]
-    drafter = request.drafter
-    if drafter is not None and not drafter.builtin:
-        assert drafter.repo is not None and drafter.pattern is not None
-        chosen += [("drafter", f) for f in select_by_glob(drafter.repo, listing(drafter.repo), drafter.pattern)]
+    try:
+        target_listing = listing(request.target_repo)
+        if request.target_pattern is None:
+            targets = select_by_quant(request.target_repo, target_listing, request.quant)
+        else:
+            targets = select_by_glob(request.target_repo, target_listing, request.target_pattern)
+        chosen = [("target", f) for f in targets]
+        drafter = request.drafter
+        if drafter is not None and not drafter.builtin:
+            assert drafter.repo is not None and drafter.pattern is not None
+            chosen += [("drafter", f) for f in select_by_glob(drafter.repo, listing(drafter.repo), drafter.pattern)]
+    except NotFoundError as exc:
+        if hub.is_offline():
+            raise NetworkError(
+                f"offline mode is on (HF_HUB_OFFLINE) and your HF cache lacks it: {exc.cause}",
+                "unset HF_HUB_OFFLINE to download it",
+            ) from exc
+        raise
     return chosen
 
 

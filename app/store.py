@@ -107,6 +107,28 @@ def find_in_hf_cache(remote: RemoteFile) -> Path | None:
     return blob
 
 
+def listing_from_hf_cache(repo: str) -> list[RemoteFile]:
+    """What the HF cache holds of `repo` at its cached `main`, shaped like a hub
+    listing (LFS blobs are named by their sha256), for pulls in offline mode."""
+    repo_dir = hf_cache_dir() / ("models--" + repo.replace("/", "--"))
+    try:
+        commit = (repo_dir / "refs" / "main").read_text().strip()
+    except OSError:
+        return []
+    snapshot = repo_dir / "snapshots" / commit
+    listing = []
+    for entry in sorted(snapshot.rglob("*")):
+        try:
+            blob = entry.resolve(strict=True)
+        except OSError:
+            continue
+        if not blob.is_file():
+            continue
+        sha = blob.name if len(blob.name) == 64 and all(c in "0123456789abcdef" for c in blob.name) else None
+        listing.append(RemoteFile(repo, entry.relative_to(snapshot).as_posix(), blob.stat().st_size, sha, commit))
+    return listing
+
+
 class Manifest:
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -226,3 +226,19 @@ def test_file_in_the_hf_cache_is_used_not_fetched(dspine, hub, env, models_dir):
     removed = dspine("rm", "qwen3.8-27b", "--yes")
     assert removed.returncode == 0
     assert Path(cached).exists()  # shared with other tools: never deleted by dspine
+
+
+def test_offline_pull_of_a_repository_in_the_hf_cache(dspine, hub, env, models_dir):
+    from huggingface_hub import hf_hub_download
+
+    cache = Path(env["HF_HOME"]) / "hub"
+    cached = hf_hub_download(TARGET_REPO, "Qwen3.8-27B-Q8_0.gguf", endpoint=hub.url, cache_dir=cache)
+    hub.reset_counts()
+    result = dspine("pull", f"{TARGET_REPO}:Q8_0", extra_env={"HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    assert hub.requests == []
+    listed = json.loads(dspine("list", "--json").stdout)["pulls"][f"{TARGET_REPO}:Q8_0"]
+    assert listed["files"][0]["local"] == cached and listed["status"] == "complete"
+    missing = dspine("pull", f"{TARGET_REPO}:Q4_K_M", extra_env={"HF_HUB_OFFLINE": "1"})
+    assert missing.returncode == 5
+    assert "offline mode is on" in missing.stderr and "has no Q4_K_M file" in missing.stderr
