@@ -150,6 +150,49 @@ def rm(
 
 
 @app.command()
+def fit(
+    model: Optional[str] = typer.Argument(
+        None, help="A catalog name (default qwen3.8-27b), ORG/REPO[:QUANT], or a .gguf file."
+    ),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Drafter variant, a .gguf file, or none."),
+    quant: Optional[str] = typer.Option(None, "--quant", "-q", help="Only this target quant."),
+    goal: str = typer.Option("speed", "--goal", help="speed: all on GPU with the best drafter; context: the longest context."),
+    ctx: Optional[int] = typer.Option(None, "--ctx", help="A fixed context length in tokens."),
+    kv: Optional[str] = typer.Option(None, "--kv", help="KV cache type: f16, q8_0 or q4_0."),
+    gpu: int = typer.Option(0, "--gpu", help="Which GPU to plan for."),
+    vram: Optional[str] = typer.Option(None, "--vram", help="Plan for this much VRAM instead, e.g. 24GiB."),
+    measure: bool = typer.Option(True, "--measure/--no-measure", help="Ask llama.cpp for compute buffers (dry run)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
+) -> None:
+    """Plan what fits in this GPU's VRAM next to the drafter, and say why."""
+    from .fit import FitRequest, fit as fit_model
+    from .memory import KV_TYPES
+    from .planner import GOALS
+    from .units import parse_bytes
+    from .views import fit_view
+
+    if goal not in GOALS:
+        raise UsageError(f"unknown goal {goal!r}", f"use one of: {', '.join(GOALS)}")
+    if kv is not None and kv not in KV_TYPES:
+        raise UsageError(f"unknown KV type {kv!r}", f"use one of: {', '.join(KV_TYPES)}")
+    if ctx is not None and ctx < 256:
+        raise UsageError(f"--ctx {ctx} is too small", "give a context of at least 256 tokens, e.g. 32768")
+    try:
+        vram_bytes = parse_bytes(vram) if vram else None
+    except ValueError as exc:
+        raise UsageError(str(exc), "write it like 24GiB or 16GB") from None
+    settings = load_settings()
+    request = FitRequest(model, draft, quant, goal, ctx, kv, gpu, vram_bytes, measure)
+    result = fit_model(request, load_catalog(settings.catalog), settings)
+    if as_json:
+        out.print_json(json.dumps(result.plan.to_json()))
+    else:
+        fit_view(out, result)
+    if not result.plan.fits:
+        raise typer.Exit(10)
+
+
+@app.command()
 def config(
     path: bool = typer.Option(False, "--path", help="Print only the settings file's path."),
 ) -> None:

@@ -78,6 +78,18 @@ SPECS: tuple[SettingSpec, ...] = (
         "times a dropped connection is resumed before pull gives up",
     ),
     SettingSpec(
+        "gpu_overhead_mib",
+        _positive_int,
+        lambda: 400,
+        "MiB the GPU backend takes for itself (CUDA context, cuBLAS); UNCONFIRMED default",
+    ),
+    SettingSpec(
+        "fit_margin_mib",
+        _positive_int,
+        lambda: 512,
+        "MiB `dspine fit` keeps free on the GPU for safety",
+    ),
+    SettingSpec(
         "debug",
         _bool,
         lambda: False,

@@ -142,3 +142,57 @@ def config_table(settings: Settings) -> Table:
         shown = "" if value is None else str(value)
         table.add_row(spec.key, shown, settings.sources[spec.key], spec.env_var, spec.help)
     return table
+
+
+def fit_view(console: Console, result) -> None:
+    plan = result.plan
+    runtime_rows = _fit_rows(plan)
+    table = Table(title=f"dspine fit: {plan.target.label} ({plan.target.shape.name or plan.target.path})", title_justify="left")
+    table.add_column("on the GPU", overflow="fold")
+    table.add_column("MiB", justify="right")
+    for label, value in runtime_rows:
+        table.add_row(label, f"{value / 2**20:,.0f}")
+    table.add_section()
+    table.add_row("[bold]total[/]", f"[bold]{plan.total / 2**20:,.0f}[/]")
+    table.add_row("budget", f"{plan.budget / 2**20:,.0f}")
+    colour = "green" if plan.fits else "red"
+    table.add_row(f"[{colour}]headroom[/]", f"[{colour}]{plan.headroom / 2**20:,.0f}[/]")
+    console.print(table)
+    ram = {k: v for k, v in plan.ram.items() if v}
+    if ram:
+        console.print(
+            "In system RAM: " + ", ".join(f"{k.replace('_', ' ')} {v / 2**20:,.0f} MiB" for k, v in ram.items())
+        )
+    verdict = "[bold green]fits[/]" if plan.fits else "[bold red]does not fit[/]"
+    drafter = f"{plan.drafter.label} ({plan.drafter.kind})" if plan.drafter else "no drafter"
+    console.print(
+        f"{verdict}: {plan.target.label} + {drafter}, context {plan.n_ctx:,}, KV {plan.kv}, "
+        f"flash attention {'on' if plan.flash_attn else 'off'}, GPU layers {plan.gpu_layers}"
+        + (f" (drafter {plan.drafter_gpu_layers})" if plan.drafter_gpu_layers else "")
+    )
+    for reason in plan.reasons:
+        console.print(f"  • {reason}", soft_wrap=False)
+    console.print("[dim]llama-server " + " ".join(plan.server_args()) + "[/]", soft_wrap=True)
+
+
+def _fit_rows(plan) -> list[tuple[str, int]]:
+    shape = plan.target.shape
+    m = plan.memory
+    all_layers = shape.n_layer + 1
+    rows = [
+        (f"target weights ({plan.target.label}, {plan.gpu_layers}/{all_layers} layers)", m["target_weights"]),
+        (f"target KV cache ({plan.kv}, {plan.n_ctx:,} tokens, {len(shape.kv_layers)} blocks)", m["target_kv"]),
+    ]
+    if shape.recurrent_layers:
+        rows.append((f"recurrent state ({len(shape.recurrent_layers)} Gated-DeltaNet blocks)", m["recurrent_state"]))
+    measured = "measured by llama.cpp" if plan.target.curve else "estimated"
+    rows.append((f"compute buffer (ubatch {plan.n_ubatch}, {measured})", m["compute"]))
+    rows.append(("backend overhead (CUDA context)", m["overhead"]))
+    if plan.drafter is not None:
+        label = plan.drafter.label
+        rows.append((f"drafter weights ({label})", m["drafter_weights"]))
+        rows.append((f"drafter KV cache ({label})", m["drafter_kv"]))
+        measured = "measured by llama.cpp" if plan.drafter.curve else "estimated"
+        rows.append((f"drafter compute buffer ({measured})", m["drafter_compute"]))
+    rows.append(("safety margin", m["margin"]))
+    return rows

@@ -1,0 +1,273 @@
+"""`dspine fit`: from a name, a repository or files to a plan for this GPU.
+
+    name -> files (on disk, else on the hub) -> GGUF headers (local, or over
+    HTTP Range, cached as sparse files) -> shapes -> compute buffers measured
+    by llama.cpp (dry run) -> hardware -> planner
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+from huggingface_hub.utils import hf_raise_for_status
+
+from . import dryrun, hub
+from .catalog import NO_DRAFTER, Bundle, Catalog, parse_repo_ref
+from .errors import UsageError
+from .gguf_info import GgufHeader, RangeSource, parse_header, read_local
+from .hardware import Hardware, detect
+from .memory import ComputeCurve, padded
+from .model_shape import ModelShape, shape_from_header
+from .planner import Option, Plan, Wishes, plan
+from .selection import RemoteFile, select_by_glob, select_by_quant
+from .settings import Settings
+from .store import Manifest, find_in_hf_cache, local_path
+from .units import format_bytes
+
+DEFAULT_MODEL = "qwen3.8-27b"
+
+
+@dataclass
+class FitRequest:
+    model: str | None = None
+    draft: str | None = None  # a variant, a file, or "none"
+    quant: str | None = None
+    goal: str = "speed"
+    ctx: int | None = None
+    kv: str | None = None
+    gpu: int = 0
+    vram: int | None = None
+    measure: bool = True
+
+
+@dataclass
+class FitResult:
+    plan: Plan
+    hardware: Hardware
+    gpu_name: str
+    measured: list[str] = field(default_factory=list)  # labels whose compute came from llama.cpp
+
+
+def _cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir("dspine"))
+
+
+# -- where a model's header comes from ------------------------------------------------
+
+
+def _remote_header(remote: RemoteFile) -> tuple[GgufHeader, Path]:
+    """Read a remote header over HTTP Range; keep it as a sparse file of the full size,
+    which both later fits and llama.cpp's dry run can open like the real file."""
+    key = remote.sha256 or hashlib.sha256(f"{remote.repo}/{remote.path}@{remote.commit}".encode()).hexdigest()
+    cached = _cache_dir() / "headers" / f"{key}.gguf"
+    if cached.exists():
+        header = read_local(cached)
+        header.source = f"{remote.repo}/{remote.path}"
+        return header, cached
+    client = hub.http_client()
+
+    def fetch(offset: int, size: int) -> bytes:
+        headers = {**hub.request_headers(), "Range": f"bytes={offset}-{offset + size - 1}"}
+        with hub.hub_errors(remote.repo):
+            response = client.get(hub.download_url(remote), headers=headers, follow_redirects=True, timeout=60)
+            hf_raise_for_status(response)
+        return response.content[:size]
+
+    source = RangeSource(f"{remote.repo}/{remote.path}", remote.size, fetch)
+    try:
+        header = parse_header(source)
+    except hub.TRANSPORT_ERRORS as exc:
+        raise hub.unreachable(exc) from exc
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(".tmp")
+    with tmp.open("wb") as handle:
+        handle.write(source.fetched[: header.header_bytes])
+        handle.truncate(remote.size)  # sparse: no disk used for the weights
+    os.replace(tmp, cached)
+    return header, cached
+
+
+def _local_or_remote(remote: RemoteFile, settings: Settings) -> tuple[GgufHeader, Path, str]:
+    """(header, a path llama.cpp can open, the path the plan names)."""
+    final = local_path(settings.models_dir, remote)
+    for candidate in (final, find_in_hf_cache(remote)):
+        if candidate is not None and candidate.exists() and candidate.stat().st_size == remote.size:
+            return read_local(candidate), candidate, str(candidate)
+    header, sparse = _remote_header(remote)
+    return header, sparse, str(final)
+
+
+def _kind_of(shape: ModelShape) -> str:
+    """A drafter file's kind from its architecture name (dspine, dflash), else a plain draft model."""
+    for kind in ("dspine", "dflash"):
+        if kind in shape.arch.lower():
+            return kind
+    return "draft"
+
+
+def _option_from_file(label: str, path: Path, drafter: bool = False) -> tuple[Option, Path]:
+    if not path.exists():
+        raise UsageError(f"no such file: {path}", "give the path of a .gguf file")
+    shape = shape_from_header(read_local(path))
+    return Option(label, str(path), shape, kind=_kind_of(shape) if drafter else None), path
+
+
+# -- compute curves, measured once per shape and llama.cpp version ---------------------
+
+
+def _signature(shape: ModelShape) -> str:
+    fields = (shape.arch, shape.n_layer, shape.n_embd, shape.n_ff, shape.n_vocab, shape.n_head, shape.n_head_kv,
+              shape.key_length, shape.kv_layers, shape.recurrent_layers, shape.rs_bytes_per_row, shape.tied_output)
+    return hashlib.sha256(repr(fields).encode()).hexdigest()[:24]
+
+
+def _llama_version() -> str:
+    try:
+        import llama_cpp
+
+        return str(getattr(llama_cpp, "__version__", "?"))
+    except ImportError:
+        return ""
+
+
+def _contexts(shape: ModelShape) -> list[int]:
+    top = padded(max(shape.n_ctx_train, 4096))
+    return sorted({c for c in (4096, 16384, 65536, 131072, top) if c <= top})
+
+
+def _measured_curve(shape: ModelShape, path: Path, n_ubatch: int) -> ComputeCurve | None:
+    version = _llama_version()
+    if not version:
+        return None
+    store = _cache_dir() / "compute-curves.json"
+    key = f"{_signature(shape)}:{version}:{n_ubatch}:fa"
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if key in known:
+        entry = known[key]
+        return ComputeCurve(tuple(map(tuple, entry)), n_ubatch, True) if entry else None
+    curve = dryrun.measure(path, _contexts(shape), n_ubatch=n_ubatch, flash_attn=True)
+    known[key] = [list(p) for p in curve.points] if curve else None
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(known))
+    return curve
+
+
+# -- choosing what to plan among ------------------------------------------------------
+
+
+def _bundle_options(bundle: Bundle, request: FitRequest, settings: Settings) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path]]]:
+    listings: dict[str, list[RemoteFile]] = {}
+
+    def files(repo: str, pattern: str) -> list[RemoteFile]:
+        if repo not in listings:
+            listings[repo] = hub.list_files(repo)
+        return select_by_glob(repo, listings[repo], pattern)
+
+    default_quant, _ = bundle.quant_pattern(request.quant)
+    quants = [default_quant] if request.quant else list(bundle.quants)
+    remotes = {q: files(bundle.target_repo, bundle.quants[q])[0] for q in quants}
+    # The default quant first, then smaller ones as fallbacks (a bigger quant is never faster).
+    limit = remotes[default_quant].size
+    ordered = [default_quant] + sorted(
+        (q for q in quants if q != default_quant and remotes[q].size < limit), key=lambda q: -remotes[q].size
+    )
+    targets = []
+    for quant in ordered:
+        header, openable, named = _local_or_remote(remotes[quant], settings)
+        targets.append((Option(quant, named, shape_from_header(header)), openable))
+
+    drafters = []
+    if request.draft and request.draft.lower() == NO_DRAFTER:
+        return targets, drafters
+    if request.draft and Path(request.draft).suffix == ".gguf":
+        return targets, [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
+    variants = [bundle.drafter(request.draft)] if request.draft else list(bundle.drafters.values())
+    for drafter in variants:
+        if drafter is None:
+            continue
+        if drafter.builtin:
+            if targets[0][0].shape is not None and targets[0][0].shape.has_mtp:
+                drafters.append((Option(drafter.variant, targets[0][0].path, None, kind=drafter.kind), targets[0][1]))
+            continue
+        assert drafter.repo is not None and drafter.pattern is not None
+        remote = files(drafter.repo, drafter.pattern)[0]
+        header, openable, named = _local_or_remote(remote, settings)
+        drafters.append((Option(drafter.variant, named, shape_from_header(header), kind=drafter.kind), openable))
+    return targets, drafters
+
+
+def _options(request: FitRequest, catalog: Catalog, settings: Settings):
+    name = request.model or DEFAULT_MODEL
+    if name.lower().endswith(".gguf") or Path(name).exists():
+        targets = [_option_from_file(request.quant or Path(name).name, Path(name))]
+        drafters = []
+        if request.draft and request.draft.lower() != NO_DRAFTER:
+            drafters = [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
+        return targets, drafters
+    ref = parse_repo_ref(name)
+    if ref is not None:
+        with hub.hub_errors(ref.repo):
+            listing = hub.list_files(ref.repo)
+        chosen = select_by_quant(ref.repo, listing, request.quant or ref.quant)
+        header, openable, named = _local_or_remote(chosen[0], settings)
+        targets = [(Option(request.quant or ref.quant or "default", named, shape_from_header(header)), openable)]
+        drafters = []
+        if request.draft and request.draft.lower() != NO_DRAFTER:
+            drafters = [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
+        return targets, drafters
+    return _bundle_options(catalog.find(name), request, settings)
+
+
+def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Hardware | None = None) -> FitResult:
+    hardware = hardware or detect()
+    if request.vram is not None:
+        budget, gpu_name = request.vram, f"planned for {format_bytes(request.vram)} of VRAM (--vram)"
+    elif hardware.gpus:
+        if not 0 <= request.gpu < len(hardware.gpus):
+            raise UsageError(
+                f"there is no GPU {request.gpu}",
+                f"this machine has GPUs 0 to {len(hardware.gpus) - 1}; pick one with --gpu",
+            )
+        gpu = hardware.gpus[request.gpu]
+        budget = gpu.free
+        gpu_name = f"GPU {gpu.index}: {gpu.name}, {format_bytes(gpu.total)} total, {format_bytes(gpu.free)} free"
+    else:
+        budget, gpu_name = 0, "no NVIDIA GPU found"
+
+    targets, drafters = _options(request, catalog, settings)
+    measured = []
+    if request.measure and budget > 0:
+        curves: dict[str, ComputeCurve | None] = {}
+        for group in (targets, drafters):
+            for index, (option, openable) in enumerate(group):
+                if option.shape is None:
+                    continue
+                sig = _signature(option.shape)
+                if sig not in curves:
+                    curves[sig] = _measured_curve(option.shape, openable, 512)
+                if curves[sig] is not None:
+                    group[index] = (Option(option.label, option.path, option.shape, option.kind, curves[sig]), openable)
+                    measured.append(option.label)
+    wishes = Wishes(
+        budget=budget,
+        goal=request.goal,
+        ctx=request.ctx,
+        kv=request.kv,
+        overhead=settings.gpu_overhead_mib * 2**20,
+        margin=settings.fit_margin_mib * 2**20,
+        ram_available=hardware.ram_available,
+    )
+    result = plan([o for o, _ in targets], [o for o, _ in drafters], wishes)
+    result.reasons.insert(0, gpu_name[0].upper() + gpu_name[1:] + ".")
+    if measured:
+        result.reasons.append(f"Compute buffers measured by llama.cpp {_llama_version()} in a dry run: {', '.join(dict.fromkeys(measured))}.")
+    return FitResult(result, hardware, gpu_name, measured)
+

@@ -1,0 +1,187 @@
+"""A model's shape for memory planning, from its GGUF header. Pure.
+
+What a memory estimate needs: bytes of weights per block and outside blocks,
+which blocks keep a KV cache (all of a dense model; the full-attention ones of
+a qwen35 hybrid; a window's worth in sliding-window blocks), the recurrent
+state of Gated-DeltaNet blocks, and the heads and head sizes behind each.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from .gguf_info import ArrayInfo, GgufError, GgufHeader
+
+# Hybrids whose non-attention blocks are Gated DeltaNet (a fixed recurrent state).
+GDN_HYBRIDS = ("qwen35", "qwen35moe", "qwen3next", "qwen4exp")
+_BLOCK = re.compile(r"^blk\.(\d+)\.")
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    source: str
+    arch: str
+    name: str
+    weight_type: str  # the most common matrix type: Q4_K, Q8_0, BF16 ...
+    n_layer: int  # trunk blocks, without MTP (nextn) blocks
+    n_layer_nextn: int
+    n_embd: int
+    n_ff: int
+    n_vocab: int
+    n_ctx_train: int
+    n_head: tuple[int, ...]  # per trunk block
+    n_head_kv: tuple[int, ...]
+    key_length: int
+    value_length: int
+    kv_layers: tuple[int, ...]  # blocks with a KV cache
+    swa_layers: tuple[int, ...]  # of those, the ones with a sliding window
+    sliding_window: int | None
+    recurrent_layers: tuple[int, ...]
+    rs_bytes_per_row: int  # recurrent state of all recurrent blocks, one sequence row, f32
+    block_bytes: tuple[int, ...]  # weights per trunk block
+    nextn_bytes: int  # weights of MTP blocks (loaded only for MTP drafting)
+    token_embd_bytes: int
+    output_bytes: int  # output.weight + output_norm (the tied embedding when no output.weight)
+    tied_output: bool
+    other_bytes: int  # tensors in no block and not embd/output (rope factors, ...)
+
+    @property
+    def total_weight_bytes(self) -> int:
+        """Bytes of weights in the file (a tied output is counted once)."""
+        output_in_file = self.output_bytes - (self.token_embd_bytes if self.tied_output else 0)
+        return sum(self.block_bytes) + self.nextn_bytes + self.token_embd_bytes + output_in_file + self.other_bytes
+
+    @property
+    def has_mtp(self) -> bool:
+        return self.n_layer_nextn > 0 and self.nextn_bytes > 0
+
+    def kv_width(self, layer: int) -> tuple[int, int]:
+        """Values per token for K and V in one block (heads x head size)."""
+        return self.n_head_kv[layer] * self.key_length, self.n_head_kv[layer] * self.value_length
+
+
+def _per_layer(value, n_layer: int, what: str, source: str) -> tuple[int, ...]:
+    if isinstance(value, ArrayInfo):
+        raise GgufError(f"{source}: {what} has {value.length} entries", "the file is damaged")
+    if isinstance(value, list):
+        if len(value) < n_layer:
+            raise GgufError(f"{source}: {what} has {len(value)} entries for {n_layer} blocks", "the file is damaged")
+        return tuple(int(v) for v in value[:n_layer])
+    return (int(value),) * n_layer
+
+
+def _require(header: GgufHeader, suffix: str):
+    value = header.arch_key(suffix)
+    if value is None:
+        raise GgufError(
+            f"{header.source} lacks {header.architecture}.{suffix}",
+            "this is not a complete language-model GGUF",
+        )
+    return value
+
+
+def shape_from_header(header: GgufHeader) -> ModelShape:
+    arch = header.architecture
+    if not arch:
+        raise GgufError(f"{header.source} has no general.architecture", "this is not a language-model GGUF")
+    n_blocks = int(_require(header, "block_count"))
+    n_nextn = int(header.arch_key("nextn_predict_layers", 0) or 0)
+    n_layer = n_blocks - n_nextn
+    if not 0 < n_layer <= 100_000:
+        raise GgufError(f"{header.source} claims {n_layer} blocks", "the file is damaged")
+    n_embd = int(_require(header, "embedding_length"))
+    n_head = _per_layer(_require(header, "attention.head_count"), n_layer, "head_count", header.source)
+    n_head_kv = _per_layer(header.arch_key("attention.head_count_kv", n_head[0]), n_layer, "head_count_kv", header.source)
+    first_heads = next((h for h in n_head if h), 1)
+    key_length = int(header.arch_key("attention.key_length", n_embd // first_heads))
+    value_length = int(header.arch_key("attention.value_length", key_length))
+    n_ff_raw = header.arch_key("feed_forward_length", 0)
+    n_ff = max(n_ff_raw) if isinstance(n_ff_raw, list) else int(n_ff_raw or 0)
+
+    tokens = header.get("tokenizer.ggml.tokens")
+    n_vocab = int(header.arch_key("vocab_size", 0) or (len(tokens) if tokens is not None else 0))
+
+    recurrent: tuple[int, ...] = ()
+    rs_per_row = 0
+    if arch in GDN_HYBRIDS:
+        pattern = header.arch_key("attention.recurrent_layers")
+        if isinstance(pattern, list):
+            recurrent = tuple(i for i in range(n_layer) if pattern[i])
+        else:
+            interval = int(header.arch_key("full_attention_interval", 4) or 4)
+            recurrent = tuple(i for i in range(n_layer) if (i + 1) % interval != 0)
+        conv_kernel = int(_require(header, "ssm.conv_kernel"))
+        state = int(_require(header, "ssm.state_size"))
+        groups = int(_require(header, "ssm.group_count"))
+        inner = int(_require(header, "ssm.inner_size"))
+        conv = 4 * (conv_kernel - 1) * (inner + 2 * groups * state)
+        delta = 4 * state * inner
+        rs_per_row = (conv + delta) * len(recurrent)
+    kv_layers = tuple(i for i in range(n_layer) if i not in set(recurrent) and n_head_kv[i] > 0)
+
+    window = header.arch_key("attention.sliding_window")
+    swa: tuple[int, ...] = ()
+    if window:
+        pattern = header.arch_key("attention.sliding_window_pattern")
+        if isinstance(pattern, list):
+            swa = tuple(i for i in kv_layers if i < len(pattern) and pattern[i])
+        elif isinstance(pattern, int) and pattern > 0:
+            swa = tuple(i for i in kv_layers if i % pattern < pattern - 1)
+        else:
+            swa = kv_layers
+
+    block_bytes = [0] * n_layer
+    nextn_bytes = token_embd = output = other = 0
+    has_output = False
+    matrix_types: Counter[str] = Counter()
+    for tensor in header.tensors:
+        size = tensor.n_bytes
+        if len(tensor.dims) >= 2:
+            matrix_types[tensor.type_name] += size
+        m = _BLOCK.match(tensor.name)
+        if m:
+            index = int(m.group(1))
+            if index < n_layer:
+                block_bytes[index] += size
+            else:
+                nextn_bytes += size
+        elif tensor.name.startswith("token_embd."):
+            token_embd += size
+        elif tensor.name.startswith("output.") or tensor.name.startswith("output_norm."):
+            output += size
+            has_output = has_output or tensor.name.startswith("output.")
+        else:
+            other += size
+    tied = not has_output
+    if tied:
+        output += token_embd  # llama.cpp duplicates the embedding as the output matrix
+    return ModelShape(
+        source=header.source,
+        arch=arch,
+        name=str(header.get("general.name", "")),
+        weight_type=matrix_types.most_common(1)[0][0] if matrix_types else "?",
+        n_layer=n_layer,
+        n_layer_nextn=n_nextn,
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_vocab=n_vocab,
+        n_ctx_train=int(header.arch_key("context_length", 0) or 0),
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        key_length=key_length,
+        value_length=value_length,
+        kv_layers=kv_layers,
+        swa_layers=swa,
+        sliding_window=int(window) if window else None,
+        recurrent_layers=recurrent,
+        rs_bytes_per_row=rs_per_row,
+        block_bytes=tuple(block_bytes),
+        nextn_bytes=nextn_bytes,
+        token_embd_bytes=token_embd,
+        output_bytes=output,
+        tied_output=tied,
+        other_bytes=other,
+    )
+

@@ -1,0 +1,348 @@
+"""The planner: which target quant, drafter, KV type, context and GPU layers
+fit this GPU for the user's goal, with every byte accounted for. Pure.
+
+A plan is what engines start from: `server_args()` and `llama_cpp_params()`
+map it one to one onto llama-server flags and llama-cpp-python parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .memory import KV_TYPES, ComputeCurve, Runtime, footprint, kv_bytes_per_cell, padded
+from .model_shape import ModelShape
+from .units import format_bytes
+
+CTX_STEP = 1024
+DRAFTER_RANK = {"dspine": 0, "dflash": 1, "mtp": 2, "draft": 3}
+# DSpine attends over a sliding window of 8,192 tokens, which caps its KV cache (FACTS).
+DRAFTER_WINDOW = {"dspine": 8192}
+GOALS = ("speed", "context")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One target quant or one drafter variant the planner may choose."""
+
+    label: str
+    path: str
+    shape: ModelShape | None  # None: the MTP head inside the target
+    kind: str | None = None  # drafter kind; None for a target
+    curve: ComputeCurve | None = None
+
+    @property
+    def size(self) -> int:
+        return self.shape.total_weight_bytes if self.shape else 0
+
+
+@dataclass(frozen=True)
+class Wishes:
+    budget: int  # bytes of GPU memory to plan for (0: no GPU)
+    goal: str = "speed"
+    ctx: int | None = None
+    kv: str | None = None
+    min_ctx: int = 16384
+    overhead: int = 400 * 2**20
+    margin: int = 512 * 2**20
+    n_ubatch: int = 512
+    ram_available: int | None = None
+
+
+MEMORY_KEYS = (
+    "target_weights",
+    "target_kv",
+    "recurrent_state",
+    "compute",
+    "overhead",
+    "drafter_weights",
+    "drafter_kv",
+    "drafter_compute",
+)
+
+
+@dataclass
+class Plan:
+    target: Option
+    drafter: Option | None
+    n_ctx: int
+    kv: str
+    gpu_layers: int
+    drafter_gpu_layers: int
+    memory: dict[str, int]  # on the GPU, bytes, MEMORY_KEYS plus margin
+    ram: dict[str, int]  # in system RAM
+    budget: int
+    fits: bool
+    reasons: list[str] = field(default_factory=list)
+    flash_attn: bool = True
+    n_ubatch: int = 512
+
+    @property
+    def total(self) -> int:
+        return sum(self.memory.values())
+
+    @property
+    def headroom(self) -> int:
+        return self.budget - self.total
+
+    def server_args(self) -> list[str]:
+        args = ["-m", self.target.path, "-c", str(self.n_ctx), "-ngl", str(self.gpu_layers), "-np", "1"]
+        args += ["-ctk", self.kv, "-ctv", self.kv, "-fa", "on" if self.flash_attn else "off", "-ub", str(self.n_ubatch)]
+        if self.drafter is not None and self.drafter.shape is not None:
+            args += ["-md", self.drafter.path, "-ngld", str(self.drafter_gpu_layers)]
+        return args
+
+    def llama_cpp_params(self) -> dict:
+        return {
+            "model_path": self.target.path,
+            "n_ctx": self.n_ctx,
+            "n_gpu_layers": self.gpu_layers,
+            "n_ubatch": self.n_ubatch,
+            "flash_attn": self.flash_attn,
+            "type_k": self.kv,
+            "type_v": self.kv,
+            "draft_model_path": self.drafter.path if self.drafter and self.drafter.shape else None,
+        }
+
+    def to_json(self) -> dict:
+        return {
+            "settings": {
+                "target_file": self.target.path,
+                "target_quant": self.target.label,
+                "drafter": self.drafter.label if self.drafter else None,
+                "drafter_kind": self.drafter.kind if self.drafter else None,
+                "drafter_file": self.drafter.path if self.drafter and self.drafter.shape else None,
+                "context": self.n_ctx,
+                "kv_type": self.kv,
+                "flash_attention": self.flash_attn,
+                "gpu_layers": self.gpu_layers,
+                "drafter_gpu_layers": self.drafter_gpu_layers,
+                "n_ubatch": self.n_ubatch,
+            },
+            "memory": {**self.memory, "total": self.total},
+            "ram": self.ram,
+            "budget": self.budget,
+            "fits": self.fits,
+            "headroom": self.headroom,
+            "reasons": self.reasons,
+            "llama_server_args": self.server_args(),
+        }
+
+
+def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wishes: Wishes) -> dict[str, int]:
+    if drafter is None:
+        return {"drafter_weights": 0, "drafter_kv": 0, "drafter_compute": 0}
+    t = target.shape
+    assert t is not None
+    if drafter.shape is None:  # MTP: the target's own nextn blocks, one more KV block and a logits buffer
+        block = t.kv_layers[-1] if t.kv_layers else 0
+        return {
+            "drafter_weights": t.nextn_bytes,
+            "drafter_kv": padded(runtime.n_ctx) * kv_bytes_per_cell(t, runtime, block) * max(1, t.n_layer_nextn),
+            "drafter_compute": t.n_vocab * wishes.n_ubatch * 4,
+        }
+    draft_runtime = replace(runtime, gpu_layers=None, window=DRAFTER_WINDOW.get(drafter.kind or ""), n_rs_seq=0)
+    used = footprint(drafter.shape, draft_runtime, drafter.curve)
+    return {
+        "drafter_weights": used.weights.gpu,
+        "drafter_kv": used.kv.gpu,
+        "drafter_compute": used.compute + used.recurrent.gpu,
+    }
+
+
+def assess(target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: Wishes, gpu_layers: int | None = None) -> Plan:
+    shape = target.shape
+    assert shape is not None
+    all_layers = shape.n_layer + 1
+    ngl = all_layers if gpu_layers is None else gpu_layers
+    runtime = Runtime(n_ctx=n_ctx, type_k=kv, type_v=kv, n_ubatch=wishes.n_ubatch, gpu_layers=ngl)
+    used = footprint(shape, runtime, target.curve)
+    on_gpu = wishes.budget > 0 and ngl > 0
+    memory = {
+        "target_weights": used.weights.gpu,
+        "target_kv": used.kv.gpu,
+        "recurrent_state": used.recurrent.gpu,
+        "compute": used.compute if on_gpu else 0,
+        "overhead": wishes.overhead if on_gpu else 0,
+        # A drafter only pays when target and drafter both sit on the GPU.
+        **_drafter_usage(target, drafter if on_gpu else None, runtime, wishes),
+        "margin": wishes.margin if on_gpu else 0,
+    }
+    ram = {
+        "target_weights": used.weights.cpu,
+        "target_kv": used.kv.cpu,
+        "recurrent_state": used.recurrent.cpu,
+        "compute": 0 if on_gpu else used.compute,
+    }
+    plan = Plan(
+        target=target,
+        drafter=drafter if on_gpu else None,
+        n_ctx=n_ctx,
+        kv=kv,
+        gpu_layers=ngl if on_gpu else 0,
+        drafter_gpu_layers=(drafter.shape.n_layer + 1) if (on_gpu and drafter and drafter.shape) else 0,
+        memory=memory,
+        ram=ram,
+        budget=wishes.budget,
+        fits=False,
+        n_ubatch=wishes.n_ubatch,
+    )
+    if on_gpu:
+        plan.fits = plan.total <= wishes.budget
+    else:
+        plan.fits = wishes.ram_available is None or sum(ram.values()) <= wishes.ram_available
+    return plan
+
+
+def max_context(target: Option, drafter: Option | None, kv: str, wishes: Wishes) -> int:
+    """The largest context (a multiple of 1,024, at most the trained one) with
+    everything on the GPU; 0 when not even 1,024 fits."""
+    shape = target.shape
+    assert shape is not None
+    ceiling = max(shape.n_ctx_train // CTX_STEP, 1)
+    low, high = 0, ceiling
+    while low < high:
+        mid = (low + high + 1) // 2
+        if assess(target, drafter, mid * CTX_STEP, kv, wishes).fits:
+            low = mid
+        else:
+            high = mid - 1
+    return low * CTX_STEP
+
+
+def _drafter_order(drafters: list[Option]) -> list[Option | None]:
+    ranked = sorted(drafters, key=lambda d: (DRAFTER_RANK.get(d.kind or "", 9), -d.size))
+    return [*ranked, None]
+
+
+def _kv_order(wishes: Wishes) -> list[str]:
+    if wishes.kv:
+        return [wishes.kv]
+    return ["f16", "q8_0"] if wishes.goal == "speed" else list(KV_TYPES)
+
+
+def _k(n: int) -> str:
+    return f"{n // 1024}K" if n % 1024 == 0 else str(n)
+
+
+def _name(option: Option | None) -> str:
+    return "no drafter" if option is None else option.label
+
+
+def _max_partial_layers(target: Option, n_ctx: int, kv: str, wishes: Wishes) -> int:
+    shape = target.shape
+    assert shape is not None
+    low, high = 0, shape.n_layer + 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        if assess(target, None, n_ctx, kv, wishes, gpu_layers=mid).fits:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
+    """`targets` in order of preference (the default quant first); `drafters` any order."""
+    if wishes.goal not in GOALS:
+        raise ValueError(f"goal must be one of {GOALS}")
+    drafter_order = _drafter_order(drafters)
+    kv_order = _kv_order(wishes)
+    first = targets[0]
+    assert first.shape is not None
+
+    if wishes.budget <= 0:
+        n_ctx = wishes.ctx or min(first.shape.n_ctx_train, 8192)
+        chosen = assess(first, None, n_ctx, kv_order[0], wishes, gpu_layers=0)
+        chosen.reasons.append("No NVIDIA GPU found: this is a CPU plan (everything in system RAM, no drafter).")
+        chosen.reasons.append("Plan for a GPU you do not have here with --vram, e.g. --vram 24GiB.")
+        return chosen
+
+    # What each drafter leaves for context with the first target: the trade-off in words.
+    ceilings = {id(d): max_context(first, d, kv_order[0], wishes) for d in drafter_order}
+    trade = [f"{_name(d)} {'leaves' if ceilings[id(d)] else 'does not fit, even at 1K'}"
+             + (f" {_k(ceilings[id(d)])}" if ceilings[id(d)] else "") for d in drafter_order]
+
+    chosen: Plan | None = None
+    if wishes.goal == "speed" or wishes.ctx:
+        needed = wishes.ctx or wishes.min_ctx
+        for target in targets:
+            for drafter in drafter_order:
+                for kv in kv_order:
+                    top = max_context(target, drafter, kv, wishes)
+                    if top >= min(needed, target.shape.n_ctx_train if target.shape else needed):
+                        n_ctx = wishes.ctx or top
+                        chosen = assess(target, drafter, n_ctx, kv, wishes)
+                        break
+                if chosen:
+                    break
+            if chosen:
+                break
+        if chosen:
+            why = (
+                f"the best drafter that fits at {_k(wishes.ctx)} context" if wishes.ctx
+                else f"the best drafter that leaves at least {_k(min(wishes.min_ctx, chosen.target.shape.n_ctx_train))} "
+                f"of context; then the largest context that fits ({_k(chosen.n_ctx)})"
+            )
+            chosen.reasons.append(f"Goal speed: {chosen.target.label} with {_name(chosen.drafter)}, {why}.")
+    else:
+        # Context comes from the KV type and the drafter, not from a worse quant.
+        tops = [
+            (max_context(first, drafter, kv, wishes), rank, precision, drafter, kv)
+            for rank, drafter in enumerate(drafter_order)
+            for precision, kv in enumerate(kv_order)
+        ]
+        longest = max(top for top, *_ in tops)
+        if longest:
+            # Within 5% of the longest context, a better drafter and a finer KV cache win.
+            top, _, _, drafter, kv = min(
+                (t for t in tops if t[0] >= 0.95 * longest), key=lambda t: (t[1], t[2])
+            )
+            chosen = assess(first, drafter, top, kv, wishes)
+            chosen.reasons.append(
+                f"Goal context: the longest context that fits is {_k(longest)}; {_k(top)} with {_name(drafter)} "
+                f"and a {kv} KV cache is within 5% of it."
+            )
+
+    if chosen is None:
+        n_ctx = wishes.ctx or min(first.shape.n_ctx_train, 8192)
+        layers = _max_partial_layers(first, n_ctx, kv_order[-1], wishes)
+        chosen = assess(first, None, n_ctx, kv_order[-1], wishes, gpu_layers=layers)
+        chosen.reasons.append(
+            f"{first.label} does not fit whole: {max(layers - 1, 0)} of {first.shape.n_layer} blocks on the GPU, "
+            "the rest run from system RAM. That costs more than any drafter gains, so the drafter is off."
+        )
+    chosen.reasons.append("With " + first.label + ": " + "; ".join(trade) + " of context.")
+    _explain(chosen, kv_order, wishes)
+    return chosen
+
+
+def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
+    shape = chosen.target.shape
+    assert shape is not None
+    runtime = Runtime(n_ctx=chosen.n_ctx, type_k=chosen.kv, type_v=chosen.kv)
+    per_token = sum(kv_bytes_per_cell(shape, runtime, b) for b in shape.kv_layers)
+    chosen.reasons.append(
+        f"KV cache {chosen.kv}: {format_bytes(per_token)} per token of context"
+        + (f" ({len(shape.kv_layers)} of {shape.n_layer} blocks keep one)" if len(shape.kv_layers) < shape.n_layer else "")
+        + "."
+    )
+    if shape.recurrent_layers:
+        chosen.reasons.append(
+            f"{len(shape.recurrent_layers)} Gated-DeltaNet blocks keep a fixed recurrent state of "
+            f"{format_bytes(shape.rs_bytes_per_row)} that does not grow with context."
+        )
+    if chosen.drafter is not None and chosen.drafter.kind in DRAFTER_WINDOW:
+        chosen.reasons.append(
+            f"The {chosen.drafter.kind} drafter's KV cache is capped by its {_k(DRAFTER_WINDOW[chosen.drafter.kind])} sliding window."
+        )
+    if chosen.drafter is not None and chosen.drafter.shape is not None and chosen.drafter.curve is None:
+        chosen.reasons.append(
+            f"{chosen.drafter.label}: this llama.cpp cannot load its architecture, so its compute buffer is dspine's estimate."
+        )
+    if chosen.fits:
+        chosen.reasons.append(f"Headroom: {format_bytes(chosen.headroom)} left of {format_bytes(chosen.budget)}.")
+    else:
+        chosen.reasons.append(
+            f"Does not fit: {format_bytes(chosen.total)} needed, {format_bytes(chosen.budget)} available."
+        )
+
