@@ -18,8 +18,8 @@ from huggingface_hub.utils import hf_raise_for_status
 
 from . import dryrun, hub
 from .catalog import NO_DRAFTER, Bundle, Catalog, parse_repo_ref
-from .errors import UsageError
-from .gguf_info import GgufHeader, RangeSource, parse_header, read_local
+from .errors import NotFoundError, UsageError
+from .gguf_info import GgufError, GgufHeader, RangeSource, parse_header, read_local
 from .hardware import Hardware, detect
 from .memory import ComputeCurve, padded
 from .model_shape import ModelShape, shape_from_header
@@ -163,48 +163,64 @@ def _measured_curve(shape: ModelShape, path: Path, n_ubatch: int) -> ComputeCurv
 # -- choosing what to plan among ------------------------------------------------------
 
 
-def _bundle_options(bundle: Bundle, request: FitRequest, settings: Settings) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path]]]:
+def _bundle_options(
+    bundle: Bundle, request: FitRequest, settings: Settings, notes: list[str]
+) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path]]]:
     listings: dict[str, list[RemoteFile]] = {}
 
-    def files(repo: str, pattern: str) -> list[RemoteFile]:
+    def first_file(repo: str, pattern: str) -> RemoteFile:
         if repo not in listings:
             listings[repo] = hub.list_files(repo)
-        return select_by_glob(repo, listings[repo], pattern)
+        return select_by_glob(repo, listings[repo], pattern)[0]
 
     default_quant, _ = bundle.quant_pattern(request.quant)
-    quants = [default_quant] if request.quant else list(bundle.quants)
-    remotes = {q: files(bundle.target_repo, bundle.quants[q])[0] for q in quants}
+    remotes = {default_quant: first_file(bundle.target_repo, bundle.quants[default_quant])}
+    for quant, pattern in bundle.quants.items():
+        if request.quant is None and quant != default_quant:
+            try:
+                remotes[quant] = first_file(bundle.target_repo, pattern)
+            except NotFoundError:
+                notes.append(f"{quant} is not in {bundle.target_repo}: left out.")
     # The default quant first, then smaller ones as fallbacks (a bigger quant is never faster).
     limit = remotes[default_quant].size
-    ordered = [default_quant] + sorted(
-        (q for q in quants if q != default_quant and remotes[q].size < limit), key=lambda q: -remotes[q].size
-    )
+    smaller = sorted((q for q in remotes if q != default_quant and remotes[q].size < limit), key=lambda q: -remotes[q].size)
     targets = []
-    for quant in ordered:
+    for quant in [default_quant, *smaller]:
         header, openable, named = _local_or_remote(remotes[quant], settings)
         targets.append((Option(quant, named, shape_from_header(header)), openable))
 
-    drafters = []
     if request.draft and request.draft.lower() == NO_DRAFTER:
-        return targets, drafters
-    if request.draft and Path(request.draft).suffix == ".gguf":
+        return targets, []
+    if request.draft and request.draft.lower().endswith(".gguf"):
         return targets, [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
     variants = [bundle.drafter(request.draft)] if request.draft else list(bundle.drafters.values())
+    drafters = []
+    main_target, main_path = targets[0]
     for drafter in variants:
         if drafter is None:
             continue
         if drafter.builtin:
-            if targets[0][0].shape is not None and targets[0][0].shape.has_mtp:
-                drafters.append((Option(drafter.variant, targets[0][0].path, None, kind=drafter.kind), targets[0][1]))
+            if main_target.shape is not None and main_target.shape.has_mtp:
+                drafters.append((Option(drafter.variant, main_target.path, None, kind=drafter.kind), main_path))
+            else:
+                notes.append(f"{drafter.variant}: the {main_target.label} file carries no MTP head.")
             continue
         assert drafter.repo is not None and drafter.pattern is not None
-        remote = files(drafter.repo, drafter.pattern)[0]
-        header, openable, named = _local_or_remote(remote, settings)
-        drafters.append((Option(drafter.variant, named, shape_from_header(header), kind=drafter.kind), openable))
+        try:
+            remote = first_file(drafter.repo, drafter.pattern)
+            header, openable, named = _local_or_remote(remote, settings)
+            shape = shape_from_header(header)
+        except (NotFoundError, GgufError) as exc:
+            if request.draft:
+                raise
+            # An optional drafter the hub lacks (UNCONFIRMED catalog entries) must not sink the plan.
+            notes.append(f"{drafter.variant} left out: {exc.cause}.")
+            continue
+        drafters.append((Option(drafter.variant, named, shape, kind=drafter.kind), openable))
     return targets, drafters
 
 
-def _options(request: FitRequest, catalog: Catalog, settings: Settings):
+def _options(request: FitRequest, catalog: Catalog, settings: Settings, notes: list[str]):
     name = request.model or DEFAULT_MODEL
     if name.lower().endswith(".gguf") or Path(name).exists():
         targets = [_option_from_file(request.quant or Path(name).name, Path(name))]
@@ -223,7 +239,7 @@ def _options(request: FitRequest, catalog: Catalog, settings: Settings):
         if request.draft and request.draft.lower() != NO_DRAFTER:
             drafters = [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
         return targets, drafters
-    return _bundle_options(catalog.find(name), request, settings)
+    return _bundle_options(catalog.find(name), request, settings, notes)
 
 
 def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Hardware | None = None) -> FitResult:
@@ -242,7 +258,8 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
     else:
         budget, gpu_name = 0, "no NVIDIA GPU found"
 
-    targets, drafters = _options(request, catalog, settings)
+    notes: list[str] = []
+    targets, drafters = _options(request, catalog, settings, notes)
     measured = []
     if request.measure and budget > 0:
         curves: dict[str, ComputeCurve | None] = {}
@@ -267,6 +284,7 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
     )
     result = plan([o for o, _ in targets], [o for o, _ in drafters], wishes)
     result.reasons.insert(0, gpu_name[0].upper() + gpu_name[1:] + ".")
+    result.reasons.extend(notes)
     if measured:
         result.reasons.append(f"Compute buffers measured by llama.cpp {_llama_version()} in a dry run: {', '.join(dict.fromkeys(measured))}.")
     return FitResult(result, hardware, gpu_name, measured)

@@ -55,12 +55,13 @@ def env(tmp_path, hub, monkeypatch) -> dict[str, str]:
         "HF_HOME": str(tmp_path / "hf"),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_DATA_HOME": str(tmp_path / "data"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "DSPINE_MODELS_DIR": str(tmp_path / "models"),
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_DISABLE_XET": "1",
         "COLUMNS": "200",
     }
-    for key in ("HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "DSPINE_CONFIG", "DSPINE_CATALOG", "DSPINE_DEBUG"):
+    for key in ("HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "DSPINE_CONFIG", "DSPINE_CATALOG", "DSPINE_DEBUG", "FAKE_NVML"):
         monkeypatch.delenv(key, raising=False)
     for key, value in values.items():
         monkeypatch.setenv(key, value)

@@ -254,7 +254,9 @@ def corrupt_header(path: Path, what: str) -> Path:
         data[:4] = b"GGML"
     elif what == "tensor_count":
         data[8:16] = struct.pack("<Q", 1 << 62)
-    elif what == "truncate":
-        data = data[: len(data) // 3]
+    elif what == "truncate":  # inside the header
+        data = data[:2000]
+    elif what == "truncate_data":  # header whole, weights cut short
+        data = data[: len(data) // 2]
     path.write_bytes(bytes(data))
     return path
