@@ -18,7 +18,7 @@ from huggingface_hub.utils import hf_raise_for_status
 
 from . import dryrun, hub
 from .catalog import NO_DRAFTER, Bundle, Catalog, parse_repo_ref
-from .errors import NotFoundError, UsageError
+from .errors import NetworkError, NotFoundError, UsageError
 from .gguf_info import GgufError, GgufHeader, RangeSource, parse_header, read_local
 from .hardware import Hardware, detect
 from .memory import ComputeCurve, padded
@@ -26,7 +26,7 @@ from .model_shape import ModelShape, shape_from_header
 from .planner import Option, Plan, Wishes, plan
 from .selection import RemoteFile, select_by_glob, select_by_quant
 from .settings import Settings
-from .store import Manifest, find_in_hf_cache, local_path
+from .store import Manifest, find_in_hf_cache, listing_from_hf_cache, local_path
 from .units import format_bytes
 
 DEFAULT_MODEL = "qwen3.8-27b"
@@ -163,6 +163,27 @@ def _measured_curve(shape: ModelShape, path: Path, n_ubatch: int) -> ComputeCurv
 # -- choosing what to plan among ------------------------------------------------------
 
 
+def _listing(repo: str, settings: Settings, notes: list[str]) -> list[RemoteFile]:
+    """The hub's listing; offline or unreachable, what pulls and the HF cache hold of it."""
+    try:
+        return hub.list_files(repo)
+    except NetworkError as exc:
+        known = {
+            stored.path: stored.remote
+            for record in Manifest(settings.manifest_path).records.values()
+            for stored in record.files
+            if stored.repo == repo
+        }
+        for remote in listing_from_hf_cache(repo):
+            known.setdefault(remote.path, remote)
+        if not known:
+            raise exc
+        note = f"Hub not reachable: planned from the files of {repo} on disk."
+        if note not in notes:
+            notes.append(note)
+        return list(known.values())
+
+
 def _bundle_options(
     bundle: Bundle, request: FitRequest, settings: Settings, notes: list[str]
 ) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path]]]:
@@ -170,7 +191,7 @@ def _bundle_options(
 
     def first_file(repo: str, pattern: str) -> RemoteFile:
         if repo not in listings:
-            listings[repo] = hub.list_files(repo)
+            listings[repo] = _listing(repo, settings, notes)
         return select_by_glob(repo, listings[repo], pattern)[0]
 
     default_quant, _ = bundle.quant_pattern(request.quant)
@@ -210,7 +231,7 @@ def _bundle_options(
             remote = first_file(drafter.repo, drafter.pattern)
             header, openable, named = _local_or_remote(remote, settings)
             shape = shape_from_header(header)
-        except (NotFoundError, GgufError) as exc:
+        except (NotFoundError, NetworkError, GgufError) as exc:
             if request.draft:
                 raise
             # An optional drafter the hub lacks (UNCONFIRMED catalog entries) must not sink the plan.
@@ -230,9 +251,7 @@ def _options(request: FitRequest, catalog: Catalog, settings: Settings, notes: l
         return targets, drafters
     ref = parse_repo_ref(name)
     if ref is not None:
-        with hub.hub_errors(ref.repo):
-            listing = hub.list_files(ref.repo)
-        chosen = select_by_quant(ref.repo, listing, request.quant or ref.quant)
+        chosen = select_by_quant(ref.repo, _listing(ref.repo, settings, notes), request.quant or ref.quant)
         header, openable, named = _local_or_remote(chosen[0], settings)
         targets = [(Option(request.quant or ref.quant or "default", named, shape_from_header(header)), openable)]
         drafters = []

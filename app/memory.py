@@ -124,7 +124,11 @@ def compute_estimate(shape: ModelShape, runtime: Runtime) -> int:
     logits = shape.n_vocab * n_ub * 4 + 3 * shape.n_embd * n_ub * 4
     mask = n_ctx * n_ub * (2 if runtime.flash_attn else 4)
     kq = 0 if runtime.flash_attn else n_ctx * n_ub * max(shape.n_head) * 4
-    return max(logits, block_activations(shape, n_ub) + kq) + mask
+    if shape.arch in GDN_HYBRIDS:
+        # Measured on qwen35: the mask is still alive when the logits are made.
+        return max(logits, block_activations(shape, n_ub) + kq) + mask
+    # Dense models free the mask before the output: the larger of the two peaks.
+    return max(logits, block_activations(shape, n_ub) + kq + mask)
 
 
 @dataclass(frozen=True)

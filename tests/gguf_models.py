@@ -41,6 +41,9 @@ class Shape:
     nextn_layers: int = 0
     sliding_window: int | None = None
     extra_kv: dict = field(default_factory=dict)
+    # Tensors whose name contains a key get that type instead (K-quant mixes: Q4_K_M keeps
+    # ffn_down and the output in Q6_K).
+    type_overrides: dict = field(default_factory=dict)
 
     @property
     def ssm_inner_size(self) -> int:
@@ -142,6 +145,11 @@ def tensor_table(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:
             (p + "ffn_down.weight", (shape.n_ff, e), w),
             (p + "ffn_up.weight", (e, shape.n_ff), w),
         ]
+    if shape.type_overrides:
+        table = [
+            (name, ne, next((t for key, t in shape.type_overrides.items() if key in name), qtype) if len(ne) > 1 else qtype)
+            for name, ne, qtype in table
+        ]
     return table
 
 
@@ -229,6 +237,21 @@ def write_header_only(path: Path, shape: Shape) -> Path:
     writer.write_ti_data_to_file()
     writer.close()
     return path
+
+
+K_QUANT_MIXES = {
+    "Q4_K_M": (QTYPE.Q4_K, {"ffn_down": QTYPE.Q6_K, "output.weight": QTYPE.Q6_K}),
+    "Q5_K_M": (QTYPE.Q5_K, {"ffn_down": QTYPE.Q6_K, "output.weight": QTYPE.Q6_K}),
+    "Q6_K": (QTYPE.Q6_K, {}),
+    "Q8_0": (QTYPE.Q8_0, {}),
+}
+
+
+def qwen38_27b_quant(quant: str) -> Shape:
+    weight_type, overrides = K_QUANT_MIXES[quant]
+    shape = qwen38_27b(weight_type)
+    shape.type_overrides = overrides
+    return shape
 
 
 def qwen38_27b(weight_type: int = QTYPE.Q4_K, nextn: int = 1) -> Shape:

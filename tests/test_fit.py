@@ -138,3 +138,15 @@ def test_fit_measures_compute_with_llama_cpp(dspine, tmp_path):
     data = json.loads(result.stdout)
     assert any("measured by llama.cpp" in r for r in data["reasons"])
     assert 500 * 2**20 < data["memory"]["compute"] < 700 * 2**20
+
+
+def test_fit_after_pull_works_offline_from_the_files_on_disk(dspine, gguf_hub, models_dir):
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-bf16").returncode == 0
+    gguf_hub.reset_counts()
+    result = dspine("fit", "qwen3.8-27b", "--vram", "24GiB", "--json", "--no-measure", extra_env={"HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert gguf_hub.requests == []
+    assert data["settings"]["target_file"] == str(models_dir / TARGET_REPO / "Qwen3.8-27B-Q4_K_M.gguf")
+    assert data["settings"]["drafter"] == "dspine-bf16"
+    assert any("planned from the files" in r for r in data["reasons"])
