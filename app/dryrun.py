@@ -56,14 +56,21 @@ def _run_worker(args: list[str], timeout: float) -> list[dict]:
 
 
 def measure(
-    path: Path, contexts: list[int], n_ubatch: int = 512, flash_attn: bool = True, timeout: float = 180
+    path: Path,
+    contexts: list[int],
+    n_ubatch: int = 512,
+    flash_attn: bool = True,
+    n_outputs: int | None = None,
+    timeout: float = 180,
 ) -> ComputeCurve | None:
-    """Compute buffer sizes at each context, from a dry run (no weights read)."""
-    args = [str(path), str(n_ubatch), "1" if flash_attn else "0", "f16", "f16", "dry"]
+    """Compute buffer sizes at each context, from a dry run (no weights read).
+    `n_outputs`: logits rows reserved (llama-server: 1 + draft length); None = the ubatch."""
+    outputs = min(n_outputs or n_ubatch, n_ubatch)
+    args = [str(path), str(n_ubatch), "1" if flash_attn else "0", "f16", "f16", "dry", str(outputs)]
     records = _run_worker(args + [str(c) for c in sorted(set(contexts))], timeout)
     points = [(r["n_ctx"], device_compute(r["buffers"]["compute"])) for r in records if "buffers" in r]
     points = [p for p in points if p[1]]
-    return ComputeCurve(tuple(sorted(points)), n_ubatch, flash_attn) if points else None
+    return ComputeCurve(tuple(sorted(points)), n_ubatch, flash_attn, outputs) if points else None
 
 
 def load_report(
@@ -71,7 +78,7 @@ def load_report(
     n_ubatch: int = 512, timeout: float = 300,
 ) -> dict[str, dict[str, int]] | None:
     """Every buffer llama.cpp allocates for a real load (weights read), per kind and device."""
-    args = [str(path), str(n_ubatch), "1" if flash_attn else "0", type_k, type_v, "load", str(n_ctx)]
+    args = [str(path), str(n_ubatch), "1" if flash_attn else "0", type_k, type_v, "load", str(n_ubatch), str(n_ctx)]
     records = [r for r in _run_worker(args, timeout) if "buffers" in r]
     return records[0]["buffers"] if records else None
 
@@ -84,6 +91,7 @@ def _worker(argv: list[str]) -> int:
     import llama_cpp
 
     path, n_ubatch, flash_attn, type_k, type_v, mode = argv[0], int(argv[1]), argv[2] == "1", argv[3], argv[4], argv[5]
+    n_outputs = int(argv[6])
     ggml_types = {"f16": 1, "q4_0": 2, "q8_0": 8}
     log: list[str] = []
 
@@ -105,13 +113,14 @@ def _worker(argv: list[str]) -> int:
         print(json.dumps({"error": "load failed", "log": "".join(log)[-2000:]}), flush=True)
         return 1
     model_log = "".join(log)
-    for n_ctx in (int(x) for x in argv[6:]):
+    for n_ctx in (int(x) for x in argv[7:]):
         log.clear()
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = n_ctx
         params.n_batch = max(n_ubatch, 512)
         params.n_ubatch = n_ubatch
         params.n_seq_max = 1
+        params.n_outputs_max = n_outputs
         params.flash_attn_type = 1 if flash_attn else 0
         params.type_k = ggml_types[type_k]
         params.type_v = ggml_types[type_v]

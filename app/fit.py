@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import platformdirs
@@ -23,7 +23,7 @@ from .gguf_info import GgufError, GgufHeader, RangeSource, parse_header, read_lo
 from .hardware import Hardware, detect
 from .memory import ComputeCurve, padded
 from .model_shape import ModelShape, shape_from_header
-from .planner import Option, Plan, Wishes, plan
+from .planner import Option, Plan, Wishes, drafter_outputs, plan, target_outputs
 from .selection import RemoteFile, select_by_glob, select_by_quant
 from .settings import Settings
 from .store import Manifest, find_in_hf_cache, listing_from_hf_cache, local_path
@@ -140,24 +140,29 @@ def _contexts(shape: ModelShape) -> list[int]:
     return sorted({c for c in (4096, 16384, 65536, 131072, top) if c <= top})
 
 
-def _measured_curve(shape: ModelShape, path: Path, n_ubatch: int) -> ComputeCurve | None:
+def _measured_curves(shape: ModelShape, path: Path, outputs: set[int], n_ubatch: int = 512) -> tuple[ComputeCurve, ...]:
+    """llama.cpp's compute buffer for each logits-row count, cached per shape and llama.cpp version."""
     version = _llama_version()
     if not version:
-        return None
+        return ()
     store = _cache_dir() / "compute-curves.json"
-    key = f"{_signature(shape)}:{version}:{n_ubatch}:fa"
     try:
         known = json.loads(store.read_text())
     except (OSError, ValueError):
         known = {}
-    if key in known:
-        entry = known[key]
-        return ComputeCurve(tuple(map(tuple, entry)), n_ubatch, True) if entry else None
-    curve = dryrun.measure(path, _contexts(shape), n_ubatch=n_ubatch, flash_attn=True)
-    known[key] = [list(p) for p in curve.points] if curve else None
+    curves = []
+    for n_outputs in sorted(outputs):
+        key = f"{_signature(shape)}:{version}:{n_ubatch}:fa:{n_outputs}"
+        if key not in known:
+            curve = dryrun.measure(path, _contexts(shape), n_ubatch=n_ubatch, flash_attn=True, n_outputs=n_outputs)
+            known[key] = [list(p) for p in curve.points] if curve else None
+            if curve is None:
+                break  # this llama.cpp cannot load it: no point trying other counts
+        if known[key]:
+            curves.append(ComputeCurve(tuple(map(tuple, known[key])), n_ubatch, True, n_outputs))
     store.parent.mkdir(parents=True, exist_ok=True)
     store.write_text(json.dumps(known))
-    return curve
+    return tuple(curves)
 
 
 # -- choosing what to plan among ------------------------------------------------------
@@ -281,16 +286,17 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
     targets, drafters = _options(request, catalog, settings, notes)
     measured = []
     if request.measure and budget > 0:
-        curves: dict[str, ComputeCurve | None] = {}
-        for group in (targets, drafters):
+        target_rows = {target_outputs(None)} | {target_outputs(d) for d, _ in drafters}
+        measured_by_shape: dict[str, tuple[ComputeCurve, ...]] = {}
+        for group, rows_for in ((targets, lambda o: target_rows), (drafters, lambda o: {drafter_outputs(o)})):
             for index, (option, openable) in enumerate(group):
                 if option.shape is None:
                     continue
-                sig = _signature(option.shape)
-                if sig not in curves:
-                    curves[sig] = _measured_curve(option.shape, openable, 512)
-                if curves[sig] is not None:
-                    group[index] = (Option(option.label, option.path, option.shape, option.kind, curves[sig]), openable)
+                key = _signature(option.shape) + repr(sorted(rows_for(option)))
+                if key not in measured_by_shape:
+                    measured_by_shape[key] = _measured_curves(option.shape, openable, rows_for(option))
+                if measured_by_shape[key]:
+                    group[index] = (replace(option, curves=measured_by_shape[key]), openable)
                     measured.append(option.label)
     wishes = Wishes(
         budget=budget,

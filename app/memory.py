@@ -46,6 +46,13 @@ class Runtime:
     gpu_layers: int | None = None  # None: every block and the output layer
     load_mtp: bool = False
     window: int | None = None  # force a sliding window on every KV block (DSpine's 8,192)
+    # Rows of logits reserved per ubatch. llama-server asks for 1 + the draft length
+    # (1 without a drafter); None is the whole ubatch, llama-cpp-python's default.
+    n_outputs: int | None = None
+
+    @property
+    def outputs(self) -> int:
+        return min(self.n_outputs or self.n_ubatch, self.n_ubatch)
 
 
 @dataclass(frozen=True)
@@ -119,9 +126,9 @@ def block_activations(shape: ModelShape, n_ubatch: int) -> int:
 
 
 def compute_estimate(shape: ModelShape, runtime: Runtime) -> int:
-    n_ctx, n_ub = padded(runtime.n_ctx), runtime.n_ubatch
-    # The logits of a whole ubatch, and the last hidden states still alive beside them.
-    logits = shape.n_vocab * n_ub * 4 + 3 * shape.n_embd * n_ub * 4
+    n_ctx, n_ub, n_out = padded(runtime.n_ctx), runtime.n_ubatch, runtime.outputs
+    # The logits of every output row, and the last hidden states still alive beside them.
+    logits = shape.n_vocab * n_out * 4 + 3 * shape.n_embd * n_out * 4
     mask = n_ctx * n_ub * (2 if runtime.flash_attn else 4)
     kq = 0 if runtime.flash_attn else n_ctx * n_ub * max(shape.n_head) * 4
     if shape.arch in GDN_HYBRIDS:
@@ -133,13 +140,17 @@ def compute_estimate(shape: ModelShape, runtime: Runtime) -> int:
 
 @dataclass(frozen=True)
 class ComputeCurve:
-    """Compute buffer sizes llama.cpp reported at some contexts (same ubatch, same
-    flash attention); read between points on straight lines, past them on the
-    steeper of the last segment and the mask's growth."""
+    """Compute buffer sizes llama.cpp reported at some contexts, for one ubatch,
+    output count and flash-attention setting; read between points on straight
+    lines, past them on the steeper of the last segment and the mask's growth."""
 
     points: tuple[tuple[int, int], ...]  # (n_ctx, bytes), sorted
     n_ubatch: int
     flash_attn: bool
+    n_outputs: int
+
+    def matches(self, runtime: Runtime) -> bool:
+        return (self.n_ubatch, self.flash_attn, self.n_outputs) == (runtime.n_ubatch, runtime.flash_attn, runtime.outputs)
 
     def at(self, n_ctx: int) -> int:
         xs = [x for x, _ in self.points]
@@ -156,10 +167,18 @@ class ComputeCurve:
         return int(y0 + (y1 - y0) * (n_ctx - x0) / (x1 - x0))
 
 
-def compute_buffer(shape: ModelShape, runtime: Runtime, curve: ComputeCurve | None = None) -> int:
-    if curve is not None and curve.n_ubatch == runtime.n_ubatch and curve.flash_attn == runtime.flash_attn:
-        return curve.at(padded(runtime.n_ctx))
+Curves = tuple[ComputeCurve, ...]
+
+
+def compute_buffer(shape: ModelShape, runtime: Runtime, curves: Curves = ()) -> int:
+    for curve in curves:
+        if curve.matches(runtime):
+            return curve.at(padded(runtime.n_ctx))
     return compute_estimate(shape, runtime)
+
+
+def is_measured(runtime: Runtime, curves: Curves) -> bool:
+    return any(curve.matches(runtime) for curve in curves)
 
 
 @dataclass(frozen=True)
@@ -175,10 +194,10 @@ class Footprint:
         return self.weights.gpu + self.kv.gpu + self.recurrent.gpu + (self.compute if on_gpu else 0)
 
 
-def footprint(shape: ModelShape, runtime: Runtime, curve: ComputeCurve | None = None) -> Footprint:
+def footprint(shape: ModelShape, runtime: Runtime, curves: Curves = ()) -> Footprint:
     return Footprint(
         weights=weights(shape, runtime),
         kv=kv_cache(shape, runtime),
         recurrent=recurrent_state(shape, runtime),
-        compute=compute_buffer(shape, runtime, curve),
+        compute=compute_buffer(shape, runtime, curves),
     )

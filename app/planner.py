@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from .memory import KV_TYPES, ComputeCurve, Runtime, footprint, kv_bytes_per_cell, padded
+from .memory import KV_TYPES, Curves, Runtime, compute_estimate, footprint, is_measured, kv_bytes_per_cell, padded
 from .model_shape import ModelShape
 from .units import format_bytes
 
@@ -17,6 +17,12 @@ CTX_STEP = 1024
 DRAFTER_RANK = {"dspine": 0, "dflash": 1, "mtp": 2, "draft": 3}
 # DSpine attends over a sliding window of 8,192 tokens, which caps its KV cache (FACTS).
 DRAFTER_WINDOW = {"dspine": 8192}
+# Tokens drafted per step: the target verifies 1 + this many in one pass, and
+# llama-server reserves logits for exactly that many rows (FACTS: DSpine drafts a
+# block of 16; DFlash2 is best at 7 on code; MTP 2; upstream's default is 3).
+DRAFT_N_MAX = {"dspine": 16, "dflash": 7, "mtp": 2, "draft": 3}
+# Block drafters decode their whole block in one pass: n_max + 1 output rows too.
+BLOCK_DRAFTERS = ("dspine", "dflash")
 GOALS = ("speed", "context")
 
 
@@ -28,7 +34,7 @@ class Option:
     path: str
     shape: ModelShape | None  # None: the MTP head inside the target
     kind: str | None = None  # drafter kind; None for a target
-    curve: ComputeCurve | None = None
+    curves: Curves = ()  # compute buffers measured by llama.cpp
 
     @property
     def size(self) -> int:
@@ -75,6 +81,8 @@ class Plan:
     reasons: list[str] = field(default_factory=list)
     flash_attn: bool = True
     n_ubatch: int = 512
+    compute_measured: bool = False  # the target's compute buffer came from llama.cpp's dry run
+    drafter_compute_measured: bool = False
 
     @property
     def total(self) -> int:
@@ -84,11 +92,17 @@ class Plan:
     def headroom(self) -> int:
         return self.budget - self.total
 
+    @property
+    def draft_n_max(self) -> int:
+        return DRAFT_N_MAX.get(self.drafter.kind or "", 0) if self.drafter else 0
+
     def server_args(self) -> list[str]:
         args = ["-m", self.target.path, "-c", str(self.n_ctx), "-ngl", str(self.gpu_layers), "-np", "1"]
         args += ["-ctk", self.kv, "-ctv", self.kv, "-fa", "on" if self.flash_attn else "off", "-ub", str(self.n_ubatch)]
         if self.drafter is not None and self.drafter.shape is not None:
             args += ["-md", self.drafter.path, "-ngld", str(self.drafter_gpu_layers)]
+        if self.drafter is not None:
+            args += ["--spec-draft-n-max", str(self.draft_n_max)]
         return args
 
     def llama_cpp_params(self) -> dict:
@@ -116,6 +130,7 @@ class Plan:
                 "flash_attention": self.flash_attn,
                 "gpu_layers": self.gpu_layers,
                 "drafter_gpu_layers": self.drafter_gpu_layers,
+                "draft_n_max": self.draft_n_max,
                 "n_ubatch": self.n_ubatch,
             },
             "memory": {**self.memory, "total": self.total},
@@ -128,20 +143,36 @@ class Plan:
         }
 
 
+def target_outputs(drafter: Option | None) -> int:
+    """Logit rows the target reserves: one, plus the draft it verifies."""
+    return 1 + (DRAFT_N_MAX.get(drafter.kind or "", 0) if drafter else 0)
+
+
+def drafter_outputs(drafter: Option) -> int:
+    return 1 + DRAFT_N_MAX.get(drafter.kind or "", 0) if drafter.kind in BLOCK_DRAFTERS else 1
+
+
 def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wishes: Wishes) -> dict[str, int]:
     if drafter is None:
         return {"drafter_weights": 0, "drafter_kv": 0, "drafter_compute": 0}
     t = target.shape
     assert t is not None
-    if drafter.shape is None:  # MTP: the target's own nextn blocks, one more KV block and a logits buffer
+    if drafter.shape is None:  # MTP: the target's own nextn blocks, one more KV block, its own context
         block = t.kv_layers[-1] if t.kv_layers else 0
+        mtp_runtime = replace(runtime, n_outputs=drafter_outputs(drafter))
         return {
             "drafter_weights": t.nextn_bytes,
             "drafter_kv": padded(runtime.n_ctx) * kv_bytes_per_cell(t, runtime, block) * max(1, t.n_layer_nextn),
-            "drafter_compute": t.n_vocab * wishes.n_ubatch * 4,
+            "drafter_compute": compute_estimate(t, mtp_runtime),
         }
-    draft_runtime = replace(runtime, gpu_layers=None, window=DRAFTER_WINDOW.get(drafter.kind or ""), n_rs_seq=0)
-    used = footprint(drafter.shape, draft_runtime, drafter.curve)
+    draft_runtime = replace(
+        runtime,
+        gpu_layers=None,
+        window=DRAFTER_WINDOW.get(drafter.kind or ""),
+        n_rs_seq=0,
+        n_outputs=drafter_outputs(drafter),
+    )
+    used = footprint(drafter.shape, draft_runtime, drafter.curves)
     return {
         "drafter_weights": used.weights.gpu,
         "drafter_kv": used.kv.gpu,
@@ -154,8 +185,10 @@ def assess(target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: 
     assert shape is not None
     all_layers = shape.n_layer + 1
     ngl = all_layers if gpu_layers is None else gpu_layers
-    runtime = Runtime(n_ctx=n_ctx, type_k=kv, type_v=kv, n_ubatch=wishes.n_ubatch, gpu_layers=ngl)
-    used = footprint(shape, runtime, target.curve)
+    runtime = Runtime(
+        n_ctx=n_ctx, type_k=kv, type_v=kv, n_ubatch=wishes.n_ubatch, gpu_layers=ngl, n_outputs=target_outputs(drafter)
+    )
+    used = footprint(shape, runtime, target.curves)
     on_gpu = wishes.budget > 0 and ngl > 0
     memory = {
         "target_weights": used.weights.gpu,
@@ -185,6 +218,10 @@ def assess(target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: 
         budget=wishes.budget,
         fits=False,
         n_ubatch=wishes.n_ubatch,
+        compute_measured=is_measured(runtime, target.curves),
+        drafter_compute_measured=bool(
+            drafter and drafter.shape and is_measured(replace(runtime, n_outputs=drafter_outputs(drafter)), drafter.curves)
+        ),
     )
     if on_gpu:
         plan.fits = plan.total <= wishes.budget
@@ -335,7 +372,12 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
         chosen.reasons.append(
             f"The {chosen.drafter.kind} drafter's KV cache is capped by its {_k(DRAFTER_WINDOW[chosen.drafter.kind])} sliding window."
         )
-    if chosen.drafter is not None and chosen.drafter.shape is not None and chosen.drafter.curve is None:
+    if chosen.drafter is not None:
+        chosen.reasons.append(
+            f"The target verifies {chosen.draft_n_max} drafted tokens per step, so llama-server reserves "
+            f"{1 + chosen.draft_n_max} rows of logits, not a whole ubatch's {chosen.n_ubatch}."
+        )
+    if chosen.drafter is not None and chosen.drafter.shape is not None and not chosen.drafter.curves:
         chosen.reasons.append(
             f"{chosen.drafter.label}: this llama.cpp cannot load its architecture, so its compute buffer is dspine's estimate."
         )

@@ -185,14 +185,14 @@ def _fit_rows(plan) -> list[tuple[str, int]]:
     ]
     if shape.recurrent_layers:
         rows.append((f"recurrent state ({len(shape.recurrent_layers)} Gated-DeltaNet blocks)", m["recurrent_state"]))
-    measured = "measured by llama.cpp" if plan.target.curve else "estimated"
-    rows.append((f"compute buffer (ubatch {plan.n_ubatch}, {measured})", m["compute"]))
+    measured = "measured by llama.cpp" if plan.compute_measured else "estimated"
+    rows.append((f"compute buffer (ubatch {plan.n_ubatch}, {1 + plan.draft_n_max} logit rows, {measured})", m["compute"]))
     rows.append(("backend overhead (CUDA context)", m["overhead"]))
     if plan.drafter is not None:
         label = plan.drafter.label
         rows.append((f"drafter weights ({label})", m["drafter_weights"]))
         rows.append((f"drafter KV cache ({label})", m["drafter_kv"]))
-        measured = "measured by llama.cpp" if plan.drafter.curve else "estimated"
+        measured = "measured by llama.cpp" if plan.drafter_compute_measured else "estimated"
         rows.append((f"drafter compute buffer ({measured})", m["drafter_compute"]))
     rows.append(("safety margin", m["margin"]))
     return rows

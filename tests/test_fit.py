@@ -137,7 +137,10 @@ def test_fit_measures_compute_with_llama_cpp(dspine, tmp_path):
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert any("measured by llama.cpp" in r for r in data["reasons"])
-    assert 500 * 2**20 < data["memory"]["compute"] < 700 * 2**20
+    # llama-server reserves one row of logits without a drafter, not a whole ubatch's
+    # (which alone would be 485 MiB): one block's activations plus the f16 mask remain.
+    mask = data["settings"]["context"] * 512 * 2
+    assert 120 * 2**20 < data["memory"]["compute"] - mask < 150 * 2**20
 
 
 def test_fit_after_pull_works_offline_from_the_files_on_disk(dspine, gguf_hub, models_dir):

@@ -89,20 +89,23 @@ def test_sliding_window_caps_the_kv_cache(dense):
 
 
 def test_compute_estimate_terms(big):
-    logits = 248320 * 512 * 4 + 3 * 5120 * 512 * 4
+    logits = 248320 * 512 * 4 + 3 * 5120 * 512 * 4  # a whole ubatch of output rows (llama-cpp-python)
     mask = 16384 * 512 * 2
     assert compute_estimate(big, Runtime(n_ctx=16384)) == logits + mask
+    # llama-server verifying a 16-token draft keeps 17 rows: one block's activations dominate.
+    gdn_block = int(512 * (9.32 * 17408 + 12 * 5120 + 55_000))
+    assert compute_estimate(big, Runtime(n_ctx=16384, n_outputs=17)) == gdn_block + mask
     kq = 16384 * 512 * 24 * 4  # without flash attention: the full KQ matrix of one block
     assert compute_estimate(big, Runtime(n_ctx=16384, flash_attn=False)) > kq
 
 
 def test_compute_curve_interpolates_and_extends():
-    curve = ComputeCurve(((4096, 100), (16384, 200)), n_ubatch=512, flash_attn=True)
+    curve = ComputeCurve(((4096, 100), (16384, 200)), n_ubatch=512, flash_attn=True, n_outputs=1)
     assert curve.at(1024) == 100
     assert curve.at(10240) == 150
     # Past the last point: at least the mask's growth (2 bytes x ubatch per token).
     assert curve.at(16384 + 1000) == 200 + 1000 * 1024
-    big_curve = ComputeCurve(((4096, 0), (8192, 4096 * 2000)), n_ubatch=512, flash_attn=True)
+    big_curve = ComputeCurve(((4096, 0), (8192, 4096 * 2000)), n_ubatch=512, flash_attn=True, n_outputs=1)
     assert big_curve.at(9192) == 4096 * 2000 + 1000 * 2000
 
 
