@@ -44,6 +44,10 @@ class Shape:
     # Tensors whose name contains a key get that type instead (K-quant mixes: Q4_K_M keeps
     # ffn_down and the output in Q6_K).
     type_overrides: dict = field(default_factory=dict)
+    # qwen2 only: an output bias that keeps generation to printable ASCII (random
+    # weights otherwise emit invalid UTF-8, which stalls streaming).
+    printable_only: bool = False
+    chat_template: str | None = None
 
     @property
     def ssm_inner_size(self) -> int:
@@ -91,6 +95,8 @@ def tensor_table(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:
     table = [("token_embd.weight", (e, v), w), ("output_norm.weight", (e,), f32)]
     if not shape.tied_output:
         table.append(("output.weight", (e, v), w))
+    if shape.printable_only:
+        table.append(("output.bias", (v,), f32))
     total_layers = shape.n_layer + shape.nextn_layers
     for il in range(total_layers):
         p = f"blk.{il}."
@@ -193,10 +199,11 @@ def _metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
     writer.add_eos_token_id(tokens.index("<|im_end|>"))
     writer.add_bos_token_id(tokens.index("<|endoftext|>"))
     writer.add_add_bos_token(False)
+    if shape.chat_template:
+        writer.add_chat_template(shape.chat_template)
 
 
-def _random(ne: tuple[int, ...], qtype: int, rng: np.random.Generator) -> np.ndarray:
-    values = (rng.standard_normal(tuple(reversed(ne))) * 0.02).astype(np.float32)
+def _cast(values: np.ndarray, qtype: int) -> np.ndarray:
     if qtype == QTYPE.F32:
         return values
     if qtype == QTYPE.F16:
@@ -204,13 +211,34 @@ def _random(ne: tuple[int, ...], qtype: int, rng: np.random.Generator) -> np.nda
     return gguf.quants.quantize(values, qtype)
 
 
-def write_model(path: Path, shape: Shape, seed: int = 0) -> Path:
+def printable_bias(n_vocab: int) -> np.ndarray:
+    """0 for tokens that print as plain ASCII (and newline), -30 for every other."""
+    tokens, _, _ = vocabulary(n_vocab)
+    bias = np.full(n_vocab, -30.0, dtype=np.float32)
+    for token_id in range(256):
+        if token_id == 10 or 32 <= token_id < 127:
+            bias[token_id] = 0.0
+    for token_id in range(256, 261):  # the merged tokens ("Ġt", "he", ...)
+        bias[token_id] = 0.0
+    return bias
+
+
+def write_model(path: Path, shape: Shape, seed: int = 0, noise: float = 0.0, noise_seed: int = 1) -> Path:
+    """Random weights from `seed`; `noise` > 0 adds Gaussian noise of that relative
+    size (a drafter that agrees with the target only part of the time)."""
     rng = np.random.default_rng(seed)
+    noise_rng = np.random.default_rng(noise_seed)
     writer = gguf.GGUFWriter(str(path), shape.arch)
     _metadata(writer, shape)
     for name, ne, qtype in tensor_table(shape):
         qtype = qtype if len(ne) > 1 else QTYPE.F32
-        writer.add_tensor(name, _random(ne, qtype, rng), raw_dtype=qtype)
+        if name == "output.bias":
+            writer.add_tensor(name, printable_bias(shape.n_vocab), raw_dtype=QTYPE.F32)
+            continue
+        values = (rng.standard_normal(tuple(reversed(ne))) * 0.02).astype(np.float32)
+        if noise:
+            values = values + (noise_rng.standard_normal(values.shape) * 0.02 * noise).astype(np.float32)
+        writer.add_tensor(name, _cast(values, qtype), raw_dtype=qtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -283,3 +311,19 @@ def corrupt_header(path: Path, what: str) -> Path:
         data = data[: len(data) // 2]
     path.write_bytes(bytes(data))
     return path
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% if enable_thinking is defined and not enable_thinking %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}"
+    "{% endif %}"
+)
+
+
+def chat_model(n_layer: int = 2, n_embd: int = 128, n_vocab: int = 320) -> Shape:
+    """A qwen2 model that speaks printable ASCII and has a Qwen-style thinking switch."""
+    return Shape(
+        arch="qwen2", n_layer=n_layer, n_embd=n_embd, n_head=4, n_head_kv=2, head_dim=n_embd // 4,
+        n_ff=2 * n_embd, n_vocab=n_vocab, printable_only=True, chat_template=CHAT_TEMPLATE,
+    )

@@ -1,0 +1,68 @@
+"""The engine interface: every backend streams the same events.
+
+    engine = open_engine(...)            # a running engine
+    for event in engine.stream(messages, think=False, sampling=...):
+        ...                               # Delta, StatsUpdate, End or Error
+    engine.cancel()                       # from another thread: stop mid-reply
+    engine.close()
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator, Protocol
+
+from app.errors import DspineError
+from app.gguf_info import read_local
+
+from .events import Event
+from .sampling import Sampling
+
+
+class EngineError(DspineError):
+    exit_code = 11
+
+
+class Engine(Protocol):
+    name: str
+    drafter: str | None
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        think: bool = True,
+        sampling: Sampling | None = None,
+        n_max: int | None = None,
+    ) -> Iterator[Event]: ...
+
+    def cancel(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def check_model_file(path: str | Path, role: str = "model") -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise EngineError(f"the {role} file {path} does not exist", "check the path, or pull it with `dspine pull`")
+    return path
+
+
+def _vocabulary(path: Path) -> tuple[int, str, str]:
+    header = read_local(path)
+    tokens = header.get("tokenizer.ggml.tokens")
+    return (
+        len(tokens) if tokens is not None else 0,
+        str(header.get("tokenizer.ggml.model", "")),
+        str(header.get("tokenizer.ggml.pre", "")),
+    )
+
+
+def check_same_vocabulary(target: Path, drafter: Path) -> None:
+    """A drafter proposes token ids: they must mean the same to the target."""
+    t, d = _vocabulary(target), _vocabulary(drafter)
+    if t != d:
+        raise EngineError(
+            f"the drafter {drafter.name} has another vocabulary ({d[0]} tokens, {d[1]}/{d[2]}) "
+            f"than the target {target.name} ({t[0]} tokens, {t[1]}/{t[2]})",
+            "use a drafter made for this target (see `dspine list --catalog`), or --draft none",
+        )

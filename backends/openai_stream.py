@@ -1,0 +1,122 @@
+"""One streamed chat completion from an OpenAI-compatible server, as events.
+
+Shared by the managed llama-server and remote servers (SGLang, vLLM): SSE
+lines in, Delta / StatsUpdate / End out. llama-server's `timings` (per token
+with "timings_per_token") carry the draft counts; other servers' `usage`
+gives at least the token counts.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+from .events import Delta, End, Event, StatsUpdate
+from .stats import Stats
+from .thinking import ThinkSplitter
+
+STATS_INTERVAL_S = 0.05
+
+
+class StreamBroken(Exception):
+    """The stream ended without [DONE]: the server went away mid-reply."""
+
+    def __init__(self, stats: Stats) -> None:
+        super().__init__("stream ended early")
+        self.stats = stats
+
+
+def apply_timings(stats: Stats, timings: dict) -> None:
+    stats.prompt_tokens = int(timings.get("prompt_n", stats.prompt_tokens))
+    stats.prompt_cached = int(timings.get("cache_n", stats.prompt_cached))
+    stats.prompt_s = float(timings.get("prompt_ms", 0.0)) / 1000
+    stats.generated_tokens = int(timings.get("predicted_n", stats.generated_tokens))
+    stats.decode_s = float(timings.get("predicted_ms", 0.0)) / 1000
+    if "draft_n" in timings:
+        stats.drafted = int(timings["draft_n"])
+        stats.accepted = int(timings.get("draft_n_accepted", 0))
+    # Each verify step yields its accepted draft tokens plus one of the target's own.
+    stats.verify_steps = max(stats.generated_tokens - stats.accepted, 0)
+
+
+def apply_usage(stats: Stats, usage: dict, decode_s: float) -> None:
+    stats.prompt_tokens = int(usage.get("prompt_tokens", stats.prompt_tokens))
+    stats.generated_tokens = int(usage.get("completion_tokens", stats.generated_tokens))
+    if not stats.decode_s:
+        stats.decode_s = decode_s
+    if not stats.verify_steps:
+        stats.verify_steps = stats.generated_tokens
+
+
+def stream_chat(
+    response: http.client.HTTPResponse,
+    cancelled: threading.Event,
+    started: float,
+    on_token: Callable[[], None] | None = None,
+) -> Iterator[Event]:
+    splitter = ThinkSplitter()
+    stats = Stats()
+    finish = "stop"
+    last_stats = 0.0
+    first_at: float | None = None
+    while not cancelled.is_set():
+        line = response.readline()
+        if not line:
+            yield from splitter.flush()
+            if cancelled.is_set():
+                break
+            raise StreamBroken(stats.copy())
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            yield from splitter.flush()
+            yield End(finish, stats.copy())
+            return
+        chunk: dict[str, Any] = json.loads(payload)
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            thinking = delta.get("reasoning_content") or delta.get("reasoning")
+            if thinking or delta.get("content"):
+                if first_at is None:
+                    first_at = time.monotonic()
+                    stats.ttft_s = first_at - started
+            if thinking:
+                yield Delta(thinking, "thinking")
+            if delta.get("content"):
+                yield from splitter.feed(delta["content"])
+            if choice.get("finish_reason"):
+                finish = choice["finish_reason"]
+        if chunk.get("timings"):
+            apply_timings(stats, chunk["timings"])
+        if chunk.get("usage"):
+            apply_usage(stats, chunk["usage"], time.monotonic() - (first_at or started))
+        now = time.monotonic()
+        if now - last_stats >= STATS_INTERVAL_S and (chunk.get("timings") or chunk.get("usage")):
+            last_stats = now
+            yield StatsUpdate(stats.copy())
+    yield End("cancelled", stats.copy())
+
+
+def chat_body(messages: list[dict[str, Any]], think: bool, sampling, extra: dict[str, Any] | None = None) -> dict:
+    body: dict[str, Any] = {
+        "messages": messages,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "chat_template_kwargs": {"enable_thinking": think},
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "min_p": sampling.min_p,
+        "presence_penalty": sampling.presence_penalty,
+    }
+    if sampling.seed is not None:
+        body["seed"] = sampling.seed
+    if sampling.max_tokens is not None:
+        body["max_tokens"] = sampling.max_tokens
+    body.update(extra or {})
+    return body

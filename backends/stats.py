@@ -1,0 +1,74 @@
+"""Generation statistics, kept in one place for every engine.
+
+Engines fill in counts and times; everything a user reads (tok/s,
+acceptance rate, acceptance length) is derived here, so the chat, `run` and
+`bench` show the same figures whichever engine produced them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0  # processed for this reply
+    prompt_cached: int = 0  # reused from the previous turn's cache
+    prompt_s: float = 0.0
+    generated_tokens: int = 0
+    decode_s: float = 0.0
+    ttft_s: float | None = None
+    drafted: int = 0
+    accepted: int = 0
+    verify_steps: int = 0  # target passes that produced tokens (1 per token without a drafter)
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        return self.generated_tokens / self.decode_s if self.decode_s > 0 else None
+
+    @property
+    def prompt_tokens_per_s(self) -> float | None:
+        return self.prompt_tokens / self.prompt_s if self.prompt_s > 0 else None
+
+    @property
+    def speculative(self) -> bool:
+        return self.drafted > 0
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted / drafted: the share of drafted tokens the target kept."""
+        return self.accepted / self.drafted if self.drafted else None
+
+    @property
+    def acceptance_length(self) -> float | None:
+        """Generated tokens per verify step, the figure DSpine's tables quote."""
+        return self.generated_tokens / self.verify_steps if self.verify_steps else None
+
+    def copy(self) -> "Stats":
+        return Stats(**asdict(self))
+
+    def to_json(self) -> dict:
+        return {
+            **asdict(self),
+            "tokens_per_s": self.tokens_per_s,
+            "prompt_tokens_per_s": self.prompt_tokens_per_s,
+            "acceptance_rate": self.acceptance_rate,
+            "acceptance_length": self.acceptance_length,
+        }
+
+    def summary(self) -> str:
+        parts = [f"{self.generated_tokens} tokens"]
+        if self.tokens_per_s:
+            parts.append(f"{self.tokens_per_s:.1f} tok/s")
+        if self.ttft_s is not None:
+            parts.append(f"first token {self.ttft_s:.2f} s")
+        if self.prompt_tokens_per_s:
+            parts.append(f"prompt {self.prompt_tokens} at {self.prompt_tokens_per_s:.0f} tok/s")
+        if self.speculative:
+            parts.append(
+                f"accepted {self.accepted}/{self.drafted} ({self.acceptance_rate:.0%}), "
+                f"{self.acceptance_length:.2f} tokens per step"
+            )
+        else:
+            parts.append("no drafter")
+        return ", ".join(parts)
