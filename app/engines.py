@@ -1,0 +1,123 @@
+"""From what the user typed (`dspine run MODEL --draft ... --engine ...`) to a
+running engine: resolve names to files on disk, then open the backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from backends.base import Engine, EngineError
+
+from .catalog import NO_DRAFTER, Catalog
+from .errors import UsageError
+from .gguf_info import read_local
+from .model_shape import shape_from_header
+from .pull import make_request
+from .settings import Settings
+from .store import Manifest, record_status
+
+ENGINES = ("server", "inproc", "remote")
+DEFAULT_MODEL = "qwen3.8-27b"
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    label: str
+    target: Path | None  # None for a remote engine
+    drafter: Path | None
+    drafter_kind: str | None  # dspine, dflash, mtp, draft
+
+
+def drafter_kind_of(path: Path) -> str:
+    """A drafter file's kind from its architecture (dspine, dflash), else a plain draft model."""
+    arch = shape_from_header(read_local(path)).arch.lower()
+    return next((kind for kind in ("dspine", "dflash") if kind in arch), "draft")
+
+
+def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settings: Settings) -> ModelFiles:
+    manifest = Manifest(settings.manifest_path)
+    name = model or DEFAULT_MODEL
+    no_draft = draft is not None and draft.lower() == NO_DRAFTER
+    draft_file = Path(draft) if draft and draft.lower().endswith(".gguf") else None
+    if draft_file is not None and not draft_file.is_file():
+        raise UsageError(f"the drafter file {draft_file} does not exist", "check the path")
+    if name.lower().endswith(".gguf") or Path(name).is_file():
+        target = Path(name)
+        if not target.is_file():
+            raise UsageError(f"the model file {target} does not exist", "check the path, or pull it with `dspine pull`")
+        if draft and not no_draft and draft_file is None:
+            raise UsageError(f"--draft {draft}: a drafter variant needs a catalog model", "give --draft FILE.gguf or none")
+        kind = drafter_kind_of(draft_file) if draft_file else None
+        return ModelFiles(target.name, target, draft_file, kind)
+
+    request = make_request(name, catalog, None, None)
+    record = manifest.records.get(request.name)
+    if record is None:
+        raise UsageError(f"{request.name} is not pulled", f"run `dspine pull {name}` first (see `dspine list`)")
+    if record_status(record) != "complete":
+        raise UsageError(f"{request.name} is only partly pulled", f"run `dspine pull {name}` again to finish it")
+    target = next(Path(f.local) for f in record.files if f.role == "target")
+    if no_draft:
+        return ModelFiles(record.name, target, None, None)
+    if draft_file is not None:
+        return ModelFiles(record.name, target, draft_file, drafter_kind_of(draft_file))
+    if draft and draft.lower() != (record.drafter or "").lower():
+        raise UsageError(
+            f"{record.name} was pulled with drafter {record.drafter or 'none'}, not {draft}",
+            f"run `dspine pull {name} --drafter {draft}`, or leave --draft out",
+        )
+    drafter_files = [Path(f.local) for f in record.files if f.role == "drafter"]
+    return ModelFiles(record.name, target, drafter_files[0] if drafter_files else None, record.drafter_kind)
+
+
+@dataclass
+class EngineOptions:
+    engine: str = "server"
+    ctx: int = 4096
+    n_max: int | None = None
+    url: str | None = None
+    api_key: str | None = None
+    gpu_layers: int | None = None
+
+
+def open_engine(
+    files: ModelFiles, options: EngineOptions, settings: Settings, on_progress: Callable[[str], None] | None = None
+) -> Engine:
+    if options.engine not in ENGINES:
+        raise UsageError(f"unknown engine {options.engine!r}", f"use one of: {', '.join(ENGINES)}")
+    if options.engine == "remote":
+        from backends.remote import RemoteEngine
+
+        if not options.url:
+            raise UsageError("--engine remote needs --url", "give the server's base URL, e.g. http://host:30000/v1")
+        return RemoteEngine(options.url, options.api_key, drafter=files.drafter_kind)
+    assert files.target is not None
+    gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999
+    if options.engine == "server":
+        from backends.llama_server import LlamaServerEngine, ServerConfig
+
+        config = ServerConfig(
+            model=str(files.target),
+            draft_model=str(files.drafter) if files.drafter else None,
+            drafter_kind=files.drafter_kind,
+            n_ctx=options.ctx,
+            gpu_layers=gpu_layers,
+            draft_gpu_layers=gpu_layers,
+            n_max=options.n_max,
+        )
+        return LlamaServerEngine(config, binary=settings.llama_server, on_progress=on_progress).start()
+    from backends.inproc import InprocEngine
+
+    if files.drafter_kind not in (None, "draft"):
+        raise EngineError(
+            f"the in-process engine runs plain draft models, not a {files.drafter_kind} drafter",
+            "use --engine server for DSpine, DFlash and MTP drafters",
+        )
+    return InprocEngine(
+        str(files.target),
+        draft_path=str(files.drafter) if files.drafter else None,
+        n_ctx=options.ctx,
+        gpu_layers=gpu_layers,
+        n_max=options.n_max or 4,
+    ).load()

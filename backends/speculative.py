@@ -1,0 +1,79 @@
+"""The acceptance rules of speculative decoding. Pure numpy, no engine.
+
+Greedy: keep the drafted tokens while they equal the target's argmax, then
+take the target's own token: the output is exactly plain greedy decoding.
+Sampling: rejection sampling (Leviathan et al., Chen et al.): keep drafted
+token x with probability min(1, p(x)/q(x)); on the first rejection draw from
+the residual max(0, p - q), normalised; if all are kept, draw one more from p.
+The result is distributed exactly as sampling from the target alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .sampling import Sampling
+
+
+def distribution(logits: np.ndarray, sampling: Sampling, seen: np.ndarray | None = None) -> np.ndarray:
+    """The probabilities sampling draws from: penalties, temperature, top-k, top-p, min-p."""
+    logits = np.asarray(logits, dtype=np.float64).copy()
+    if seen is not None and sampling.presence_penalty:
+        logits[seen] -= sampling.presence_penalty
+    if sampling.greedy:
+        probs = np.zeros_like(logits)
+        probs[int(np.argmax(logits))] = 1.0
+        return probs
+    logits /= sampling.temperature
+    if 0 < sampling.top_k < logits.size:
+        cutoff = np.partition(logits, -sampling.top_k)[-sampling.top_k]
+        logits[logits < cutoff] = -np.inf
+    probs = np.exp(logits - np.max(logits))
+    probs /= probs.sum()
+    if sampling.top_p < 1.0:
+        order = np.argsort(-probs)
+        cumulative = np.cumsum(probs[order])
+        keep = order[: int(np.searchsorted(cumulative, sampling.top_p)) + 1]
+        mask = np.zeros_like(probs, dtype=bool)
+        mask[keep] = True
+        probs[~mask] = 0.0
+    if sampling.min_p > 0:
+        probs[probs < sampling.min_p * probs.max()] = 0.0
+    return probs / probs.sum()
+
+
+def sample(probs: np.ndarray, rng: np.random.Generator) -> int:
+    if probs.max() >= 1.0:
+        return int(np.argmax(probs))
+    return int(rng.choice(probs.size, p=probs))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    accepted: int  # how many drafted tokens were kept
+    next_token: int  # the target's token after them (a correction, or a bonus when all were kept)
+
+
+def accept_greedy(draft: list[int], target_logits: np.ndarray) -> Verdict:
+    """`target_logits[i]` is the target's view after the i-th position of [last, *draft]."""
+    choices = np.argmax(target_logits, axis=-1)
+    accepted = 0
+    while accepted < len(draft) and int(choices[accepted]) == draft[accepted]:
+        accepted += 1
+    return Verdict(accepted, int(choices[accepted]))
+
+
+def accept_sampled(
+    draft: list[int], draft_probs: list[np.ndarray], target_probs: list[np.ndarray], rng: np.random.Generator
+) -> Verdict:
+    """`draft_probs[i]` drew draft[i]; `target_probs` has one more entry than the draft."""
+    for i, token in enumerate(draft):
+        p, q = target_probs[i][token], draft_probs[i][token]
+        if q <= 0 or rng.random() >= min(1.0, p / q):
+            residual = np.maximum(target_probs[i] - draft_probs[i], 0.0)
+            total = residual.sum()
+            next_probs = residual / total if total > 0 else target_probs[i]
+            return Verdict(i, sample(next_probs, rng))
+    return Verdict(len(draft), sample(target_probs[len(draft)], rng))

@@ -1,0 +1,23 @@
+"""The generated model families engine tests share: a target, a drafter equal
+to it (every draft accepted) and a noisy one (some accepted), dense and hybrid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.gguf_models import Shape, chat_model, write_model
+
+HYBRID = Shape(
+    arch="qwen35", n_layer=4, n_embd=128, n_head=4, n_head_kv=2, head_dim=32, n_ff=256, n_vocab=320,
+    full_attention_interval=2, ssm_state_size=16, ssm_group_count=2, ssm_time_step_rank=4,
+)
+
+
+def write_family(folder: Path, kind: str) -> dict[str, Path]:
+    shape = chat_model() if kind == "dense" else HYBRID
+    noise = 0.3 if kind == "dense" else 0.05
+    return {
+        "target": write_model(folder / f"{kind}-target.gguf", shape),
+        "same": write_model(folder / f"{kind}-same.gguf", shape),
+        "noisy": write_model(folder / f"{kind}-noisy.gguf", shape, noise=noise),
+    }
