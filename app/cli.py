@@ -229,7 +229,12 @@ def run(
     thinking = think == "on"
     sampling = preset(thinking).with_(temperature=temp, seed=seed, max_tokens=max_tokens)
     options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key)
-    progress = (lambda line: None) if as_json else (lambda line: err.print(f"[dim]{line[-120:]}[/]", soft_wrap=True))
+    said: list[str] = []
+
+    def progress(line: str) -> None:
+        if not as_json and not said:  # one line while the model loads; the rest is in the log
+            said.append(line)
+            err.print(f"[dim]starting {engine} engine for {files.label}…[/]")
     opened = open_engine(files, options, settings, on_progress=progress)
     text, thoughts, last = [], [], None
     try:

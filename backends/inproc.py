@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import codecs
 import ctypes
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import numpy as np
+import psutil
 
 from app.gguf_info import read_local
 
@@ -79,6 +81,9 @@ class _Model:
         cparams.n_batch = n_batch
         cparams.n_ubatch = min(n_batch, 512)
         cparams.n_seq_max = 1
+        # llama.cpp's library default is 4 threads; llama-server uses the physical cores.
+        threads = psutil.cpu_count(logical=False) or os.cpu_count() or 4
+        cparams.n_threads = cparams.n_threads_batch = threads
         if self.recurrent:
             cparams.n_rs_seq = rollback  # snapshots to roll a rejected draft back
         self.ctx = llama.llama_init_from_model(self.model, cparams)
@@ -249,6 +254,7 @@ class InprocEngine:
             # Draft `room` tokens, one at a time, remembering the drafter's distributions.
             draft, draft_probs = [], []
             feed = pending_draft + [cur]
+            drafting = time.monotonic()
             for _ in range(room):
                 d_logits = drafter.decode(feed, all_logits=False)[-1]
                 q = probs_of(d_logits)
@@ -256,8 +262,11 @@ class InprocEngine:
                 draft.append(token)
                 draft_probs.append(q)
                 feed = [token]
+            verifying = time.monotonic()
+            stats.draft_s += verifying - drafting
             base = target.n_past
             verify = target.decode([cur, *draft], all_logits=True)
+            stats.verify_s += time.monotonic() - verifying
             stats.verify_steps += 1
             stats.drafted += len(draft)
             if sampling.greedy:

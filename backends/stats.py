@@ -21,6 +21,8 @@ class Stats:
     drafted: int = 0
     accepted: int = 0
     verify_steps: int = 0  # target passes that produced tokens (1 per token without a drafter)
+    draft_s: float = 0.0  # time in the drafter (engines that can see it: in-process)
+    verify_s: float = 0.0  # time in the target's verify passes (in-process)
 
     @property
     def tokens_per_s(self) -> float | None:

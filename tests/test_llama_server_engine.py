@@ -69,6 +69,19 @@ def test_draft_counts_arrive_in_the_events(server):
     assert 0 <= stats.accepted < stats.drafted
 
 
+def test_hybrid_target_drafts_through_llama_server(models, tmp_path):
+    files = models["hybrid"]
+    config = ServerConfig(model=str(files["target"]), draft_model=str(files["same"]), drafter_kind="draft",
+                          n_ctx=2048, gpu_layers=0, draft_gpu_layers=0, n_max=4)
+    engine = LlamaServerEngine(config, log_dir=tmp_path).start()
+    try:
+        end = list(engine.stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))[-1]
+        assert isinstance(end, End) and end.stats.generated_tokens == 40
+        assert end.stats.drafted > 0 and end.stats.accepted == end.stats.drafted
+    finally:
+        engine.close()
+
+
 def test_think_on_and_off_reach_the_template(server):
     engine = server(None)
     totals = {}
