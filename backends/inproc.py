@@ -151,6 +151,15 @@ class _Model:
             self.n_past = n_keep
         return ok
 
+    def can_roll_back(self) -> bool:
+        """Decode a few tokens and take one back: what a rejected draft needs."""
+        self.reset()
+        try:
+            self.decode([0, 1, 2], all_logits=False)
+            return self.rollback(2)
+        finally:
+            self.reset()
+
     def reset(self) -> None:
         _llama().llama_memory_clear(self.memory, True)
         self.n_past = 0
@@ -193,6 +202,16 @@ class InprocEngine:
         self._target = _Model(self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=self.n_max + 1)
         if self.draft_path:
             self._drafter = _Model(self.draft_path, self.n_ctx, self.gpu_layers, n_batch, rollback=self.n_max + 1)
+            stuck = [m for m in (self._target, self._drafter) if not m.can_roll_back()]
+            if stuck:
+                # Speculation needs to take rejected drafts back; without that, plain decoding.
+                self._drafter.free()
+                self._drafter = None
+                self.notes.append(
+                    "this llama.cpp cannot roll back the "
+                    + ("target" if stuck[0] is self._target else "drafter")
+                    + "'s state (a recurrent model without snapshots): running without the drafter"
+                )
         return self
 
     def close(self) -> None:

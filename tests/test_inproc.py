@@ -109,3 +109,18 @@ def test_drafter_with_another_vocabulary_is_refused(models, tmp_path):
 def test_missing_model_file(tmp_path):
     with pytest.raises(EngineError, match="does not exist"):
         InprocEngine(str(tmp_path / "none.gguf")).load()
+
+
+def test_rollback_needs_snapshots_on_a_hybrid(models):
+    from backends.inproc import _Model
+
+    dense = _Model(str(models["dense"]["target"]), 256, 0, 512, rollback=0)
+    hybrid_bare = _Model(str(models["hybrid"]["target"]), 256, 0, 512, rollback=0)
+    hybrid = _Model(str(models["hybrid"]["target"]), 256, 0, 512, rollback=4)
+    try:
+        assert dense.can_roll_back()
+        assert not hybrid_bare.can_roll_back()  # what makes the engine fall back to plain decoding
+        assert hybrid.can_roll_back()
+    finally:
+        for model in (dense, hybrid_bare, hybrid):
+            model.free()

@@ -163,3 +163,22 @@ def test_run_cli_errors(dspine, tmp_path):
     assert remote.returncode == 2 and "--url" in remote.stderr
     unpulled = dspine("run", "qwen3.8-27b", "hi")
     assert unpulled.returncode == 2 and "dspine pull qwen3.8-27b" in unpulled.stderr
+
+
+def test_remote_engine_speaks_to_an_openai_compatible_server(server):
+    from backends.remote import RemoteEngine
+
+    engine = server("same")
+    running = engine._running
+    remote = RemoteEngine(f"http://127.0.0.1:{running.port}/v1", api_key=running.api_key)
+    events = list(remote.stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))
+    end = events[-1]
+    assert isinstance(end, End) and end.stats.generated_tokens == 40
+    assert "".join(e.text for e in events if isinstance(e, Delta))
+    wrong_key = RemoteEngine(f"http://127.0.0.1:{running.port}/v1", api_key="nope")
+    refused = list(wrong_key.stream([{"role": "user", "content": "hello"}], sampling=GREEDY))
+    assert isinstance(refused[-1], Error) and "401" in refused[-1].message and "API key" in refused[-1].fix
+    nobody = RemoteEngine("http://127.0.0.1:9/v1")
+    assert isinstance(list(nobody.stream([{"role": "user", "content": "x"}]))[-1], Error)
+    with pytest.raises(EngineError, match="not an http"):
+        RemoteEngine("ftp://example/v1")
