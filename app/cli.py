@@ -194,8 +194,8 @@ def fit(
         raise typer.Exit(10)
 
 
-@app.command()
-def run(
+@app.command("run")
+def run_prompt(
     model: str = typer.Argument(..., help="A pulled catalog name or repository, or a .gguf file."),
     prompt: str = typer.Argument(..., help="What to ask; - reads it from standard input."),
     draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),

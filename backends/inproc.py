@@ -25,7 +25,7 @@ from app.gguf_info import read_local
 
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import render
-from .events import Delta, End, Error, Event, StatsUpdate
+from .events import End, Error, Event, StatsUpdate
 from .sampling import Sampling, preset
 from .speculative import accept_greedy, accept_sampled, distribution, sample
 from .stats import Stats

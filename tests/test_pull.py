@@ -7,26 +7,17 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import DRAFTER_Q4, DSPINE_REPO, ROOT, TARGET_Q4, TARGET_REPO, dspine_cmd
+from tests.conftest import DRAFTER_Q4, DSPINE_REPO, ROOT, TARGET_Q4, TARGET_REPO, dspine_cmd, wait_for
 
 
 def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_pull_bundle_fetches_target_and_drafter_and_verifies(dspine, hub, models_dir):
