@@ -274,6 +274,38 @@ def run_prompt(
 
 
 @app.command()
+def chat(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="A pulled catalog name or repository, or a .gguf file."),
+    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
+    engine: str = typer.Option("server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."),
+    url: Optional[str] = typer.Option(None, "--url", help="Base URL for --engine remote."),
+    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
+    ctx: int = typer.Option(8192, "--ctx", help="Context length."),
+    think: str = typer.Option("on", "--think", help="Start with thinking on or off (Ctrl+T switches)."),
+) -> None:
+    """Open the coding chat: streaming replies, think / no-think, live tok/s and acceptance."""
+    from .engines import EngineOptions, ModelFiles, open_engine, resolve_files
+    from .history import ChatStore
+    from .tui.app import ChatApp
+
+    if think not in ("on", "off"):
+        raise UsageError(f"--think {think!r}", "use --think on or --think off")
+    settings = load_settings()
+    if engine == "remote":
+        files = ModelFiles(model or url or "remote", None, None, None)
+    else:
+        files = resolve_files(model, draft, load_catalog(settings.catalog), settings)
+    err.print(f"starting the {engine} engine for {files.label}…")
+    opened = open_engine(files, EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key), settings)
+    store = ChatStore(settings.chats_db)
+    try:
+        ChatApp(opened, store, model=files.label, think=think == "on").run()
+    finally:
+        opened.close()
+        store.close()
+
+
+@app.command()
 def doctor(
     model: Optional[str] = typer.Option(None, "--model", "-m", help="The model you mean to use: what it needs is required."),
     quick: bool = typer.Option(False, "--quick", help="Check file sizes only, not checksums."),

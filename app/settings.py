@@ -90,6 +90,12 @@ SPECS: tuple[SettingSpec, ...] = (
         "MiB `dspine fit` keeps free on the GPU for safety",
     ),
     SettingSpec(
+        "chats_db",
+        _path,
+        lambda: Path(platformdirs.user_data_dir(APP_NAME)) / "chats.db",
+        "the SQLite file `dspine chat` keeps conversations in",
+    ),
+    SettingSpec(
         "llama_server",
         lambda v: None if v in (None, "") else str(v),
         lambda: None,

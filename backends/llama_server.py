@@ -27,7 +27,7 @@ import platformdirs
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .events import End, Error, Event
 from .sampling import Sampling, preset
-from .openai_stream import StreamBroken, chat_body, stream_chat
+from .openai_stream import StreamBroken, chat_body, interrupt as _interrupt, stream_chat
 from .stats import Stats
 
 # What each drafter kind is called by the builds people run (FACTS: forks spell them differently).
@@ -238,7 +238,7 @@ class LlamaServerEngine:
     name: str = "server"
     _running: _Running | None = field(default=None, init=False, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
-    _response: http.client.HTTPResponse | None = field(default=None, init=False, repr=False)
+    _connection_in_use: http.client.HTTPConnection | None = field(default=None, init=False, repr=False)
 
     @property
     def drafter(self) -> str | None:
@@ -357,12 +357,7 @@ class LlamaServerEngine:
 
     def cancel(self) -> None:
         self._cancel.set()
-        response = self._response
-        if response is not None:
-            try:
-                response.close()  # closing the connection makes llama-server stop generating
-            except Exception:
-                pass
+        _interrupt(self._connection_in_use)
 
     def stream(
         self,
@@ -384,20 +379,20 @@ class LlamaServerEngine:
         started = time.monotonic()
         try:
             headers = {"Authorization": f"Bearer {self._running.api_key}", "Content-Type": "application/json"}
+            self._connection_in_use = connection
             connection.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
             response = connection.getresponse()
             if response.status != 200:
                 detail = response.read().decode(errors="replace")[:500]
                 yield Error(f"llama-server answered {response.status}: {detail}", f"see {self._running.log_path}")
                 return
-            self._response = response
             yield from stream_chat(response, self._cancel, started)
         except StreamBroken as broken:
             yield self._died() if not self.alive or self._exits_soon() else Error(
                 "llama-server closed the stream mid-reply", f"see {self._running.log_path}"
             )
             del broken
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
             if self._cancel.is_set():
                 yield End("cancelled", Stats())
             elif not self.alive or self._exits_soon():
@@ -405,7 +400,7 @@ class LlamaServerEngine:
             else:
                 yield Error(f"the connection to llama-server broke: {exc}", f"see {self._running.log_path}")
         finally:
-            self._response = None
+            self._connection_in_use = None
             connection.close()
 
     def _exits_soon(self) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -27,6 +28,18 @@ class StreamBroken(Exception):
     def __init__(self, stats: Stats) -> None:
         super().__init__("stream ended early")
         self.stats = stats
+
+
+def interrupt(connection: http.client.HTTPConnection | None) -> None:
+    """Stop a stream from another thread: shut the socket down under the reader
+    (closing the response object itself is not safe across threads). The server
+    sees the client go and stops generating."""
+    sock = getattr(connection, "sock", None) if connection is not None else None
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def apply_timings(stats: Stats, timings: dict) -> None:

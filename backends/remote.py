@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 from .base import EngineError
 from .events import End, Error, Event
-from .openai_stream import StreamBroken, chat_body, stream_chat
+from .openai_stream import StreamBroken, chat_body, interrupt as _interrupt, stream_chat
 from .sampling import Sampling, preset
 from .stats import Stats
 
@@ -27,7 +27,7 @@ class RemoteEngine:
     name: str = "remote"
     timeout: float = 600.0
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
-    _response: http.client.HTTPResponse | None = field(default=None, init=False, repr=False)
+    _connection_in_use: http.client.HTTPConnection | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         parsed = urlparse(self.url)
@@ -41,11 +41,7 @@ class RemoteEngine:
 
     def cancel(self) -> None:
         self._cancel.set()
-        if self._response is not None:
-            try:
-                self._response.close()
-            except Exception:
-                pass
+        _interrupt(self._connection_in_use)
 
     def close(self) -> None:
         self.cancel()
@@ -67,6 +63,7 @@ class RemoteEngine:
         connection = self._connection()
         started = time.monotonic()
         try:
+            self._connection_in_use = connection
             connection.request("POST", path, body=json.dumps(body), headers=headers)
             response = connection.getresponse()
             if response.status != 200:
@@ -74,15 +71,14 @@ class RemoteEngine:
                 fix = "check the API key" if response.status in (401, 403) else "check the URL and the server's log"
                 yield Error(f"{self.url} answered {response.status}: {detail}", fix)
                 return
-            self._response = response
             yield from stream_chat(response, self._cancel, started)
         except StreamBroken:
             yield Error(f"{self.url} closed the stream mid-reply", "the conversation is kept; try again")
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
             if self._cancel.is_set():
                 yield End("cancelled", Stats())
             else:
                 yield Error(f"cannot talk to {self.url}: {exc}", "check that the server runs and the URL is right")
         finally:
-            self._response = None
+            self._connection_in_use = None
             connection.close()

@@ -1,0 +1,183 @@
+"""The chat app. Streaming (the engine, in a worker thread), storage
+(ChatStore) and rendering (the widgets) are kept apart: the worker batches
+events, the app hands text to the widgets and saves the reply as it grows."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import Footer, Header
+
+from backends.events import Delta, End, Error, Event, StatsUpdate
+from backends.stats import Stats
+
+from ..history import ChatStore
+from .figures import final_line, stats_from
+from .widgets.message_view import MessageView
+from .widgets.prompt_area import PromptArea
+from .widgets.readout import Readout
+
+FLUSH_S = 0.033  # hand text to the screen at most ~30 times a second, whatever the token rate
+HELP = """**dspine chat**
+
+- **Enter** sends, **Ctrl+J** adds a line, **Up/Down** walk your prompts
+- **Ctrl+T** or `/think`, `/no_think`: thinking on or off (each has its sampling preset)
+- **Esc** stops a reply and keeps what arrived
+- `/new` starts a chat, `/clear` clears the screen, `/help` shows this
+"""
+
+
+class ChatApp(App):
+    CSS_PATH = "chat.tcss"
+    TITLE = "dspine"
+    BINDINGS = [
+        Binding("ctrl+t", "toggle_think", "Think on/off"),
+        Binding("escape", "cancel", "Stop reply"),
+        Binding("ctrl+n", "new_chat", "New chat"),
+        Binding("ctrl+q", "quit", "Quit"),
+    ]
+
+    def __init__(self, engine: Any, store: ChatStore, model: str = "", think: bool = True) -> None:
+        super().__init__()
+        self.engine = engine
+        self.store = store
+        self.model = model
+        self.think = think
+        self.chat = None
+        self.streaming = False
+        self.last_end: End | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield VerticalScroll(id="conversation")
+        yield Readout()
+        yield PromptArea(id="prompt")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        self.sub_title = self.model
+        self._show_mode()
+        chats = self.store.chats()
+        self.chat = chats[0] if chats else self.store.new_chat(model=self.model)
+        conversation = self.query_one("#conversation", VerticalScroll)
+        for message in self.store.messages(self.chat.id):
+            stats = stats_from(message.stats)
+            figures = final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
+            await conversation.mount(MessageView(message.role, message.content, message.thinking, figures))
+        conversation.scroll_end(animate=False)
+        self.query_one(PromptArea).focus()
+
+    def _show_mode(self) -> None:
+        self.query_one(Readout).set_mode(self.think, getattr(self.engine, "name", "?"), getattr(self.engine, "drafter", None))
+
+    # -- actions ---------------------------------------------------------------------------
+
+    def action_toggle_think(self) -> None:
+        self.think = not self.think
+        self._show_mode()
+        self.notify(f"thinking {'on' if self.think else 'off'}")
+
+    def action_cancel(self) -> None:
+        if self.streaming:
+            self.engine.cancel()
+
+    async def action_new_chat(self) -> None:
+        if self.streaming:
+            return
+        self.chat = self.store.new_chat(model=self.model)
+        await self.query_one("#conversation", VerticalScroll).remove_children()
+
+    async def on_prompt_area_submitted(self, message: PromptArea.Submitted) -> None:
+        text = message.text
+        if text.startswith("/"):
+            await self._command(text)
+            return
+        if self.streaming:
+            self.notify("a reply is still streaming: Esc stops it", severity="warning")
+            return
+        await self._send(text)
+
+    async def _command(self, text: str) -> None:
+        command = text.split()[0].lower()
+        conversation = self.query_one("#conversation", VerticalScroll)
+        if command in ("/think", "/no_think"):
+            self.think = command == "/think"
+            self._show_mode()
+        elif command == "/new":
+            await self.action_new_chat()
+        elif command == "/clear":
+            await conversation.remove_children()
+        elif command == "/help":
+            await conversation.mount(MessageView("assistant", HELP))
+            conversation.scroll_end(animate=False)
+        else:
+            self.notify(f"unknown command {command}; /help lists them", severity="warning")
+
+    # -- a reply ---------------------------------------------------------------------------
+
+    async def _send(self, text: str) -> None:
+        assert self.chat is not None
+        conversation = self.query_one("#conversation", VerticalScroll)
+        history = [{"role": m.role, "content": m.content} for m in self.store.messages(self.chat.id) if m.content]
+        self.store.add_message(self.chat.id, "user", text)
+        if len(history) == 0:
+            self.store.rename(self.chat.id, text[:60])
+        reply_id = self.store.add_message(self.chat.id, "assistant", "", complete=False)
+        await conversation.mount(MessageView("user", text))
+        view = MessageView("assistant")
+        await conversation.mount(view)
+        conversation.scroll_end(animate=False)
+        self.streaming = True
+        self.query_one(Readout).start()
+        self._stream_reply(history + [{"role": "user", "content": text}], self.think, view, reply_id)
+
+    @work(thread=True, exclusive=True)
+    def _stream_reply(self, messages: list[dict], think: bool, view: MessageView, reply_id: int) -> None:
+        batch: list[Event] = []
+        flushed = time.monotonic()
+        try:
+            for event in self.engine.stream(messages, think=think):
+                batch.append(event)
+                if isinstance(event, (End, Error)) or time.monotonic() - flushed >= FLUSH_S:
+                    self.call_from_thread(self._apply, batch, view, reply_id)
+                    batch, flushed = [], time.monotonic()
+        except Exception as exc:  # an engine bug must not take the conversation down
+            batch.append(Error(f"the engine failed: {exc}", "the conversation is kept; try again"))
+        if batch:
+            self.call_from_thread(self._apply, batch, view, reply_id)
+        self.call_from_thread(self._done)
+
+    async def _apply(self, events: list[Event], view: MessageView, reply_id: int) -> None:
+        conversation = self.query_one("#conversation", VerticalScroll)
+        following = conversation.scroll_y >= conversation.max_scroll_y - 1
+        stats: Stats | None = None
+        for event in events:
+            if isinstance(event, Delta):
+                if event.kind == "thinking":
+                    await view.add_thinking(event.text)
+                else:
+                    await view.add_answer(event.text)
+            elif isinstance(event, StatsUpdate):
+                stats = event.stats
+            elif isinstance(event, End):
+                stats = event.stats
+                self.last_end = event
+                await view.finish(final_line(event.stats, event.reason))
+                self.store.update_message(reply_id, view.answer, view.thinking, event.stats.to_json(), complete=True)
+            elif isinstance(event, Error):
+                await view.finish(f"error: {event.message}" + (f" · {event.fix}" if event.fix else ""))
+                self.notify(event.message, severity="error", timeout=10)
+        if stats is not None:
+            self.query_one(Readout).show(stats)
+        if not any(isinstance(e, End) for e in events):
+            self.store.update_message(reply_id, view.answer, view.thinking, stats.to_json() if stats else None)
+        if following:
+            conversation.scroll_end(animate=False)
+
+    def _done(self) -> None:
+        self.streaming = False

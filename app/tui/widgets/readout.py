@@ -1,0 +1,38 @@
+"""Live figures while a reply streams: tok/s, TTFT, acceptance, a sparkline of
+tok/s over the reply, and the mode in force."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Sparkline, Static
+
+from backends.stats import Stats
+
+from ..figures import readout_line
+
+
+class Readout(Horizontal):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.rates: list[float] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="mode")
+        yield Static("ready", id="figures-live")
+        yield Sparkline([], id="rate-sparkline")
+
+    def set_mode(self, think: bool, engine: str, drafter: str | None) -> None:
+        mode = "think on" if think else "think off"
+        self.query_one("#mode", Static).update(f"[b]{mode}[/] · {engine} · {drafter or 'no drafter'}")
+
+    def start(self) -> None:
+        self.rates = []
+        self.query_one("#rate-sparkline", Sparkline).data = []
+        self.query_one("#figures-live", Static).update(readout_line(None))
+
+    def show(self, stats: Stats) -> None:
+        self.query_one("#figures-live", Static).update(readout_line(stats))
+        if stats.tokens_per_s:
+            self.rates.append(stats.tokens_per_s)
+            self.query_one("#rate-sparkline", Sparkline).data = self.rates[-60:]

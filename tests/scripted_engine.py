@@ -1,0 +1,56 @@
+"""A test double of the engine interface: deltas and statistics on a schedule."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from backends.events import Delta, End, StatsUpdate
+from backends.stats import Stats
+
+
+@dataclass
+class ScriptedEngine:
+    answer: list[str] = field(default_factory=lambda: ["Here is ", "the **answer**.\n\n", "```python\nprint(1)\n```\n"])
+    thinking: list[str] = field(default_factory=list)
+    tokens_per_s: float = 200.0
+    speculative: bool = True
+    name: str = "scripted"
+    calls: list[dict] = field(default_factory=list)
+    _cancel: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def drafter(self) -> str | None:
+        return "dspine" if self.speculative else None
+
+    def cancel(self) -> None:
+        self._cancel.set()
+
+    def close(self) -> None:
+        pass
+
+    def stream(self, messages, think=True, sampling=None, n_max=None):
+        self._cancel.clear()
+        self.calls.append({"messages": messages, "think": think})
+        stats = Stats(prompt_tokens=len(messages) * 10, prompt_s=0.01)
+        started = time.monotonic()
+        pieces = [(t, "thinking") for t in self.thinking] + [(a, "answer") for a in self.answer]
+        for index, (text, kind) in enumerate(pieces):
+            if self._cancel.is_set():
+                yield End("cancelled", stats.copy())
+                return
+            time.sleep(1 / self.tokens_per_s)  # the schedule of a model producing tokens
+            if stats.ttft_s is None:
+                stats.ttft_s = time.monotonic() - started
+            yield Delta(text, kind)
+            stats.generated_tokens = index + 1
+            stats.decode_s = time.monotonic() - started
+            if self.speculative:
+                stats.drafted += 4
+                stats.accepted += 3
+                stats.verify_steps = max(1, stats.generated_tokens // 4)
+            else:
+                stats.verify_steps = stats.generated_tokens
+            yield StatsUpdate(stats.copy())
+        yield End("stop", stats.copy())

@@ -1,0 +1,136 @@
+"""The chat, driven by Textual's pilot against a scripted engine."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from textual.widgets import Collapsible, Markdown
+
+from app.history import ChatStore
+from app.tui.app import ChatApp
+from app.tui.widgets.message_view import MessageView
+from app.tui.widgets.readout import Readout
+from tests.scripted_engine import ScriptedEngine
+
+
+async def until(pilot, predicate, timeout: float = 10.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def store(tmp_path):
+    chats = ChatStore(tmp_path / "chats.db")
+    yield chats
+    chats.close()
+
+
+async def send(pilot, text: str) -> None:
+    pilot.app.query_one("#prompt").load_text(text)
+    await pilot.press("enter")
+
+
+def assistant_views(app) -> list[MessageView]:
+    return [v for v in app.query(MessageView) if v.role == "assistant"]
+
+
+async def test_reply_streams_and_keeps_its_figures(store):
+    engine = ScriptedEngine()
+    app = ChatApp(engine, store, model="test")
+    async with app.run_test() as pilot:
+        await send(pilot, "write hello world")
+        await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
+        view = assistant_views(app)[-1]
+        assert "the **answer**" in view.answer and "print(1)" in view.answer
+        markdown = view.query_one(".answer", Markdown)
+        assert "answer" in markdown.source
+        figures = str(view.query_one(".figures").render())
+        assert "tok/s" in figures and "accept len" in figures and "drafted" in figures
+        assert engine.calls[-1]["messages"][-1] == {"role": "user", "content": "write hello world"}
+        assert "tok/s" in str(app.query_one("#figures-live").render())
+
+
+async def test_thinking_streams_then_collapses(store):
+    engine = ScriptedEngine(thinking=["Let me ", "think."], answer=["Done."])
+    app = ChatApp(engine, store)
+    async with app.run_test() as pilot:
+        await send(pilot, "why?")
+        await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
+        view = assistant_views(app)[-1]
+        box = view.query_one(Collapsible)
+        assert box.collapsed and box.title.startswith("Thought for")
+        assert view.thinking == "Let me think." and view.answer == "Done."
+
+
+async def test_ctrl_t_switches_thinking_for_the_next_reply(store):
+    engine = ScriptedEngine()
+    app = ChatApp(engine, store, think=True)
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+t")
+        assert "think off" in str(app.query_one("#mode").render())
+        await send(pilot, "hi")
+        await until(pilot, lambda: len(engine.calls) == 1 and not app.streaming, what="the reply")
+        assert engine.calls[0]["think"] is False
+        await send(pilot, "/think")
+        await send(pilot, "again")
+        await until(pilot, lambda: len(engine.calls) == 2 and not app.streaming, what="the second reply")
+        assert engine.calls[1]["think"] is True
+
+
+async def test_escape_cancels_and_keeps_what_arrived(store):
+    engine = ScriptedEngine(answer=[f"word{i} " for i in range(2000)], tokens_per_s=200)
+    app = ChatApp(engine, store)
+    async with app.run_test() as pilot:
+        await send(pilot, "go on")
+        await until(pilot, lambda: len(assistant_views(app)[-1].answer) > 20, what="some text")
+        await pilot.press("escape")
+        await until(pilot, lambda: not app.streaming, what="the stop")
+        assert app.last_end.reason == "cancelled"
+        kept = assistant_views(app)[-1].answer
+        assert kept.startswith("word0 ") and len(kept) < len("".join(engine.answer))
+        saved = store.messages(app.chat.id)[-1]
+        assert saved.content == kept and saved.complete
+
+
+async def test_no_drafter_says_so(store):
+    app = ChatApp(ScriptedEngine(speculative=False), store)
+    async with app.run_test() as pilot:
+        await send(pilot, "hi")
+        await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
+        figures = str(assistant_views(app)[-1].query_one(".figures").render())
+        assert "no drafter" in figures and "accept" not in figures
+        assert "no drafter" in str(app.query_one(Readout).query_one("#mode").render())
+
+
+async def test_chat_survives_a_restart(tmp_path):
+    path = tmp_path / "chats.db"
+    first = ChatStore(path)
+    app = ChatApp(ScriptedEngine(), first)
+    async with app.run_test() as pilot:
+        await send(pilot, "remember me")
+        await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
+    first.close()
+    again = ChatStore(path)
+    reopened = ChatApp(ScriptedEngine(), again)
+    async with reopened.run_test() as pilot:
+        await pilot.pause()
+        views = list(reopened.query(MessageView))
+        assert [v.role for v in views] == ["user", "assistant"]
+        assert views[0].answer == "remember me" and "print(1)" in views[1].answer
+        assert "tok/s" in str(views[1].query_one(".figures").render())
+    again.close()
+
+
+async def test_help_and_unknown_commands(store):
+    app = ChatApp(ScriptedEngine(), store)
+    async with app.run_test() as pilot:
+        await send(pilot, "/help")
+        await until(pilot, lambda: any("Ctrl+T" in v.answer for v in assistant_views(app)), what="help")
+        await send(pilot, "/bogus")
+        await pilot.pause()
+        assert not app.streaming
