@@ -18,6 +18,7 @@ class ScriptedEngine:
     speculative: bool = True
     name: str = "scripted"
     calls: list[dict] = field(default_factory=list)
+    last_token_at: float = 0.0
     _cancel: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -40,7 +41,12 @@ class ScriptedEngine:
             if self._cancel.is_set():
                 yield End("cancelled", stats.copy())
                 return
-            time.sleep(1 / self.tokens_per_s)  # the schedule of a model producing tokens
+            # The schedule of a model producing tokens, paced by the clock (per-token sleeps
+            # would drift at high rates).
+            ahead = (index + 1) / self.tokens_per_s - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+            self.last_token_at = time.monotonic()
             if stats.ttft_s is None:
                 stats.ttft_s = time.monotonic() - started
             yield Delta(text, kind)

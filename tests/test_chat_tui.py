@@ -134,3 +134,29 @@ async def test_help_and_unknown_commands(store):
         await send(pilot, "/bogus")
         await pilot.pause()
         assert not app.streaming
+
+
+async def test_attachments_copy_and_export(store, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "util.py").write_text("def add(a, b):\n    return a + b\n")
+    (tmp_path / "blob.bin").write_bytes(b"\x00\x01binary")
+    engine = ScriptedEngine()
+    app = ChatApp(engine, store)
+    copied = []
+    app.copy_to_clipboard = copied.append
+    async with app.run_test() as pilot:
+        await send(pilot, "explain @util.py")
+        await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
+        sent = engine.calls[-1]["messages"][-1]["content"]
+        assert sent.startswith("explain @util.py") and "def add(a, b):" in sent
+        await send(pilot, "look at @blob.bin")
+        await pilot.pause()
+        assert len(engine.calls) == 1  # refused: binary
+        await pilot.press("ctrl+o")
+        assert copied and "the **answer**" in copied[-1]
+        await send(pilot, "/copy 1")
+        assert copied[-1] == "print(1)\n"
+        await send(pilot, "/export chat.md")
+        await until(pilot, lambda: (tmp_path / "chat.md").exists(), what="the export")
+        exported = (tmp_path / "chat.md").read_text()
+        assert "## user" in exported and "def add(a, b):" in exported and "## assistant" in exported

@@ -4,11 +4,13 @@ events, the app hands text to the widgets and saves the reply as it grows."""
 
 from __future__ import annotations
 
+import re
 import time
+from pathlib import Path
 from typing import Any
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import Footer, Header
@@ -16,20 +18,39 @@ from textual.widgets import Footer, Header
 from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
+from ..hardware import detect
 from ..history import ChatStore
+from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
 
-FLUSH_S = 0.033  # hand text to the screen at most ~30 times a second, whatever the token rate
+FLUSH_S = 0.1  # hand text to the screen 10 times a second, whatever the token rate: each update re-lays out the conversation
+SAVE_S = 0.25  # save a growing reply this often (and always at its end)
 HELP = """**dspine chat**
 
 - **Enter** sends, **Ctrl+J** adds a line, **Up/Down** walk your prompts
 - **Ctrl+T** or `/think`, `/no_think`: thinking on or off (each has its sampling preset)
 - **Esc** stops a reply and keeps what arrived
+- `@path/to/file` attaches a text file to the prompt (up to 256 KiB)
+- **Ctrl+O** copies the last reply; `/copy N` copies its N-th code block
+- `/export [FILE]` writes the chat as Markdown
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
 """
+
+
+def _merge_deltas(events: list[Event]) -> list[Event]:
+    """Runs of text of one kind become one delta: one Markdown update per batch, not per token."""
+    merged: list[Event] = []
+    for event in events:
+        if isinstance(event, Delta) and merged and isinstance(merged[-1], Delta) and merged[-1].kind == event.kind:
+            merged[-1] = Delta(merged[-1].text + event.text, event.kind)
+        elif isinstance(event, StatsUpdate) and merged and isinstance(merged[-1], StatsUpdate):
+            merged[-1] = event
+        else:
+            merged.append(event)
+    return merged
 
 
 class ChatApp(App):
@@ -39,6 +60,7 @@ class ChatApp(App):
         Binding("ctrl+t", "toggle_think", "Think on/off"),
         Binding("escape", "cancel", "Stop reply"),
         Binding("ctrl+n", "new_chat", "New chat"),
+        Binding("ctrl+o", "copy_reply", "Copy reply", priority=True),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -51,6 +73,7 @@ class ChatApp(App):
         self.chat = None
         self.streaming = False
         self.last_end: End | None = None
+        self._saved_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -71,6 +94,15 @@ class ChatApp(App):
             await conversation.mount(MessageView(message.role, message.content, message.thinking, figures))
         conversation.scroll_end(animate=False)
         self.query_one(PromptArea).focus()
+        self._refresh_gpu()
+        self.set_interval(2.0, self._refresh_gpu)
+
+    @work(thread=True, exclusive=True, group="gpu")
+    def _refresh_gpu(self) -> None:
+        gpus = detect().gpus
+        used = sum(g.total - g.free for g in gpus) if gpus else None
+        total = sum(g.total for g in gpus) if gpus else None
+        self.call_from_thread(self.query_one(Readout).show_gpu, used, total)
 
     def _show_mode(self) -> None:
         self.query_one(Readout).set_mode(self.think, getattr(self.engine, "name", "?"), getattr(self.engine, "drafter", None))
@@ -86,6 +118,31 @@ class ChatApp(App):
         if self.streaming:
             self.engine.cancel()
 
+    def get_system_commands(self, screen):
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Copy last reply", "Copy the last reply to the clipboard", self.action_copy_reply)
+        yield SystemCommand("Copy first code block", "Copy the last reply's first code block", lambda: self.copy_code_block(1))
+        yield SystemCommand("Toggle thinking", "Switch think / no-think", self.action_toggle_think)
+        yield SystemCommand("New chat", "Start a new chat", self.action_new_chat)
+
+    def _last_reply(self) -> str:
+        replies = [v for v in self.query(MessageView) if v.role == "assistant" and v.answer]
+        return replies[-1].answer if replies else ""
+
+    def action_copy_reply(self) -> None:
+        text = self._last_reply()
+        if text:
+            self.copy_to_clipboard(text)
+            self.notify(f"copied the last reply ({len(text):,} characters)")
+
+    def copy_code_block(self, number: int) -> None:
+        blocks = re.findall(r"```[^\n]*\n(.*?)```", self._last_reply(), re.S)
+        if not 1 <= number <= len(blocks):
+            self.notify(f"the last reply has {len(blocks)} code blocks", severity="warning")
+            return
+        self.copy_to_clipboard(blocks[number - 1])
+        self.notify(f"copied code block {number}")
+
     async def action_new_chat(self) -> None:
         if self.streaming:
             return
@@ -100,7 +157,14 @@ class ChatApp(App):
         if self.streaming:
             self.notify("a reply is still streaming: Esc stops it", severity="warning")
             return
-        await self._send(text)
+        try:
+            full, attached = expand_mentions(text, Path.cwd())
+        except AttachmentError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        for attachment in attached:
+            self.notify(f"attached {attachment.path.name} ({attachment.size:,} bytes)")
+        await self._send(full)
 
     async def _command(self, text: str) -> None:
         command = text.split()[0].lower()
@@ -112,6 +176,15 @@ class ChatApp(App):
             await self.action_new_chat()
         elif command == "/clear":
             await conversation.remove_children()
+        elif command == "/copy":
+            parts = text.split()
+            self.copy_code_block(int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 1)
+        elif command == "/export":
+            assert self.chat is not None
+            parts = text.split(maxsplit=1)
+            target = Path(parts[1]).expanduser() if len(parts) > 1 else Path.cwd() / f"dspine-chat-{self.chat.id}.md"
+            target.write_text(self.store.export_markdown(self.chat.id), encoding="utf-8")
+            self.notify(f"exported to {target}")
         elif command == "/help":
             await conversation.mount(MessageView("assistant", HELP))
             conversation.scroll_end(animate=False)
@@ -156,7 +229,7 @@ class ChatApp(App):
         conversation = self.query_one("#conversation", VerticalScroll)
         following = conversation.scroll_y >= conversation.max_scroll_y - 1
         stats: Stats | None = None
-        for event in events:
+        for event in _merge_deltas(events):
             if isinstance(event, Delta):
                 if event.kind == "thinking":
                     await view.add_thinking(event.text)
@@ -174,7 +247,9 @@ class ChatApp(App):
                 self.notify(event.message, severity="error", timeout=10)
         if stats is not None:
             self.query_one(Readout).show(stats)
-        if not any(isinstance(e, End) for e in events):
+        now = time.monotonic()
+        if not any(isinstance(e, End) for e in events) and now - self._saved_at >= SAVE_S:
+            self._saved_at = now
             self.store.update_message(reply_id, view.answer, view.thinking, stats.to_json() if stats else None)
         if following:
             conversation.scroll_end(animate=False)

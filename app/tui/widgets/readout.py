@@ -21,10 +21,15 @@ class Readout(Horizontal):
         yield Static("", id="mode")
         yield Static("ready", id="figures-live")
         yield Sparkline([], id="rate-sparkline")
+        yield Static("", id="gpu")
 
     def set_mode(self, think: bool, engine: str, drafter: str | None) -> None:
         mode = "think on" if think else "think off"
         self.query_one("#mode", Static).update(f"[b]{mode}[/] · {engine} · {drafter or 'no drafter'}")
+
+    def show_gpu(self, used: int | None, total: int | None) -> None:
+        text = "GPU -" if not total else f"GPU {used / 2**30:.1f}/{total / 2**30:.1f} GiB"
+        self.query_one("#gpu", Static).update(text)
 
     def start(self) -> None:
         self.rates = []
