@@ -160,3 +160,30 @@ async def test_attachments_copy_and_export(store, tmp_path, monkeypatch):
         await until(pilot, lambda: (tmp_path / "chat.md").exists(), what="the export")
         exported = (tmp_path / "chat.md").read_text()
         assert "## user" in exported and "def add(a, b):" in exported and "## assistant" in exported
+
+
+async def test_chat_list_switches_renames_and_deletes(store):
+    first = store.new_chat("first chat")
+    store.add_message(first.id, "user", "hello from the first")
+    second = store.new_chat("second chat")
+    store.add_message(second.id, "user", "hello from the second")
+    app = ChatApp(ScriptedEngine(), store)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        assert app.chat.id == second.id  # the newest opens
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        await pilot.press("down", "enter")  # the list is newest first: down is "first chat"
+        await until(pilot, lambda: app.chat.id == first.id, what="the switch")
+        assert [v.answer for v in app.query(MessageView)] == ["hello from the first"]
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        await pilot.press("down", "r")
+        app.screen.query_one("#title").value = "renamed"
+        await pilot.press("enter")
+        await until(pilot, lambda: any(c.title == "renamed" for c in store.chats()), what="the rename")
+        await pilot.press("d")
+        await until(pilot, lambda: len(store.chats()) == 1, what="the delete")
+        await pilot.press("escape")
+        # The open chat was deleted: the app moves on to a fresh one, never a dead id.
+        await until(pilot, lambda: app.chat.id != first.id and app.chat.id in {c.id for c in store.chats()}, what="a live chat")

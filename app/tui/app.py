@@ -22,6 +22,7 @@ from ..hardware import detect
 from ..history import ChatStore
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
+from .widgets.chat_list import ChatList
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
@@ -36,6 +37,7 @@ HELP = """**dspine chat**
 - `@path/to/file` attaches a text file to the prompt (up to 256 KiB)
 - **Ctrl+O** copies the last reply; `/copy N` copies its N-th code block
 - `/export [FILE]` writes the chat as Markdown
+- **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
 """
 
@@ -61,6 +63,7 @@ class ChatApp(App):
         Binding("escape", "cancel", "Stop reply"),
         Binding("ctrl+n", "new_chat", "New chat"),
         Binding("ctrl+o", "copy_reply", "Copy reply", priority=True),
+        Binding("ctrl+l", "chats", "Chats", priority=True),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -87,12 +90,7 @@ class ChatApp(App):
         self._show_mode()
         chats = self.store.chats()
         self.chat = chats[0] if chats else self.store.new_chat(model=self.model)
-        conversation = self.query_one("#conversation", VerticalScroll)
-        for message in self.store.messages(self.chat.id):
-            stats = stats_from(message.stats)
-            figures = final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
-            await conversation.mount(MessageView(message.role, message.content, message.thinking, figures))
-        conversation.scroll_end(animate=False)
+        await self._show_chat()
         self.query_one(PromptArea).focus()
         self._refresh_gpu()
         self.set_interval(2.0, self._refresh_gpu)
@@ -142,6 +140,32 @@ class ChatApp(App):
             return
         self.copy_to_clipboard(blocks[number - 1])
         self.notify(f"copied code block {number}")
+
+    def action_chats(self) -> None:
+        if self.streaming:
+            return
+
+        async def opened(chat_id: int | None) -> None:
+            chats = {c.id: c for c in self.store.chats()}
+            if chat_id is not None and chat_id in chats:
+                self.chat = chats[chat_id]
+            elif self.chat is not None and self.chat.id not in chats:
+                self.chat = self.store.new_chat(model=self.model)  # the open chat was deleted
+            else:
+                return
+            await self._show_chat()
+
+        self.push_screen(ChatList(self.store), opened)
+
+    async def _show_chat(self) -> None:
+        assert self.chat is not None
+        conversation = self.query_one("#conversation", VerticalScroll)
+        await conversation.remove_children()
+        for message in self.store.messages(self.chat.id):
+            stats = stats_from(message.stats)
+            figures = final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
+            await conversation.mount(MessageView(message.role, message.content, message.thinking, figures))
+        conversation.scroll_end(animate=False)
 
     async def action_new_chat(self) -> None:
         if self.streaming:
