@@ -291,18 +291,61 @@ def chat(
     if think not in ("on", "off"):
         raise UsageError(f"--think {think!r}", "use --think on or --think off")
     settings = load_settings()
+    catalog = load_catalog(settings.catalog)
+    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key)
+    first_run = None
+    opened = None
     if engine == "remote":
         files = ModelFiles(model or url or "remote", None, None, None)
+    elif model is None and not Manifest(settings.manifest_path).records:
+        first_run = _first_run(settings, catalog)
+        files = None
     else:
-        files = resolve_files(model, draft, load_catalog(settings.catalog), settings)
-    err.print(f"starting the {engine} engine for {files.label}…")
-    opened = open_engine(files, EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key), settings)
+        files = resolve_files(model, draft, catalog, settings)
+    if files is not None:
+        err.print(f"starting the {engine} engine for {files.label}…")
+        opened = open_engine(files, options, settings)
     store = ChatStore(settings.chats_db)
+    engines = [opened]
+
+    def open_after_pull():
+        engines.append(open_engine(resolve_files(None, None, catalog, settings), options, settings))
+        return engines[-1]
+
     try:
-        ChatApp(opened, store, model=files.label, think=think == "on").run()
+        ChatApp(
+            opened, store, model=files.label if files else "", think=think == "on",
+            first_run=first_run, open_engine=open_after_pull,
+        ).run()
     finally:
-        opened.close()
+        for running in engines:
+            if running is not None:
+                running.close()
         store.close()
+
+
+def _first_run(settings, catalog):
+    """Nothing pulled yet: what the chat's first screen shows and does."""
+    from .engines import DEFAULT_MODEL, recommended_drafter
+    from .fit import FitRequest, fit as fit_model
+    from .pull import make_request, pull as pull_model
+    from .tui.widgets.first_run import FirstRun
+
+    bundle = catalog.find(DEFAULT_MODEL)
+    drafter = recommended_drafter(bundle, settings)
+
+    def describe() -> str:
+        plan = fit_model(FitRequest(DEFAULT_MODEL, draft=drafter), catalog, settings).plan
+        lines = [
+            f"{'Fits' if plan.fits else 'Does not fit'}: {plan.target.label} + {plan.drafter.label if plan.drafter else 'no drafter'}, "
+            f"context {plan.n_ctx:,}, KV {plan.kv}, {format_bytes(plan.total)} of {format_bytes(plan.budget)}"
+        ]
+        return "\n".join(lines + [f"• {r}" for r in plan.reasons])
+
+    def pull(progress):
+        return pull_model(make_request(DEFAULT_MODEL, catalog, None, drafter), settings, progress)
+
+    return FirstRun(f"{bundle.name} (drafter {drafter})", describe, pull)
 
 
 @app.command()

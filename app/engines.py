@@ -121,3 +121,20 @@ def open_engine(
         gpu_layers=gpu_layers,
         n_max=options.n_max or 4,
     ).load()
+
+
+def recommended_drafter(bundle, settings: Settings) -> str:
+    """The bundle's best drafter that the llama-server here can run (DSpine needs a
+    fork), falling back through the catalog's order to none."""
+    from backends.llama_server import SPEC_TYPES, find_binary, probe
+
+    try:
+        spec_types = probe(find_binary(settings.llama_server)).spec_types
+    except EngineError:
+        return bundle.default_drafter
+    ordered = [bundle.default_drafter] + [v for v in bundle.drafters if v != bundle.default_drafter]
+    for variant in ordered:
+        drafter = bundle.drafters.get(variant)
+        if drafter is not None and any(t in spec_types for t in SPEC_TYPES.get(drafter.kind, ())):
+            return variant
+    return "none"

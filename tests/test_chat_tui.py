@@ -187,3 +187,29 @@ async def test_chat_list_switches_renames_and_deletes(store):
         await pilot.press("escape")
         # The open chat was deleted: the app moves on to a fresh one, never a dead id.
         await until(pilot, lambda: app.chat.id != first.id and app.chat.id in {c.id for c in store.chats()}, what="a live chat")
+
+
+async def test_first_run_shows_the_fit_pulls_with_progress_then_chats(store, hub, env, models_dir):
+    from textual.widgets import ProgressBar
+
+    from app.catalog import load_catalog
+    from app.pull import make_request, pull
+    from app.settings import load_settings
+    from app.tui.widgets.first_run import FirstRun, FirstRunScreen
+
+    settings = load_settings()
+    request = make_request("qwen3.8-27b", load_catalog(), None, "dspine-q4")
+    first_run = FirstRun("qwen3.8-27b", lambda: "Fits: Q4_K_M + dspine-q4 on this test GPU", lambda p: pull(request, settings, p))
+    engine = ScriptedEngine()
+    app = ChatApp(None, store, first_run=first_run, open_engine=lambda: engine)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        await until(pilot, lambda: "Fits: Q4_K_M" in str(app.screen.query_one("#plan").render()), what="the plan")
+        progress = app.screen.query_one(ProgressBar)
+        await pilot.click("#pull")
+        await until(pilot, lambda: not isinstance(app.screen, FirstRunScreen), timeout=30, what="the pull")
+        assert progress.progress == progress.total > 0
+        await until(pilot, lambda: app.engine is engine, what="the engine")
+        assert (models_dir / "unsloth/Qwen3.8-27B-GGUF/Qwen3.8-27B-Q4_K_M.gguf").exists()
+        await send(pilot, "hello")
+        await until(pilot, lambda: app.last_end is not None, what="the first reply")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -18,11 +18,13 @@ from textual.widgets import Footer, Header
 from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
+from ..errors import DspineError
 from ..hardware import detect
 from ..history import ChatStore
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
 from .widgets.chat_list import ChatList
+from .widgets.first_run import FirstRun, FirstRunScreen
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
@@ -67,9 +69,19 @@ class ChatApp(App):
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
-    def __init__(self, engine: Any, store: ChatStore, model: str = "", think: bool = True) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        store: ChatStore,
+        model: str = "",
+        think: bool = True,
+        first_run: FirstRun | None = None,
+        open_engine: Callable[[], Any] | None = None,
+    ) -> None:
         super().__init__()
         self.engine = engine
+        self.first_run = first_run
+        self.open_engine = open_engine
         self.store = store
         self.model = model
         self.think = think
@@ -92,6 +104,8 @@ class ChatApp(App):
         self.chat = chats[0] if chats else self.store.new_chat(model=self.model)
         await self._show_chat()
         self.query_one(PromptArea).focus()
+        if self.engine is None and self.first_run is not None:
+            self.push_screen(FirstRunScreen(self.first_run), self._pulled)
         self._refresh_gpu()
         self.set_interval(2.0, self._refresh_gpu)
 
@@ -101,6 +115,30 @@ class ChatApp(App):
         used = sum(g.total - g.free for g in gpus) if gpus else None
         total = sum(g.total for g in gpus) if gpus else None
         self.call_from_thread(self.query_one(Readout).show_gpu, used, total)
+
+    def _pulled(self, result) -> None:
+        if result is None:
+            return
+        self.model = result.record.name
+        self.sub_title = self.model
+        self.notify(f"pulled {self.model}; loading it…")
+        self._load_engine()
+
+    @work(thread=True, exclusive=True, group="engine")
+    def _load_engine(self) -> None:
+        if self.open_engine is None:
+            return
+        try:
+            engine = self.open_engine()
+        except DspineError as exc:
+            self.call_from_thread(self.notify, f"{exc.cause} · {exc.fix}", severity="error", timeout=20)
+            return
+        self.call_from_thread(self._engine_ready, engine)
+
+    def _engine_ready(self, engine: Any) -> None:
+        self.engine = engine
+        self._show_mode()
+        self.notify("ready")
 
     def _show_mode(self) -> None:
         self.query_one(Readout).set_mode(self.think, getattr(self.engine, "name", "?"), getattr(self.engine, "drafter", None))
@@ -180,6 +218,9 @@ class ChatApp(App):
             return
         if self.streaming:
             self.notify("a reply is still streaming: Esc stops it", severity="warning")
+            return
+        if self.engine is None:
+            self.notify("no model is loaded yet", severity="warning")
             return
         try:
             full, attached = expand_mentions(text, Path.cwd())
