@@ -312,10 +312,20 @@ def chat(
         engines.append(open_engine(resolve_files(None, None, catalog, settings), options, settings))
         return engines[-1]
 
+    def fit_summary() -> str:
+        from .fit import FitRequest, fit as fit_model
+
+        target = files.target if files and files.target else None
+        drafter = files.drafter if files and files.drafter else "none"
+        plan = fit_model(FitRequest(str(target) if target else None, draft=str(drafter), ctx=ctx), catalog, settings).plan
+        head = f"{plan.total / 2**20:,.0f} MiB of {plan.budget / 2**20:,.0f} MiB at context {plan.n_ctx:,}"
+        return head + "\n\n" + "\n".join(f"- {k.replace('_', ' ')}: {v / 2**20:,.0f} MiB" for k, v in plan.memory.items()) + \
+            "\n\n" + "\n".join(f"- {r}" for r in plan.reasons)
+
     try:
         ChatApp(
             opened, store, model=files.label if files else "", think=think == "on",
-            first_run=first_run, open_engine=open_after_pull,
+            first_run=first_run, open_engine=open_after_pull, fit_summary=fit_summary if files and files.target else None,
         ).run()
     finally:
         for running in engines:

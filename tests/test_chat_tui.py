@@ -213,3 +213,13 @@ async def test_first_run_shows_the_fit_pulls_with_progress_then_chats(store, hub
         assert (models_dir / "unsloth/Qwen3.8-27B-GGUF/Qwen3.8-27B-Q4_K_M.gguf").exists()
         await send(pilot, "hello")
         await until(pilot, lambda: app.last_end is not None, what="the first reply")
+
+
+async def test_model_and_fit_commands(store):
+    app = ChatApp(ScriptedEngine(), store, model="tiny.gguf", fit_summary=lambda: "1,024 MiB of 24,576 MiB at context 8,192")
+    async with app.run_test() as pilot:
+        await send(pilot, "/fit")
+        await until(pilot, lambda: any("24,576 MiB" in v.answer for v in assistant_views(app)), what="the fit")
+        await send(pilot, "/model")
+        await pilot.pause()
+        assert not app.streaming

@@ -40,6 +40,7 @@ HELP = """**dspine chat**
 - **Ctrl+O** copies the last reply; `/copy N` copies its N-th code block
 - `/export [FILE]` writes the chat as Markdown
 - **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
+- `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
 """
 
@@ -77,11 +78,13 @@ class ChatApp(App):
         think: bool = True,
         first_run: FirstRun | None = None,
         open_engine: Callable[[], Any] | None = None,
+        fit_summary: Callable[[], str] | None = None,
     ) -> None:
         super().__init__()
         self.engine = engine
         self.first_run = first_run
         self.open_engine = open_engine
+        self.fit_summary = fit_summary
         self.store = store
         self.model = model
         self.think = think
@@ -134,6 +137,20 @@ class ChatApp(App):
             self.call_from_thread(self.notify, f"{exc.cause} · {exc.fix}", severity="error", timeout=20)
             return
         self.call_from_thread(self._engine_ready, engine)
+
+    @work(thread=True, exclusive=True, group="fit")
+    def _show_fit(self) -> None:
+        assert self.fit_summary is not None
+        try:
+            text = self.fit_summary()
+        except DspineError as exc:
+            text = f"{exc.cause}\n{exc.fix}"
+        self.call_from_thread(self._post_note, "**dspine fit**\n\n" + text)
+
+    async def _post_note(self, text: str) -> None:
+        conversation = self.query_one("#conversation", VerticalScroll)
+        await conversation.mount(MessageView("assistant", text))
+        conversation.scroll_end(animate=False)
 
     def _engine_ready(self, engine: Any) -> None:
         self.engine = engine
@@ -250,9 +267,20 @@ class ChatApp(App):
             target = Path(parts[1]).expanduser() if len(parts) > 1 else Path.cwd() / f"dspine-chat-{self.chat.id}.md"
             target.write_text(self.store.export_markdown(self.chat.id), encoding="utf-8")
             self.notify(f"exported to {target}")
+        elif command == "/model":
+            engine = self.engine
+            self.notify(
+                f"model {self.model or '-'} · engine {getattr(engine, 'name', '-')} · "
+                f"drafter {getattr(engine, 'drafter', None) or 'none'} · thinking {'on' if self.think else 'off'}",
+                timeout=10,
+            )
+        elif command == "/fit":
+            if self.fit_summary is None:
+                self.notify("no fit for this chat's model (dspine fit plans it)", severity="warning")
+            else:
+                self._show_fit()
         elif command == "/help":
-            await conversation.mount(MessageView("assistant", HELP))
-            conversation.scroll_end(animate=False)
+            await self._post_note(HELP)
         else:
             self.notify(f"unknown command {command}; /help lists them", severity="warning")
 
