@@ -72,6 +72,7 @@ class FirstRunScreen(Screen[PullResult | None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one(ProgressBar).display = False  # shown once a pull starts
         self._describe()
 
     @work(thread=True)
@@ -86,6 +87,7 @@ class FirstRunScreen(Screen[PullResult | None]):
         if event.button.id == "pull" and not self._pulling.is_set():
             self._pulling.set()
             event.button.disabled = True
+            self.query_one(ProgressBar).display = True
             self.set_status("pulling…")
             self._pull()
 
