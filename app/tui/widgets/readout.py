@@ -37,7 +37,9 @@ class Readout(Horizontal):
         self.query_one("#figures-live", Static).update(readout_line(None))
 
     def show(self, stats: Stats) -> None:
-        self.query_one("#figures-live", Static).update(readout_line(stats))
+        # The readout's size never changes: no need to lay the whole screen out again
+        # (with a long conversation that costs more than the text itself).
+        self.query_one("#figures-live", Static).update(readout_line(stats), layout=False)
         if stats.tokens_per_s:
             self.rates.append(stats.tokens_per_s)
             self.query_one("#rate-sparkline", Sparkline).data = self.rates[-60:]
