@@ -7,6 +7,7 @@ import os
 import sys
 import traceback
 from dataclasses import asdict
+from pathlib import Path
 from typing import Optional
 
 import click
@@ -356,6 +357,90 @@ def _first_run(settings, catalog):
         return pull_model(make_request(DEFAULT_MODEL, catalog, None, drafter), settings, progress)
 
     return FirstRun(f"{bundle.name} (drafter {drafter})", describe, pull)
+
+
+@app.command()
+def bench(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="A pulled catalog name or repository, or a .gguf file."),
+    engine: str = typer.Option("server", "--engine", "-e", help="server (llama-server) or inproc (llama-cpp-python)."),
+    drafters: str = typer.Option("all", "--drafters", help="all (what is pulled), none, or a comma list of variants or .gguf files."),
+    prompts: Optional[list[Path]] = typer.Option(None, "--prompts", help="JSONL of chats (one a line); repeatable. Default: the built-in sets."),
+    think: str = typer.Option("off", "--think", help="on, off or both."),
+    n_max: str = typer.Option("", "--n-max", help="Draft lengths to try, e.g. 2,4,8,16 (default: the drafter kind's)."),
+    repeat: int = typer.Option(1, "--repeat", help="Runs of each prompt."),
+    max_tokens: int = typer.Option(128, "--max-tokens", "-n", help="Tokens generated per prompt."),
+    ctx: int = typer.Option(4096, "--ctx", help="Context length."),
+    seed: int = typer.Option(0, "--seed", help="Sampling seed, the same for every run."),
+    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
+) -> None:
+    """Measure plain vs speculative decoding on your prompts: tok/s, speedup, acceptance."""
+    from rich.progress import Progress
+
+    from .bench import PLAIN, Setup, builtin_prompt_files, load_prompts, markdown_table, run_bench, summarize
+    from .engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
+    from .planner import DRAFT_N_MAX
+
+    if think not in ("on", "off", "both"):
+        raise UsageError(f"--think {think!r}", "use on, off or both")
+    if engine not in ("server", "inproc"):
+        raise UsageError(f"--engine {engine!r} for bench", "use server or inproc")
+    try:
+        lengths = [int(x) for x in n_max.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--n-max {n_max!r}", "give draft lengths as numbers, e.g. 2,4,8,16") from None
+    settings = load_settings()
+    catalog = load_catalog(settings.catalog)
+    plain_files = resolve_files(model, "none", catalog, settings)
+    chosen: list[tuple[str, Path, str]] = []  # (label, file, kind)
+    if drafters == "all":
+        pulled = resolve_files(model, None, catalog, settings)
+        if pulled.drafter is not None and pulled.drafter_kind:
+            chosen.append((pulled.drafter.name, pulled.drafter, pulled.drafter_kind))
+    elif drafters != "none":
+        for item in (x.strip() for x in drafters.split(",") if x.strip()):
+            if item.lower() == "none":
+                continue
+            if item.lower().endswith(".gguf"):
+                path = Path(item)
+                if not path.is_file():
+                    raise UsageError(f"the drafter file {path} does not exist", "check the path")
+                chosen.append((path.name, path, drafter_kind_of(path)))
+            else:
+                files = resolve_files(model, item, catalog, settings)
+                if files.drafter is not None and files.drafter_kind:
+                    chosen.append((item, files.drafter, files.drafter_kind))
+    setups = [Setup(PLAIN, None)] + [
+        Setup(label, length) for label, _, kind in chosen for length in (lengths or [DRAFT_N_MAX.get(kind, 4)])
+    ]
+    by_label = {label: (path, kind) for label, path, kind in chosen}
+
+    def open_for(setup: Setup):
+        path, kind = by_label.get(setup.drafter, (None, None))
+        files = ModelFiles(plain_files.label, plain_files.target, path, kind)
+        return open_engine(files, EngineOptions(engine=engine, ctx=ctx, n_max=setup.n_max), settings)
+
+    chats = load_prompts(prompts or builtin_prompt_files())
+    thinks = [True, False] if think == "both" else [think == "on"]
+    total = len(setups) * len(thinks) * repeat * len(chats)
+    console = err if not (as_json or markdown) else Console(stderr=True, quiet=True)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("benchmarking", total=total)
+        runs = run_bench(open_for, setups, chats, thinks, repeat, max_tokens, seed, on_run=lambda run: progress.advance(task))
+    if len(runs) < total:
+        err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")
+    rows = summarize(runs)
+    if as_json:
+        out.print_json(json.dumps([row.to_json() for row in rows]))
+    elif markdown:
+        out.print(markdown_table(rows), markup=False)
+    else:
+        table = Table(title=f"dspine bench: {plain_files.label}, {engine}, {max_tokens} tokens a prompt", title_justify="left")
+        for column in ("category", "think", "drafter", "n_max", "tok/s (min-max)", "speedup", "accept len", "accept rate", "TTFT s"):
+            table.add_column(column)
+        for line in markdown_table(rows).splitlines()[2:]:
+            table.add_row(*[cell.strip() for cell in line.strip("|").split("|")])
+        out.print(table)
 
 
 @app.command()

@@ -1,0 +1,189 @@
+"""`dspine bench`: plain decoding and each drafter on the same prompts, same
+seed, same output length; a report per category, think mode, drafter and
+draft length. Aggregation is pure; running is a loop over engines."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from backends.events import End, Error
+from backends.sampling import preset
+from backends.stats import Stats
+
+from .catalog import builtin_catalog_path
+from .errors import UsageError
+
+PLAIN = "plain"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    category: str
+    messages: list[dict[str, Any]]
+
+
+def builtin_prompt_files() -> list[Path]:
+    return sorted((builtin_catalog_path().parent / "prompts").glob("*.jsonl"))
+
+
+def load_prompts(paths: Iterable[Path]) -> list[Prompt]:
+    """One chat a line, OpenAI messages format: {"messages": [...], "category": "..."};
+    the category defaults to the file's name."""
+    prompts = []
+    for path in paths:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise UsageError(f"cannot read prompts {path}: {exc.strerror}", "check the path") from exc
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                messages = record["messages"] if isinstance(record, dict) else record
+                assert isinstance(messages, list) and all("role" in m and "content" in m for m in messages)
+            except (ValueError, KeyError, AssertionError, TypeError):
+                raise UsageError(
+                    f"{path}:{number} is not a chat",
+                    'write one JSON object a line: {"messages": [{"role": "user", "content": "..."}]}',
+                ) from None
+            prompts.append(Prompt(str(record.get("category", path.stem)) if isinstance(record, dict) else path.stem, messages))
+    if not prompts:
+        raise UsageError("no prompts to run", "give --prompts FILE.jsonl with one chat a line")
+    return prompts
+
+
+@dataclass(frozen=True)
+class Setup:
+    drafter: str  # PLAIN, a variant or a file name
+    n_max: int | None  # None for plain
+
+
+@dataclass
+class Run:
+    category: str
+    think: bool
+    setup: Setup
+    stats: Stats
+
+
+@dataclass
+class Row:
+    category: str
+    think: bool
+    drafter: str
+    n_max: int | None
+    tokens_per_s: dict[str, float]  # mean, min, max over the runs
+    speedup: float | None  # mean tok/s over plain's, same category and mode
+    acceptance_length: float | None
+    acceptance_rate: float | None
+    ttft_s: float | None
+    counts: dict[str, int] = field(default_factory=dict)
+    runs: int = 0
+
+    def to_json(self) -> dict:
+        return {
+            "category": self.category,
+            "think": self.think,
+            "drafter": self.drafter,
+            "n_max": self.n_max,
+            "tokens_per_s": self.tokens_per_s,
+            "speedup": self.speedup,
+            "acceptance_length": self.acceptance_length,
+            "acceptance_rate": self.acceptance_rate,
+            "ttft_s": self.ttft_s,
+            "counts": self.counts,
+            "runs": self.runs,
+        }
+
+
+def summarize(runs: list[Run]) -> list[Row]:
+    """Rows from raw runs: rates averaged per run, acceptance from summed counts."""
+    groups: dict[tuple, list[Run]] = {}
+    for run in runs:
+        groups.setdefault((run.category, run.think, run.setup.drafter, run.setup.n_max), []).append(run)
+    rows = []
+    for (category, think, drafter, n_max), members in groups.items():
+        rates = [r.stats.tokens_per_s for r in members if r.stats.tokens_per_s]
+        generated = sum(r.stats.generated_tokens for r in members)
+        steps = sum(r.stats.verify_steps for r in members)
+        drafted = sum(r.stats.drafted for r in members)
+        accepted = sum(r.stats.accepted for r in members)
+        ttfts = [r.stats.ttft_s for r in members if r.stats.ttft_s is not None]
+        rows.append(Row(
+            category=category,
+            think=think,
+            drafter=drafter,
+            n_max=n_max,
+            tokens_per_s={"mean": statistics.fmean(rates), "min": min(rates), "max": max(rates)} if rates else {},
+            speedup=None,
+            acceptance_length=generated / steps if steps and drafted else None,
+            acceptance_rate=accepted / drafted if drafted else None,
+            ttft_s=statistics.fmean(ttfts) if ttfts else None,
+            counts={"generated": generated, "verify_steps": steps, "drafted": drafted, "accepted": accepted},
+            runs=len(members),
+        ))
+    plain = {(r.category, r.think): r for r in rows if r.drafter == PLAIN}
+    for row in rows:
+        base = plain.get((row.category, row.think))
+        if base and base.tokens_per_s and row.tokens_per_s:
+            row.speedup = row.tokens_per_s["mean"] / base.tokens_per_s["mean"]
+    rows.sort(key=lambda r: (r.category, not r.think, r.drafter != PLAIN, r.drafter, r.n_max or 0))
+    return rows
+
+
+def run_bench(
+    open_engine: Callable[[Setup], Any],
+    setups: list[Setup],
+    prompts: list[Prompt],
+    thinks: list[bool],
+    repeat: int,
+    max_tokens: int,
+    seed: int = 0,
+    on_run: Callable[[Run], None] | None = None,
+) -> list[Run]:
+    """Every setup on every prompt, mode and repeat. Ctrl-C stops it; what ran is returned."""
+    runs: list[Run] = []
+    try:
+        for setup in setups:
+            engine = open_engine(setup)
+            try:
+                for think in thinks:
+                    sampling = preset(think).with_(seed=seed, max_tokens=max_tokens)
+                    for _ in range(repeat):
+                        for prompt in prompts:
+                            end = None
+                            for event in engine.stream(prompt.messages, think=think, sampling=sampling, n_max=setup.n_max):
+                                if isinstance(event, End):
+                                    end = event
+                                elif isinstance(event, Error):
+                                    raise UsageError(f"{setup.drafter}: {event.message}", event.fix)
+                            if end is not None:
+                                run = Run(prompt.category, think, setup, end.stats)
+                                runs.append(run)
+                                if on_run:
+                                    on_run(run)
+            finally:
+                engine.close()
+    except KeyboardInterrupt:
+        pass
+    return runs
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = [
+        "| category | think | drafter | n_max | tok/s (min-max) | speedup | accept len | accept rate | TTFT s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        rate = f"{r.tokens_per_s['mean']:.1f} ({r.tokens_per_s['min']:.1f}-{r.tokens_per_s['max']:.1f})" if r.tokens_per_s else "-"
+        lines.append(
+            f"| {r.category} | {'on' if r.think else 'off'} | {r.drafter} | {r.n_max or '-'} | {rate} | "
+            f"{f'{r.speedup:.2f}x' if r.speedup else '-'} | {f'{r.acceptance_length:.2f}' if r.acceptance_length else '-'} | "
+            f"{f'{r.acceptance_rate:.0%}' if r.acceptance_rate is not None else '-'} | {f'{r.ttft_s:.2f}' if r.ttft_s else '-'} |"
+        )
+    return "\n".join(lines)

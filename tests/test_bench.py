@@ -1,0 +1,83 @@
+"""`dspine bench`: the report's arithmetic, prompt files, and end-to-end runs on
+generated models with both engines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.bench import PLAIN, Run, Setup, builtin_prompt_files, load_prompts, summarize
+from app.errors import UsageError
+from backends.stats import Stats
+
+
+def run(category, drafter, n_max, generated, decode_s, steps, drafted=0, accepted=0, ttft=0.1):
+    stats = Stats(generated_tokens=generated, decode_s=decode_s, verify_steps=steps, drafted=drafted,
+                  accepted=accepted, ttft_s=ttft)
+    return Run(category, False, Setup(drafter, n_max), stats)
+
+
+def test_summary_arithmetic_from_raw_counts():
+    runs = [
+        run("code", PLAIN, None, 100, 2.0, 100),  # 50 tok/s
+        run("code", PLAIN, None, 100, 1.0, 100),  # 100 tok/s
+        run("code", "dspine", 16, 100, 0.5, 20, drafted=160, accepted=80, ttft=0.2),  # 200 tok/s
+        run("code", "dspine", 16, 100, 0.25, 30, drafted=150, accepted=70, ttft=0.4),  # 400 tok/s
+    ]
+    rows = {r.drafter: r for r in summarize(runs)}
+    plain, fast = rows[PLAIN], rows["dspine"]
+    assert plain.tokens_per_s == {"mean": 75.0, "min": 50.0, "max": 100.0}
+    assert plain.acceptance_length is None and plain.acceptance_rate is None and plain.speedup == 1.0
+    assert fast.tokens_per_s["mean"] == 300.0 and fast.speedup == 4.0
+    assert fast.acceptance_length == pytest.approx(200 / 50)  # generated / verify steps, summed
+    assert fast.acceptance_rate == pytest.approx(150 / 310)  # accepted / drafted, summed
+    assert fast.ttft_s == pytest.approx(0.3)
+    assert fast.counts == {"generated": 200, "verify_steps": 50, "drafted": 310, "accepted": 150}
+
+
+def test_builtin_prompts_and_bad_files(tmp_path):
+    prompts = load_prompts(builtin_prompt_files())
+    assert {p.category for p in prompts} == {"agent", "code", "math", "prose"}
+    bad = tmp_path / "mine.jsonl"
+    bad.write_text('{"messages": [{"role": "user", "content": "ok"}]}\nnot json\n')
+    with pytest.raises(UsageError, match="mine.jsonl:2 is not a chat"):
+        load_prompts([bad])
+
+
+@pytest.mark.parametrize("engine", ["inproc", "server"])
+def test_bench_end_to_end(dspine, models, tmp_path, engine):
+    files = models["dense"]
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text(
+        json.dumps({"messages": [{"role": "user", "content": "def add(a, b):"}], "category": "code"}) + "\n"
+        + json.dumps({"messages": [{"role": "user", "content": "Tell a story."}], "category": "prose"}) + "\n"
+    )
+    result = dspine(
+        "bench", "--model", str(files["target"]), "--drafters", f"{files['same']},{files['noisy']}",
+        "--engine", engine, "--prompts", str(chats), "--n-max", "2,4", "--max-tokens", "24", "--repeat", "2",
+        "--think", "on", "--json", timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert {(r["category"], r["drafter"], r["n_max"]) for r in rows} == {
+        (c, d, n) for c in ("code", "prose") for d, n in
+        [("plain", None), ("dense-same.gguf", 2), ("dense-same.gguf", 4), ("dense-noisy.gguf", 2), ("dense-noisy.gguf", 4)]
+    }
+    for row in rows:
+        assert row["runs"] == 2 and row["counts"]["generated"] == 48
+        if row["drafter"] == "plain":
+            assert row["speedup"] == 1.0 and row["acceptance_rate"] is None
+            continue
+        counts = row["counts"]
+        assert row["acceptance_rate"] == pytest.approx(counts["accepted"] / counts["drafted"])
+        assert row["acceptance_length"] == pytest.approx(counts["generated"] / counts["verify_steps"])
+        plain = next(r for r in rows if r["category"] == row["category"] and r["drafter"] == "plain")
+        assert row["speedup"] == pytest.approx(row["tokens_per_s"]["mean"] / plain["tokens_per_s"]["mean"])
+        if row["drafter"] == "dense-same.gguf" and engine == "inproc":
+            # Rejection sampling with the same distribution on both sides keeps every draft
+            # (llama-server instead keeps a draft only when its sampled token matches).
+            assert row["acceptance_rate"] == 1.0
+    markdown = dspine("bench", "--model", str(files["target"]), "--drafters", "none", "--engine", engine,
+                      "--prompts", str(chats), "--max-tokens", "8", "--markdown")
+    assert markdown.returncode == 0 and markdown.stdout.startswith("| category | think | drafter")
