@@ -114,12 +114,25 @@ def open_engine(
             f"the in-process engine runs plain draft models, not a {files.drafter_kind} drafter",
             "use --engine server for DSpine, DFlash and MTP drafters",
         )
+    adaptive, on_close = None, None
+    if files.drafter is not None and options.n_max is None:
+        # No fixed draft length asked for: learn one per think mode, and remember it.
+        import platformdirs
+
+        from backends.adaptive import AdaptiveStore
+
+        store = AdaptiveStore(Path(platformdirs.user_data_dir("dspine")) / "adaptive-draft.json")
+        key = f"{files.target.name}+{files.drafter.name}"
+        adaptive = store.load(key, default=4)
+        on_close = lambda: store.save(key, adaptive)  # noqa: E731
     return InprocEngine(
         str(files.target),
         draft_path=str(files.drafter) if files.drafter else None,
         n_ctx=options.ctx,
         gpu_layers=gpu_layers,
         n_max=options.n_max or 4,
+        adaptive=adaptive,
+        on_close=on_close,
     ).load()
 
 

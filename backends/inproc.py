@@ -16,13 +16,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import psutil
 
 from app.gguf_info import read_local
 
+from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import render
 from .events import End, Error, Event, StatsUpdate
@@ -32,6 +33,17 @@ from .stats import Stats
 from .thinking import ThinkSplitter
 
 STATS_INTERVAL_S = 0.1
+
+
+def _count_positions(stats: Stats, drafted: int, accepted: int) -> None:
+    """Position i was tested when every draft token before it was kept."""
+    while len(stats.position_tested) < drafted:
+        stats.position_tested.append(0)
+        stats.position_kept.append(0)
+    for i in range(min(accepted + 1, drafted)):
+        stats.position_tested[i] += 1
+    for i in range(accepted):
+        stats.position_kept[i] += 1
 
 
 def _llama():
@@ -182,6 +194,8 @@ class InprocEngine:
     n_ctx: int = 4096
     gpu_layers: int = 999
     n_max: int = 4
+    adaptive: AdaptiveDraft | None = None  # learns the draft length per think mode when given
+    on_close: Callable[[], None] | None = None  # e.g. save what `adaptive` learned
     name: str = "inproc"
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
@@ -215,6 +229,9 @@ class InprocEngine:
         return self
 
     def close(self) -> None:
+        if self.on_close is not None:
+            self.on_close()
+            self.on_close = None
         for model in (self._drafter, self._target):
             if model is not None:
                 model.free()
@@ -293,6 +310,7 @@ class InprocEngine:
             else:
                 verdict = accept_sampled(draft, draft_probs, [probs_of(row) for row in verify], rng)
             stats.accepted += verdict.accepted
+            _count_positions(stats, len(draft), verdict.accepted)
             keep = base + 1 + verdict.accepted  # cur and the accepted drafts
             if not target.rollback(keep):
                 raise EngineError(
@@ -329,6 +347,8 @@ class InprocEngine:
             return
         self._cancel.clear()
         sampling = sampling or preset(think)
+        if n_max is None and self.adaptive is not None and self._drafter is not None:
+            n_max = self.adaptive.choose(think)
         prompt_text = render(self._template, messages, enable_thinking=think)
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -368,6 +388,11 @@ class InprocEngine:
                 yield from splitter.feed(tail)
             yield from splitter.flush()
             stats.generated_tokens = generated
+            if self.adaptive is not None and stats.drafted:
+                self.adaptive.mode(think).add(
+                    stats.position_tested, stats.position_kept, stats.draft_s, stats.drafted, stats.verify_s,
+                    stats.verify_steps,
+                )
             yield End(reason, stats.copy())
         except EngineError as exc:
             yield Error(exc.cause, exc.fix)

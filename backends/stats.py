@@ -7,7 +7,7 @@ acceptance rate, acceptance length) is derived here, so the chat, `run` and
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass
@@ -23,6 +23,9 @@ class Stats:
     verify_steps: int = 0  # target passes that produced tokens (1 per token without a drafter)
     draft_s: float = 0.0  # time in the drafter (engines that can see it: in-process)
     verify_s: float = 0.0  # time in the target's verify passes (in-process)
+    # Per draft position (in-process): how often it was tested (all before it kept) and kept.
+    position_tested: list[int] = field(default_factory=list)
+    position_kept: list[int] = field(default_factory=list)
 
     @property
     def tokens_per_s(self) -> float | None:

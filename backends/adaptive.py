@@ -1,0 +1,132 @@
+"""Adaptive draft length: from acceptance by draft position and the measured
+cost of drafting and verifying, the draft length that gives the most tokens
+per second. Pure; the engines feed it and ask it.
+
+Position i of a draft is only tested when all before it were kept, so the
+data is conditional: a_i = kept_i / tested_i. A draft of k tokens then yields,
+per verify step, 1 + sum_{j<=k} prod_{i<=j} a_i tokens, and costs
+k x draft time + verify time of k + 1 tokens.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_K = 16
+PRIOR = 2  # pseudo-observations per position, so one lucky step does not decide
+
+
+@dataclass
+class ModeStats:
+    tested: list[int] = field(default_factory=lambda: [0] * MAX_K)
+    kept: list[int] = field(default_factory=lambda: [0] * MAX_K)
+    draft_s: float = 0.0  # total drafting time
+    drafted: int = 0  # tokens drafted in that time
+    verify_s: float = 0.0  # total verify time
+    verify_tokens: int = 0  # tokens verified in that time (k + 1 per step)
+    steps: int = 0
+
+    def add(self, tested: list[int], kept: list[int], draft_s: float, drafted: int, verify_s: float, steps: int) -> None:
+        for i in range(min(MAX_K, len(tested))):
+            self.tested[i] += tested[i]
+            self.kept[i] += kept[i]
+        self.draft_s += draft_s
+        self.drafted += drafted
+        self.verify_s += verify_s
+        self.verify_tokens += drafted + steps
+        self.steps += steps
+
+    def acceptance(self, prior: float = 0.5) -> list[float]:
+        """Conditional acceptance per position, pulled towards `prior` where data is thin."""
+        return [(k + PRIOR * prior) / (t + PRIOR) for k, t in zip(self.kept, self.tested)]
+
+
+def expected_tokens(acceptance: list[float], k: int) -> float:
+    total, chain = 1.0, 1.0
+    for a in acceptance[:k]:
+        chain *= a
+        total += chain
+    return total
+
+
+@dataclass(frozen=True)
+class Costs:
+    draft_per_token: float
+    verify_fixed: float  # the part of a verify pass that does not grow with its length
+    verify_per_token: float
+
+    def step(self, k: int) -> float:
+        return k * self.draft_per_token + self.verify_fixed + (k + 1) * self.verify_per_token
+
+
+def costs_from(stats: ModeStats, plain_token_s: float | None = None) -> Costs | None:
+    """Split verify time into fixed and per-token parts: a one-token pass costs about
+    a plain decode step (memory-bound on a GPU), the rest grows with length."""
+    if not stats.steps or not stats.drafted:
+        return None
+    per_step = stats.verify_s / stats.steps
+    mean_len = stats.verify_tokens / stats.steps
+    fixed = min(plain_token_s or per_step / mean_len, per_step)
+    per_token = max(per_step - fixed, 0.0) / max(mean_len - 1, 1)
+    return Costs(stats.draft_s / stats.drafted, fixed, per_token)
+
+
+def best_length(acceptance: list[float], costs: Costs, max_k: int = MAX_K) -> int:
+    rates = {k: expected_tokens(acceptance, k) / costs.step(k) for k in range(1, max_k + 1)}
+    return max(rates, key=lambda k: (rates[k], -k))
+
+
+@dataclass
+class AdaptiveDraft:
+    """Per think mode: what was learned, and the length to use next."""
+
+    default: int = 4
+    max_k: int = MAX_K
+    modes: dict[str, ModeStats] = field(default_factory=dict)
+    plain_token_s: float | None = None
+
+    def mode(self, think: bool) -> ModeStats:
+        return self.modes.setdefault("think" if think else "no_think", ModeStats())
+
+    def choose(self, think: bool) -> int:
+        stats = self.mode(think)
+        costs = costs_from(stats, self.plain_token_s)
+        if costs is None or sum(stats.tested) < 8:
+            return self.default
+        return best_length(stats.acceptance(), costs, self.max_k)
+
+    def to_json(self) -> dict:
+        return {"default": self.default, "max_k": self.max_k, "plain_token_s": self.plain_token_s,
+                "modes": {name: vars(stats) for name, stats in self.modes.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "AdaptiveDraft":
+        learned = cls(data.get("default", 4), data.get("max_k", MAX_K), plain_token_s=data.get("plain_token_s"))
+        for name, raw in data.get("modes", {}).items():
+            learned.modes[name] = ModeStats(**raw)
+        return learned
+
+
+class AdaptiveStore:
+    """What was learned, per model, between runs (a small JSON file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self, key: str, default: int) -> AdaptiveDraft:
+        try:
+            data = json.loads(self.path.read_text())[key]
+        except (OSError, ValueError, KeyError):
+            return AdaptiveDraft(default=default)
+        return AdaptiveDraft.from_json(data)
+
+    def save(self, key: str, learned: AdaptiveDraft) -> None:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            data = {}
+        data[key] = learned.to_json()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(data))
