@@ -240,6 +240,20 @@ class InprocEngine:
     def cancel(self) -> None:
         self._cancel.set()
 
+    def _one_token_decode_s(self, tries: int = 3) -> float:
+        """What one target pass of a single token costs: the fixed part of a verify pass
+        (on a GPU nearly all of it), which the adaptive draft length weighs drafts against."""
+        target = self._target
+        assert target is not None
+        times = []
+        for _ in range(tries):
+            target.reset()
+            started = time.monotonic()
+            target.decode([0], all_logits=False)
+            times.append(time.monotonic() - started)
+        target.reset()
+        return sorted(times)[len(times) // 2]
+
     # -- generation ------------------------------------------------------------------
 
     def prompt_tokens(self, messages: list[dict[str, Any]], think: bool) -> list[int]:
@@ -348,6 +362,8 @@ class InprocEngine:
         self._cancel.clear()
         sampling = sampling or preset(think)
         if n_max is None and self.adaptive is not None and self._drafter is not None:
+            if self.adaptive.plain_token_s is None:
+                self.adaptive.plain_token_s = self._one_token_decode_s()
             n_max = self.adaptive.choose(think)
         prompt_text = render(self._template, messages, enable_thinking=think)
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
