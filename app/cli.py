@@ -433,7 +433,7 @@ def bench(
     if as_json:
         out.print_json(json.dumps([row.to_json() for row in rows]))
     elif markdown:
-        out.print(markdown_table(rows), markup=False)
+        sys.stdout.write(markdown_table(rows) + "\n")
     else:
         table = Table(title=f"dspine bench: {plain_files.label}, {engine}, {max_tokens} tokens a prompt", title_justify="left")
         for column in ("category", "think", "drafter", "n_max", "tok/s (min-max)", "speedup", "accept len", "accept rate", "TTFT s"):
