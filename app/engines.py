@@ -12,7 +12,7 @@ from backends.base import Engine, EngineError
 from .catalog import NO_DRAFTER, Catalog
 from .errors import UsageError
 from .gguf_info import read_local
-from .model_shape import shape_from_header
+from .model_shape import drafter_kind, shape_from_header
 from .pull import make_request
 from .settings import Settings
 from .store import Manifest, record_status
@@ -30,9 +30,7 @@ class ModelFiles:
 
 
 def drafter_kind_of(path: Path) -> str:
-    """A drafter file's kind from its architecture (dspine, dflash), else a plain draft model."""
-    arch = shape_from_header(read_local(path)).arch.lower()
-    return next((kind for kind in ("dspine", "dflash") if kind in arch), "draft")
+    return drafter_kind(shape_from_header(read_local(path)))
 
 
 def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settings: Settings) -> ModelFiles:

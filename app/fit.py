@@ -22,7 +22,7 @@ from .errors import NetworkError, NotFoundError, UsageError
 from .gguf_info import GgufError, GgufHeader, RangeSource, parse_header, read_local
 from .hardware import Hardware, detect
 from .memory import ComputeCurve, padded
-from .model_shape import ModelShape, shape_from_header
+from .model_shape import ModelShape, drafter_kind, shape_from_header
 from .planner import Option, Plan, Wishes, drafter_outputs, plan, target_outputs
 from .selection import RemoteFile, select_by_glob, select_by_quant
 from .settings import Settings
@@ -102,19 +102,11 @@ def _local_or_remote(remote: RemoteFile, settings: Settings) -> tuple[GgufHeader
     return header, sparse, str(final)
 
 
-def _kind_of(shape: ModelShape) -> str:
-    """A drafter file's kind from its architecture name (dspine, dflash), else a plain draft model."""
-    for kind in ("dspine", "dflash"):
-        if kind in shape.arch.lower():
-            return kind
-    return "draft"
-
-
 def _option_from_file(label: str, path: Path, drafter: bool = False) -> tuple[Option, Path]:
     if not path.exists():
         raise UsageError(f"no such file: {path}", "give the path of a .gguf file")
     shape = shape_from_header(read_local(path))
-    return Option(label, str(path), shape, kind=_kind_of(shape) if drafter else None), path
+    return Option(label, str(path), shape, kind=drafter_kind(shape) if drafter else None), path
 
 
 # -- compute curves, measured once per shape and llama.cpp version ---------------------

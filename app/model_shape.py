@@ -62,6 +62,12 @@ class ModelShape:
         return self.n_head_kv[layer] * self.key_length, self.n_head_kv[layer] * self.value_length
 
 
+def drafter_kind(shape: ModelShape) -> str:
+    """A drafter file's kind from its architecture (dspine, dflash), else a plain draft model."""
+    arch = shape.arch.lower()
+    return next((kind for kind in ("dspine", "dflash") if kind in arch), "draft")
+
+
 def _per_layer(value, n_layer: int, what: str, source: str) -> tuple[int, ...]:
     if isinstance(value, ArrayInfo):
         raise GgufError(f"{source}: {what} has {value.length} entries", "the file is damaged")
