@@ -104,6 +104,7 @@ def open_engine(
             draft_gpu_layers=gpu_layers,
             n_max=options.n_max,
         )
+        config = _planned(config, files, options, settings)
         return LlamaServerEngine(config, binary=settings.llama_server, on_progress=on_progress).start()
     from backends.inproc import InprocEngine
 
@@ -132,6 +133,29 @@ def open_engine(
         adaptive=adaptive,
         on_close=on_close,
     ).load()
+
+
+def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settings):
+    """With a GPU, start from `dspine fit`'s plan at this context: its GPU layers, KV
+    type and draft length (the drafter stays the one asked for)."""
+    from dataclasses import replace
+
+    from .catalog import Catalog
+    from .fit import FitRequest, fit
+    from .hardware import detect
+
+    hardware = detect()
+    if not hardware.gpus or options.gpu_layers is not None:
+        return config
+    draft = str(files.drafter) if files.drafter else "none"
+    plan = fit(FitRequest(str(files.target), draft=draft, ctx=options.ctx), Catalog(), settings, hardware).plan
+    return replace(
+        config,
+        gpu_layers=plan.gpu_layers,
+        draft_gpu_layers=plan.drafter_gpu_layers or config.draft_gpu_layers,
+        kv=plan.kv,
+        n_max=config.n_max or plan.draft_n_max or None,
+    )
 
 
 def recommended_drafter(bundle, settings: Settings) -> str:

@@ -57,6 +57,7 @@ def env(tmp_path, hub, monkeypatch) -> dict[str, str]:
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "XDG_STATE_HOME": str(tmp_path / "state"),
         "DSPINE_MODELS_DIR": str(tmp_path / "models"),
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_DISABLE_XET": "1",

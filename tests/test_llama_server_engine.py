@@ -174,3 +174,18 @@ def test_remote_engine_speaks_to_an_openai_compatible_server(server):
     assert isinstance(list(nobody.stream([{"role": "user", "content": "x"}]))[-1], Error)
     with pytest.raises(EngineError, match="not an http"):
         RemoteEngine("ftp://example/v1")
+
+
+def test_run_starts_llama_server_from_the_fit_plan(dspine, models, tmp_path):
+    """With a GPU (NVML faked at its boundary), the server's flags come from `dspine fit`."""
+    from tests.test_fit import RTX_3090, nvml_env
+
+    files = models["dense"]
+    result = dspine("run", str(files["target"]), "hi", "--draft", str(files["same"]), "-n", "8", "--ctx", "2048",
+                    extra_env=nvml_env(RTX_3090))
+    assert result.returncode == 0, result.stderr
+    logs = list((tmp_path / "state").rglob("llama-server-*.log"))
+    assert logs
+    command = logs[-1].read_text().splitlines()[0]
+    assert "-ngl 3" in command and "-ngld 3" in command  # every block and the output layer
+    assert "-c 2048" in command and "-ctk f16" in command and "--spec-draft-n-max 3" in command
