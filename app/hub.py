@@ -41,7 +41,7 @@ def is_offline() -> bool:
 def unreachable(exc: BaseException) -> NetworkError:
     return NetworkError(
         f"cannot reach the hub at {endpoint()} ({type(exc).__name__}: {exc})",
-        "check your connection (or HF_ENDPOINT); run it again later and it resumes where it stopped",
+        "check your connection (or HF_ENDPOINT) and run it again; a pull resumes where it stopped",
     )
 
 
