@@ -112,6 +112,20 @@ class ChatStore:
         ).fetchall()
         return [Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, bool(r[5])) for r in rows]
 
+    def export_prompts(self, chat_ids: list[int] | None = None) -> str:
+        """Every user turn, with the conversation before it, as the JSONL `dspine bench
+        --prompts` reads: benchmark the drafter on your own work."""
+        lines = []
+        for chat in self.chats() if chat_ids is None else [c for c in self.chats() if c.id in chat_ids]:
+            history: list[dict] = []
+            for message in self.messages(chat.id):
+                if message.role == "user":
+                    lines.append(json.dumps({"messages": history + [{"role": "user", "content": message.content}],
+                                             "category": "history"}))
+                if message.content:
+                    history.append({"role": message.role, "content": message.content})
+        return "\n".join(lines) + ("\n" if lines else "")
+
     def export_markdown(self, chat_id: int) -> str:
         title = self.db.execute("SELECT title FROM chats WHERE id = ?", (chat_id,)).fetchone()
         lines = [f"# {title[0] if title else 'Chat'}", ""]

@@ -81,3 +81,23 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
     markdown = dspine("bench", "--model", str(files["target"]), "--drafters", "none", "--engine", engine,
                       "--prompts", str(chats), "--max-tokens", "8", "--markdown")
     assert markdown.returncode == 0 and markdown.stdout.startswith("| category | think | drafter")
+
+
+def test_chat_history_exports_to_bench_prompts(tmp_path):
+    from app.history import ChatStore
+
+    store = ChatStore(tmp_path / "chats.db")
+    chat = store.new_chat("work")
+    store.add_message(chat.id, "user", "write a parser")
+    store.add_message(chat.id, "assistant", "here it is")
+    store.add_message(chat.id, "user", "now add tests")
+    path = tmp_path / "mine.jsonl"
+    path.write_text(store.export_prompts())
+    store.close()
+    prompts = load_prompts([path])
+    assert [p.category for p in prompts] == ["history", "history"]
+    assert prompts[1].messages == [
+        {"role": "user", "content": "write a parser"},
+        {"role": "assistant", "content": "here it is"},
+        {"role": "user", "content": "now add tests"},
+    ]

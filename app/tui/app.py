@@ -38,7 +38,7 @@ HELP = """**dspine chat**
 - **Esc** stops a reply and keeps what arrived
 - `@path/to/file` attaches a text file to the prompt (up to 256 KiB)
 - **Ctrl+O** copies the last reply; `/copy N` copies its N-th code block
-- `/export [FILE]` writes the chat as Markdown
+- `/export [FILE]` writes the chat as Markdown (`FILE.jsonl`: as prompts for `dspine bench --prompts`)
 - **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
 - `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
@@ -265,7 +265,10 @@ class ChatApp(App):
             assert self.chat is not None
             parts = text.split(maxsplit=1)
             target = Path(parts[1]).expanduser() if len(parts) > 1 else Path.cwd() / f"dspine-chat-{self.chat.id}.md"
-            target.write_text(self.store.export_markdown(self.chat.id), encoding="utf-8")
+            if target.suffix == ".jsonl":  # the prompts format of `dspine bench --prompts`
+                target.write_text(self.store.export_prompts([self.chat.id]), encoding="utf-8")
+            else:
+                target.write_text(self.store.export_markdown(self.chat.id), encoding="utf-8")
             self.notify(f"exported to {target}")
         elif command == "/model":
             engine = self.engine
