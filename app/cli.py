@@ -96,8 +96,8 @@ def list_models(
                 **{k: v for k, v in asdict(record).items() if k != "files"},
                 "status": record_status(record),
                 "files": [
-                    {**asdict(f), "status": file_state(f).status, "on_disk": file_state(f).on_disk}
-                    for f in record.files
+                    {**asdict(f), "status": state.status, "on_disk": state.on_disk}
+                    for f, state in ((f, file_state(f)) for f in record.files)
                 ],
             }
             for name, record in manifest.records.items()

