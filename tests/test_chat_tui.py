@@ -5,12 +5,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from textual.app import App
 from textual.widgets import Collapsible, Markdown
 
 from app.history import ChatStore
-from app.tui.app import ChatApp
+from app.tui.app import ChatApp, merge_deltas
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.readout import Readout
+from backends.events import Delta, End, StatsUpdate
+from backends.stats import Stats
 from tests.scripted_engine import ScriptedEngine
 
 
@@ -223,3 +226,93 @@ async def test_model_and_fit_commands(store):
         await send(pilot, "/model")
         await pilot.pause()
         assert not app.streaming
+
+
+async def test_a_reply_and_gpu_readings_arrive_while_a_dialog_is_open(store):
+    # A dialog (first run, chat list, any modal) is a screen of its own: the chat's widgets
+    # must still be found under it while the reply and the GPU readings come in.
+    from textual.screen import ModalScreen
+
+    engine = ScriptedEngine(answer=[f"word{i} " for i in range(40)], tokens_per_s=100)
+    app = ChatApp(engine, store)
+    async with app.run_test() as pilot:
+        await send(pilot, "hello")
+        await until(pilot, lambda: engine.last_token_at > 0, what="the first token")
+        dialog = ModalScreen()
+        await app.push_screen(dialog)
+        app._refresh_gpu()
+        await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
+        await app.workers.wait_for_complete()
+        assert app.screen is dialog
+        assert assistant_views(app)[-1].answer.endswith("word39 ")
+        assert store.messages(app.chat.id)[-1].content.endswith("word39 ")
+
+
+def test_a_batch_becomes_one_delta_per_run_whatever_stats_arrive_between_tokens():
+    first, second, last = Stats(generated_tokens=1), Stats(generated_tokens=2), Stats(generated_tokens=3)
+    batch = [Delta("Let ", "thinking"), StatsUpdate(first), Delta("me.", "thinking"), StatsUpdate(second),
+             Delta("Hel", "answer"), StatsUpdate(second), Delta("lo", "answer"), StatsUpdate(last), End("stop", last)]
+    merged = merge_deltas(batch)
+    assert merged[:2] == [Delta("Let me.", "thinking"), Delta("Hello", "answer")]
+    assert isinstance(merged[2], StatsUpdate) and merged[2].stats is last
+    assert merged[3] == End("stop", last)
+    assert merge_deltas([Delta("a", "answer"), StatsUpdate(first)]) == [Delta("a", "answer"), StatsUpdate(first)]
+
+
+STREAMED_MARKDOWN = """Intro with **bold** and `code`.
+
+# Heading
+
+Setext heading
+--------------
+
+- item one
+- item two
+  continued
+
+1. first
+2. second
+
+```python
+def f(x):
+    return x + 1
+```
+
+> quote line
+> more
+
+| a | b |
+|---|---|
+| 1 | 2 |
+| 3 | 4 |
+
+Tail paragraph with a [link](http://x).
+"""
+
+
+async def test_streamed_markdown_ends_as_a_fresh_render_would():
+    # Why a finished reply is not rendered again: appends in odd-sized pieces give the same blocks.
+    import random
+
+    class TwoDocuments(App):
+        def compose(self):
+            yield Markdown(id="streamed")
+            yield Markdown(id="fresh")
+
+    def blocks(markdown: Markdown) -> list:
+        return [(type(block).__name__, block.source_range) for block in markdown.children]
+
+    for seed in range(4):
+        rng = random.Random(seed)
+        app = TwoDocuments()
+        async with app.run_test() as pilot:
+            streamed, fresh = app.query_one("#streamed", Markdown), app.query_one("#fresh", Markdown)
+            at = 0
+            while at < len(STREAMED_MARKDOWN):
+                size = rng.randint(1, 6)
+                await streamed.append(STREAMED_MARKDOWN[at : at + size])
+                at += size
+            await fresh.update(STREAMED_MARKDOWN)
+            await pilot.pause()
+            assert len(blocks(fresh)) >= 8
+            assert blocks(streamed) == blocks(fresh), f"seed {seed}"

@@ -13,6 +13,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import Footer, Header
 
 from backends.events import Delta, End, Error, Event, StatsUpdate
@@ -45,16 +46,37 @@ HELP = """**dspine chat**
 """
 
 
-def _merge_deltas(events: list[Event]) -> list[Event]:
-    """Runs of text of one kind become one delta: one Markdown update per batch, not per token."""
+def merge_deltas(events: list[Event]) -> list[Event]:
+    """Runs of text of one kind become one delta, whatever statistics arrived between their tokens:
+    one Markdown update per batch, not per token. Only the newest statistics are kept, placed before
+    the reply's end so the end's own figures win."""
     merged: list[Event] = []
+    pieces: list[str] = []
+    newest: StatsUpdate | None = None
+
+    def close_run() -> None:
+        if pieces:
+            kind = merged.pop().kind  # the run's placeholder
+            merged.append(Delta("".join(pieces), kind))
+            pieces.clear()
+
     for event in events:
-        if isinstance(event, Delta) and merged and isinstance(merged[-1], Delta) and merged[-1].kind == event.kind:
-            merged[-1] = Delta(merged[-1].text + event.text, event.kind)
-        elif isinstance(event, StatsUpdate) and merged and isinstance(merged[-1], StatsUpdate):
-            merged[-1] = event
+        if isinstance(event, StatsUpdate):
+            newest = event
+        elif isinstance(event, Delta):
+            if not (pieces and merged[-1].kind == event.kind):
+                close_run()
+                merged.append(Delta("", event.kind))
+            pieces.append(event.text)
         else:
+            close_run()
+            if newest is not None:
+                merged.append(newest)
+                newest = None
             merged.append(event)
+    close_run()
+    if newest is not None:
+        merged.append(newest)
     return merged
 
 
@@ -117,7 +139,13 @@ class ChatApp(App):
         gpus = detect().gpus
         used = sum(g.total - g.free for g in gpus) if gpus else None
         total = sum(g.total for g in gpus) if gpus else None
-        self.call_from_thread(self.query_one(Readout).show_gpu, used, total)
+        self.call_from_thread(self._show_gpu, used, total)
+
+    def _show_gpu(self, used: int | None, total: int | None) -> None:
+        try:
+            self.query_one(Readout).show_gpu(used, total)
+        except NoMatches:  # the app is closing
+            pass
 
     def _pulled(self, result) -> None:
         if result is None:
@@ -325,7 +353,7 @@ class ChatApp(App):
         conversation = self.query_one("#conversation", VerticalScroll)
         following = conversation.scroll_y >= conversation.max_scroll_y - 1
         stats: Stats | None = None
-        for event in _merge_deltas(events):
+        for event in merge_deltas(events):
             if isinstance(event, Delta):
                 if event.kind == "thinking":
                     await view.add_thinking(event.text)

@@ -69,8 +69,9 @@ class MessageView(Vertical):
         if self._stream is not None:
             await self._stream.stop()
             self._stream = None
-        # Render the whole text once more: streamed code fences can stay half-parsed.
-        await self.answer_markdown.update(self.answer)
+        # No final re-render of the whole reply: Markdown.append re-parses from the last block,
+        # so the streamed blocks are the ones a fresh render would give (tested), and a re-render
+        # would cost a long reply hundreds of milliseconds just as it ends.
         self.set_figures(figures)
 
     def set_figures(self, figures: str) -> None:
