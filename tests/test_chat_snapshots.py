@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from app.hardware import Hardware
 from app.history import ChatStore
 from app.tui.app import ChatApp
+from app.tui.widgets.conversation import Conversation
 from app.tui.widgets.first_run import FirstRun
 from tests.scripted_engine import ScriptedEngine
 
@@ -45,7 +48,16 @@ def test_chat_with_a_finished_reply(snap_compare, store):
         STATS,
         complete=True,
     )
-    assert snap_compare(ChatApp(ScriptedEngine(), store, model="qwen3.8-27b"), terminal_size=SIZE)
+
+    async def drawn(pilot):
+        # A chat opens with its messages asleep; those in view wake right after the first layout.
+        conversation = pilot.app.query_one(Conversation)
+        deadline = time.monotonic() + 5
+        while not conversation.drawn and time.monotonic() < deadline:
+            await pilot.pause(0.02)
+
+    app = ChatApp(ScriptedEngine(), store, model="qwen3.8-27b")
+    assert snap_compare(app, terminal_size=SIZE, run_before=drawn)
 
 
 def test_first_run_screen(snap_compare, store):

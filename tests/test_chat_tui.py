@@ -50,8 +50,8 @@ async def test_reply_streams_and_keeps_its_figures(store):
         await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
         view = assistant_views(app)[-1]
         assert "the **answer**" in view.answer and "print(1)" in view.answer
-        markdown = view.query_one(".answer", Markdown)
-        assert "answer" in markdown.source
+        assert view.answer_markdown.text == view.answer
+        assert "answer" in view.answer_markdown.segments[-1].source
         figures = str(view.query_one(".figures").render())
         assert "tok/s" in figures and "accept len" in figures and "drafted" in figures
         assert engine.calls[-1]["messages"][-1] == {"role": "user", "content": "write hello world"}
@@ -316,3 +316,67 @@ async def test_streamed_markdown_ends_as_a_fresh_render_would():
             await pilot.pause()
             assert len(blocks(fresh)) >= 8
             assert blocks(streamed) == blocks(fresh), f"seed {seed}"
+
+
+def long_reply(paragraphs: int, tag: str = "") -> str:
+    return "".join(f"Paragraph {tag}{i} says something useful.\n\n```python\nprint({i})\n```\n\n" for i in range(paragraphs))
+
+
+async def test_a_long_chat_opens_asleep_and_wakes_what_comes_into_view(tmp_path):
+    from app.tui.widgets.conversation import Conversation
+    from app.tui.widgets.markdown_segment import MarkdownSegment
+
+    chats = ChatStore(tmp_path / "long.db")
+    chat = chats.new_chat("long")
+    for turn in range(12):
+        chats.add_message(chat.id, "user", f"question {turn}")
+        chats.add_message(chat.id, "assistant", long_reply(40, f"t{turn}-"))
+    app = ChatApp(ScriptedEngine(), chats)
+    async with app.run_test(size=(100, 30)) as pilot:
+        conversation = app.query_one(Conversation)
+        await until(pilot, lambda: conversation.drawn, what="the end drawn")
+        segments = list(conversation.query(MarkdownSegment))
+        asleep = [s for s in segments if s.asleep]
+        assert len(segments) > 12 * 3 and len(asleep) > len(segments) * 0.8
+        assert conversation.scroll_y == conversation.max_scroll_y  # opens at the end
+        first = assistant_views(app)[0].answer_markdown.segments[0]
+        assert first.asleep
+        conversation.scroll_home(animate=False)
+        await until(pilot, lambda: conversation.drawn and not first.asleep, what="the top drawn")
+        assert "Paragraph t0-0 says" in first.source
+        assert conversation.scroll_y == 0
+        # Everything in the chat is still there to copy, asleep or not.
+        assert assistant_views(app)[5].answer == long_reply(40, "t5-")
+    chats.close()
+
+
+async def test_a_long_reply_streams_in_segments_and_follows_unless_scrolled_up(store):
+    from app.tui.widgets.conversation import Conversation
+
+    text = long_reply(60)
+    pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
+    engine = ScriptedEngine(answer=pieces, tokens_per_s=4000)
+    app = ChatApp(engine, store)
+    async with app.run_test(size=(100, 30)) as pilot:
+        conversation = app.query_one(Conversation)
+        await send(pilot, "long please")
+        await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
+        await until(pilot, lambda: conversation.scroll_y == conversation.max_scroll_y, what="the end in view")
+        view = assistant_views(app)[-1]
+        segments = view.answer_markdown.segments
+        assert view.answer == text and view.answer_markdown.text == text
+        assert len(segments) >= 5 and segments[0].asleep  # scrolled far out of view while following
+        assert [s.text for s in segments] == [s.text for s in segments if s.text]
+
+        # Scrolled up during the next reply: the view stays where the user put it.
+        engine.answer, engine.tokens_per_s = pieces, 400
+        await send(pilot, "again")
+        await until(pilot, lambda: len(assistant_views(app)) == 2 and assistant_views(app)[-1].answer, what="the second reply")
+        conversation.scroll_to(y=5, animate=False, immediate=True)
+        await pilot.pause()
+        assert not conversation.following
+        await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the second reply to end")
+        assert conversation.scroll_y == 5
+        conversation.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert conversation.following

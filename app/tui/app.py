@@ -12,7 +12,6 @@ from typing import Any, Callable
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Header
 
@@ -25,12 +24,13 @@ from ..history import ChatStore
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
 from .widgets.chat_list import ChatList
+from .widgets.conversation import Conversation
 from .widgets.first_run import FirstRun, FirstRunScreen
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
 
-FLUSH_S = 0.1  # hand text to the screen 10 times a second, whatever the token rate: each update re-lays out the conversation
+FLUSH_S = 0.05  # hand text to the screen 20 times a second, whatever the token rate: each update re-lays out the conversation
 SAVE_S = 0.25  # save a growing reply this often (and always at its end)
 HELP = """**dspine chat**
 
@@ -117,7 +117,7 @@ class ChatApp(App):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield VerticalScroll(id="conversation")
+        yield Conversation(id="conversation")
         yield Readout()
         yield PromptArea(id="prompt")
         yield Footer()
@@ -176,9 +176,9 @@ class ChatApp(App):
         self.call_from_thread(self._post_note, "**dspine fit**\n\n" + text)
 
     async def _post_note(self, text: str) -> None:
-        conversation = self.query_one("#conversation", VerticalScroll)
+        conversation = self.query_one(Conversation)
         await conversation.mount(MessageView("assistant", text))
-        conversation.scroll_end(animate=False)
+        conversation.follow(to_the_end=True)
 
     def _engine_ready(self, engine: Any) -> None:
         self.engine = engine
@@ -242,19 +242,18 @@ class ChatApp(App):
 
     async def _show_chat(self) -> None:
         assert self.chat is not None
-        conversation = self.query_one("#conversation", VerticalScroll)
-        await conversation.remove_children()
+        views = []
         for message in self.store.messages(self.chat.id):
             stats = stats_from(message.stats)
             figures = final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
-            await conversation.mount(MessageView(message.role, message.content, message.thinking, figures))
-        conversation.scroll_end(animate=False)
+            views.append(MessageView(message.role, message.content, message.thinking, figures))
+        await self.query_one(Conversation).show(views)
 
     async def action_new_chat(self) -> None:
         if self.streaming:
             return
         self.chat = self.store.new_chat(model=self.model)
-        await self.query_one("#conversation", VerticalScroll).remove_children()
+        await self.query_one(Conversation).remove_children()
 
     async def on_prompt_area_submitted(self, message: PromptArea.Submitted) -> None:
         text = message.text
@@ -278,7 +277,7 @@ class ChatApp(App):
 
     async def _command(self, text: str) -> None:
         command = text.split()[0].lower()
-        conversation = self.query_one("#conversation", VerticalScroll)
+        conversation = self.query_one(Conversation)
         if command in ("/think", "/no_think"):
             self.think = command == "/think"
             self._show_mode()
@@ -319,16 +318,16 @@ class ChatApp(App):
 
     async def _send(self, text: str) -> None:
         assert self.chat is not None
-        conversation = self.query_one("#conversation", VerticalScroll)
+        conversation = self.query_one(Conversation)
         history = [{"role": m.role, "content": m.content} for m in self.store.messages(self.chat.id) if m.content]
         self.store.add_message(self.chat.id, "user", text)
         if len(history) == 0:
             self.store.rename(self.chat.id, text[:60])
         reply_id = self.store.add_message(self.chat.id, "assistant", "", complete=False)
         await conversation.mount(MessageView("user", text))
-        view = MessageView("assistant")
+        view = MessageView("assistant", live=True)
         await conversation.mount(view)
-        conversation.scroll_end(animate=False)
+        conversation.follow(to_the_end=True)
         self.streaming = True
         self.query_one(Readout).start()
         self._stream_reply(history + [{"role": "user", "content": text}], self.think, view, reply_id)
@@ -350,8 +349,6 @@ class ChatApp(App):
         self.call_from_thread(self._done)
 
     async def _apply(self, events: list[Event], view: MessageView, reply_id: int) -> None:
-        conversation = self.query_one("#conversation", VerticalScroll)
-        following = conversation.scroll_y >= conversation.max_scroll_y - 1
         stats: Stats | None = None
         for event in merge_deltas(events):
             if isinstance(event, Delta):
@@ -375,8 +372,7 @@ class ChatApp(App):
         if not any(isinstance(e, End) for e in events) and now - self._saved_at >= SAVE_S:
             self._saved_at = now
             self.store.update_message(reply_id, view.answer, view.thinking, stats.to_json() if stats else None)
-        if following:
-            conversation.scroll_end(animate=False)
+        self.query_one(Conversation).follow()
 
     def _done(self) -> None:
         self.streaming = False

@@ -7,72 +7,98 @@ import time
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.widgets import Collapsible, Markdown, Static
+from textual.widgets import Collapsible, Static
+
+from .streamed_markdown import StreamedMarkdown
 
 
 class MessageView(Vertical):
     DEFAULT_CSS = ""
 
-    def __init__(self, role: str, text: str = "", thinking: str = "", figures: str = "", **kwargs) -> None:
+    def __init__(
+        self, role: str, text: str = "", thinking: str = "", figures: str = "", live: bool = False, **kwargs
+    ) -> None:
+        """`live`: a reply about to stream; otherwise a finished message, whose text is
+        drawn only as it comes into view."""
         super().__init__(classes=f"message {role}", **kwargs)
         self.role = role
         self.answer = text
         self.thinking = thinking
+        self.live = live
         self._figures = figures
-        self._stream = None
-        self._thinking_stream = None
-        self._thinking_started: float | None = None
+        self._thinking_live = False
+        self._thinking_started = 0.0
+        self._parked: dict | None = None  # children's display while parked
 
     def compose(self) -> ComposeResult:
         if self.role == "assistant":
             with Collapsible(title="Thinking", collapsed=bool(self.thinking), classes="thinking") as box:
                 box.display = bool(self.thinking)
-                yield Markdown(self.thinking, classes="thinking-text")
-            yield Markdown(self.answer, classes="answer")
+                yield StreamedMarkdown(self.thinking, asleep=not self.live, classes="thinking-text")
+            yield StreamedMarkdown(self.answer, asleep=not self.live, classes="answer")
             yield Static(self._figures, classes="figures")
         else:
             yield Static(self.answer, classes="prompt-text", markup=False)
 
     @property
-    def answer_markdown(self) -> Markdown:
-        return self.query_one(".answer", Markdown)
+    def parked(self) -> bool:
+        return self._parked is not None
+
+    def park(self) -> None:
+        """Far from the viewport: keep the height, take the children out of the layout
+        (every layout places every displayed widget; a long chat has thousands)."""
+        if self._parked is not None or self.live or not self.outer_size.height:
+            return
+        self.styles.height = self.outer_size.height
+        self._parked = {child: child.display for child in self.children}
+        for child in self._parked:
+            child.display = False
+
+    def unpark(self) -> None:
+        if self._parked is None:
+            return
+        for child, display in self._parked.items():
+            child.display = display
+        self._parked = None
+        self.styles.height = "auto"
+
+    @property
+    def answer_markdown(self) -> StreamedMarkdown:
+        return self.query_one(".answer", StreamedMarkdown)
 
     async def add_thinking(self, text: str) -> None:
         box = self.query_one(Collapsible)
-        if self._thinking_stream is None:
+        if not self._thinking_live:
+            self._thinking_live = True
             self._thinking_started = time.monotonic()
             box.display = True
             box.collapsed = False
             box.title = "Thinking…"
-            self._thinking_stream = Markdown.get_stream(self.query_one(".thinking-text", Markdown))
         self.thinking += text
-        await self._thinking_stream.write(text)
+        await self.query_one(".thinking-text", StreamedMarkdown).write(text)
 
     async def _close_thinking(self) -> None:
-        if self._thinking_stream is not None:
-            await self._thinking_stream.stop()
-            self._thinking_stream = None
-            seconds = time.monotonic() - (self._thinking_started or time.monotonic())
+        if self._thinking_live:
+            self._thinking_live = False
+            await self.query_one(".thinking-text", StreamedMarkdown).finish()
             box = self.query_one(Collapsible)
-            box.title = f"Thought for {seconds:.0f} s"
+            box.title = f"Thought for {time.monotonic() - self._thinking_started:.0f} s"
             box.collapsed = True
 
     async def add_answer(self, text: str) -> None:
         await self._close_thinking()
-        if self._stream is None:
-            self._stream = Markdown.get_stream(self.answer_markdown)
         self.answer += text
-        await self._stream.write(text)
+        await self.answer_markdown.write(text)
 
     async def finish(self, figures: str) -> None:
         await self._close_thinking()
-        if self._stream is not None:
-            await self._stream.stop()
-            self._stream = None
         # No final re-render of the whole reply: Markdown.append re-parses from the last block,
         # so the streamed blocks are the ones a fresh render would give (tested), and a re-render
         # would cost a long reply hundreds of milliseconds just as it ends.
+        await self.answer_markdown.finish()
         self.set_figures(figures)
+        self.live = False
 
     def set_figures(self, figures: str) -> None:
+        self._figures = figures
         self.query_one(".figures", Static).update(figures)

@@ -1,0 +1,94 @@
+"""A Markdown document that grows by appends (a reply, or its thinking), kept as
+segments of about SEGMENT_LINES lines cut where cutting changes nothing (see
+markdown_split). Only the last segment is live; the others are final and may
+sleep (see MarkdownSegment)."""
+
+from __future__ import annotations
+
+import math
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Markdown
+from textual.widgets._markdown import MarkdownStream
+
+from ..markdown_split import split_all, split_point
+from .markdown_segment import MarkdownSegment
+
+SEGMENT_LINES = 40  # a segment costs a parse of this many lines when it wakes
+
+
+def estimated_height(text: str, width: int) -> int:
+    """Lines a segment will take before it is ever drawn: only a placeholder, the real
+    height replaces it when the segment wakes."""
+    width = max(width - 4, 10)  # the Markdown's padding
+    return sum(max(1, math.ceil(len(line) / width)) for line in text.splitlines() or [""]) + 1
+
+
+class StreamedMarkdown(Vertical):
+    DEFAULT_CSS = """
+    StreamedMarkdown {
+        height: auto;
+    }
+    """
+
+    def __init__(self, text: str = "", asleep: bool = False, **kwargs) -> None:
+        """`asleep`: a finished text shown from history: all segments start asleep."""
+        super().__init__(**kwargs)
+        self._initial = text
+        self._asleep = asleep
+        self._stream: MarkdownStream | None = None
+
+    def compose(self) -> ComposeResult:
+        if not self._asleep:
+            yield MarkdownSegment(self._initial)
+            return
+        width = self.app.size.width or 80
+        for piece in split_all(self._initial, SEGMENT_LINES):
+            yield MarkdownSegment(piece, asleep_height=estimated_height(piece, width))
+
+    @property
+    def segments(self) -> list[MarkdownSegment]:
+        return list(self.query_children(MarkdownSegment))
+
+    @property
+    def text(self) -> str:
+        return "".join(segment.text for segment in self.segments)
+
+    async def write(self, text: str) -> None:
+        live = self.segments[-1]
+        combined = live.text + text
+        cut = split_point(combined, SEGMENT_LINES)
+        if cut is None:
+            live.text = combined
+            await self._live_stream(live).write(text)
+            return
+        await self._stop()
+        if cut < len(live.text):
+            # The cut falls inside text already shown (the line after a blank line has
+            # just ended): draw the segment again without it.
+            await live.update(combined[:cut])
+        elif cut > len(live.text):
+            await live.append(combined[len(live.text) : cut])
+        live.text = combined[:cut]
+        live.final = True
+        following = MarkdownSegment("")
+        await self.mount(following)
+        if combined[cut:]:
+            await self.write(combined[cut:])
+
+    def _live_stream(self, live: MarkdownSegment) -> MarkdownStream:
+        if self._stream is None:
+            self._stream = Markdown.get_stream(live)
+        return self._stream
+
+    async def _stop(self) -> None:
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+
+    async def finish(self) -> None:
+        """No more text: the last segment becomes final."""
+        await self._stop()
+        for segment in self.segments:
+            segment.final = True
