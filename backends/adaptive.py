@@ -6,6 +6,13 @@ Position i of a draft is only tested when all before it were kept, so the
 data is conditional: a_i = kept_i / tested_i. A draft of k tokens then yields,
 per verify step, 1 + sum_{j<=k} prod_{i<=j} a_i tokens, and costs
 k x draft time + verify time of k + 1 tokens.
+
+Verify time is not linear in length: matrix kernels work in tiles, so a pass
+of 5 tokens can cost as much as one of 8 and far more than one of 4 (measured
+here on CPU: 13.5 ms for 4 tokens, 21.6 ms for 5). Where the engine can time
+passes of each length (a table, `verify_s_by_len`), that table decides, scaled
+to the verify time seen in real use (deeper context costs more); otherwise a
+fixed + per-token line fitted to what was seen.
 """
 
 from __future__ import annotations
@@ -54,23 +61,45 @@ def expected_tokens(acceptance: list[float], k: int) -> float:
 @dataclass(frozen=True)
 class Costs:
     draft_per_token: float
-    verify_fixed: float  # the part of a verify pass that does not grow with its length
-    verify_per_token: float
+    verify_fixed: float = 0.0  # the part of a verify pass that does not grow with its length
+    verify_per_token: float = 0.0
+    verify_by_len: tuple[float, ...] = ()  # measured: index n - 1 for a pass of n tokens
+
+    def verify(self, n: int) -> float:
+        if n <= len(self.verify_by_len):
+            return self.verify_by_len[n - 1]
+        return self.verify_fixed + n * self.verify_per_token
 
     def step(self, k: int) -> float:
-        return k * self.draft_per_token + self.verify_fixed + (k + 1) * self.verify_per_token
+        return k * self.draft_per_token + self.verify(k + 1)
 
 
-def costs_from(stats: ModeStats, plain_token_s: float | None = None) -> Costs | None:
-    """Split verify time into fixed and per-token parts: a one-token pass costs about
-    a plain decode step (memory-bound on a GPU), the rest grows with length."""
+def costs_from(stats: ModeStats, plain_token_s: float | None = None, verify_s_by_len: list[float] | None = None) -> Costs | None:
+    """Costs from what a mode's replies measured. With a table of pass times by length its
+    shape is kept and its level scaled to the verify time seen in use. Without one, verify
+    time splits into a fixed part (about a plain decode step: memory-bound on a GPU) and
+    a part that grows with length."""
     if not stats.steps or not stats.drafted:
         return None
     per_step = stats.verify_s / stats.steps
     mean_len = stats.verify_tokens / stats.steps
+    draft_per_token = stats.draft_s / stats.drafted
+    if verify_s_by_len:
+        table = list(verify_s_by_len)
+        expected = _interpolate(table, mean_len)
+        scale = min(max(per_step / expected, 0.5), 4.0) if expected > 0 else 1.0
+        return Costs(draft_per_token, verify_by_len=tuple(t * scale for t in table))
     fixed = min(plain_token_s or per_step / mean_len, per_step)
     per_token = max(per_step - fixed, 0.0) / max(mean_len - 1, 1)
-    return Costs(stats.draft_s / stats.drafted, fixed, per_token)
+    return Costs(draft_per_token, fixed, per_token)
+
+
+def _interpolate(table: list[float], n: float) -> float:
+    n = min(max(n, 1.0), float(len(table)))
+    low = int(n)
+    if low >= len(table):
+        return table[-1]
+    return table[low - 1] + (n - low) * (table[low] - table[low - 1])
 
 
 def best_length(acceptance: list[float], costs: Costs, max_k: int = MAX_K) -> int:
@@ -86,24 +115,26 @@ class AdaptiveDraft:
     max_k: int = MAX_K
     modes: dict[str, ModeStats] = field(default_factory=dict)
     plain_token_s: float | None = None
+    verify_s_by_len: list[float] | None = None  # a target pass of n tokens, at index n - 1
 
     def mode(self, think: bool) -> ModeStats:
         return self.modes.setdefault("think" if think else "no_think", ModeStats())
 
     def choose(self, think: bool) -> int:
         stats = self.mode(think)
-        costs = costs_from(stats, self.plain_token_s)
+        costs = costs_from(stats, self.plain_token_s, self.verify_s_by_len)
         if costs is None or sum(stats.tested) < 8:
             return self.default
         return best_length(stats.acceptance(), costs, self.max_k)
 
     def to_json(self) -> dict:
         return {"default": self.default, "max_k": self.max_k, "plain_token_s": self.plain_token_s,
-                "modes": {name: vars(stats) for name, stats in self.modes.items()}}
+                "verify_s_by_len": self.verify_s_by_len, "modes": {name: vars(stats) for name, stats in self.modes.items()}}
 
     @classmethod
     def from_json(cls, data: dict) -> "AdaptiveDraft":
-        learned = cls(data.get("default", 4), data.get("max_k", MAX_K), plain_token_s=data.get("plain_token_s"))
+        learned = cls(data.get("default", 4), data.get("max_k", MAX_K), plain_token_s=data.get("plain_token_s"),
+                      verify_s_by_len=data.get("verify_s_by_len"))
         for name, raw in data.get("modes", {}).items():
             learned.modes[name] = ModeStats(**raw)
         return learned

@@ -240,19 +240,21 @@ class InprocEngine:
     def cancel(self) -> None:
         self._cancel.set()
 
-    def _one_token_decode_s(self, tries: int = 3) -> float:
-        """What one target pass of a single token costs: the fixed part of a verify pass
-        (on a GPU nearly all of it), which the adaptive draft length weighs drafts against."""
+    def _verify_costs(self, longest: int, rounds: int = 3) -> list[float]:
+        """How long a target pass of 1..longest tokens takes (all logits, as a verify pass).
+        Not a straight line: kernels work in tiles. Lengths take turns round by round and
+        each keeps its fastest round, so a burst of load elsewhere does not bend the shape."""
         target = self._target
         assert target is not None
-        times = []
-        for _ in range(tries):
-            target.reset()
-            started = time.monotonic()
-            target.decode([0], all_logits=False)
-            times.append(time.monotonic() - started)
+        best = [float("inf")] * longest
+        for _ in range(rounds):
+            for n in range(1, longest + 1):
+                target.reset()
+                started = time.perf_counter()
+                target.decode([0] * n, all_logits=True)
+                best[n - 1] = min(best[n - 1], time.perf_counter() - started)
         target.reset()
-        return sorted(times)[len(times) // 2]
+        return best
 
     # -- generation ------------------------------------------------------------------
 
@@ -362,8 +364,9 @@ class InprocEngine:
         self._cancel.clear()
         sampling = sampling or preset(think)
         if n_max is None and self.adaptive is not None and self._drafter is not None:
-            if self.adaptive.plain_token_s is None:
-                self.adaptive.plain_token_s = self._one_token_decode_s()
+            if not self.adaptive.verify_s_by_len or len(self.adaptive.verify_s_by_len) < self.adaptive.max_k + 1:
+                self.adaptive.verify_s_by_len = self._verify_costs(self.adaptive.max_k + 1)
+                self.adaptive.plain_token_s = self.adaptive.verify_s_by_len[0]
             n_max = self.adaptive.choose(think)
         prompt_text = render(self._template, messages, enable_thinking=think)
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
