@@ -60,7 +60,8 @@ def load_prompts(paths: Iterable[Path]) -> list[Prompt]:
 @dataclass(frozen=True)
 class Setup:
     drafter: str  # PLAIN, a variant or a file name
-    n_max: int | None  # None for plain
+    n_max: int | None  # None for plain, and for adaptive
+    adaptive: bool = False  # the engine picks the length per think mode from what it measured
 
 
 @dataclass
@@ -84,6 +85,17 @@ class Row:
     ttft_s: float | None
     counts: dict[str, int] = field(default_factory=dict)
     runs: int = 0
+    adaptive: bool = False
+    draft_lengths: list[int] = field(default_factory=list)  # lengths adaptive drafted at, run by run
+
+    @property
+    def length_label(self) -> str:
+        if not self.adaptive:
+            return str(self.n_max or "-")
+        used = sorted(set(self.draft_lengths))
+        if not used:
+            return "auto"
+        return f"auto {used[0]}" if len(used) == 1 else f"auto {used[0]}-{used[-1]}"
 
     def to_json(self) -> dict:
         return {
@@ -98,6 +110,8 @@ class Row:
             "ttft_s": self.ttft_s,
             "counts": self.counts,
             "runs": self.runs,
+            "adaptive": self.adaptive,
+            "draft_lengths": self.draft_lengths,
         }
 
 
@@ -105,9 +119,9 @@ def summarize(runs: list[Run]) -> list[Row]:
     """Rows from raw runs: rates averaged per run, acceptance from summed counts."""
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
-        groups.setdefault((run.category, run.think, run.setup.drafter, run.setup.n_max), []).append(run)
+        groups.setdefault((run.category, run.think, run.setup.drafter, run.setup.n_max, run.setup.adaptive), []).append(run)
     rows = []
-    for (category, think, drafter, n_max), members in groups.items():
+    for (category, think, drafter, n_max, adaptive), members in groups.items():
         rates = [r.stats.tokens_per_s for r in members if r.stats.tokens_per_s]
         generated = sum(r.stats.generated_tokens for r in members)
         steps = sum(r.stats.verify_steps for r in members)
@@ -126,13 +140,15 @@ def summarize(runs: list[Run]) -> list[Row]:
             ttft_s=statistics.fmean(ttfts) if ttfts else None,
             counts={"generated": generated, "verify_steps": steps, "drafted": drafted, "accepted": accepted},
             runs=len(members),
+            adaptive=adaptive,
+            draft_lengths=[len(r.stats.position_tested) for r in members] if adaptive else [],
         ))
     plain = {(r.category, r.think): r for r in rows if r.drafter == PLAIN}
     for row in rows:
         base = plain.get((row.category, row.think))
         if base and base.tokens_per_s and row.tokens_per_s:
             row.speedup = row.tokens_per_s["mean"] / base.tokens_per_s["mean"]
-    rows.sort(key=lambda r: (r.category, not r.think, r.drafter != PLAIN, r.drafter, r.n_max or 0))
+    rows.sort(key=lambda r: (r.category, not r.think, r.drafter != PLAIN, r.drafter, r.adaptive, r.n_max or 0))
     return rows
 
 
@@ -182,7 +198,7 @@ def markdown_table(rows: list[Row]) -> str:
     for r in rows:
         rate = f"{r.tokens_per_s['mean']:.1f} ({r.tokens_per_s['min']:.1f}-{r.tokens_per_s['max']:.1f})" if r.tokens_per_s else "-"
         lines.append(
-            f"| {r.category} | {'on' if r.think else 'off'} | {r.drafter} | {r.n_max or '-'} | {rate} | "
+            f"| {r.category} | {'on' if r.think else 'off'} | {r.drafter} | {r.length_label} | {rate} | "
             f"{f'{r.speedup:.2f}x' if r.speedup else '-'} | {f'{r.acceptance_length:.2f}' if r.acceptance_length else '-'} | "
             f"{f'{r.acceptance_rate:.0%}' if r.acceptance_rate is not None else '-'} | {f'{r.ttft_s:.2f}' if r.ttft_s else '-'} |"
         )

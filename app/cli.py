@@ -367,6 +367,11 @@ def bench(
     prompts: Optional[list[Path]] = typer.Option(None, "--prompts", help="JSONL of chats (one a line); repeatable. Default: the built-in sets."),
     think: str = typer.Option("off", "--think", help="on, off or both."),
     n_max: str = typer.Option("", "--n-max", help="Draft lengths to try, e.g. 2,4,8,16 (default: the drafter kind's)."),
+    adaptive: bool = typer.Option(
+        True, "--adaptive/--no-adaptive",
+        help="Also run each drafter with the draft length learned per think mode (in-process engine: "
+        "llama-server takes no per-request length).",
+    ),
     repeat: int = typer.Option(1, "--repeat", help="Runs of each prompt."),
     max_tokens: int = typer.Option(128, "--max-tokens", "-n", help="Tokens generated per prompt."),
     ctx: int = typer.Option(4096, "--ctx", help="Context length."),
@@ -410,9 +415,11 @@ def bench(
                 files = resolve_files(model, item, catalog, settings)
                 if files.drafter is not None and files.drafter_kind:
                     chosen.append((item, files.drafter, files.drafter_kind))
-    setups = [Setup(PLAIN, None)] + [
-        Setup(label, length) for label, _, kind in chosen for length in (lengths or [DRAFT_N_MAX.get(kind, 4)])
-    ]
+    setups = [Setup(PLAIN, None)]
+    for label, _, kind in chosen:
+        setups += [Setup(label, length) for length in (lengths or [DRAFT_N_MAX.get(kind, 4)])]
+        if adaptive and engine == "inproc":
+            setups.append(Setup(label, None, adaptive=True))
     by_label = {label: (path, kind) for label, path, kind in chosen}
 
     def open_for(setup: Setup):

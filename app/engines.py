@@ -129,7 +129,9 @@ def open_engine(
         draft_path=str(files.drafter) if files.drafter else None,
         n_ctx=options.ctx,
         gpu_layers=gpu_layers,
-        n_max=options.n_max or 4,
+        # With adaptive lengths this is the longest draft it may choose: state snapshots
+        # (for hybrid models' rollback) are made for it.
+        n_max=options.n_max or (adaptive.max_k if adaptive is not None else 4),
         adaptive=adaptive,
         on_close=on_close,
     ).load()

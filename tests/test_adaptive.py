@@ -1,5 +1,7 @@
 """Adaptive draft length on made-up acceptance profiles."""
 
+import pytest
+
 from backends.adaptive import AdaptiveDraft, AdaptiveStore, Costs, ModeStats, best_length, expected_tokens
 
 GPU_LIKE = Costs(draft_per_token=0.001, verify_fixed=0.020, verify_per_token=0.0005)
@@ -68,9 +70,36 @@ def test_the_in_process_engine_learns_and_applies_a_length(models):
         assert sum(first.stats.position_kept) == first.stats.accepted
         learned = adaptive.mode(False)
         assert learned.steps == first.stats.verify_steps and learned.drafted == first.stats.drafted
+        table = adaptive.verify_s_by_len  # timed once: a target pass of each length it may choose
+        assert table is not None and len(table) == adaptive.max_k + 1 and all(t > 0 for t in table)
         chosen = adaptive.choose(think=False)
         second = [e for e in engine.stream([{"role": "user", "content": "again"}], think=False, sampling=greedy) if isinstance(e, End)][-1]
         assert len(second.stats.position_tested) <= chosen  # the next reply drafted at most the chosen length
         assert adaptive.choose(think=True) == 8  # the other mode learned nothing yet
     finally:
         engine.close()
+
+
+def test_a_measured_verify_table_steers_around_expensive_lengths():
+    # Passes of 1-4 tokens cost about the same, 5-8 much more (kernels work in tiles of 4).
+    table = [0.010, 0.0105, 0.011, 0.0115, 0.020, 0.0205, 0.021, 0.0215] + [0.030 + 0.0005 * i for i in range(9)]
+    tiled = Costs(draft_per_token=0.0005, verify_by_len=tuple(table))
+    acceptance = [0.8] * 16
+    assert best_length(acceptance, tiled) == 3  # a draft of 3 is a pass of 4 tokens
+    assert tiled.step(4) > tiled.step(3) * 1.5
+    # The line through the same end points would have drafted longer.
+    line = Costs(draft_per_token=0.0005, verify_fixed=0.0095, verify_per_token=(0.034 - 0.0095) / 17)
+    assert best_length(acceptance, line) > 3
+
+
+def test_the_table_is_scaled_to_the_verify_time_seen_in_use():
+    from backends.adaptive import costs_from
+
+    stats = learned([0.8] * 16, steps=100)  # 28 ms a verify step at 17 tokens
+    table = [0.001 * n for n in range(1, 18)]  # 17 ms for 17 tokens at calibration
+    costs = costs_from(stats, verify_s_by_len=table)
+    assert costs is not None and costs.verify(17) == pytest.approx(0.028)
+    assert costs.verify(4) == pytest.approx(0.004 * 28 / 17)
+    adaptive = AdaptiveDraft(default=4, verify_s_by_len=table)
+    again = AdaptiveDraft.from_json(adaptive.to_json())
+    assert again.verify_s_by_len == table

@@ -60,11 +60,16 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
     )
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
-    assert {(r["category"], r["drafter"], r["n_max"]) for r in rows} == {
-        (c, d, n) for c in ("code", "prose") for d, n in
-        [("plain", None), ("dense-same.gguf", 2), ("dense-same.gguf", 4), ("dense-noisy.gguf", 2), ("dense-noisy.gguf", 4)]
+    setups = [("plain", None, False), ("dense-same.gguf", 2, False), ("dense-same.gguf", 4, False),
+              ("dense-noisy.gguf", 2, False), ("dense-noisy.gguf", 4, False)]
+    if engine == "inproc":  # fixed against adaptive; llama-server takes no per-request length
+        setups += [("dense-same.gguf", None, True), ("dense-noisy.gguf", None, True)]
+    assert {(r["category"], r["drafter"], r["n_max"], r["adaptive"]) for r in rows} == {
+        (c, *setup) for c in ("code", "prose") for setup in setups
     }
     for row in rows:
+        if row["adaptive"]:
+            assert len(row["draft_lengths"]) == 2 and all(1 <= k <= 16 for k in row["draft_lengths"])
         assert row["runs"] == 2 and row["counts"]["generated"] == 48
         if row["drafter"] == "plain":
             assert row["speedup"] == 1.0 and row["acceptance_rate"] is None
