@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 MAX_K = 16
+CALIBRATIONS = 3  # verify-time tables taken (one per reply) before the fastest of them is trusted
 PRIOR = 2  # pseudo-observations per position, so one lucky step does not decide
 
 
@@ -46,8 +47,16 @@ class ModeStats:
         self.steps += steps
 
     def acceptance(self, prior: float = 0.5) -> list[float]:
-        """Conditional acceptance per position, pulled towards `prior` where data is thin."""
-        return [(k + PRIOR * prior) / (t + PRIOR) for k, t in zip(self.kept, self.tested)]
+        """Conditional acceptance per position, pulled where data is thin towards the
+        position before it (the first towards `prior`). Positions never tested so inherit
+        the last measured rate: after high acceptance at the lengths used so far, a longer
+        draft looks worth trying, so the engine explores it and learns the truth; after
+        low acceptance it does not."""
+        rates = []
+        for kept, tested in zip(self.kept, self.tested):
+            prior = (kept + PRIOR * prior) / (tested + PRIOR)
+            rates.append(prior)
+        return rates
 
 
 def expected_tokens(acceptance: list[float], k: int) -> float:
@@ -116,6 +125,22 @@ class AdaptiveDraft:
     modes: dict[str, ModeStats] = field(default_factory=dict)
     plain_token_s: float | None = None
     verify_s_by_len: list[float] | None = None  # a target pass of n tokens, at index n - 1
+    verify_samples: int = 0  # calibrations the table is the fastest of
+
+    def wants_calibration(self) -> bool:
+        """Time the passes again? A calibration during a burst of load elsewhere would
+        mislead every later choice, so the table is the fastest of a few, taken at the
+        start of different replies."""
+        return not self.verify_s_by_len or len(self.verify_s_by_len) < self.max_k + 1 or self.verify_samples < CALIBRATIONS
+
+    def calibrated(self, table: list[float]) -> None:
+        if self.verify_s_by_len and len(self.verify_s_by_len) == len(table):
+            table = [min(old, new) for old, new in zip(self.verify_s_by_len, table)]
+        else:
+            self.verify_samples = 0
+        self.verify_s_by_len = table
+        self.verify_samples += 1
+        self.plain_token_s = table[0]
 
     def mode(self, think: bool) -> ModeStats:
         return self.modes.setdefault("think" if think else "no_think", ModeStats())
@@ -129,12 +154,12 @@ class AdaptiveDraft:
 
     def to_json(self) -> dict:
         return {"default": self.default, "max_k": self.max_k, "plain_token_s": self.plain_token_s,
-                "verify_s_by_len": self.verify_s_by_len, "modes": {name: vars(stats) for name, stats in self.modes.items()}}
+                "verify_s_by_len": self.verify_s_by_len, "verify_samples": self.verify_samples, "modes": {name: vars(stats) for name, stats in self.modes.items()}}
 
     @classmethod
     def from_json(cls, data: dict) -> "AdaptiveDraft":
         learned = cls(data.get("default", 4), data.get("max_k", MAX_K), plain_token_s=data.get("plain_token_s"),
-                      verify_s_by_len=data.get("verify_s_by_len"))
+                      verify_s_by_len=data.get("verify_s_by_len"), verify_samples=data.get("verify_samples", 0))
         for name, raw in data.get("modes", {}).items():
             learned.modes[name] = ModeStats(**raw)
         return learned

@@ -364,9 +364,8 @@ class InprocEngine:
         self._cancel.clear()
         sampling = sampling or preset(think)
         if n_max is None and self.adaptive is not None and self._drafter is not None:
-            if not self.adaptive.verify_s_by_len or len(self.adaptive.verify_s_by_len) < self.adaptive.max_k + 1:
-                self.adaptive.verify_s_by_len = self._verify_costs(self.adaptive.max_k + 1)
-                self.adaptive.plain_token_s = self.adaptive.verify_s_by_len[0]
+            if self.adaptive.wants_calibration():
+                self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))
             n_max = self.adaptive.choose(think)
         prompt_text = render(self._template, messages, enable_thinking=think)
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))

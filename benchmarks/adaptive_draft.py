@@ -52,11 +52,13 @@ def main() -> None:
     args = parser.parse_args()
     target, drafter = make_pair(Path(tempfile.mkdtemp(prefix="dspine-adaptive-")), args.noise)
     adaptive = AdaptiveDraft(default=4)
+    # Two engines on the same files: adaptive learns only from its own replies, as in use.
+    fixed_engine = InprocEngine(str(target), draft_path=str(drafter), n_ctx=2048, n_max=16).load()
     engine = InprocEngine(str(target), draft_path=str(drafter), n_ctx=2048, n_max=16, adaptive=adaptive).load()
     try:
         for think in (False, True):
             mode = "think on" if think else "think off"
-            for _ in range(2):  # learn: the engine measures acceptance by position and costs
+            for _ in range(2):  # warm up: the engine measures acceptance by position and costs
                 rate(engine, think, args.tokens, None)
             configs: list[int | None] = [*FIXED, None]  # None: adaptive
             rates: dict[int | None, list[float]] = {config: [] for config in configs}
@@ -67,7 +69,7 @@ def main() -> None:
                 for config in configs:
                     if config is None:
                         used.append(adaptive.choose(think))
-                    rates[config].append(rate(engine, think, args.tokens, config))
+                    rates[config].append(rate(engine if config is None else fixed_engine, think, args.tokens, config))
             best = {config: max(values) for config, values in rates.items()}
             best_k = max(FIXED, key=best.get)
             chosen = statistics.mode(used)
@@ -86,6 +88,7 @@ def main() -> None:
                       f"vs default 3 {best[None] / best[3]:.3f}, vs default 16 {best[None] / best[16]:.3f}")
     finally:
         engine.close()
+        fixed_engine.close()
 
 
 if __name__ == "__main__":

@@ -103,3 +103,28 @@ def test_the_table_is_scaled_to_the_verify_time_seen_in_use():
     adaptive = AdaptiveDraft(default=4, verify_s_by_len=table)
     again = AdaptiveDraft.from_json(adaptive.to_json())
     assert again.verify_s_by_len == table
+
+
+def test_high_acceptance_at_the_lengths_used_so_far_makes_it_try_longer():
+    # Only its own choices teach it: after replies at the default 4 with every draft kept,
+    # positions 5-16 were never tested, and it must still reach for them (GPU-like costs:
+    # a verify pass costs about a plain decode step whatever its length).
+    adaptive = AdaptiveDraft(default=4, plain_token_s=0.020)
+    adaptive.modes["no_think"] = learned([0.97] * 4 + [0.0] * 12)
+    adaptive.modes["no_think"].tested[4:] = [0] * 12
+    assert adaptive.choose(think=False) > 4
+    adaptive.modes["think"] = learned([0.3] * 4 + [0.0] * 12)
+    adaptive.modes["think"].tested[4:] = [0] * 12
+    assert adaptive.choose(think=True) < 4
+
+
+def test_the_verify_table_is_the_fastest_of_a_few_calibrations():
+    adaptive = AdaptiveDraft(default=4, max_k=2)
+    assert adaptive.wants_calibration()
+    adaptive.calibrated([0.010, 0.030, 0.012])  # a burst of load during the second pass
+    adaptive.calibrated([0.011, 0.011, 0.013])
+    assert adaptive.wants_calibration()
+    adaptive.calibrated([0.012, 0.012, 0.012])
+    assert not adaptive.wants_calibration()
+    assert adaptive.verify_s_by_len == [0.010, 0.011, 0.012] and adaptive.plain_token_s == 0.010
+    assert not AdaptiveDraft.from_json(adaptive.to_json()).wants_calibration()
