@@ -10,7 +10,7 @@ import math
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Markdown
-from textual.widgets._markdown import MarkdownStream
+from textual.widgets.markdown import MarkdownStream
 
 from ..markdown_split import split_all, split_point
 from .markdown_segment import MarkdownSegment
