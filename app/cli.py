@@ -203,6 +203,12 @@ def run_prompt(
     engine: str = typer.Option("server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."),
     think: str = typer.Option("on", "--think", help="on or off: the model's thinking mode."),
     temp: Optional[float] = typer.Option(None, "--temp", help="Temperature (0 = greedy); default: the mode's preset."),
+    top_p: Optional[float] = typer.Option(None, "--top-p", help="Top-p; default: the mode's preset."),
+    top_k: Optional[int] = typer.Option(None, "--top-k", help="Top-k (0 = off); default: the mode's preset."),
+    min_p: Optional[float] = typer.Option(None, "--min-p", help="Min-p; default: the mode's preset."),
+    presence_penalty: Optional[float] = typer.Option(
+        None, "--presence-penalty", help="Presence penalty; default: the mode's preset (1.5 with thinking off)."
+    ),
     seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", "-n", help="Stop after this many tokens."),
     n_max: Optional[int] = typer.Option(None, "--n-max", help="Draft length: tokens drafted per step."),
@@ -228,7 +234,10 @@ def run_prompt(
 
         files = ModelFiles(model, None, None, None)
     thinking = think == "on"
-    sampling = preset(thinking).with_(temperature=temp, seed=seed, max_tokens=max_tokens)
+    sampling = preset(thinking).with_(
+        temperature=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty,
+        seed=seed, max_tokens=max_tokens,
+    )
     options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key)
     said: list[str] = []
 

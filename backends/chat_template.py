@@ -33,6 +33,7 @@ def render(
     messages: list[dict[str, Any]],
     *,
     enable_thinking: bool,
+    add_generation_prompt: bool = True,
     reasoning_effort: str | None = None,
     bos_token: str = "",
     eos_token: str = "",
@@ -45,7 +46,7 @@ def render(
         kwargs["reasoning_effort"] = reasoning_effort
     try:
         return env.from_string(template or CHATML).render(
-            messages=messages, add_generation_prompt=True, bos_token=bos_token, eos_token=eos_token, **kwargs
+            messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos_token, eos_token=eos_token, **kwargs
         )
     except TemplateError as exc:
         raise DspineError(f"the model's chat template failed: {exc}", "report it; try another GGUF of the model") from exc

@@ -3,9 +3,23 @@ dspine's own draft/verify loop with a draft GGUF.
 
 Each step the drafter proposes k tokens one by one; the target checks
 [last, *draft] in one batch; the matching prefix plus one target token is
-kept (greedy), or rejection sampling decides (speculative.py); both KV caches
-are rolled back past what was kept. Hybrid targets (qwen35: Gated DeltaNet +
-attention) roll back through recurrent-state snapshots (`n_rs_seq`).
+kept (greedy), or rejection sampling decides (speculative.py); both caches
+are brought back to what was kept. Every distribution, plain, drafted or
+verified, comes from `speculative.distribution` with the tokens generated
+before that position, so speculation never changes the answer.
+
+Recurrent state (qwen35 hybrids: Gated DeltaNet + attention) cannot be cut
+back like a KV cache. The target verifies a draft in one batch, and llama.cpp
+keeps a snapshot of the state after each token of the last batch (`n_rs_seq`),
+so it can return to any kept length. A hybrid drafter decodes its draft one
+token at a time, where those snapshots reach back only one token, so it
+drafts on a copy of its sequence (`SEQ_DRAFT`) and its own sequence reads
+only the tokens that were kept.
+
+Prefix reuse: each model remembers the tokens in its cache. A new prompt
+keeps the longest common prefix (dense models), or, for hybrids, continues
+from the whole cache when the prompt extends it, else from a copy of the state
+taken at the end of the previous prompt's messages (`SEQ_SAVED`).
 """
 
 from __future__ import annotations
@@ -28,11 +42,22 @@ from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import render
 from .events import End, Error, Event, StatsUpdate
 from .sampling import Sampling, preset
-from .speculative import accept_greedy, accept_sampled, distribution, sample
+from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats
 from .thinking import ThinkSplitter
 
 STATS_INTERVAL_S = 0.1
+# Sequences of a recurrent model's context: the conversation, the state saved at the end
+# of the last prompt's messages (prefix reuse), and a hybrid drafter's draft.
+SEQ_MAIN, SEQ_SAVED, SEQ_DRAFT = 0, 1, 2
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 def _count_positions(stats: Stats, drafted: int, accepted: int) -> None:
@@ -75,9 +100,12 @@ def _init_backend() -> None:
 
 
 class _Model:
-    """One model and its context, with just what the loop needs."""
+    """One model and its context, with just what the loop needs. `cached` is what the
+    conversation sequence holds, token for token."""
 
-    def __init__(self, path: str, n_ctx: int, gpu_layers: int, n_batch: int, rollback: int) -> None:
+    def __init__(
+        self, path: str, n_ctx: int, gpu_layers: int, n_batch: int, rollback: int, drafts: bool = False
+    ) -> None:
         llama = _llama()
         _init_backend()
         params = llama.llama_model_default_params()
@@ -92,12 +120,16 @@ class _Model:
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
         cparams.n_ubatch = min(n_batch, 512)
-        cparams.n_seq_max = 1
         # llama.cpp's library default is 4 threads; llama-server uses the physical cores.
         threads = psutil.cpu_count(logical=False) or os.cpu_count() or 4
         cparams.n_threads = cparams.n_threads_batch = threads
         if self.recurrent:
-            cparams.n_rs_seq = rollback  # snapshots to roll a rejected draft back
+            cparams.n_rs_seq = rollback  # per-token snapshots of the last batch: a verify pass can be cut back
+            cparams.n_seq_max = 3 if drafts else 2  # SEQ_MAIN, SEQ_SAVED (, SEQ_DRAFT)
+            cparams.kv_unified = True  # the sequences share one KV buffer (and the context length)
+        else:
+            cparams.n_seq_max = 1
+        self.rollback_limit = rollback if self.recurrent else None
         self.ctx = llama.llama_init_from_model(self.model, cparams)
         if not self.ctx:
             llama.llama_model_free(self.model)
@@ -106,7 +138,12 @@ class _Model:
         self.memory = llama.llama_get_memory(self.ctx)
         self.batch = llama.llama_batch_init(n_batch, 0, 1)
         self.n_batch = n_batch
-        self.n_past = 0
+        self.cached: list[int] = []
+        self.saved: list[int] | None = None  # the tokens SEQ_SAVED holds the state after
+
+    @property
+    def n_past(self) -> int:
+        return len(self.cached)
 
     def tokenize(self, text: str) -> list[int]:
         llama = _llama()
@@ -126,7 +163,11 @@ class _Model:
         return bool(_llama().llama_vocab_is_eog(self.vocab, token))
 
     def decode(self, tokens: list[int], all_logits: bool) -> np.ndarray:
-        """Feed tokens at n_past; return logits of every position (all_logits) or the last."""
+        """Feed tokens to the conversation; logits of every position (all_logits) or the last."""
+        rows = self._decode(tokens, self.n_past, SEQ_MAIN, all_logits)
+        return rows
+
+    def _decode(self, tokens: list[int], pos: int, seq: int, all_logits: bool) -> np.ndarray:
         llama = _llama()
         rows = []
         for start in range(0, len(tokens), self.n_batch):
@@ -136,13 +177,14 @@ class _Model:
             batch.n_tokens = len(chunk)
             for i, token in enumerate(chunk):
                 batch.token[i] = token
-                batch.pos[i] = self.n_past + i
+                batch.pos[i] = pos + start + i
                 batch.n_seq_id[i] = 1
-                batch.seq_id[i][0] = 0
+                batch.seq_id[i][0] = seq
                 batch.logits[i] = all_logits or (last_chunk and i == len(chunk) - 1)
             if llama.llama_decode(self.ctx, batch) != 0:
                 raise EngineError("llama.cpp failed to decode (the context may be full)", "start a new chat or raise --ctx")
-            self.n_past += len(chunk)
+            if seq == SEQ_MAIN:
+                self.cached += chunk
             if all_logits:
                 rows += [self._logits(i) for i in range(len(chunk))]
             elif last_chunk:
@@ -158,10 +200,67 @@ class _Model:
         model without enough snapshots)."""
         if n_keep >= self.n_past:
             return True
-        ok = bool(_llama().llama_memory_seq_rm(self.memory, 0, n_keep, -1))
+        ok = bool(_llama().llama_memory_seq_rm(self.memory, SEQ_MAIN, n_keep, -1))
         if ok:
-            self.n_past = n_keep
+            del self.cached[n_keep:]
         return ok
+
+    # -- drafting on a copy (recurrent drafters) ----------------------------------
+
+    def fork(self) -> None:
+        """SEQ_DRAFT becomes a copy of the conversation (state shared until written)."""
+        llama = _llama()
+        llama.llama_memory_seq_rm(self.memory, SEQ_DRAFT, -1, -1)
+        llama.llama_memory_seq_cp(self.memory, SEQ_MAIN, SEQ_DRAFT, -1, -1)
+
+    def decode_fork(self, tokens: list[int], pos: int) -> np.ndarray:
+        return self._decode(tokens, pos, SEQ_DRAFT, all_logits=False)
+
+    def drop_fork(self) -> None:
+        _llama().llama_memory_seq_rm(self.memory, SEQ_DRAFT, -1, -1)
+
+    # -- prompts and prefix reuse ---------------------------------------------------
+
+    def load_prompt(self, tokens: list[int], save_at: int | None = None) -> tuple[np.ndarray | None, int]:
+        """Bring the cache to `tokens`, reusing what it already holds; the logits after the
+        last token and how many tokens were reused. A recurrent model also saves its state
+        after `save_at` tokens, where the next turn's prompt is expected to branch off."""
+        if not tokens:
+            self.reset()
+            return None, 0
+        start = self._reuse(tokens)
+        rest = tokens[start:]
+        if self.recurrent and save_at is not None and start < save_at < len(tokens):
+            self.decode(tokens[start:save_at], all_logits=False)
+            self._save()
+            rest = tokens[save_at:]
+        return self.decode(rest, all_logits=False)[-1], start
+
+    def _reuse(self, tokens: list[int]) -> int:
+        """Position the cache at the longest reusable prefix of `tokens` (at most all but the
+        last token: its logits are needed) and return its length."""
+        limit = len(tokens) - 1
+        common = common_prefix(self.cached, tokens)
+        if not self.recurrent:
+            keep = min(common, limit)
+            if self.rollback(keep):
+                return keep
+        elif common == self.n_past and common <= limit:
+            return common  # the prompt continues the cache
+        elif self.saved is not None and len(self.saved) <= limit and tokens[: len(self.saved)] == self.saved:
+            llama = _llama()
+            llama.llama_memory_seq_rm(self.memory, SEQ_MAIN, -1, -1)
+            llama.llama_memory_seq_cp(self.memory, SEQ_SAVED, SEQ_MAIN, -1, -1)
+            self.cached = list(self.saved)
+            return len(self.cached)
+        self.reset()
+        return 0
+
+    def _save(self) -> None:
+        llama = _llama()
+        llama.llama_memory_seq_rm(self.memory, SEQ_SAVED, -1, -1)
+        llama.llama_memory_seq_cp(self.memory, SEQ_MAIN, SEQ_SAVED, -1, -1)
+        self.saved = list(self.cached)
 
     def can_roll_back(self) -> bool:
         """Decode a few tokens and take one back: what a rejected draft needs."""
@@ -174,7 +273,8 @@ class _Model:
 
     def reset(self) -> None:
         _llama().llama_memory_clear(self.memory, True)
-        self.n_past = 0
+        self.cached = []
+        self.saved = None
 
     def free(self) -> None:
         llama = _llama()
@@ -215,16 +315,15 @@ class InprocEngine:
         n_batch = max(512, self.n_max + 1)
         self._target = _Model(self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=self.n_max + 1)
         if self.draft_path:
-            self._drafter = _Model(self.draft_path, self.n_ctx, self.gpu_layers, n_batch, rollback=self.n_max + 1)
-            stuck = [m for m in (self._target, self._drafter) if not m.can_roll_back()]
-            if stuck:
+            # A drafter never cuts its own sequence back by more than one token: it drafts on a copy.
+            self._drafter = _Model(self.draft_path, self.n_ctx, self.gpu_layers, n_batch, rollback=0, drafts=True)
+            if not self._target.can_roll_back():
                 # Speculation needs to take rejected drafts back; without that, plain decoding.
                 self._drafter.free()
                 self._drafter = None
                 self.notes.append(
-                    "this llama.cpp cannot roll back the "
-                    + ("target" if stuck[0] is self._target else "drafter")
-                    + "'s state (a recurrent model without snapshots): running without the drafter"
+                    "this llama.cpp cannot roll back the target's state (a recurrent model without "
+                    "snapshots): running without the drafter"
                 )
         return self
 
@@ -263,93 +362,136 @@ class InprocEngine:
         return self._target.tokenize(render(self._template, messages, enable_thinking=think))
 
     def generate_tokens(
-        self, prompt: list[int], sampling: Sampling, n_max: int | None = None, stats: Stats | None = None
+        self,
+        prompt: list[int],
+        sampling: Sampling,
+        n_max: int | None = None,
+        stats: Stats | None = None,
+        save_at: int | None = None,
     ) -> Iterator[list[int]]:
-        """Yield tokens as they are decided (a list per step). The contexts start fresh."""
+        """Yield tokens as they are decided (a list per step). The caches keep what they
+        share with the prompt; a hybrid saves its state after `save_at` prompt tokens."""
         target = self._target
         assert target is not None
         stats = stats if stats is not None else Stats()
         rng = np.random.default_rng(sampling.seed)
         limit = sampling.max_tokens or (self.n_ctx - len(prompt))
         k = max(1, n_max or self.n_max)
+        if target.rollback_limit is not None:
+            k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
         drafter = self._drafter
-        for model in (target, drafter):
-            if model is not None:
-                model.reset()
-        seen = np.zeros(target.n_vocab, dtype=bool)
-
-        def probs_of(logits: np.ndarray) -> np.ndarray:
-            return distribution(logits, sampling, seen if sampling.presence_penalty else None)
+        history = History(target.n_vocab)
 
         started = time.monotonic()
-        logits = target.decode(prompt, all_logits=False)[-1]
-        stats.prompt_tokens, stats.prompt_s = len(prompt), time.monotonic() - started
-        if drafter is not None:
-            drafter.decode(prompt[:-1], all_logits=False) if len(prompt) > 1 else None
-        cur = sample(probs_of(logits), rng)
+        try:
+            logits, stats.prompt_cached = target.load_prompt(prompt, save_at)
+            if drafter is not None:
+                # The drafter reads the last prompt token with the first token it drafts after.
+                drafter.load_prompt(prompt[:-1], save_at)
+        except BaseException:
+            self._forget()
+            raise
+        assert logits is not None
+        stats.prompt_tokens, stats.prompt_s = len(prompt) - stats.prompt_cached, time.monotonic() - started
+        cur = sample(distribution(logits, sampling, history.seen), rng)
         pending_draft = [prompt[-1]] if drafter is not None else []  # tokens the drafter still has to read
         decode_started = time.monotonic()
         produced = 0
-        while True:
-            seen[cur] = True
-            produced += 1
-            yield [cur]
-            if target.is_eog(cur) or produced >= limit or self._cancel.is_set():
-                return
-            room = min(k, limit - produced, target.n_ctx - target.n_past - 2)
-            if drafter is None or room < 1:
-                logits = target.decode([cur], all_logits=False)[-1]
+        try:
+            while True:
+                history.add([cur])
+                produced += 1
+                yield [cur]
+                if target.is_eog(cur) or produced >= limit or self._cancel.is_set():
+                    return
+                room = min(k, limit - produced, target.n_ctx - target.n_past - 2)
+                if drafter is None or room < 1:
+                    logits = target.decode([cur], all_logits=False)[-1]
+                    stats.verify_steps += 1
+                    cur = sample(distribution(logits, sampling, history.seen), rng)
+                    stats.generated_tokens, stats.decode_s = produced, time.monotonic() - decode_started
+                    continue
+                drafting = time.monotonic()
+                base = target.n_past
+                draft, draft_probs = self._propose(drafter, pending_draft + [cur], room, sampling, history, rng)
+                verifying = time.monotonic()
+                stats.draft_s += verifying - drafting
+                verify = target.decode([cur, *draft], all_logits=True)
+                target_probs = rows_distributions(verify, sampling, history, draft)
+                stats.verify_s += time.monotonic() - verifying
                 stats.verify_steps += 1
-                cur = sample(probs_of(logits), rng)
+                stats.drafted += len(draft)
+                if sampling.greedy:
+                    verdict = accept_greedy(draft, [int(np.argmax(p)) for p in target_probs])
+                else:
+                    verdict = accept_sampled(draft, draft_probs, target_probs, rng)
+                stats.accepted += verdict.accepted
+                _count_positions(stats, len(draft), verdict.accepted)
+                keep = base + 1 + verdict.accepted  # cur and the accepted drafts
+                if not target.rollback(keep):
+                    raise EngineError(
+                        "this target cannot roll back a rejected draft (a recurrent model without snapshots)",
+                        "use --draft none for this model",
+                    )
+                kept = draft[: verdict.accepted]
+                if drafter.recurrent:
+                    pending_draft = kept  # its own sequence read only cur: the kept drafts come next
+                else:
+                    # It read cur and draft[:-1]: keep what was accepted, catch up on the rest next step.
+                    if not drafter.rollback(min(keep, drafter.n_past)):
+                        raise EngineError("the drafter cannot roll back its draft", "use another drafter or --draft none")
+                    pending_draft = kept[drafter.n_past - base - 1 :]
+                for i, token in enumerate(kept):
+                    if target.is_eog(token):
+                        # An accepted end of generation ends the reply after the tokens before it.
+                        history.add(kept[: i + 1])
+                        produced += i + 1
+                        yield kept[: i + 1]
+                        return
+                history.add(kept)
+                produced += len(kept)
+                if kept:
+                    yield kept
+                cur = verdict.next_token
                 stats.generated_tokens, stats.decode_s = produced, time.monotonic() - decode_started
-                continue
-            # Draft `room` tokens, one at a time, remembering the drafter's distributions.
-            draft, draft_probs = [], []
-            feed = pending_draft + [cur]
-            drafting = time.monotonic()
-            for _ in range(room):
-                d_logits = drafter.decode(feed, all_logits=False)[-1]
-                q = probs_of(d_logits)
+                if produced >= limit:
+                    return
+        except GeneratorExit:
+            raise
+        except BaseException:
+            self._forget()  # a step broken off midway leaves the caches unknown
+            raise
+
+    @staticmethod
+    def _propose(
+        drafter: _Model, feed: list[int], room: int, sampling: Sampling, history: History, rng: np.random.Generator
+    ) -> tuple[list[int], list[np.ndarray]]:
+        """Draft `room` tokens, one at a time, with the sampler the target uses (the drafted
+        tokens count as generated for the ones after them); their distributions too."""
+        logits = drafter.decode(feed, all_logits=False)[-1]
+        forked = drafter.recurrent
+        if forked:
+            drafter.fork()
+        pos = drafter.n_past
+        draft: list[int] = []
+        probs: list[np.ndarray] = []
+        try:
+            for j in range(room):
+                q = distribution(logits, sampling, history.after(draft))
                 token = sample(q, rng)
                 draft.append(token)
-                draft_probs.append(q)
-                feed = [token]
-            verifying = time.monotonic()
-            stats.draft_s += verifying - drafting
-            base = target.n_past
-            verify = target.decode([cur, *draft], all_logits=True)
-            stats.verify_s += time.monotonic() - verifying
-            stats.verify_steps += 1
-            stats.drafted += len(draft)
-            if sampling.greedy:
-                verdict = accept_greedy(draft, verify)
-            else:
-                verdict = accept_sampled(draft, draft_probs, [probs_of(row) for row in verify], rng)
-            stats.accepted += verdict.accepted
-            _count_positions(stats, len(draft), verdict.accepted)
-            keep = base + 1 + verdict.accepted  # cur and the accepted drafts
-            if not target.rollback(keep):
-                raise EngineError(
-                    "this target cannot roll back a rejected draft (a recurrent model without snapshots)",
-                    "use --draft none for this model",
-                )
-            # The drafter read cur and draft[:-1]; keep what was accepted, catch up on the rest next step.
-            drafter_keep = min(keep, drafter.n_past)
-            if not drafter.rollback(drafter_keep):
-                raise EngineError("the drafter cannot roll back its draft", "use another drafter or --draft none")
-            pending_draft = draft[: verdict.accepted][drafter.n_past - base - 1 :] if verdict.accepted else []
-            for token in draft[: verdict.accepted]:
-                seen[token] = True
-                produced += 1
-                if target.is_eog(token):
-                    yield [token]
-                    return
-            if verdict.accepted:
-                yield draft[: verdict.accepted]
-            cur = verdict.next_token
-            stats.generated_tokens, stats.decode_s = produced, time.monotonic() - decode_started
-            if produced >= limit:
-                return
+                probs.append(q)
+                if j + 1 < room:
+                    logits = drafter.decode_fork([token], pos + j)[-1] if forked else drafter.decode([token], False)[-1]
+        finally:
+            if forked:
+                drafter.drop_fork()
+        return draft, probs
+
+    def _forget(self) -> None:
+        for model in (self._target, self._drafter):
+            if model is not None:
+                model.reset()
 
     def stream(
         self,
@@ -368,6 +510,9 @@ class InprocEngine:
                 self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))
             n_max = self.adaptive.choose(think)
         prompt_text = render(self._template, messages, enable_thinking=think)
+        # Where the next turn's prompt will branch off: the end of these messages, before
+        # the generation prompt (a hybrid saves its state there).
+        history_text = render(self._template, messages, enable_thinking=think, add_generation_prompt=False)
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stats = Stats()
@@ -379,8 +524,12 @@ class InprocEngine:
             if len(prompt) >= self.n_ctx:
                 yield Error(f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}", "raise --ctx or shorten the chat")
                 return
+            save_at = None
+            if prompt_text.startswith(history_text):
+                head = self._target.tokenize(history_text)
+                save_at = len(head) if prompt[: len(head)] == head else None
             generated = 0
-            for tokens in self.generate_tokens(prompt, sampling, n_max, stats):
+            for tokens in self.generate_tokens(prompt, sampling, n_max, stats, save_at):
                 for token in tokens:
                     generated += 1
                     if self._target.is_eog(token):

@@ -6,19 +6,48 @@ Sampling: rejection sampling (Leviathan et al., Chen et al.): keep drafted
 token x with probability min(1, p(x)/q(x)); on the first rejection draw from
 the residual max(0, p - q), normalised; if all are kept, draw one more from p.
 The result is distributed exactly as sampling from the target alone.
+
+Exactness rests on one rule: the distribution at a position depends on the
+logits there and on the tokens generated before it (the presence penalty
+reads them). `distribution` is that one function; plain decoding, drafting
+and every row of a verify batch call it with the tokens before that row, so
+a drafted token accepted earlier in the same batch counts as generated for
+the rows after it, exactly as it would have in plain decoding.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
 from .sampling import Sampling
 
 
+class History:
+    """The tokens generated so far in a reply, as a mask over the vocabulary: what the
+    presence penalty reads (the whole reply, as the model card and vLLM count it)."""
+
+    def __init__(self, n_vocab: int) -> None:
+        self.seen = np.zeros(n_vocab, dtype=bool)
+
+    def add(self, tokens: Sequence[int]) -> None:
+        self.seen[list(tokens)] = True
+
+    def after(self, tokens: Sequence[int]) -> np.ndarray:
+        """The mask once `tokens` are generated too (without keeping them)."""
+        if not len(tokens):
+            return self.seen
+        mask = self.seen.copy()
+        mask[list(tokens)] = True
+        return mask
+
+
 def distribution(logits: np.ndarray, sampling: Sampling, seen: np.ndarray | None = None) -> np.ndarray:
-    """The probabilities sampling draws from: penalties, temperature, top-k, top-p, min-p."""
+    """The probabilities sampling draws from at one position: presence penalty on the
+    tokens generated before it (`seen`, a mask or indices), then temperature (0: the
+    argmax), top-k, top-p, min-p."""
     logits = np.asarray(logits, dtype=np.float64).copy()
     if seen is not None and sampling.presence_penalty:
         logits[seen] -= sampling.presence_penalty
@@ -56,9 +85,18 @@ class Verdict:
     next_token: int  # the target's token after them (a correction, or a bonus when all were kept)
 
 
-def accept_greedy(draft: list[int], target_logits: np.ndarray) -> Verdict:
-    """`target_logits[i]` is the target's view after the i-th position of [last, *draft]."""
-    choices = np.argmax(target_logits, axis=-1)
+def rows_distributions(
+    rows: np.ndarray, sampling: Sampling, history: History, draft: Sequence[int]
+) -> list[np.ndarray]:
+    """The target's distribution at each row of a verify batch over [last, *draft]: row i
+    comes after draft[:i], so those count as generated for it (they are, if it matters)."""
+    return [distribution(row, sampling, history.after(draft[:i])) for i, row in enumerate(rows)]
+
+
+def accept_greedy(draft: Sequence[int], target_choices: Sequence[int]) -> Verdict:
+    """`target_choices[i]` is the target's greedy token after the i-th position of
+    [last, *draft] (the argmax of its `distribution`, penalties applied)."""
+    choices = [int(c) for c in target_choices]
     accepted = 0
     while accepted < len(draft) and int(choices[accepted]) == draft[accepted]:
         accepted += 1

@@ -14,7 +14,11 @@ median is printed too. Adaptive at length k does exactly the work of fixed k
 (same tokens, same verify steps), so its choice is also scored on the fixed
 rates, which is steadier than its own.
 
-    .venv/bin/python benchmarks/adaptive_draft.py [--tokens 192] [--noise 0.15] [--rounds 5]
+With `--real` the pair is real: SmolLM2-135M as a Q8_0 target with its own
+Q4_1 (or, `--real q2`, Q2_K) as drafter (tests/real_models.py), on a coding
+prompt, where acceptance rises and falls with the text as it does on Qwen.
+
+    .venv/bin/python benchmarks/adaptive_draft.py [--tokens 192] [--noise 0.15] [--rounds 5] [--real q4|q2]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.sampling import preset  # noqa: E402
 from benchmarks.engine_speed import MESSAGES, make_pair  # noqa: E402
+from tests.real_models import smollm2_pair  # noqa: E402
 
 FIXED = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 
@@ -49,8 +54,13 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=192)
     parser.add_argument("--noise", type=float, default=0.15)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--real", choices=["q4", "q2"], help="the real SmolLM2 pair with this drafter")
     args = parser.parse_args()
-    target, drafter = make_pair(Path(tempfile.mkdtemp(prefix="dspine-adaptive-")), args.noise)
+    if args.real:
+        pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
+        target, drafter = pair["target"], pair[args.real]
+    else:
+        target, drafter = make_pair(Path(tempfile.mkdtemp(prefix="dspine-adaptive-")), args.noise)
     adaptive = AdaptiveDraft(default=4)
     # Two engines on the same files: adaptive learns only from its own replies, as in use.
     fixed_engine = InprocEngine(str(target), draft_path=str(drafter), n_ctx=2048, n_max=16).load()

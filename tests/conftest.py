@@ -106,7 +106,15 @@ def models(tmp_path_factory):
     from tests.engine_models import write_family
 
     folder = tmp_path_factory.mktemp("engine-models")
-    return {"dense": write_family(folder, "dense"), "hybrid": write_family(folder, "hybrid")}
+    return {kind: write_family(folder, kind) for kind in ("dense", "hybrid", "sharp-dense", "sharp-hybrid")}
+
+
+@pytest.fixture(scope="session")
+def real(tmp_path_factory):
+    """SmolLM2-135M as a Q8_0 target with its Q4_1 and Q2_K quants as drafters."""
+    from tests.real_models import smollm2_pair
+
+    return smollm2_pair(tmp_path_factory.mktemp("smollm2"))
 
 
 def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):

@@ -14,10 +14,16 @@ HYBRID = Shape(
 
 
 def write_family(folder: Path, kind: str) -> dict[str, Path]:
-    shape = chat_model() if kind == "dense" else HYBRID
-    noise = 0.3 if kind == "dense" else 0.05
+    """`dense` / `hybrid`: weights of scale 0.02, nearly flat logits (fast, but the next
+    token hardly depends on what came before). `sharp-dense` / `sharp-hybrid`: scale 0.2,
+    so the next token depends strongly on the state and on penalties: what exactness and
+    rollback tests need to be able to fail."""
+    sharp = kind.startswith("sharp-")
+    shape = chat_model() if kind.endswith("dense") else HYBRID
+    scale = 0.2 if sharp else 0.02
+    noise = 0.1 if sharp else (0.3 if kind == "dense" else 0.05)
     return {
-        "target": write_model(folder / f"{kind}-target.gguf", shape),
-        "same": write_model(folder / f"{kind}-same.gguf", shape),
-        "noisy": write_model(folder / f"{kind}-noisy.gguf", shape, noise=noise),
+        "target": write_model(folder / f"{kind}-target.gguf", shape, scale=scale),
+        "same": write_model(folder / f"{kind}-same.gguf", shape, scale=scale),
+        "noisy": write_model(folder / f"{kind}-noisy.gguf", shape, noise=noise, scale=scale),
     }

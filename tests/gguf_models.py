@@ -224,10 +224,18 @@ def printable_bias(n_vocab: int) -> np.ndarray:
 
 
 def write_model(
-    path: Path, shape: Shape, seed: int = 0, noise: float = 0.0, noise_seed: int = 1, silent_from: int | None = None
+    path: Path,
+    shape: Shape,
+    seed: int = 0,
+    noise: float = 0.0,
+    noise_seed: int = 1,
+    silent_from: int | None = None,
+    scale: float = 0.02,
 ) -> Path:
-    """Random weights from `seed`; `noise` > 0 adds Gaussian noise of that relative
-    size (a drafter that agrees with the target only part of the time).
+    """Random weights from `seed`, of standard deviation `scale` (0.02 gives nearly flat
+    logits; larger makes the next token depend strongly on the state, which is what
+    rollback tests need); `noise` > 0 adds Gaussian noise of that relative size (a
+    drafter that agrees with the target only part of the time).
     `silent_from`: blocks from this one on write nothing back to the residual stream
     (zero output projections): they cost full compute but change nothing, so a model
     of only the first blocks, written with the same seed, predicts what this one does."""
@@ -240,12 +248,12 @@ def write_model(
         if name == "output.bias":
             writer.add_tensor(name, printable_bias(shape.n_vocab), raw_dtype=QTYPE.F32)
             continue
-        values = (rng.standard_normal(tuple(reversed(ne))) * 0.02).astype(np.float32)
+        values = (rng.standard_normal(tuple(reversed(ne))) * scale).astype(np.float32)
         block = int(name.split(".")[1]) if name.startswith("blk.") else -1
         if silent_from is not None and block >= silent_from and name.endswith(("attn_output.weight", "ffn_down.weight")):
             values = np.zeros_like(values)
         if noise:
-            values = values + (noise_rng.standard_normal(values.shape) * 0.02 * noise).astype(np.float32)
+            values = values + (noise_rng.standard_normal(values.shape) * scale * noise).astype(np.float32)
         writer.add_tensor(name, _cast(values, qtype), raw_dtype=qtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()

