@@ -17,9 +17,9 @@ from rich.table import Table
 
 from . import __version__
 from .catalog import NO_DRAFTER, load_catalog
-from backends.base import EngineError
+from backends.errors import EngineError
 
-from .errors import DspineError, Interrupted, UsageError
+from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
 from .pull import make_request, pull as pull_model
 from .settings import load_settings
 from .store import Manifest, apply_removal, file_state, plan_removal, record_status
@@ -511,7 +511,7 @@ def run(argv: list[str] | None = None) -> int:
     try:
         result = app(args=argv, prog_name="dspine", standalone_mode=False)
         return result if isinstance(result, int) else 0
-    except DspineError as exc:
+    except ERRORS_FOR_PEOPLE as exc:
         return _report(exc, exc.exit_code, exc.cause, exc.fix)
     except click.exceptions.Exit as exc:
         return exc.exit_code

@@ -11,7 +11,7 @@ from backends.base import Engine, EngineError
 
 from .catalog import NO_DRAFTER, Catalog
 from .errors import UsageError
-from .gguf_info import read_local
+from backends.gguf_header import read_local
 from .model_shape import drafter_kind, shape_from_header
 from .pull import make_request
 from .settings import Settings

@@ -19,7 +19,7 @@ from huggingface_hub.utils import hf_raise_for_status
 from . import dryrun, hub
 from .catalog import NO_DRAFTER, Bundle, Catalog, parse_repo_ref
 from .errors import NetworkError, NotFoundError, UsageError
-from .gguf_info import GgufError, GgufHeader, RangeSource, parse_header, read_local
+from backends.gguf_header import GgufError, GgufHeader, RangeSource, parse_header, read_local
 from .hardware import Hardware, detect
 from .memory import ComputeCurve, padded
 from .model_shape import ModelShape, drafter_kind, shape_from_header

@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from .gguf_info import ArrayInfo, GgufError, GgufHeader
+from backends.gguf_header import ArrayInfo, GgufError, GgufHeader
 
 # Hybrids whose non-attention blocks are Gated DeltaNet (a fixed recurrent state).
 GDN_HYBRIDS = ("qwen35", "qwen35moe", "qwen3next", "qwen4exp")

@@ -12,15 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator, Protocol
 
-from app.errors import DspineError
-from app.gguf_info import read_local
-
+from .errors import EngineError
 from .events import Event
+from .gguf_header import read_local
 from .sampling import Sampling
 
-
-class EngineError(DspineError):
-    exit_code = 11
+__all__ = ["Engine", "EngineError", "check_model_file", "check_same_vocabulary"]
 
 
 class Engine(Protocol):

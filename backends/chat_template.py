@@ -13,7 +13,7 @@ from typing import Any
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.errors import DspineError
+from .errors import ChatTemplateError
 
 # ChatML with Qwen3's thinking switch, for models that carry no template.
 CHATML = (
@@ -48,4 +48,4 @@ def render(
             messages=messages, add_generation_prompt=True, bos_token=bos_token, eos_token=eos_token, **kwargs
         )
     except TemplateError as exc:
-        raise DspineError(f"the model's chat template failed: {exc}", "report it; try another GGUF of the model") from exc
+        raise ChatTemplateError(f"the model's chat template failed: {exc}", "report it; try another GGUF of the model") from exc

@@ -21,12 +21,11 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import psutil
 
-from app.gguf_info import read_local
-
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import render
 from .events import End, Error, Event, StatsUpdate
+from .gguf_header import read_local
 from .sampling import Sampling, preset
 from .speculative import accept_greedy, accept_sampled, distribution, sample
 from .stats import Stats

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from app.gguf_info import ArrayInfo, GgufError, RangeSource, parse_header, read_local
+from backends.gguf_header import ArrayInfo, GgufError, RangeSource, parse_header, read_local
 from app.model_shape import shape_from_header
 from tests.gguf_models import Shape, corrupt_header, write_model
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.dryrun import load_report, measure
-from app.gguf_info import read_local
+from backends.gguf_header import read_local
 from app.memory import Runtime, footprint
 from app.model_shape import shape_from_header
 from tests.gguf_models import Shape, write_model

@@ -11,7 +11,7 @@ import pytest
 
 from app.dryrun import parse_buffer_lines
 from backends.llama_server import free_port
-from app.gguf_info import read_local
+from backends.gguf_header import read_local
 from app.memory import Runtime, footprint
 from app.model_shape import shape_from_header
 from tests.gguf_models import Shape, write_model

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.gguf_info import read_local
+from backends.gguf_header import read_local
 from app.model_shape import shape_from_header
 from app.planner import MEMORY_KEYS, Option, Wishes, assess, max_context, plan
 from tests.gguf_models import QTYPE, Shape, qwen38_27b, write_header_only

@@ -18,7 +18,7 @@ from textual.widgets import Footer, Header
 from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
-from ..errors import DspineError
+from ..errors import ERRORS_FOR_PEOPLE
 from ..hardware import detect
 from ..history import ChatStore
 from .attachments import AttachmentError, expand_mentions
@@ -161,7 +161,7 @@ class ChatApp(App):
             return
         try:
             engine = self.open_engine()
-        except DspineError as exc:
+        except ERRORS_FOR_PEOPLE as exc:
             self.call_from_thread(self.notify, f"{exc.cause} · {exc.fix}", severity="error", timeout=20)
             return
         self.call_from_thread(self._engine_ready, engine)
@@ -171,7 +171,7 @@ class ChatApp(App):
         assert self.fit_summary is not None
         try:
             text = self.fit_summary()
-        except DspineError as exc:
+        except ERRORS_FOR_PEOPLE as exc:
             text = f"{exc.cause}\n{exc.fix}"
         self.call_from_thread(self._post_note, "**dspine fit**\n\n" + text)
 

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Label, ProgressBar, Static
 
 from ...download import FetchReport
-from ...errors import DspineError
+from ...errors import ERRORS_FOR_PEOPLE
 from ...pull import PlannedFile, PullProgress, PullResult
 from ...units import format_bytes
 
@@ -79,7 +79,7 @@ class FirstRunScreen(Screen[PullResult | None]):
     def _describe(self) -> None:
         try:
             text = self.first_run.describe()
-        except DspineError as exc:
+        except ERRORS_FOR_PEOPLE as exc:
             text = f"{exc.cause}\n{exc.fix}"
         self.app.call_from_thread(self.query_one("#plan", Static).update, text)
 
@@ -95,7 +95,7 @@ class FirstRunScreen(Screen[PullResult | None]):
     def _pull(self) -> None:
         try:
             result: Any = self.first_run.pull(_ScreenProgress(self))
-        except DspineError as exc:
+        except ERRORS_FOR_PEOPLE as exc:
             self.app.call_from_thread(self._failed, f"{exc.cause} · {exc.fix}")
             return
         self.app.call_from_thread(self.dismiss, result)
