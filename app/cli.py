@@ -16,15 +16,15 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__
-from .catalog import NO_DRAFTER, load_catalog
+from .models.catalog import NO_DRAFTER, load_catalog
 from backends.errors import EngineError
 
 from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
-from .pull import make_request, pull as pull_model
+from .hub.pull import make_request, pull as pull_model
 from .settings import load_settings
-from .store import Manifest, apply_removal, file_state, plan_removal, record_status
+from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .units import format_bytes
-from .views import RichPullProgress, config_table, list_table, render_pull_result
+from .cli_views import RichPullProgress, config_table, list_table, render_pull_result
 
 app = typer.Typer(
     name="dspine",
@@ -168,11 +168,11 @@ def fit(
     as_json: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
 ) -> None:
     """Plan what fits in this GPU's VRAM next to the drafter, and say why."""
-    from .fit import FitRequest, fit as fit_model
-    from .memory import KV_TYPES
-    from .planner import GOALS
+    from .fit.service import FitRequest, fit as fit_model
+    from .fit.memory import KV_TYPES
+    from .fit.planner import GOALS
     from .units import parse_bytes
-    from .views import fit_view
+    from .cli_views import fit_view
 
     if goal not in GOALS:
         raise UsageError(f"unknown goal {goal!r}", f"use one of: {', '.join(GOALS)}")
@@ -215,7 +215,7 @@ def run_prompt(
     from backends.events import Delta, End, Error, StatsUpdate
     from backends.sampling import preset
 
-    from .engines import EngineOptions, open_engine, resolve_files
+    from .run.engines import EngineOptions, open_engine, resolve_files
 
     if think not in ("on", "off"):
         raise UsageError(f"--think {think!r}", "use --think on or --think off")
@@ -224,7 +224,7 @@ def run_prompt(
     settings = load_settings()
     files = resolve_files(model, draft, load_catalog(settings.catalog), settings) if engine != "remote" else None
     if files is None:
-        from .engines import ModelFiles
+        from .run.engines import ModelFiles
 
         files = ModelFiles(model, None, None, None)
     thinking = think == "on"
@@ -285,8 +285,8 @@ def chat(
     think: str = typer.Option("on", "--think", help="Start with thinking on or off (Ctrl+T switches)."),
 ) -> None:
     """Open the coding chat: streaming replies, think / no-think, live tok/s and acceptance."""
-    from .engines import EngineOptions, ModelFiles, open_engine, resolve_files
-    from .history import ChatStore
+    from .run.engines import EngineOptions, ModelFiles, open_engine, resolve_files
+    from .tui.history import ChatStore
     from .tui.app import ChatApp
 
     if think not in ("on", "off"):
@@ -314,7 +314,7 @@ def chat(
         return engines[-1]
 
     def fit_summary() -> str:
-        from .fit import FitRequest, fit as fit_model
+        from .fit.service import FitRequest, fit as fit_model
 
         target = files.target if files and files.target else None
         drafter = files.drafter if files and files.drafter else "none"
@@ -337,10 +337,10 @@ def chat(
 
 def _first_run(settings, catalog):
     """Nothing pulled yet: what the chat's first screen shows and does."""
-    from .engines import DEFAULT_MODEL, recommended_drafter
-    from .fit import FitRequest, fit as fit_model
-    from .pull import make_request, pull as pull_model
-    from .tui.widgets.first_run import FirstRun
+    from .run.engines import DEFAULT_MODEL, recommended_drafter
+    from .fit.service import FitRequest, fit as fit_model
+    from .hub.pull import make_request, pull as pull_model
+    from .tui.screens.first_run import FirstRun
 
     bundle = catalog.find(DEFAULT_MODEL)
     drafter = recommended_drafter(bundle, settings)
@@ -382,9 +382,9 @@ def bench(
     """Measure plain vs speculative decoding on your prompts: tok/s, speedup, acceptance."""
     from rich.progress import Progress
 
-    from .bench import PLAIN, Setup, builtin_prompt_files, load_prompts, markdown_table, run_bench, summarize
-    from .engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
-    from .planner import DRAFT_N_MAX
+    from .run.bench import PLAIN, Setup, builtin_prompt_files, load_prompts, markdown_table, run_bench, summarize
+    from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
+    from .fit.planner import DRAFT_N_MAX
 
     if think not in ("on", "off", "both"):
         raise UsageError(f"--think {think!r}", "use on, off or both")

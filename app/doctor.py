@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, hub
-from .catalog import Catalog
-from .download import sha256_file
-from .hardware import Hardware, detect
+from . import __version__
+from .hub import client as hub
+from .models.catalog import Catalog
+from .hub.download import sha256_file
+from .fit.hardware import Hardware, detect
 from .settings import Settings
-from .store import Manifest, file_state
+from .hub.store import Manifest, file_state
 from .units import format_bytes
 
 MIN_FREE_DISK = 40 * 2**30  # a 27B target and a drafter, with room to spare

@@ -31,7 +31,7 @@ from textual.widgets.markdown import MarkdownBlock
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.history import ChatStore  # noqa: E402
+from app.tui.history import ChatStore  # noqa: E402
 from backends.events import Delta  # noqa: E402
 from app.tui.app import ChatApp  # noqa: E402
 from app.tui.widgets.conversation import Conversation  # noqa: E402

@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.dryrun import device_compute, load_report, measure  # noqa: E402
+from app.fit.dryrun import device_compute, load_report, measure  # noqa: E402
 from backends.gguf_header import read_local  # noqa: E402
-from app.memory import Runtime, compute_estimate, footprint  # noqa: E402
-from app.model_shape import shape_from_header  # noqa: E402
+from app.fit.memory import Runtime, compute_estimate, footprint  # noqa: E402
+from app.fit.shape import shape_from_header  # noqa: E402
 from tests.gguf_models import QTYPE, Shape, qwen3_8b, qwen38_27b, write_header_only, write_model  # noqa: E402
 
 SMALL = {

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from backends.gguf_header import read_local  # noqa: E402
-from app.model_shape import shape_from_header  # noqa: E402
+from app.fit.shape import shape_from_header  # noqa: E402
 from tests.fake_hub import FakeHub  # noqa: E402
 from tests.gguf_models import K_QUANT_MIXES, QTYPE, Shape, qwen38_27b_quant, write_header_only  # noqa: E402
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.bench import PLAIN, Run, Setup, builtin_prompt_files, load_prompts, summarize
+from app.run.bench import PLAIN, Run, Setup, builtin_prompt_files, load_prompts, summarize
 from app.errors import UsageError
 from backends.stats import Stats
 
@@ -89,7 +89,7 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
 
 
 def test_chat_history_exports_to_bench_prompts(tmp_path):
-    from app.history import ChatStore
+    from app.tui.history import ChatStore
 
     store = ChatStore(tmp_path / "chats.db")
     chat = store.new_chat("work")

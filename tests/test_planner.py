@@ -6,8 +6,8 @@ from dataclasses import replace
 import pytest
 
 from backends.gguf_header import read_local
-from app.model_shape import shape_from_header
-from app.planner import MEMORY_KEYS, Option, Wishes, assess, max_context, plan
+from app.fit.shape import shape_from_header
+from app.fit.planner import MEMORY_KEYS, Option, Wishes, assess, max_context, plan
 from tests.gguf_models import QTYPE, Shape, qwen38_27b, write_header_only
 
 GiB = 2**30

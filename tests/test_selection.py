@@ -1,7 +1,7 @@
 import pytest
 
 from app.errors import NotFoundError, UsageError
-from app.selection import RemoteFile, available_quants, quant_of, select_by_glob, select_by_quant
+from app.models.selection import RemoteFile, available_quants, quant_of, select_by_glob, select_by_quant
 
 REPO = "org/Model-GGUF"
 

@@ -19,13 +19,13 @@ from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
 from ..errors import ERRORS_FOR_PEOPLE
-from ..hardware import detect
-from ..history import ChatStore
+from ..fit.hardware import detect
+from .history import ChatStore
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
-from .widgets.chat_list import ChatList
+from .screens.chat_list import ChatList
 from .widgets.conversation import Conversation
-from .widgets.first_run import FirstRun, FirstRunScreen
+from .screens.first_run import FirstRun, FirstRunScreen
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout

@@ -16,10 +16,10 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from .download import FetchReport
-from .pull import PlannedFile, PullProgress, PullResult
+from .hub.download import FetchReport
+from .hub.pull import PlannedFile, PullProgress, PullResult
 from .settings import SPECS, Settings
-from .store import Manifest, file_state, record_status
+from .hub.store import Manifest, file_state, record_status
 from .units import format_bytes
 
 _ACTION_WORDS = {"present": "already here", "hf-cache": "in your HF cache", "fetch": "download"}

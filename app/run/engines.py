@@ -9,13 +9,13 @@ from typing import Callable
 
 from backends.base import Engine, EngineError
 
-from .catalog import NO_DRAFTER, Catalog
-from .errors import UsageError
+from ..models.catalog import NO_DRAFTER, Catalog
+from ..errors import UsageError
 from backends.gguf_header import read_local
-from .model_shape import drafter_kind, shape_from_header
-from .pull import make_request
-from .settings import Settings
-from .store import Manifest, record_status
+from ..fit.shape import drafter_kind, shape_from_header
+from ..hub.pull import make_request
+from ..settings import Settings
+from ..hub.store import Manifest, record_status
 
 ENGINES = ("server", "inproc", "remote")
 DEFAULT_MODEL = "qwen3.8-27b"
@@ -142,9 +142,9 @@ def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settin
     type and draft length (the drafter stays the one asked for)."""
     from dataclasses import replace
 
-    from .catalog import Catalog
-    from .fit import FitRequest, fit
-    from .hardware import detect
+    from ..models.catalog import Catalog
+    from ..fit.service import FitRequest, fit
+    from ..fit.hardware import detect
 
     hardware = detect()
     if not hardware.gpus or options.gpu_layers is not None:

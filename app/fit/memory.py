@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from .model_shape import GDN_HYBRIDS, ModelShape
+from .shape import GDN_HYBRIDS, ModelShape
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 CTX_PAD = 256  # llama.cpp pads n_ctx to a multiple of this

@@ -21,8 +21,8 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import build_hf_headers, get_session
 
-from .errors import AuthError, DspineError, NetworkError, NotFoundError
-from .selection import RemoteFile
+from ..errors import AuthError, DspineError, NetworkError, NotFoundError
+from ..models.selection import RemoteFile
 
 TRANSPORT_ERRORS = (httpx2.TransportError,)
 

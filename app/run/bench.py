@@ -14,8 +14,8 @@ from backends.events import End, Error
 from backends.sampling import preset
 from backends.stats import Stats
 
-from .catalog import builtin_catalog_path
-from .errors import UsageError
+from ..models.catalog import builtin_catalog_path
+from ..errors import UsageError
 
 PLAIN = "plain"
 

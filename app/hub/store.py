@@ -1,7 +1,8 @@
 """What is on disk: dspine's models folder, its manifest, and the HF cache.
 
-Layout: MODELS_DIR/ORG/REPO/PATH for each pulled file (`.part` while it
-downloads), and MODELS_DIR/manifest.json naming what each pull consists of.
+Layout: MODELS_DIR/ORG/REPO/PATH for each pulled file (`.part` and `.part.json`
+while it downloads, `.corrupt` when its checksum failed), and
+MODELS_DIR/manifest.json naming what each pull consists of.
 A file that already sits in the user's Hugging Face cache is used from there
 and never copied or deleted by dspine.
 """
@@ -16,9 +17,8 @@ from pathlib import Path
 
 from huggingface_hub import constants
 
-from .download import corrupt_path, part_meta_path, part_path, partial_bytes
-from .errors import ConfigError, UsageError
-from .selection import RemoteFile
+from ..errors import ConfigError, UsageError
+from ..models.selection import RemoteFile
 
 MANIFEST_VERSION = 1
 
@@ -73,6 +73,25 @@ def record_status(record: PullRecord) -> str:
 
 def local_path(models_dir: Path, remote: RemoteFile) -> Path:
     return models_dir / remote.repo / remote.path
+
+
+def part_path(final: Path) -> Path:
+    return final.with_name(final.name + ".part")
+
+
+def part_meta_path(final: Path) -> Path:
+    return final.with_name(final.name + ".part.json")
+
+
+def corrupt_path(final: Path) -> Path:
+    return final.with_name(final.name + ".corrupt")
+
+
+def partial_bytes(final: Path) -> int:
+    try:
+        return part_path(final).stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def hf_cache_dir() -> Path:

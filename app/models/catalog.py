@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, UsageError
+from ..errors import ConfigError, UsageError
 
 DRAFTER_KINDS = ("dspine", "dflash", "mtp", "draft")
 NO_DRAFTER = "none"
@@ -187,10 +187,10 @@ def parse_catalog(text: str, origin: str) -> Catalog:
 
 
 def builtin_catalog_path() -> Path:
-    here = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # app/
     # In a wheel the assets folder is packed inside `app`; in a source checkout
     # (editable install) it sits beside it at the top level.
-    for candidate in (here / "assets" / "catalog.toml", here.parent / "assets" / "catalog.toml"):
+    for candidate in (package / "assets" / "catalog.toml", package.parent / "assets" / "catalog.toml"):
         if candidate.exists():
             return candidate
     raise ConfigError("the built-in catalog is missing from this install", "reinstall dspine")

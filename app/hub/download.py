@@ -24,34 +24,16 @@ from typing import Callable
 import httpx2
 from huggingface_hub.utils import hf_raise_for_status
 
-from . import hub
-from .errors import ChecksumError, DiskFullError, NetworkError
-from .selection import RemoteFile
-from .units import format_bytes
+from . import client as hub
+from ..errors import ChecksumError, DiskFullError, NetworkError
+from ..models.selection import RemoteFile
+from ..units import format_bytes
+from .store import corrupt_path, part_meta_path, part_path, partial_bytes
 
 HASH_READ = 8 * 1024 * 1024
 TIMEOUT = httpx2.Timeout(30.0, read=60.0)
 
 ByteCallback = Callable[[int], None]
-
-
-def part_path(final: Path) -> Path:
-    return final.with_name(final.name + ".part")
-
-
-def part_meta_path(final: Path) -> Path:
-    return final.with_name(final.name + ".part.json")
-
-
-def corrupt_path(final: Path) -> Path:
-    return final.with_name(final.name + ".corrupt")
-
-
-def partial_bytes(final: Path) -> int:
-    try:
-        return part_path(final).stat().st_size
-    except FileNotFoundError:
-        return 0
 
 
 def sha256_file(path: Path, on_bytes: ByteCallback | None = None, limit: int | None = None) -> "hashlib._Hash":

@@ -11,7 +11,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from .errors import NotFoundError, UsageError
+from ..errors import NotFoundError, UsageError
 
 DEFAULT_QUANT_PREFERENCE = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K", "Q8_0")
 

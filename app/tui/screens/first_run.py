@@ -13,9 +13,9 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Label, ProgressBar, Static
 
-from ...download import FetchReport
+from ...hub.download import FetchReport
 from ...errors import ERRORS_FOR_PEOPLE
-from ...pull import PlannedFile, PullProgress, PullResult
+from ...hub.pull import PlannedFile, PullProgress, PullResult
 from ...units import format_bytes
 
 

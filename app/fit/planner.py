@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .memory import KV_TYPES, Curves, Runtime, compute_estimate, footprint, is_measured, kv_bytes_per_cell, padded
-from .model_shape import ModelShape
-from .units import format_bytes
+from .shape import ModelShape
+from ..units import format_bytes
 
 CTX_STEP = 1024
 DRAFTER_RANK = {"dspine": 0, "dflash": 1, "mtp": 2, "draft": 3}

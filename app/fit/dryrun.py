@@ -43,7 +43,7 @@ def device_compute(sizes: dict[str, int]) -> int:
 
 
 def _run_worker(args: list[str], timeout: float) -> list[dict]:
-    command = [sys.executable, "-m", "app.dryrun", *args]
+    command = [sys.executable, "-m", "app.fit.dryrun", *args]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except (subprocess.TimeoutExpired, OSError):

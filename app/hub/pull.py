@@ -12,12 +12,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import hub
-from .catalog import Catalog, Drafter, parse_repo_ref
-from .download import FetchReport, fetch, partial_bytes
-from .errors import DiskFullError, NetworkError, NotFoundError, UsageError
-from .selection import RemoteFile, select_by_glob, select_by_quant
-from .settings import Settings
+from . import client as hub
+from ..models.catalog import Catalog, Drafter, parse_repo_ref
+from .download import FetchReport, fetch
+from ..errors import DiskFullError, NetworkError, NotFoundError, UsageError
+from ..models.selection import RemoteFile, select_by_glob, select_by_quant
+from ..settings import Settings
 from .store import (
     Manifest,
     PullRecord,
@@ -25,9 +25,10 @@ from .store import (
     find_in_hf_cache,
     listing_from_hf_cache,
     local_path,
+    partial_bytes,
     record_status,
 )
-from .units import format_bytes
+from ..units import format_bytes
 
 
 @dataclass(frozen=True)
