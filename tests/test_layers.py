@@ -54,3 +54,40 @@ def test_no_backends_module_names_app():
     for path in sorted((ROOT / "backends").rglob("*.py")):
         wrong = [n for n in _imports(path) if n == "app" or n.startswith("app.")]
         assert not wrong, f"{path.relative_to(ROOT)} imports {wrong}"
+
+
+# app/ from the top floor down: a room may import from rooms below it, never above.
+FLOORS = [
+    {"__main__"},
+    {"cli"},
+    {"cli_views", "doctor"},
+    {"tui"},
+    {"run"},
+    {"fit"},
+    {"hub"},
+    {"models"},
+    {"settings", "units"},
+    {"errors", "__init__"},
+]
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _floor(room: str) -> int:
+    return next(i for i, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def test_app_imports_point_down():
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        room = _room(".".join(rel.parts))
+        for name in _imports(path):
+            if name != "app" and not name.startswith("app."):
+                continue
+            other = _room(name)
+            assert other == room or _floor(other) > _floor(room), (
+                f"{rel.as_posix()}.py ({room}) imports {name} ({other}), which is not below it"
+            )
