@@ -384,7 +384,7 @@ def bench(
 
     from .run.bench import PLAIN, Setup, builtin_prompt_files, load_prompts, markdown_table, run_bench, summarize
     from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
-    from .fit.planner import DRAFT_N_MAX
+    from backends.drafters import default_n_max
 
     if think not in ("on", "off", "both"):
         raise UsageError(f"--think {think!r}", "use on, off or both")
@@ -417,7 +417,7 @@ def bench(
                     chosen.append((item, files.drafter, files.drafter_kind))
     setups = [Setup(PLAIN, None)]
     for label, _, kind in chosen:
-        setups += [Setup(label, length) for length in (lengths or [DRAFT_N_MAX.get(kind, 4)])]
+        setups += [Setup(label, length) for length in (lengths or [default_n_max(kind, unknown=4)])]
         if adaptive and engine == "inproc":
             setups.append(Setup(label, None, adaptive=True))
     by_label = {label: (path, kind) for label, path, kind in chosen}

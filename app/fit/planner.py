@@ -9,20 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from backends.drafters import KINDS, default_n_max
+
 from .memory import KV_TYPES, Curves, Runtime, compute_estimate, footprint, is_measured, kv_bytes_per_cell, padded
 from .shape import ModelShape
 from ..units import format_bytes
 
 CTX_STEP = 1024
-DRAFTER_RANK = {"dspine": 0, "dflash": 1, "mtp": 2, "draft": 3}
-# DSpine attends over a sliding window of 8,192 tokens, which caps its KV cache (FACTS).
-DRAFTER_WINDOW = {"dspine": 8192}
-# Tokens drafted per step: the target verifies 1 + this many in one pass, and
-# llama-server reserves logits for exactly that many rows (FACTS: DSpine drafts a
-# block of 16; DFlash2 is best at 7 on code; MTP 2; upstream's default is 3).
-DRAFT_N_MAX = {"dspine": 16, "dflash": 7, "mtp": 2, "draft": 3}
-# Block drafters decode their whole block in one pass: n_max + 1 output rows too.
-BLOCK_DRAFTERS = ("dspine", "dflash")
 GOALS = ("speed", "context")
 
 
@@ -94,7 +87,7 @@ class Plan:
 
     @property
     def draft_n_max(self) -> int:
-        return DRAFT_N_MAX.get(self.drafter.kind or "", 0) if self.drafter else 0
+        return default_n_max(self.drafter.kind) if self.drafter else 0
 
     def server_args(self) -> list[str]:
         args = ["-m", self.target.path, "-c", str(self.n_ctx), "-ngl", str(self.gpu_layers), "-np", "1"]
@@ -145,11 +138,17 @@ class Plan:
 
 def target_outputs(drafter: Option | None) -> int:
     """Logit rows the target reserves: one, plus the draft it verifies."""
-    return 1 + (DRAFT_N_MAX.get(drafter.kind or "", 0) if drafter else 0)
+    return 1 + (default_n_max(drafter.kind) if drafter else 0)
 
 
 def drafter_outputs(drafter: Option) -> int:
-    return 1 + DRAFT_N_MAX.get(drafter.kind or "", 0) if drafter.kind in BLOCK_DRAFTERS else 1
+    kind = KINDS.get(drafter.kind or "")
+    return 1 + kind.n_max if kind is not None and kind.block else 1
+
+
+def _window(drafter: Option) -> int | None:
+    kind = KINDS.get(drafter.kind or "")
+    return kind.window if kind else None
 
 
 def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wishes: Wishes) -> dict[str, int]:
@@ -168,7 +167,7 @@ def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wis
     draft_runtime = replace(
         runtime,
         gpu_layers=None,
-        window=DRAFTER_WINDOW.get(drafter.kind or ""),
+        window=_window(drafter),
         n_rs_seq=0,
         n_outputs=drafter_outputs(drafter),
     )
@@ -247,7 +246,7 @@ def max_context(target: Option, drafter: Option | None, kv: str, wishes: Wishes)
 
 
 def _drafter_order(drafters: list[Option]) -> list[Option | None]:
-    ranked = sorted(drafters, key=lambda d: (DRAFTER_RANK.get(d.kind or "", 9), -d.size))
+    ranked = sorted(drafters, key=lambda d: (KINDS[d.kind].rank if d.kind in KINDS else 9, -d.size))
     return [*ranked, None]
 
 
@@ -368,10 +367,9 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
             f"{len(shape.recurrent_layers)} Gated-DeltaNet blocks keep a fixed recurrent state of "
             f"{format_bytes(shape.rs_bytes_per_row)} that does not grow with context."
         )
-    if chosen.drafter is not None and chosen.drafter.kind in DRAFTER_WINDOW:
-        chosen.reasons.append(
-            f"The {chosen.drafter.kind} drafter's KV cache is capped by its {_k(DRAFTER_WINDOW[chosen.drafter.kind])} sliding window."
-        )
+    window = _window(chosen.drafter) if chosen.drafter is not None else None
+    if chosen.drafter is not None and window:
+        chosen.reasons.append(f"The {chosen.drafter.kind} drafter's KV cache is capped by its {_k(window)} sliding window.")
     if chosen.drafter is not None:
         chosen.reasons.append(
             f"The target verifies {chosen.draft_n_max} drafted tokens per step, so llama-server reserves "

@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from backends.drafters import kind_of_architecture
 from backends.gguf_header import ArrayInfo, GgufError, GgufHeader
 
 # Hybrids whose non-attention blocks are Gated DeltaNet (a fixed recurrent state).
@@ -64,8 +65,7 @@ class ModelShape:
 
 def drafter_kind(shape: ModelShape) -> str:
     """A drafter file's kind from its architecture (dspine, dflash), else a plain draft model."""
-    arch = shape.arch.lower()
-    return next((kind for kind in ("dspine", "dflash") if kind in arch), "draft")
+    return kind_of_architecture(shape.arch)
 
 
 def _per_layer(value, n_layer: int, what: str, source: str) -> tuple[int, ...]:

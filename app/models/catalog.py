@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backends.drafters import KINDS
+
 from ..errors import ConfigError, UsageError
 
-DRAFTER_KINDS = ("dspine", "dflash", "mtp", "draft")
 NO_DRAFTER = "none"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -133,8 +134,8 @@ def _require(table: dict[str, Any], key: str, where: str) -> Any:
 
 def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
     kind = _require(table, "kind", where)
-    if kind not in DRAFTER_KINDS:
-        raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(DRAFTER_KINDS)}")
+    if kind not in KINDS:
+        raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(KINDS)}")
     builtin = bool(table.get("builtin", False))
     repo = None if builtin else _require(table, "repo", where)
     pattern = None if builtin else _require(table, "pattern", where)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Callable
 
 from backends.base import Engine, EngineError
+from backends.drafters import KINDS
 
 from ..models.catalog import NO_DRAFTER, Catalog
 from ..errors import UsageError
@@ -108,7 +109,7 @@ def open_engine(
         return LlamaServerEngine(config, binary=settings.llama_server, on_progress=on_progress).start()
     from backends.inproc import InprocEngine
 
-    if files.drafter_kind not in (None, "draft"):
+    if files.drafter_kind is not None and not (files.drafter_kind in KINDS and KINDS[files.drafter_kind].in_process):
         raise EngineError(
             f"the in-process engine runs plain draft models, not a {files.drafter_kind} drafter",
             "use --engine server for DSpine, DFlash and MTP drafters",
@@ -163,15 +164,15 @@ def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settin
 def recommended_drafter(bundle, settings: Settings) -> str:
     """The bundle's best drafter that the llama-server here can run (DSpine needs a
     fork), falling back through the catalog's order to none."""
-    from backends.llama_server import SPEC_TYPES, find_binary, probe
+    from backends.llama_server import find_binary, probe
 
     try:
-        spec_types = probe(find_binary(settings.llama_server)).spec_types
+        caps = probe(find_binary(settings.llama_server))
     except EngineError:
         return bundle.default_drafter
     ordered = [bundle.default_drafter] + [v for v in bundle.drafters if v != bundle.default_drafter]
     for variant in ordered:
         drafter = bundle.drafters.get(variant)
-        if drafter is not None and any(t in spec_types for t in SPEC_TYPES.get(drafter.kind, ())):
+        if drafter is not None and caps.runs(drafter.kind):
             return variant
     return "none"
