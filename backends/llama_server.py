@@ -126,22 +126,6 @@ class ServerConfig:
     n_ubatch: int = 512
     extra_args: tuple[str, ...] = ()
 
-    @classmethod
-    def from_plan(cls, plan) -> "ServerConfig":
-        drafter = plan.drafter
-        return cls(
-            model=plan.target.path,
-            draft_model=drafter.path if drafter is not None and drafter.shape is not None else None,
-            drafter_kind=drafter.kind if drafter is not None else None,
-            n_ctx=plan.n_ctx,
-            gpu_layers=plan.gpu_layers,
-            draft_gpu_layers=plan.drafter_gpu_layers,
-            kv=plan.kv,
-            flash_attn=plan.flash_attn,
-            n_max=plan.draft_n_max or None,
-            n_ubatch=plan.n_ubatch,
-        )
-
 
 def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
     found = KINDS.get(kind)
@@ -156,30 +140,46 @@ def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
     )
 
 
-def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: int, api_key: str) -> list[str]:
-    cmd = [str(binary), "-m", config.model, "-c", str(config.n_ctx), "-ngl", str(config.gpu_layers)]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--api-key", api_key, "-np", "1"]
-    cmd += ["-ctk", config.kv, "-ctv", config.kv, "-ub", str(config.n_ubatch)]
-    if caps.has("-fa"):
-        cmd += ["-fa", "on" if config.flash_attn else "off"]
-    if caps.has("--jinja"):
-        cmd += ["--jinja"]
-    if caps.has("--reasoning-format"):
-        cmd += ["--reasoning-format", "deepseek"]
-    if caps.has("--metrics"):
-        cmd += ["--metrics"]
-    if caps.has("--fit"):
-        cmd += ["--fit", "off"]  # dspine fit already planned the memory; llama.cpp's fitter mis-sizes drafters
+def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: Path | None = None) -> list[str]:
+    """llama-server's flags for a config: the one place they are written.
+
+    With `caps` (a probed binary) a flag it lacks is left out and the drafter kind
+    becomes the --spec-type name it knows. Without (`dspine fit` shows a plan, no
+    binary at hand): the model, memory and draft flags of a current llama.cpp."""
+
+    def has(flag: str) -> bool:
+        return caps is None or caps.has(flag)
+
+    args = ["-m", config.model, "-c", str(config.n_ctx), "-ngl", str(config.gpu_layers), "-np", "1"]
+    args += ["-ctk", config.kv, "-ctv", config.kv]
+    if has("-fa"):
+        args += ["-fa", "on" if config.flash_attn else "off"]
+    args += ["-ub", str(config.n_ubatch)]
+    if caps is not None:
+        if caps.has("--jinja"):
+            args += ["--jinja"]
+        if caps.has("--reasoning-format"):
+            args += ["--reasoning-format", "deepseek"]
+        if caps.has("--metrics"):
+            args += ["--metrics"]
+        if caps.has("--fit"):
+            args += ["--fit", "off"]  # dspine fit already planned the memory; llama.cpp's fitter mis-sizes drafters
     if config.drafter_kind:
-        spec = spec_type_for(config.drafter_kind, caps, binary)
-        if spec:
-            cmd += ["--spec-type", spec]
+        if caps is not None:
+            spec = spec_type_for(config.drafter_kind, caps, binary or Path("llama-server"))
+            if spec:
+                args += ["--spec-type", spec]
         if config.draft_model:
-            cmd += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
+            args += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
         if config.n_max:
-            flag = "--spec-draft-n-max" if caps.has("--spec-draft-n-max") else "--draft-max"
-            cmd += [flag, str(config.n_max)]
-    return cmd + list(config.extra_args)
+            args += ["--spec-draft-n-max" if has("--spec-draft-n-max") else "--draft-max", str(config.n_max)]
+    return args + list(config.extra_args)
+
+
+def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: int, api_key: str) -> list[str]:
+    """The whole command line: the config's flags, on 127.0.0.1 with this port and key."""
+    local = ["--host", "127.0.0.1", "--port", str(port), "--api-key", api_key]
+    return [str(binary), *server_args(config, caps, binary), *local]
 
 
 def _die_with_parent() -> None:

@@ -13,7 +13,7 @@ import json
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from .events import Delta, End, Event, StatsUpdate
 from .stats import Stats
@@ -68,7 +68,6 @@ def stream_chat(
     response: http.client.HTTPResponse,
     cancelled: threading.Event,
     started: float,
-    on_token: Callable[[], None] | None = None,
 ) -> Iterator[Event]:
     splitter = ThinkSplitter()
     stats = Stats()

@@ -1,8 +1,8 @@
 """The planner: which target quant, drafter, KV type, context and GPU layers
 fit this GPU for the user's goal, with every byte accounted for. Pure.
 
-A plan is what engines start from: `server_args()` and `llama_cpp_params()`
-map it one to one onto llama-server flags and llama-cpp-python parameters.
+A plan is what engines start from: `server_config()` maps it one to one onto
+llama-server's settings (whose flags backends.llama_server.server_args writes).
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from backends.drafters import KINDS, default_n_max
+from backends.llama_server import ServerConfig, server_args
 
 from .memory import KV_TYPES, Curves, Runtime, compute_estimate, footprint, is_measured, kv_bytes_per_cell, padded
 from .shape import ModelShape
@@ -89,26 +90,23 @@ class Plan:
     def draft_n_max(self) -> int:
         return default_n_max(self.drafter.kind) if self.drafter else 0
 
-    def server_args(self) -> list[str]:
-        args = ["-m", self.target.path, "-c", str(self.n_ctx), "-ngl", str(self.gpu_layers), "-np", "1"]
-        args += ["-ctk", self.kv, "-ctv", self.kv, "-fa", "on" if self.flash_attn else "off", "-ub", str(self.n_ubatch)]
-        if self.drafter is not None and self.drafter.shape is not None:
-            args += ["-md", self.drafter.path, "-ngld", str(self.drafter_gpu_layers)]
-        if self.drafter is not None:
-            args += ["--spec-draft-n-max", str(self.draft_n_max)]
-        return args
+    def server_config(self) -> ServerConfig:
+        drafter = self.drafter
+        return ServerConfig(
+            model=self.target.path,
+            draft_model=drafter.path if drafter is not None and drafter.shape is not None else None,
+            drafter_kind=drafter.kind if drafter is not None else None,
+            n_ctx=self.n_ctx,
+            gpu_layers=self.gpu_layers,
+            draft_gpu_layers=self.drafter_gpu_layers,
+            kv=self.kv,
+            flash_attn=self.flash_attn,
+            n_max=self.draft_n_max or None,
+            n_ubatch=self.n_ubatch,
+        )
 
-    def llama_cpp_params(self) -> dict:
-        return {
-            "model_path": self.target.path,
-            "n_ctx": self.n_ctx,
-            "n_gpu_layers": self.gpu_layers,
-            "n_ubatch": self.n_ubatch,
-            "flash_attn": self.flash_attn,
-            "type_k": self.kv,
-            "type_v": self.kv,
-            "draft_model_path": self.drafter.path if self.drafter and self.drafter.shape else None,
-        }
+    def server_args(self) -> list[str]:
+        return server_args(self.server_config())
 
     def to_json(self) -> dict:
         return {
