@@ -382,7 +382,17 @@ def bench(
     """Measure plain vs speculative decoding on your prompts: tok/s, speedup, acceptance."""
     from rich.progress import Progress
 
-    from .run.bench import PLAIN, Setup, builtin_prompt_files, load_prompts, markdown_table, run_bench, summarize
+    from .run.bench import (
+        COLUMNS,
+        PLAIN,
+        Setup,
+        builtin_prompt_files,
+        cells,
+        load_prompts,
+        markdown_table,
+        run_bench,
+        summarize,
+    )
     from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
     from backends.drafters import default_n_max
 
@@ -443,10 +453,10 @@ def bench(
         sys.stdout.write(markdown_table(rows) + "\n")
     else:
         table = Table(title=f"dspine bench: {plain_files.label}, {engine}, {max_tokens} tokens a prompt", title_justify="left")
-        for column in ("category", "think", "drafter", "n_max", "tok/s (min-max)", "speedup", "accept len", "accept rate", "TTFT s"):
+        for column in COLUMNS:
             table.add_column(column)
-        for line in markdown_table(rows).splitlines()[2:]:
-            table.add_row(*[cell.strip() for cell in line.strip("|").split("|")])
+        for row in rows:
+            table.add_row(*cells(row))
         out.print(table)
 
 

@@ -190,16 +190,26 @@ def run_bench(
     return runs
 
 
-def markdown_table(rows: list[Row]) -> str:
-    lines = [
-        "| category | think | drafter | n_max | tok/s (min-max) | speedup | accept len | accept rate | TTFT s |",
-        "|---|---|---|---|---|---|---|---|---|",
+COLUMNS = ("category", "think", "drafter", "n_max", "tok/s (min-max)", "speedup", "accept len", "accept rate", "TTFT s")
+
+
+def cells(r: Row) -> list[str]:
+    """A row as the text of its COLUMNS, for every renderer (Rich table, Markdown)."""
+    rate = f"{r.tokens_per_s['mean']:.1f} ({r.tokens_per_s['min']:.1f}-{r.tokens_per_s['max']:.1f})" if r.tokens_per_s else "-"
+    return [
+        r.category,
+        "on" if r.think else "off",
+        r.drafter,
+        r.length_label,
+        rate,
+        f"{r.speedup:.2f}x" if r.speedup else "-",
+        f"{r.acceptance_length:.2f}" if r.acceptance_length else "-",
+        f"{r.acceptance_rate:.0%}" if r.acceptance_rate is not None else "-",
+        f"{r.ttft_s:.2f}" if r.ttft_s else "-",
     ]
-    for r in rows:
-        rate = f"{r.tokens_per_s['mean']:.1f} ({r.tokens_per_s['min']:.1f}-{r.tokens_per_s['max']:.1f})" if r.tokens_per_s else "-"
-        lines.append(
-            f"| {r.category} | {'on' if r.think else 'off'} | {r.drafter} | {r.length_label} | {rate} | "
-            f"{f'{r.speedup:.2f}x' if r.speedup else '-'} | {f'{r.acceptance_length:.2f}' if r.acceptance_length else '-'} | "
-            f"{f'{r.acceptance_rate:.0%}' if r.acceptance_rate is not None else '-'} | {f'{r.ttft_s:.2f}' if r.ttft_s else '-'} |"
-        )
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
     return "\n".join(lines)

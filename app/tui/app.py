@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Awaitable, Callable, ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -15,6 +15,7 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Header
 
+from backends.base import Engine
 from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
@@ -94,12 +95,12 @@ class ChatApp(App):
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine | None,
         store: ChatStore,
         model: str = "",
         think: bool = True,
         first_run: FirstRun | None = None,
-        open_engine: Callable[[], Any] | None = None,
+        open_engine: Callable[[], Engine] | None = None,
         fit_summary: Callable[[], str] | None = None,
     ) -> None:
         super().__init__()
@@ -180,13 +181,14 @@ class ChatApp(App):
         await conversation.mount(MessageView("assistant", text))
         conversation.follow(to_the_end=True)
 
-    def _engine_ready(self, engine: Any) -> None:
+    def _engine_ready(self, engine: Engine) -> None:
         self.engine = engine
         self._show_mode()
         self.notify("ready")
 
     def _show_mode(self) -> None:
-        self.query_one(Readout).set_mode(self.think, getattr(self.engine, "name", "?"), getattr(self.engine, "drafter", None))
+        engine = self.engine
+        self.query_one(Readout).set_mode(self.think, engine.name if engine else "?", engine.drafter if engine else None)
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -276,43 +278,71 @@ class ChatApp(App):
         await self._send(full)
 
     async def _command(self, text: str) -> None:
-        command = text.split()[0].lower()
-        conversation = self.query_one(Conversation)
-        if command in ("/think", "/no_think"):
-            self.think = command == "/think"
-            self._show_mode()
-        elif command == "/new":
-            await self.action_new_chat()
-        elif command == "/clear":
-            await conversation.remove_children()
-        elif command == "/copy":
-            parts = text.split()
-            self.copy_code_block(int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 1)
-        elif command == "/export":
-            assert self.chat is not None
-            parts = text.split(maxsplit=1)
-            target = Path(parts[1]).expanduser() if len(parts) > 1 else Path.cwd() / f"dspine-chat-{self.chat.id}.md"
-            if target.suffix == ".jsonl":  # the prompts format of `dspine bench --prompts`
-                target.write_text(self.store.export_prompts([self.chat.id]), encoding="utf-8")
-            else:
-                target.write_text(self.store.export_markdown(self.chat.id), encoding="utf-8")
-            self.notify(f"exported to {target}")
-        elif command == "/model":
-            engine = self.engine
-            self.notify(
-                f"model {self.model or '-'} · engine {getattr(engine, 'name', '-')} · "
-                f"drafter {getattr(engine, 'drafter', None) or 'none'} · thinking {'on' if self.think else 'off'}",
-                timeout=10,
-            )
-        elif command == "/fit":
-            if self.fit_summary is None:
-                self.notify("no fit for this chat's model (dspine fit plans it)", severity="warning")
-            else:
-                self._show_fit()
-        elif command == "/help":
-            await self._post_note(HELP)
-        else:
+        parts = text.split(maxsplit=1)
+        command, argument = parts[0].lower(), parts[1] if len(parts) > 1 else ""
+        handler = self.SLASH_COMMANDS.get(command)
+        if handler is None:
             self.notify(f"unknown command {command}; /help lists them", severity="warning")
+            return
+        await handler(self, argument)
+
+    # -- slash commands: each takes what follows the command ---------------------------------
+
+    async def _slash_think(self, argument: str) -> None:
+        self.think = True
+        self._show_mode()
+
+    async def _slash_no_think(self, argument: str) -> None:
+        self.think = False
+        self._show_mode()
+
+    async def _slash_new(self, argument: str) -> None:
+        await self.action_new_chat()
+
+    async def _slash_clear(self, argument: str) -> None:
+        await self.query_one(Conversation).remove_children()
+
+    async def _slash_copy(self, argument: str) -> None:
+        words = argument.split()
+        self.copy_code_block(int(words[0]) if words and words[0].isdigit() else 1)
+
+    async def _slash_export(self, argument: str) -> None:
+        assert self.chat is not None
+        target = Path(argument).expanduser() if argument else Path.cwd() / f"dspine-chat-{self.chat.id}.md"
+        if target.suffix == ".jsonl":  # the prompts format of `dspine bench --prompts`
+            target.write_text(self.store.export_prompts([self.chat.id]), encoding="utf-8")
+        else:
+            target.write_text(self.store.export_markdown(self.chat.id), encoding="utf-8")
+        self.notify(f"exported to {target}")
+
+    async def _slash_model(self, argument: str) -> None:
+        engine = self.engine
+        self.notify(
+            f"model {self.model or '-'} · engine {engine.name if engine else '-'} · "
+            f"drafter {(engine.drafter if engine else None) or 'none'} · thinking {'on' if self.think else 'off'}",
+            timeout=10,
+        )
+
+    async def _slash_fit(self, argument: str) -> None:
+        if self.fit_summary is None:
+            self.notify("no fit for this chat's model (dspine fit plans it)", severity="warning")
+        else:
+            self._show_fit()
+
+    async def _slash_help(self, argument: str) -> None:
+        await self._post_note(HELP)
+
+    SLASH_COMMANDS: ClassVar[dict[str, Callable[[ChatApp, str], Awaitable[None]]]] = {
+        "/think": _slash_think,
+        "/no_think": _slash_no_think,
+        "/new": _slash_new,
+        "/clear": _slash_clear,
+        "/copy": _slash_copy,
+        "/export": _slash_export,
+        "/model": _slash_model,
+        "/fit": _slash_fit,
+        "/help": _slash_help,
+    }
 
     # -- a reply ---------------------------------------------------------------------------
 
@@ -336,6 +366,7 @@ class ChatApp(App):
     def _stream_reply(self, messages: list[dict], think: bool, view: MessageView, reply_id: int) -> None:
         batch: list[Event] = []
         flushed = time.monotonic()
+        assert self.engine is not None
         try:
             for event in self.engine.stream(messages, think=think):
                 batch.append(event)
