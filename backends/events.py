@@ -7,6 +7,10 @@ from typing import Literal, Union
 
 from .stats import Stats
 
+# Engines send statistics at most this often (20 times a second, the pace at which the
+# chat redraws; text deltas go out as they come).
+STATS_INTERVAL_S = 0.05
+
 
 @dataclass(frozen=True)
 class Delta:

@@ -24,14 +24,12 @@ import psutil
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import render
-from .events import End, Error, Event, StatsUpdate
+from .events import STATS_INTERVAL_S, End, Error, Event, StatsUpdate
 from .gguf_header import read_local
 from .sampling import Sampling, preset
 from .speculative import accept_greedy, accept_sampled, distribution, sample
 from .stats import Stats
 from .thinking import ThinkSplitter
-
-STATS_INTERVAL_S = 0.1
 
 
 def _count_positions(stats: Stats, drafted: int, accepted: int) -> None:

@@ -15,11 +15,9 @@ import threading
 import time
 from typing import Any, Iterator
 
-from .events import Delta, End, Event, StatsUpdate
+from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate
 from .stats import Stats
 from .thinking import ThinkSplitter
-
-STATS_INTERVAL_S = 0.05
 
 
 class StreamBroken(Exception):

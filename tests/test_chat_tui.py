@@ -9,7 +9,8 @@ from textual.app import App
 from textual.widgets import Collapsible, Markdown
 
 from app.tui.history import ChatStore
-from app.tui.app import ChatApp, merge_deltas
+from app.tui.app import ChatApp
+from app.tui.reply import merge_deltas
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.readout import Readout
 from backends.events import Delta, End, StatsUpdate

@@ -1,11 +1,11 @@
-"""The chat app. Streaming (the engine, in a worker thread), storage
-(ChatStore) and rendering (the widgets) are kept apart: the worker batches
-events, the app hands text to the widgets and saves the reply as it grows."""
+"""The chat app. Streaming (the engine, in a worker thread), the reply (a
+Reply model), storage (ChatStore) and rendering (the widgets) are kept apart:
+the worker batches events, the Reply takes them, the view draws what it took
+and the store saves the Reply as it grows."""
 
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Awaitable, Callable, ClassVar
 
@@ -24,6 +24,7 @@ from ..fit.hardware import detect
 from .history import ChatStore
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
+from .reply import Batcher, Reply
 from .screens.chat_list import ChatList
 from .widgets.conversation import Conversation
 from .screens.first_run import FirstRun, FirstRunScreen
@@ -31,7 +32,6 @@ from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
 
-FLUSH_S = 0.05  # hand text to the screen 20 times a second, whatever the token rate: each update re-lays out the conversation
 SAVE_S = 0.25  # save a growing reply this often (and always at its end)
 HELP = """**dspine chat**
 
@@ -45,40 +45,6 @@ HELP = """**dspine chat**
 - `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
 """
-
-
-def merge_deltas(events: list[Event]) -> list[Event]:
-    """Runs of text of one kind become one delta, whatever statistics arrived between their tokens:
-    one Markdown update per batch, not per token. Only the newest statistics are kept, placed before
-    the reply's end so the end's own figures win."""
-    merged: list[Event] = []
-    pieces: list[str] = []
-    newest: StatsUpdate | None = None
-
-    def close_run() -> None:
-        if pieces:
-            kind = merged.pop().kind  # the run's placeholder
-            merged.append(Delta("".join(pieces), kind))
-            pieces.clear()
-
-    for event in events:
-        if isinstance(event, StatsUpdate):
-            newest = event
-        elif isinstance(event, Delta):
-            if not (pieces and merged[-1].kind == event.kind):
-                close_run()
-                merged.append(Delta("", event.kind))
-            pieces.append(event.text)
-        else:
-            close_run()
-            if newest is not None:
-                merged.append(newest)
-                newest = None
-            merged.append(event)
-    close_run()
-    if newest is not None:
-        merged.append(newest)
-    return merged
 
 
 class ChatApp(App):
@@ -114,7 +80,6 @@ class ChatApp(App):
         self.chat = None
         self.streaming = False
         self.last_end: End | None = None
-        self._saved_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -360,28 +325,24 @@ class ChatApp(App):
         conversation.follow(to_the_end=True)
         self.streaming = True
         self.query_one(Readout).start()
-        self._stream_reply(history + [{"role": "user", "content": text}], self.think, view, reply_id)
+        self._stream_reply(history + [{"role": "user", "content": text}], self.think, Reply(), view, reply_id)
 
     @work(thread=True, exclusive=True)
-    def _stream_reply(self, messages: list[dict], think: bool, view: MessageView, reply_id: int) -> None:
-        batch: list[Event] = []
-        flushed = time.monotonic()
+    def _stream_reply(self, messages: list[dict], think: bool, reply: Reply, view: MessageView, reply_id: int) -> None:
         assert self.engine is not None
+        batcher = Batcher(lambda batch: self.call_from_thread(self._apply, batch, reply, view, reply_id))
         try:
             for event in self.engine.stream(messages, think=think):
-                batch.append(event)
-                if isinstance(event, (End, Error)) or time.monotonic() - flushed >= FLUSH_S:
-                    self.call_from_thread(self._apply, batch, view, reply_id)
-                    batch, flushed = [], time.monotonic()
+                batcher.add(event)
         except Exception as exc:  # an engine bug must not take the conversation down
-            batch.append(Error(f"the engine failed: {exc}", "the conversation is kept; try again"))
-        if batch:
-            self.call_from_thread(self._apply, batch, view, reply_id)
+            batcher.add(Error(f"the engine failed: {exc}", "the conversation is kept; try again"))
+        batcher.flush()
         self.call_from_thread(self._done)
 
-    async def _apply(self, events: list[Event], view: MessageView, reply_id: int) -> None:
+    async def _apply(self, events: list[Event], reply: Reply, view: MessageView, reply_id: int) -> None:
+        """The model takes the batch first; the view draws what it took; the store saves the model."""
         stats: Stats | None = None
-        for event in merge_deltas(events):
+        for event in reply.feed(events):
             if isinstance(event, Delta):
                 if event.kind == "thinking":
                     await view.add_thinking(event.text)
@@ -392,17 +353,14 @@ class ChatApp(App):
             elif isinstance(event, End):
                 stats = event.stats
                 self.last_end = event
-                await view.finish(final_line(event.stats, event.reason))
-                self.store.update_message(reply_id, view.answer, view.thinking, event.stats.to_json(), complete=True)
+                await view.finish(reply.figures)
             elif isinstance(event, Error):
-                await view.finish(f"error: {event.message}" + (f" · {event.fix}" if event.fix else ""))
+                await view.finish(reply.figures)
                 self.notify(event.message, severity="error", timeout=10)
         if stats is not None:
             self.query_one(Readout).show(stats)
-        now = time.monotonic()
-        if not any(isinstance(e, End) for e in events) and now - self._saved_at >= SAVE_S:
-            self._saved_at = now
-            self.store.update_message(reply_id, view.answer, view.thinking, stats.to_json() if stats else None)
+        if reply.due_for_save(SAVE_S):
+            self.store.save_reply(reply_id, reply)
         self.query_one(Conversation).follow()
 
     def _done(self) -> None:

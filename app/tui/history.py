@@ -8,6 +8,10 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .reply import Reply
 
 SCHEMA = [
     # version 1
@@ -105,6 +109,11 @@ class ChatStore:
                 "UPDATE messages SET content = ?, thinking = ?, stats = ?, complete = ? WHERE id = ?",
                 (content, thinking, json.dumps(stats) if stats is not None else None, int(complete), message_id),
             )
+
+    def save_reply(self, message_id: int, reply: Reply) -> None:
+        """A reply as it stands: its text so far, its latest figures, whether it ended."""
+        stats = reply.stats.to_json() if reply.stats is not None else None
+        self.update_message(message_id, reply.answer, reply.thinking, stats, complete=reply.complete)
 
     def messages(self, chat_id: int) -> list[Message]:
         rows = self.db.execute(
