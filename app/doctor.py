@@ -7,8 +7,6 @@ from __future__ import annotations
 import platform
 import shutil
 import sys
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -157,14 +155,13 @@ def check_hub() -> Check:
         return Check("hub", True, "offline mode is on (HF_HUB_OFFLINE): only pulled models can be used")
     url = hub.endpoint() + "/api/models?limit=1"
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "dspine-doctor"}), timeout=5):
-            pass
-        return Check("hub", True, f"{hub.endpoint()} is reachable")
-    except urllib.error.HTTPError as exc:  # it answered: reachable, whatever it said
-        return Check("hub", True, f"{hub.endpoint()} is reachable (HTTP {exc.code})")
-    except (urllib.error.URLError, OSError) as exc:
+        response = hub.http_client().get(url, headers={"User-Agent": "dspine-doctor"}, timeout=5, follow_redirects=True)
+    except (*hub.TRANSPORT_ERRORS, OSError) as exc:
         return Check("hub", False, f"{hub.endpoint()} is not reachable ({exc})",
                      "check the network or HF_ENDPOINT; or set HF_HUB_OFFLINE=1 to work from pulled models")
+    if response.is_error:  # it answered: reachable, whatever it said
+        return Check("hub", True, f"{hub.endpoint()} is reachable (HTTP {response.status_code})")
+    return Check("hub", True, f"{hub.endpoint()} is reachable")
 
 
 def run_checks(

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import atexit
 import ctypes
-import http.client
-import json
 import os
 import re
 import secrets
@@ -20,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import platformdirs
 
@@ -30,6 +28,9 @@ from .events import End, Error, Event
 from .sampling import Sampling, preset
 from .openai_stream import StreamBroken, chat_body, interrupt as _interrupt, stream_chat
 from .stats import Stats
+
+if TYPE_CHECKING:
+    import httpx2
 
 
 def candidates(explicit: str | None = None) -> list[tuple[str, Path]]:
@@ -203,6 +204,7 @@ class _Running:
     port: int
     api_key: str
     log_path: Path
+    client: httpx2.Client  # to 127.0.0.1:port with the key; no timeout unless a request sets one
 
 
 @dataclass
@@ -215,7 +217,7 @@ class LlamaServerEngine:
     name: str = "server"
     _running: _Running | None = field(default=None, init=False, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
-    _connection_in_use: http.client.HTTPConnection | None = field(default=None, init=False, repr=False)
+    _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
 
     @property
     def drafter(self) -> str | None:
@@ -244,7 +246,12 @@ class LlamaServerEngine:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
             )
-        self._running = _Running(process, port, api_key, log_path)
+        import httpx2
+
+        client = httpx2.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {api_key}"}, timeout=None
+        )
+        self._running = _Running(process, port, api_key, log_path, client)
         atexit.register(self.close)
         try:
             self._wait_healthy()
@@ -263,12 +270,8 @@ class LlamaServerEngine:
                     f"llama-server exited while loading (code {self._running.process.returncode}): {self.last_log_line()}",
                     f"see {self._running.log_path}",
                 )
-            try:
-                status, _ = self._request("GET", "/health", timeout=2)
-                if status == 200:
-                    return
-            except OSError:
-                pass
+            if self._healthy():
+                return
             line = self.last_log_line()
             if self.on_progress and line != last:
                 self.on_progress(line)
@@ -302,6 +305,7 @@ class LlamaServerEngine:
         if running is None:
             return
         atexit.unregister(self.close)
+        running.client.close()
         process = running.process
         if process.poll() is None:
             process.terminate()
@@ -313,28 +317,18 @@ class LlamaServerEngine:
 
     # -- talking to it ---------------------------------------------------------------
 
-    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
-        assert self._running is not None
-        return http.client.HTTPConnection("127.0.0.1", self._running.port, timeout=timeout)
+    def _healthy(self) -> bool:
+        import httpx2
 
-    def _request(self, method: str, path: str, body: Any = None, timeout: float | None = 30) -> tuple[int, Any]:
         assert self._running is not None
-        connection = self._connection(timeout)
         try:
-            headers = {"Authorization": f"Bearer {self._running.api_key}", "Content-Type": "application/json"}
-            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-            response = connection.getresponse()
-            data = response.read()
-            try:
-                return response.status, json.loads(data) if data else None
-            except ValueError:
-                return response.status, data.decode(errors="replace")
-        finally:
-            connection.close()
+            return self._running.client.get("/health", timeout=2).status_code == 200
+        except httpx2.TransportError:
+            return False
 
     def cancel(self) -> None:
         self._cancel.set()
-        _interrupt(self._connection_in_use)
+        _interrupt(self._response_in_use)
 
     def stream(
         self,
@@ -352,24 +346,22 @@ class LlamaServerEngine:
         if n_max is not None and self.config.drafter_kind:
             extra["speculative.n_max"] = n_max
         body = chat_body(messages, think, sampling or preset(think), extra)
-        connection = self._connection(timeout=None)
         started = time.monotonic()
+        import httpx2
+
         try:
-            headers = {"Authorization": f"Bearer {self._running.api_key}", "Content-Type": "application/json"}
-            self._connection_in_use = connection
-            connection.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
-            response = connection.getresponse()
-            if response.status != 200:
-                detail = response.read().decode(errors="replace")[:500]
-                yield Error(f"llama-server answered {response.status}: {detail}", f"see {self._running.log_path}")
-                return
-            yield from stream_chat(response, self._cancel, started)
-        except StreamBroken as broken:
+            with self._running.client.stream("POST", "/v1/chat/completions", json=body) as response:
+                self._response_in_use = response
+                if response.status_code != 200:
+                    detail = response.read().decode(errors="replace")[:500]
+                    yield Error(f"llama-server answered {response.status_code}: {detail}", f"see {self._running.log_path}")
+                    return
+                yield from stream_chat(response, self._cancel, started)
+        except StreamBroken:
             yield self._died() if not self.alive or self._exits_soon() else Error(
                 "llama-server closed the stream mid-reply", f"see {self._running.log_path}"
             )
-            del broken
-        except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
+        except (OSError, httpx2.HTTPError, httpx2.StreamError, ValueError) as exc:
             if self._cancel.is_set():
                 yield End("cancelled", Stats())
             elif not self.alive or self._exits_soon():
@@ -377,8 +369,7 @@ class LlamaServerEngine:
             else:
                 yield Error(f"the connection to llama-server broke: {exc}", f"see {self._running.log_path}")
         finally:
-            self._connection_in_use = None
-            connection.close()
+            self._response_in_use = None
 
     def _exits_soon(self) -> bool:
         """A dying server closes its sockets a moment before its process is gone."""
