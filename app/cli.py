@@ -1,4 +1,9 @@
-"""The `dspine` command line: parse, call one library function, render."""
+"""The `dspine` command line: parse, call one library function, render.
+
+Each command imports what it needs when it runs: `dspine --help` and `dspine
+list` must not pay for huggingface_hub, httpx2, gguf, numpy or Textual
+(benchmarks/startup.py measures it).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +25,6 @@ from .models.catalog import NO_DRAFTER, load_catalog
 from backends.errors import EngineError
 
 from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
-from .hub.pull import make_request, pull as pull_model
 from .settings import load_settings
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .units import format_bytes
@@ -63,6 +67,8 @@ def pull(
     ),
 ) -> None:
     """Download a model and its drafter: resumable, sha256-verified."""
+    from .hub.pull import make_request, pull as pull_model
+
     settings = load_settings()
     request = make_request(name, load_catalog(settings.catalog), quant, drafter)
     err.print(f"pulling [bold]{request.name}[/] into {settings.models_dir}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -16,11 +18,13 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from .hub.download import FetchReport
 from .hub.pull import PlannedFile, PullProgress, PullResult
 from .settings import SPECS, Settings
 from .hub.store import Manifest, file_state, record_status
 from .units import format_bytes
+
+if TYPE_CHECKING:
+    from .hub.download import FetchReport
 
 _ACTION_WORDS = {"present": "already here", "hf-cache": "in your HF cache", "fetch": "download"}
 

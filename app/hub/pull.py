@@ -3,6 +3,10 @@
     catalog/repo ref -> hub listing -> chosen files -> plan (what is already
     here, what is in the HF cache, what to fetch) -> disk check -> fetch each
     file (resumable, verified) -> manifest
+
+The hub client and the downloader (huggingface_hub, httpx2: a fifth of a second
+to import) are imported when a pull runs, so that naming what to pull and
+drawing its progress cost nothing to commands that never reach the hub.
 """
 
 from __future__ import annotations
@@ -11,10 +15,9 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import client as hub
 from ..models.catalog import Catalog, Drafter, parse_repo_ref
-from .download import FetchReport, fetch
 from ..errors import DiskFullError, NetworkError, NotFoundError, UsageError
 from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
@@ -29,6 +32,9 @@ from .store import (
     record_status,
 )
 from ..units import format_bytes
+
+if TYPE_CHECKING:
+    from .download import FetchReport
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,8 @@ def make_request(spec: str, catalog: Catalog, quant: str | None, drafter: str | 
 
 
 def _choose_files(request: Request) -> list[tuple[str, RemoteFile]]:
+    from . import client as hub
+
     listings: dict[str, list[RemoteFile]] = {}
 
     def listing(repo: str) -> list[RemoteFile]:
@@ -204,6 +212,8 @@ def pull(
     settings: Settings,
     progress: PullProgress | None = None,
 ) -> PullResult:
+    from .download import fetch
+
     progress = progress or PullProgress()
     models_dir: Path = settings.models_dir
     manifest = Manifest(settings.manifest_path)
