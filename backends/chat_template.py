@@ -48,4 +48,6 @@ def render(
             messages=messages, add_generation_prompt=True, bos_token=bos_token, eos_token=eos_token, **kwargs
         )
     except TemplateError as exc:
-        raise ChatTemplateError(f"the model's chat template failed: {exc}", "report it; try another GGUF of the model") from exc
+        raise ChatTemplateError(
+            f"the model's chat template failed: {exc}", "report it; try another GGUF of the model"
+        ) from exc

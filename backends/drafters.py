@@ -36,24 +36,44 @@ KINDS: dict[str, DrafterKind] = {
     for kind in (
         # FACTS: DSpine drafts a block of 16 and attends over a sliding window of 8,192 tokens.
         DrafterKind(
-            "dspine", 0, 16, 8192, True, ("draft-dspine", "dspine"),
+            "dspine",
+            0,
+            16,
+            8192,
+            True,
+            ("draft-dspine", "dspine"),
             "DSpine needs a DSpine-enabled llama.cpp fork: installers/install.sh --with-server --fork URL@REF",
             arch_marker="dspine",
         ),
         # FACTS: DFlash2 is best at 7 on code.
         DrafterKind(
-            "dflash", 1, 7, None, True, ("draft-dflash", "dflash"),
+            "dflash",
+            1,
+            7,
+            None,
+            True,
+            ("draft-dflash", "dflash"),
             "DFlash needs a llama.cpp of late 2026 (upstream) or the buun fork",
             arch_marker="dflash",
         ),
         # FACTS: MTP heads draft 2.
         DrafterKind(
-            "mtp", 2, 2, None, False, ("draft-mtp", "mtp"),
+            "mtp",
+            2,
+            2,
+            None,
+            False,
+            ("draft-mtp", "mtp"),
             "MTP drafting needs a llama.cpp of late 2026 (upstream)",
         ),
         # FACTS: upstream llama-server's default draft length is 3.
         DrafterKind(
-            "draft", 3, 3, None, False, ("draft-simple",),
+            "draft",
+            3,
+            3,
+            None,
+            False,
+            ("draft-simple",),
             "draft models need a llama.cpp with --spec-type draft-simple",
             in_process=True,
         ),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from .stats import Stats
 
@@ -35,4 +35,4 @@ class Error:
     fix: str = ""
 
 
-Event = Union[Delta, StatsUpdate, End, Error]
+Event = Delta | StatsUpdate | End | Error

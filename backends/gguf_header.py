@@ -13,9 +13,10 @@ from the same headers.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
@@ -30,7 +31,17 @@ MAX_DIMS = 4
 KEEP_ARRAY = 4096  # longer arrays (tokens, merges) are counted, not kept
 
 _SCALARS = {
-    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d",
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
 }
 _STRING, _ARRAY = 8, 9
 

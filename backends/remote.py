@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from .base import EngineError
 from .events import End, Error, Event
-from .openai_stream import StreamBroken, chat_body, interrupt as _interrupt, stream_chat
+from .openai_stream import StreamBroken, chat_body, stream_chat
+from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
 from .stats import Stats
 
@@ -34,7 +36,9 @@ class RemoteEngine:
     def __post_init__(self) -> None:
         parsed = urlparse(self.url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise EngineError(f"{self.url!r} is not an http(s) URL", "give the server's base URL, e.g. http://host:30000/v1")
+            raise EngineError(
+                f"{self.url!r} is not an http(s) URL", "give the server's base URL, e.g. http://host:30000/v1"
+            )
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -63,7 +67,9 @@ class RemoteEngine:
             self._client = httpx2.Client(timeout=self.timeout)
         started = time.monotonic()
         try:
-            with self._client.stream("POST", self.url.rstrip("/") + "/chat/completions", json=body, headers=headers) as response:
+            with self._client.stream(
+                "POST", self.url.rstrip("/") + "/chat/completions", json=body, headers=headers
+            ) as response:
                 self._response_in_use = response
                 if response.status_code != 200:
                     detail = response.read().decode(errors="replace")[:500]

@@ -1,9 +1,8 @@
 import pytest
 
-from backends.drafters import KINDS
-
-from app.models.catalog import RepoRef, load_catalog, parse_catalog, parse_repo_ref
 from app.errors import ConfigError, UsageError
+from app.models.catalog import RepoRef, load_catalog, parse_catalog, parse_repo_ref
+from backends.drafters import KINDS
 
 
 def test_builtin_catalog_has_the_promised_bundles():

@@ -60,7 +60,7 @@ class Split:
     gpu: int = 0
     cpu: int = 0
 
-    def __add__(self, other: "Split") -> "Split":
+    def __add__(self, other: Split) -> Split:
         return Split(self.gpu + other.gpu, self.cpu + other.cpu)
 
 
@@ -150,7 +150,11 @@ class ComputeCurve:
     n_outputs: int
 
     def matches(self, runtime: Runtime) -> bool:
-        return (self.n_ubatch, self.flash_attn, self.n_outputs) == (runtime.n_ubatch, runtime.flash_attn, runtime.outputs)
+        return (self.n_ubatch, self.flash_attn, self.n_outputs) == (
+            runtime.n_ubatch,
+            runtime.flash_attn,
+            runtime.outputs,
+        )
 
     def at(self, n_ctx: int) -> int:
         xs = [x for x, _ in self.points]

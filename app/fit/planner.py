@@ -12,9 +12,9 @@ from dataclasses import dataclass, field, replace
 from backends.drafters import KINDS, default_n_max
 from backends.llama_server import ServerConfig, server_args
 
+from ..units import format_bytes
 from .memory import KV_TYPES, Curves, Runtime, compute_estimate, footprint, is_measured, kv_bytes_per_cell, padded
 from .shape import ModelShape
-from ..units import format_bytes
 
 CTX_STEP = 1024
 GOALS = ("speed", "context")
@@ -177,7 +177,9 @@ def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wis
     }
 
 
-def assess(target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: Wishes, gpu_layers: int | None = None) -> Plan:
+def assess(
+    target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: Wishes, gpu_layers: int | None = None
+) -> Plan:
     shape = target.shape
     assert shape is not None
     all_layers = shape.n_layer + 1
@@ -217,7 +219,9 @@ def assess(target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: 
         n_ubatch=wishes.n_ubatch,
         compute_measured=is_measured(runtime, target.curves),
         drafter_compute_measured=bool(
-            drafter and drafter.shape and is_measured(replace(runtime, n_outputs=drafter_outputs(drafter)), drafter.curves)
+            drafter
+            and drafter.shape
+            and is_measured(replace(runtime, n_outputs=drafter_outputs(drafter)), drafter.curves)
         ),
     )
     if on_gpu:
@@ -286,15 +290,18 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
 
     if wishes.budget <= 0:
         n_ctx = wishes.ctx or min(first.shape.n_ctx_train, 8192)
-        chosen = assess(first, None, n_ctx, kv_order[0], wishes, gpu_layers=0)
-        chosen.reasons.append("No NVIDIA GPU found: this is a CPU plan (everything in system RAM, no drafter).")
-        chosen.reasons.append("Plan for a GPU you do not have here with --vram, e.g. --vram 24GiB.")
-        return chosen
+        cpu = assess(first, None, n_ctx, kv_order[0], wishes, gpu_layers=0)
+        cpu.reasons.append("No NVIDIA GPU found: this is a CPU plan (everything in system RAM, no drafter).")
+        cpu.reasons.append("Plan for a GPU you do not have here with --vram, e.g. --vram 24GiB.")
+        return cpu
 
     # What each drafter leaves for context with the first target: the trade-off in words.
     ceilings = {id(d): max_context(first, d, kv_order[0], wishes) for d in drafter_order}
-    trade = [f"{_name(d)} {'leaves' if ceilings[id(d)] else 'does not fit, even at 1K'}"
-             + (f" {_k(ceilings[id(d)])}" if ceilings[id(d)] else "") for d in drafter_order]
+    trade = [
+        f"{_name(d)} {'leaves' if ceilings[id(d)] else 'does not fit, even at 1K'}"
+        + (f" {_k(ceilings[id(d)])}" if ceilings[id(d)] else "")
+        for d in drafter_order
+    ]
 
     chosen: Plan | None = None
     if wishes.goal == "speed" or wishes.ctx:
@@ -312,9 +319,12 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
             if chosen:
                 break
         if chosen:
+            assert chosen.target.shape is not None
+            trained = chosen.target.shape.n_ctx_train
             why = (
-                f"the best drafter that fits at {_k(wishes.ctx)} context" if wishes.ctx
-                else f"the best drafter that leaves at least {_k(min(wishes.min_ctx, chosen.target.shape.n_ctx_train))} "
+                f"the best drafter that fits at {_k(wishes.ctx)} context"
+                if wishes.ctx
+                else f"the best drafter that leaves at least {_k(min(wishes.min_ctx, trained))} "
                 f"of context; then the largest context that fits ({_k(chosen.n_ctx)})"
             )
             chosen.reasons.append(f"Goal speed: {chosen.target.label} with {_name(chosen.drafter)}, {why}.")
@@ -328,9 +338,7 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
         longest = max(top for top, *_ in tops)
         if longest:
             # Within 5% of the longest context, a better drafter and a finer KV cache win.
-            top, _, _, drafter, kv = min(
-                (t for t in tops if t[0] >= 0.95 * longest), key=lambda t: (t[1], t[2])
-            )
+            top, _, _, drafter, kv = min((t for t in tops if t[0] >= 0.95 * longest), key=lambda t: (t[1], t[2]))
             chosen = assess(first, drafter, top, kv, wishes)
             chosen.reasons.append(
                 f"Goal context: the longest context that fits is {_k(longest)}; {_k(top)} with {_name(drafter)} "
@@ -357,7 +365,11 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
     per_token = sum(kv_bytes_per_cell(shape, runtime, b) for b in shape.kv_layers)
     chosen.reasons.append(
         f"KV cache {chosen.kv}: {format_bytes(per_token)} per token of context"
-        + (f" ({len(shape.kv_layers)} of {shape.n_layer} blocks keep one)" if len(shape.kv_layers) < shape.n_layer else "")
+        + (
+            f" ({len(shape.kv_layers)} of {shape.n_layer} blocks keep one)"
+            if len(shape.kv_layers) < shape.n_layer
+            else ""
+        )
         + "."
     )
     if shape.recurrent_layers:
@@ -367,7 +379,9 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
         )
     window = _window(chosen.drafter) if chosen.drafter is not None else None
     if chosen.drafter is not None and window:
-        chosen.reasons.append(f"The {chosen.drafter.kind} drafter's KV cache is capped by its {_k(window)} sliding window.")
+        chosen.reasons.append(
+            f"The {chosen.drafter.kind} drafter's KV cache is capped by its {_k(window)} sliding window."
+        )
     if chosen.drafter is not None:
         chosen.reasons.append(
             f"The target verifies {chosen.draft_n_max} drafted tokens per step, so llama-server reserves "
@@ -375,7 +389,8 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
         )
     if chosen.drafter is not None and chosen.drafter.shape is not None and not chosen.drafter.curves:
         chosen.reasons.append(
-            f"{chosen.drafter.label}: this llama.cpp cannot load its architecture, so its compute buffer is dspine's estimate."
+            f"{chosen.drafter.label}: this llama.cpp cannot load its architecture, "
+            "so its compute buffer is dspine's estimate."
         )
     if chosen.fits:
         chosen.reasons.append(f"Headroom: {format_bytes(chosen.headroom)} left of {format_bytes(chosen.budget)}.")
@@ -383,4 +398,3 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
         chosen.reasons.append(
             f"Does not fit: {format_bytes(chosen.total)} needed, {format_bytes(chosen.budget)} available."
         )
-

@@ -1,8 +1,8 @@
 """`dspine fit`: from a name, a repository or files to a plan for this GPU.
 
-    name -> files (on disk, else on the hub) -> GGUF headers (local, or over
-    HTTP Range, cached as sparse files) -> shapes -> compute buffers measured
-    by llama.cpp (dry run) -> hardware -> planner
+name -> files (on disk, else on the hub) -> GGUF headers (local, or over
+HTTP Range, cached as sparse files) -> shapes -> compute buffers measured
+by llama.cpp (dry run) -> hardware -> planner
 """
 
 from __future__ import annotations
@@ -63,8 +63,20 @@ def _option_from_file(label: str, path: Path, drafter: bool = False) -> tuple[Op
 
 
 def _signature(shape: ModelShape) -> str:
-    fields = (shape.arch, shape.n_layer, shape.n_embd, shape.n_ff, shape.n_vocab, shape.n_head, shape.n_head_kv,
-              shape.key_length, shape.kv_layers, shape.recurrent_layers, shape.rs_bytes_per_row, shape.tied_output)
+    fields = (
+        shape.arch,
+        shape.n_layer,
+        shape.n_embd,
+        shape.n_ff,
+        shape.n_vocab,
+        shape.n_head,
+        shape.n_head_kv,
+        shape.key_length,
+        shape.kv_layers,
+        shape.recurrent_layers,
+        shape.rs_bytes_per_row,
+        shape.tied_output,
+    )
     return hashlib.sha256(repr(fields).encode()).hexdigest()[:24]
 
 
@@ -151,7 +163,9 @@ def _bundle_options(
                 notes.append(f"{quant} is not in {bundle.target_repo}: left out.")
     # The default quant first, then smaller ones as fallbacks (a bigger quant is never faster).
     limit = remotes[default_quant].size
-    smaller = sorted((q for q in remotes if q != default_quant and remotes[q].size < limit), key=lambda q: -remotes[q].size)
+    smaller = sorted(
+        (q for q in remotes if q != default_quant and remotes[q].size < limit), key=lambda q: -remotes[q].size
+    )
     targets = []
     for quant in [default_quant, *smaller]:
         header, openable, named = local_or_remote(remotes[quant], settings)
@@ -250,6 +264,6 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
     result.reasons.insert(0, gpu_name[0].upper() + gpu_name[1:] + ".")
     result.reasons.extend(notes)
     if measured:
-        result.reasons.append(f"Compute buffers measured by llama.cpp {_llama_version()} in a dry run: {', '.join(dict.fromkeys(measured))}.")
+        labels = ", ".join(dict.fromkeys(measured))
+        result.reasons.append(f"Compute buffers measured by llama.cpp {_llama_version()} in a dry run: {labels}.")
     return FitResult(result, hardware, gpu_name, measured)
-

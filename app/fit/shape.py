@@ -99,7 +99,9 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         raise GgufError(f"{header.source} claims {n_layer} blocks", "the file is damaged")
     n_embd = int(_require(header, "embedding_length"))
     n_head = _per_layer(_require(header, "attention.head_count"), n_layer, "head_count", header.source)
-    n_head_kv = _per_layer(header.arch_key("attention.head_count_kv", n_head[0]), n_layer, "head_count_kv", header.source)
+    n_head_kv = _per_layer(
+        header.arch_key("attention.head_count_kv", n_head[0]), n_layer, "head_count_kv", header.source
+    )
     first_heads = next((h for h in n_head if h), 1)
     key_length = int(header.arch_key("attention.key_length", n_embd // first_heads))
     value_length = int(header.arch_key("attention.value_length", key_length))
@@ -190,4 +192,3 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         tied_output=tied,
         other_bytes=other,
     )
-

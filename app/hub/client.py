@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx2
-from huggingface_hub import HfApi, constants, get_token, hf_hub_url
+from huggingface_hub import HfApi, RepoFile, constants, get_token, hf_hub_url
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -106,7 +106,7 @@ def list_files(repo: str, revision: str | None = None) -> list[RemoteFile]:
                 commit=commit,
             )
             for entry in entries
-            if hasattr(entry, "size")
+            if isinstance(entry, RepoFile)
         ]
 
 

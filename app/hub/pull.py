@@ -14,13 +14,15 @@ from __future__ import annotations
 import shutil
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..models.catalog import Catalog, Drafter, parse_repo_ref
 from ..errors import DiskFullError, NetworkError, NotFoundError, UsageError
+from ..models.catalog import Catalog, Drafter, parse_repo_ref
 from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
+from ..units import format_bytes
 from .store import (
     Manifest,
     PullRecord,
@@ -31,7 +33,6 @@ from .store import (
     partial_bytes,
     record_status,
 )
-from ..units import format_bytes
 
 if TYPE_CHECKING:
     from .download import FetchReport
@@ -198,8 +199,10 @@ def _record(request: Request, planned: list[PlannedFile]) -> PullRecord:
 def _from_manifest(request: Request, manifest: Manifest, exc: NetworkError) -> PullResult:
     """Offline or unreachable hub: fine if this exact pull is already complete."""
     record = manifest.records.get(request.name)
-    same = record is not None and record.quant == request.quant and record.drafter == (
-        request.drafter.variant if request.drafter else None
+    same = (
+        record is not None
+        and record.quant == request.quant
+        and record.drafter == (request.drafter.variant if request.drafter else None)
     )
     if not same or record is None or record_status(record) != "complete":
         raise exc
@@ -237,9 +240,9 @@ def pull(
                 report = fetch(
                     item.remote,
                     item.local,
-                    on_bytes=lambda n, item=item: progress.advance(item, n),
-                    on_start=lambda n, item=item: progress.resume_from(item, n),
-                    on_rehash=lambda n, item=item: progress.rehash(item, n),
+                    on_bytes=partial(progress.advance, item),
+                    on_start=partial(progress.resume_from, item),
+                    on_rehash=partial(progress.rehash, item),
                     retries=settings.download_retries,
                 )
                 result.fetched_bytes += report.fetched_bytes

@@ -209,9 +209,7 @@ class Removal:
 
 def plan_removal(manifest: Manifest, name: str, models_dir: Path) -> tuple[PullRecord, Removal]:
     record = manifest.find(name)
-    used_elsewhere = {
-        f.local for other in manifest.records.values() if other is not record for f in other.files
-    }
+    used_elsewhere = {f.local for other in manifest.records.values() if other is not record for f in other.files}
     removal = Removal([], 0, [], [])
     root = models_dir.resolve()
     for stored in record.files:

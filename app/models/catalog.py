@@ -112,7 +112,7 @@ def parse_repo_ref(text: str) -> RepoRef | None:
     stripped = text.strip()
     for prefix in _REF_PREFIXES:
         if stripped.lower().startswith(prefix):
-            stripped = stripped[len(prefix):]
+            stripped = stripped[len(prefix) :]
             break
     if "/" not in stripped:
         return None
@@ -181,8 +181,7 @@ def parse_catalog(text: str, origin: str) -> Catalog:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"catalog {origin} is not valid TOML: {exc}", f"fix {origin}") from exc
     bundles = {
-        name: _parse_bundle(name, table, f"{origin}: bundles.{name}")
-        for name, table in data.get("bundles", {}).items()
+        name: _parse_bundle(name, table, f"{origin}: bundles.{name}") for name, table in data.get("bundles", {}).items()
     }
     return Catalog(bundles)
 

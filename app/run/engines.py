@@ -3,20 +3,20 @@ running engine: resolve names to files on disk, then open the backend."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from backends.base import Engine, EngineError
 from backends.drafters import KINDS
-
-from ..models.catalog import NO_DRAFTER, Catalog
-from ..errors import UsageError
 from backends.gguf_header import read_local
+
+from ..errors import UsageError
 from ..fit.shape import drafter_kind, shape_from_header
 from ..hub.pull import make_request
-from ..settings import Settings
 from ..hub.store import Manifest, record_status
+from ..models.catalog import NO_DRAFTER, Catalog
+from ..settings import Settings
 
 ENGINES = ("server", "inproc", "remote")
 DEFAULT_MODEL = "qwen3.8-27b"
@@ -46,7 +46,9 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
         if not target.is_file():
             raise UsageError(f"the model file {target} does not exist", "check the path, or pull it with `dspine pull`")
         if draft and not no_draft and draft_file is None:
-            raise UsageError(f"--draft {draft}: a drafter variant needs a catalog model", "give --draft FILE.gguf or none")
+            raise UsageError(
+                f"--draft {draft}: a drafter variant needs a catalog model", "give --draft FILE.gguf or none"
+            )
         kind = drafter_kind_of(draft_file) if draft_file else None
         return ModelFiles(target.name, target, draft_file, kind)
 
@@ -143,9 +145,9 @@ def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settin
     type and draft length (the drafter stays the one asked for)."""
     from dataclasses import replace
 
-    from ..models.catalog import Catalog
-    from ..fit.service import FitRequest, fit
     from ..fit.hardware import detect
+    from ..fit.service import FitRequest, fit
+    from ..models.catalog import Catalog
 
     hardware = detect()
     if not hardware.gpus or options.gpu_layers is not None:

@@ -5,9 +5,11 @@ and the store saves the Reply as it grows."""
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable, ClassVar
+from typing import ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -21,13 +23,13 @@ from backends.stats import Stats
 
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
-from .history import ChatStore
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
+from .history import Chat, ChatStore
 from .reply import Batcher, Reply
 from .screens.chat_list import ChatList
-from .widgets.conversation import Conversation
 from .screens.first_run import FirstRun, FirstRunScreen
+from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
@@ -77,7 +79,7 @@ class ChatApp(App):
         self.store = store
         self.model = model
         self.think = think
-        self.chat = None
+        self.chat: Chat | None = None
         self.streaming = False
         self.last_end: End | None = None
 
@@ -108,10 +110,8 @@ class ChatApp(App):
         self.call_from_thread(self._show_gpu, used, total)
 
     def _show_gpu(self, used: int | None, total: int | None) -> None:
-        try:
+        with contextlib.suppress(NoMatches):  # the app is closing
             self.query_one(Readout).show_gpu(used, total)
-        except NoMatches:  # the app is closing
-            pass
 
     def _pulled(self, result) -> None:
         if result is None:
@@ -139,7 +139,8 @@ class ChatApp(App):
             text = self.fit_summary()
         except ERRORS_FOR_PEOPLE as exc:
             text = f"{exc.cause}\n{exc.fix}"
-        self.call_from_thread(self._post_note, "**dspine fit**\n\n" + text)
+        # mypy cannot solve Textual's `T | Awaitable[T]` for a coroutine function (here and below).
+        self.call_from_thread(self._post_note, "**dspine fit**\n\n" + text)  # type: ignore[arg-type]
 
     async def _post_note(self, text: str) -> None:
         conversation = self.query_one(Conversation)
@@ -163,13 +164,15 @@ class ChatApp(App):
         self.notify(f"thinking {'on' if self.think else 'off'}")
 
     def action_cancel(self) -> None:
-        if self.streaming:
+        if self.streaming and self.engine is not None:
             self.engine.cancel()
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Copy last reply", "Copy the last reply to the clipboard", self.action_copy_reply)
-        yield SystemCommand("Copy first code block", "Copy the last reply's first code block", lambda: self.copy_code_block(1))
+        yield SystemCommand(
+            "Copy first code block", "Copy the last reply's first code block", lambda: self.copy_code_block(1)
+        )
         yield SystemCommand("Toggle thinking", "Switch think / no-think", self.action_toggle_think)
         yield SystemCommand("New chat", "Start a new chat", self.action_new_chat)
 
@@ -212,7 +215,9 @@ class ChatApp(App):
         views = []
         for message in self.store.messages(self.chat.id):
             stats = stats_from(message.stats)
-            figures = final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
+            figures = (
+                final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
+            )
             views.append(MessageView(message.role, message.content, message.thinking, figures))
         await self.query_one(Conversation).show(views)
 
@@ -330,7 +335,7 @@ class ChatApp(App):
     @work(thread=True, exclusive=True)
     def _stream_reply(self, messages: list[dict], think: bool, reply: Reply, view: MessageView, reply_id: int) -> None:
         assert self.engine is not None
-        batcher = Batcher(lambda batch: self.call_from_thread(self._apply, batch, reply, view, reply_id))
+        batcher = Batcher(lambda batch: self.call_from_thread(self._apply, batch, reply, view, reply_id))  # type: ignore[arg-type]
         try:
             for event in self.engine.stream(messages, think=think):
                 batcher.add(event)

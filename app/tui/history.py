@@ -78,7 +78,10 @@ class ChatStore:
 
     def new_chat(self, title: str = "New chat", model: str = "") -> Chat:
         with self.db:
-            cursor = self.db.execute("INSERT INTO chats (title, model, created) VALUES (?, ?, ?)", (title, model, time.time()))
+            cursor = self.db.execute(
+                "INSERT INTO chats (title, model, created) VALUES (?, ?, ?)", (title, model, time.time())
+            )
+        assert cursor.lastrowid is not None
         return Chat(cursor.lastrowid, title, model)
 
     def chats(self) -> list[Chat]:
@@ -99,6 +102,7 @@ class ChatStore:
                 "INSERT INTO messages (chat_id, role, content, complete, created) VALUES (?, ?, ?, ?, ?)",
                 (chat_id, role, content, int(complete), time.time()),
             )
+        assert cursor.lastrowid is not None
         return cursor.lastrowid
 
     def update_message(
@@ -117,7 +121,8 @@ class ChatStore:
 
     def messages(self, chat_id: int) -> list[Message]:
         rows = self.db.execute(
-            "SELECT id, role, content, thinking, stats, complete FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,)
+            "SELECT id, role, content, thinking, stats, complete FROM messages WHERE chat_id = ? ORDER BY id",
+            (chat_id,),
         ).fetchall()
         return [Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, bool(r[5])) for r in rows]
 
@@ -129,8 +134,14 @@ class ChatStore:
             history: list[dict] = []
             for message in self.messages(chat.id):
                 if message.role == "user":
-                    lines.append(json.dumps({"messages": history + [{"role": "user", "content": message.content}],
-                                             "category": "history"}))
+                    lines.append(
+                        json.dumps(
+                            {
+                                "messages": history + [{"role": "user", "content": message.content}],
+                                "category": "history",
+                            }
+                        )
+                    )
                 if message.content:
                     history.append({"role": message.role, "content": message.content})
         return "\n".join(lines) + ("\n" if lines else "")

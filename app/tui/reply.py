@@ -9,8 +9,9 @@ run. The `Reply` holds what arrived; widgets hold nothing the store reads back.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Literal
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
