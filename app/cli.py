@@ -1,4 +1,9 @@
-"""The `dspine` command line: parse, call one library function, render."""
+"""The `dspine` command line: parse, call one library function, render.
+
+Each command imports what it needs when it runs: `dspine --help` and `dspine
+list` must not pay for huggingface_hub, httpx2, gguf, numpy or Textual
+(benchmarks/startup.py measures it).
+"""
 
 from __future__ import annotations
 
@@ -8,23 +13,21 @@ import sys
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import Optional
 
 import click
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import __version__
-from .catalog import NO_DRAFTER, load_catalog
-from backends.base import EngineError
+from backends.errors import EngineError
 
-from .errors import DspineError, Interrupted, UsageError
-from .pull import make_request, pull as pull_model
+from . import __version__
+from .cli_views import RichPullProgress, config_table, list_table, render_pull_result
+from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
+from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
+from .models.catalog import NO_DRAFTER, load_catalog
 from .settings import load_settings
-from .store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .units import format_bytes
-from .views import RichPullProgress, config_table, list_table, render_pull_result
 
 app = typer.Typer(
     name="dspine",
@@ -57,12 +60,15 @@ def main_options(
 @app.command()
 def pull(
     name: str = typer.Argument(..., help="A catalog name (qwen3.8-27b) or a hub repository ORG/REPO[:QUANT]."),
-    quant: Optional[str] = typer.Option(None, "--quant", "-q", help="Target quant, e.g. Q4_K_M, Q8_0."),
-    drafter: Optional[str] = typer.Option(
+    quant: str | None = typer.Option(None, "--quant", "-q", help="Target quant, e.g. Q4_K_M, Q8_0."),
+    drafter: str | None = typer.Option(
         None, "--drafter", "-d", help=f"Drafter variant from the catalog, or {NO_DRAFTER}."
     ),
 ) -> None:
     """Download a model and its drafter: resumable, sha256-verified."""
+    from .hub.pull import make_request
+    from .hub.pull import pull as pull_model
+
     settings = load_settings()
     request = make_request(name, load_catalog(settings.catalog), quant, drafter)
     err.print(f"pulling [bold]{request.name}[/] into {settings.models_dir}")
@@ -154,25 +160,28 @@ def rm(
 
 @app.command()
 def fit(
-    model: Optional[str] = typer.Argument(
+    model: str | None = typer.Argument(
         None, help="A catalog name (default qwen3.8-27b), ORG/REPO[:QUANT], or a .gguf file."
     ),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Drafter variant, a .gguf file, or none."),
-    quant: Optional[str] = typer.Option(None, "--quant", "-q", help="Only this target quant."),
-    goal: str = typer.Option("speed", "--goal", help="speed: all on GPU with the best drafter; context: the longest context."),
-    ctx: Optional[int] = typer.Option(None, "--ctx", help="A fixed context length in tokens."),
-    kv: Optional[str] = typer.Option(None, "--kv", help="KV cache type: f16, q8_0 or q4_0."),
+    draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter variant, a .gguf file, or none."),
+    quant: str | None = typer.Option(None, "--quant", "-q", help="Only this target quant."),
+    goal: str = typer.Option(
+        "speed", "--goal", help="speed: all on GPU with the best drafter; context: the longest context."
+    ),
+    ctx: int | None = typer.Option(None, "--ctx", help="A fixed context length in tokens."),
+    kv: str | None = typer.Option(None, "--kv", help="KV cache type: f16, q8_0 or q4_0."),
     gpu: int = typer.Option(0, "--gpu", help="Which GPU to plan for."),
-    vram: Optional[str] = typer.Option(None, "--vram", help="Plan for this much VRAM instead, e.g. 24GiB."),
+    vram: str | None = typer.Option(None, "--vram", help="Plan for this much VRAM instead, e.g. 24GiB."),
     measure: bool = typer.Option(True, "--measure/--no-measure", help="Ask llama.cpp for compute buffers (dry run)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as one JSON object."),
 ) -> None:
     """Plan what fits in this GPU's VRAM next to the drafter, and say why."""
-    from .fit import FitRequest, fit as fit_model
-    from .memory import KV_TYPES
-    from .planner import GOALS
+    from .cli_views import fit_view
+    from .fit.memory import KV_TYPES
+    from .fit.planner import GOALS
+    from .fit.service import FitRequest
+    from .fit.service import fit as fit_model
     from .units import parse_bytes
-    from .views import fit_view
 
     if goal not in GOALS:
         raise UsageError(f"unknown goal {goal!r}", f"use one of: {', '.join(GOALS)}")
@@ -199,29 +208,31 @@ def fit(
 def run_prompt(
     model: str = typer.Argument(..., help="A pulled catalog name or repository, or a .gguf file."),
     prompt: str = typer.Argument(..., help="What to ask; - reads it from standard input."),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
-    engine: str = typer.Option("server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."),
+    draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
+    engine: str = typer.Option(
+        "server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."
+    ),
     think: str = typer.Option("on", "--think", help="on or off: the model's thinking mode."),
-    temp: Optional[float] = typer.Option(None, "--temp", help="Temperature (0 = greedy); default: the mode's preset."),
-    top_p: Optional[float] = typer.Option(None, "--top-p", help="Top-p; default: the mode's preset."),
-    top_k: Optional[int] = typer.Option(None, "--top-k", help="Top-k (0 = off); default: the mode's preset."),
-    min_p: Optional[float] = typer.Option(None, "--min-p", help="Min-p; default: the mode's preset."),
-    presence_penalty: Optional[float] = typer.Option(
+    temp: float | None = typer.Option(None, "--temp", help="Temperature (0 = greedy); default: the mode's preset."),
+    top_p: float | None = typer.Option(None, "--top-p", help="Top-p; default: the mode's preset."),
+    top_k: int | None = typer.Option(None, "--top-k", help="Top-k (0 = off); default: the mode's preset."),
+    min_p: float | None = typer.Option(None, "--min-p", help="Min-p; default: the mode's preset."),
+    presence_penalty: float | None = typer.Option(
         None, "--presence-penalty", help="Presence penalty; default: the mode's preset (1.5 with thinking off)."
     ),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Sampling seed."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", "-n", help="Stop after this many tokens."),
-    n_max: Optional[int] = typer.Option(None, "--n-max", help="Draft length: tokens drafted per step."),
+    seed: int | None = typer.Option(None, "--seed", help="Sampling seed."),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", "-n", help="Stop after this many tokens."),
+    n_max: int | None = typer.Option(None, "--n-max", help="Draft length: tokens drafted per step."),
     ctx: int = typer.Option(4096, "--ctx", help="Context length."),
-    url: Optional[str] = typer.Option(None, "--url", help="Base URL for --engine remote."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
+    url: str | None = typer.Option(None, "--url", help="Base URL for --engine remote."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end instead of streaming."),
 ) -> None:
     """Send one prompt and stream the reply, then its figures (no TUI)."""
     from backends.events import Delta, End, Error, StatsUpdate
     from backends.sampling import preset
 
-    from .engines import EngineOptions, open_engine, resolve_files
+    from .run.engines import EngineOptions, open_engine, resolve_files
 
     if think not in ("on", "off"):
         raise UsageError(f"--think {think!r}", "use --think on or --think off")
@@ -230,13 +241,18 @@ def run_prompt(
     settings = load_settings()
     files = resolve_files(model, draft, load_catalog(settings.catalog), settings) if engine != "remote" else None
     if files is None:
-        from .engines import ModelFiles
+        from .run.engines import ModelFiles
 
         files = ModelFiles(model, None, None, None)
     thinking = think == "on"
     sampling = preset(thinking).with_(
-        temperature=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty,
-        seed=seed, max_tokens=max_tokens,
+        temperature=temp,
+        top_p=top_p,
+        top_k=top_k,
+        min_p=min_p,
+        presence_penalty=presence_penalty,
+        seed=seed,
+        max_tokens=max_tokens,
     )
     options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key)
     said: list[str] = []
@@ -245,14 +261,25 @@ def run_prompt(
         if not as_json and not said:  # one line while the model loads; the rest is in the log
             said.append(line)
             err.print(f"[dim]starting {engine} engine for {files.label}…[/]")
+
     opened = open_engine(files, options, settings, on_progress=progress)
-    text, thoughts, last = [], [], None
+    text: list[str] = []
+    thoughts: list[str] = []
+    last: End | None = None
     try:
-        for event in opened.stream([{"role": "user", "content": prompt}], think=thinking, sampling=sampling, n_max=n_max):
+        for event in opened.stream(
+            [{"role": "user", "content": prompt}], think=thinking, sampling=sampling, n_max=n_max
+        ):
             if isinstance(event, Delta):
                 (thoughts if event.kind == "thinking" else text).append(event.text)
                 if not as_json:
-                    out.print(event.text, style="dim" if event.kind == "thinking" else None, end="", markup=False, highlight=False)
+                    out.print(
+                        event.text,
+                        style="dim" if event.kind == "thinking" else None,
+                        end="",
+                        markup=False,
+                        highlight=False,
+                    )
             elif isinstance(event, End):
                 last = event
             elif isinstance(event, Error):
@@ -285,18 +312,22 @@ def run_prompt(
 
 @app.command()
 def chat(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="A pulled catalog name or repository, or a .gguf file."),
-    draft: Optional[str] = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
-    engine: str = typer.Option("server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."),
-    url: Optional[str] = typer.Option(None, "--url", help="Base URL for --engine remote."),
-    api_key: Optional[str] = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="A pulled catalog name or repository, or a .gguf file."
+    ),
+    draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
+    engine: str = typer.Option(
+        "server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."
+    ),
+    url: str | None = typer.Option(None, "--url", help="Base URL for --engine remote."),
+    api_key: str | None = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
     ctx: int = typer.Option(8192, "--ctx", help="Context length."),
     think: str = typer.Option("on", "--think", help="Start with thinking on or off (Ctrl+T switches)."),
 ) -> None:
     """Open the coding chat: streaming replies, think / no-think, live tok/s and acceptance."""
-    from .engines import EngineOptions, ModelFiles, open_engine, resolve_files
-    from .history import ChatStore
+    from .run.engines import EngineOptions, ModelFiles, open_engine, resolve_files
     from .tui.app import ChatApp
+    from .tui.history import ChatStore
 
     if think not in ("on", "off"):
         raise UsageError(f"--think {think!r}", "use --think on or --think off")
@@ -323,19 +354,32 @@ def chat(
         return engines[-1]
 
     def fit_summary() -> str:
-        from .fit import FitRequest, fit as fit_model
+        from .fit.service import FitRequest
+        from .fit.service import fit as fit_model
 
         target = files.target if files and files.target else None
         drafter = files.drafter if files and files.drafter else "none"
-        plan = fit_model(FitRequest(str(target) if target else None, draft=str(drafter), ctx=ctx), catalog, settings).plan
+        plan = fit_model(
+            FitRequest(str(target) if target else None, draft=str(drafter), ctx=ctx), catalog, settings
+        ).plan
         head = f"{plan.total / 2**20:,.0f} MiB of {plan.budget / 2**20:,.0f} MiB at context {plan.n_ctx:,}"
-        return head + "\n\n" + "\n".join(f"- {k.replace('_', ' ')}: {v / 2**20:,.0f} MiB" for k, v in plan.memory.items()) + \
-            "\n\n" + "\n".join(f"- {r}" for r in plan.reasons)
+        return (
+            head
+            + "\n\n"
+            + "\n".join(f"- {k.replace('_', ' ')}: {v / 2**20:,.0f} MiB" for k, v in plan.memory.items())
+            + "\n\n"
+            + "\n".join(f"- {r}" for r in plan.reasons)
+        )
 
     try:
         ChatApp(
-            opened, store, model=files.label if files else "", think=think == "on",
-            first_run=first_run, open_engine=open_after_pull, fit_summary=fit_summary if files and files.target else None,
+            opened,
+            store,
+            model=files.label if files else "",
+            think=think == "on",
+            first_run=first_run,
+            open_engine=open_after_pull,
+            fit_summary=fit_summary if files and files.target else None,
         ).run()
     finally:
         for running in engines:
@@ -346,18 +390,21 @@ def chat(
 
 def _first_run(settings, catalog):
     """Nothing pulled yet: what the chat's first screen shows and does."""
-    from .engines import DEFAULT_MODEL, recommended_drafter
-    from .fit import FitRequest, fit as fit_model
-    from .pull import make_request, pull as pull_model
-    from .tui.widgets.first_run import FirstRun
+    from .fit.service import FitRequest
+    from .fit.service import fit as fit_model
+    from .hub.pull import make_request
+    from .hub.pull import pull as pull_model
+    from .run.engines import DEFAULT_MODEL, recommended_drafter
+    from .tui.screens.first_run import FirstRun
 
     bundle = catalog.find(DEFAULT_MODEL)
     drafter = recommended_drafter(bundle, settings)
 
     def describe() -> str:
         plan = fit_model(FitRequest(DEFAULT_MODEL, draft=drafter), catalog, settings).plan
+        drafter_label = plan.drafter.label if plan.drafter else "no drafter"
         lines = [
-            f"{'Fits' if plan.fits else 'Does not fit'}: {plan.target.label} + {plan.drafter.label if plan.drafter else 'no drafter'}, "
+            f"{'Fits' if plan.fits else 'Does not fit'}: {plan.target.label} + {drafter_label}, "
             f"context {plan.n_ctx:,}, KV {plan.kv}, {format_bytes(plan.total)} of {format_bytes(plan.budget)}"
         ]
         return "\n".join(lines + [f"• {r}" for r in plan.reasons])
@@ -370,14 +417,21 @@ def _first_run(settings, catalog):
 
 @app.command()
 def bench(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="A pulled catalog name or repository, or a .gguf file."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="A pulled catalog name or repository, or a .gguf file."
+    ),
     engine: str = typer.Option("server", "--engine", "-e", help="server (llama-server) or inproc (llama-cpp-python)."),
-    drafters: str = typer.Option("all", "--drafters", help="all (what is pulled), none, or a comma list of variants or .gguf files."),
-    prompts: Optional[list[Path]] = typer.Option(None, "--prompts", help="JSONL of chats (one a line); repeatable. Default: the built-in sets."),
+    drafters: str = typer.Option(
+        "all", "--drafters", help="all (what is pulled), none, or a comma list of variants or .gguf files."
+    ),
+    prompts: list[Path] | None = typer.Option(
+        None, "--prompts", help="JSONL of chats (one a line); repeatable. Default: the built-in sets."
+    ),
     think: str = typer.Option("off", "--think", help="on, off or both."),
     n_max: str = typer.Option("", "--n-max", help="Draft lengths to try, e.g. 2,4,8,16 (default: the drafter kind's)."),
     adaptive: bool = typer.Option(
-        True, "--adaptive/--no-adaptive",
+        True,
+        "--adaptive/--no-adaptive",
         help="Also run each drafter with the draft length learned per think mode (in-process engine: "
         "llama-server takes no per-request length).",
     ),
@@ -391,9 +445,20 @@ def bench(
     """Measure plain vs speculative decoding on your prompts: tok/s, speedup, acceptance."""
     from rich.progress import Progress
 
-    from .bench import PLAIN, Setup, builtin_prompt_files, load_prompts, markdown_table, run_bench, summarize
-    from .engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
-    from .planner import DRAFT_N_MAX
+    from backends.drafters import default_n_max
+
+    from .run.bench import (
+        COLUMNS,
+        PLAIN,
+        Setup,
+        builtin_prompt_files,
+        cells,
+        load_prompts,
+        markdown_table,
+        run_bench,
+        summarize,
+    )
+    from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
 
     if think not in ("on", "off", "both"):
         raise UsageError(f"--think {think!r}", "use on, off or both")
@@ -426,7 +491,7 @@ def bench(
                     chosen.append((item, files.drafter, files.drafter_kind))
     setups = [Setup(PLAIN, None)]
     for label, _, kind in chosen:
-        setups += [Setup(label, length) for length in (lengths or [DRAFT_N_MAX.get(kind, 4)])]
+        setups += [Setup(label, length) for length in (lengths or [default_n_max(kind, unknown=4)])]
         if adaptive and engine == "inproc":
             setups.append(Setup(label, None, adaptive=True))
     by_label = {label: (path, kind) for label, path, kind in chosen}
@@ -442,7 +507,9 @@ def bench(
     console = err if not (as_json or markdown) else Console(stderr=True, quiet=True)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmarking", total=total)
-        runs = run_bench(open_for, setups, chats, thinks, repeat, max_tokens, seed, on_run=lambda run: progress.advance(task))
+        runs = run_bench(
+            open_for, setups, chats, thinks, repeat, max_tokens, seed, on_run=lambda run: progress.advance(task)
+        )
     if len(runs) < total:
         err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")
     rows = summarize(runs)
@@ -451,17 +518,21 @@ def bench(
     elif markdown:
         sys.stdout.write(markdown_table(rows) + "\n")
     else:
-        table = Table(title=f"dspine bench: {plain_files.label}, {engine}, {max_tokens} tokens a prompt", title_justify="left")
-        for column in ("category", "think", "drafter", "n_max", "tok/s (min-max)", "speedup", "accept len", "accept rate", "TTFT s"):
+        table = Table(
+            title=f"dspine bench: {plain_files.label}, {engine}, {max_tokens} tokens a prompt", title_justify="left"
+        )
+        for column in COLUMNS:
             table.add_column(column)
-        for line in markdown_table(rows).splitlines()[2:]:
-            table.add_row(*[cell.strip() for cell in line.strip("|").split("|")])
+        for row in rows:
+            table.add_row(*cells(row))
         out.print(table)
 
 
 @app.command()
 def doctor(
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="The model you mean to use: what it needs is required."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="The model you mean to use: what it needs is required."
+    ),
     quick: bool = typer.Option(False, "--quick", help="Check file sizes only, not checksums."),
     as_json: bool = typer.Option(False, "--json", help="Print the checks as a JSON list."),
 ) -> None:
@@ -520,7 +591,7 @@ def run(argv: list[str] | None = None) -> int:
     try:
         result = app(args=argv, prog_name="dspine", standalone_mode=False)
         return result if isinstance(result, int) else 0
-    except DspineError as exc:
+    except ERRORS_FOR_PEOPLE as exc:
         return _report(exc, exc.exit_code, exc.cause, exc.fix)
     except click.exceptions.Exit as exc:
         return exc.exit_code
@@ -529,7 +600,7 @@ def run(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except (KeyboardInterrupt, click.exceptions.Abort) as exc:
         return _report(exc, Interrupted.exit_code, "interrupted", "")
-    except Exception as exc:  # noqa: BLE001 - last line of defence: no tracebacks for people
+    except Exception as exc:
         return _report(
             exc,
             1,

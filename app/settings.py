@@ -9,9 +9,10 @@ from __future__ import annotations
 import difflib
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import platformdirs
 

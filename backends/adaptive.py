@@ -36,7 +36,9 @@ class ModeStats:
     verify_tokens: int = 0  # tokens verified in that time (k + 1 per step)
     steps: int = 0
 
-    def add(self, tested: list[int], kept: list[int], draft_s: float, drafted: int, verify_s: float, steps: int) -> None:
+    def add(
+        self, tested: list[int], kept: list[int], draft_s: float, drafted: int, verify_s: float, steps: int
+    ) -> None:
         for i in range(min(MAX_K, len(tested))):
             self.tested[i] += tested[i]
             self.kept[i] += kept[i]
@@ -53,7 +55,7 @@ class ModeStats:
         draft looks worth trying, so the engine explores it and learns the truth; after
         low acceptance it does not."""
         rates = []
-        for kept, tested in zip(self.kept, self.tested):
+        for kept, tested in zip(self.kept, self.tested, strict=True):
             prior = (kept + PRIOR * prior) / (tested + PRIOR)
             rates.append(prior)
         return rates
@@ -83,7 +85,9 @@ class Costs:
         return k * self.draft_per_token + self.verify(k + 1)
 
 
-def costs_from(stats: ModeStats, plain_token_s: float | None = None, verify_s_by_len: list[float] | None = None) -> Costs | None:
+def costs_from(
+    stats: ModeStats, plain_token_s: float | None = None, verify_s_by_len: list[float] | None = None
+) -> Costs | None:
     """Costs from what a mode's replies measured. With a table of pass times by length its
     shape is kept and its level scaled to the verify time seen in use. Without one, verify
     time splits into a fixed part (about a plain decode step: memory-bound on a GPU) and
@@ -131,11 +135,13 @@ class AdaptiveDraft:
         """Time the passes again? A calibration during a burst of load elsewhere would
         mislead every later choice, so the table is the fastest of a few, taken at the
         start of different replies."""
-        return not self.verify_s_by_len or len(self.verify_s_by_len) < self.max_k + 1 or self.verify_samples < CALIBRATIONS
+        return (
+            not self.verify_s_by_len or len(self.verify_s_by_len) < self.max_k + 1 or self.verify_samples < CALIBRATIONS
+        )
 
     def calibrated(self, table: list[float]) -> None:
         if self.verify_s_by_len and len(self.verify_s_by_len) == len(table):
-            table = [min(old, new) for old, new in zip(self.verify_s_by_len, table)]
+            table = [min(old, new) for old, new in zip(self.verify_s_by_len, table, strict=True)]
         else:
             self.verify_samples = 0
         self.verify_s_by_len = table
@@ -153,13 +159,24 @@ class AdaptiveDraft:
         return best_length(stats.acceptance(), costs, self.max_k)
 
     def to_json(self) -> dict:
-        return {"default": self.default, "max_k": self.max_k, "plain_token_s": self.plain_token_s,
-                "verify_s_by_len": self.verify_s_by_len, "verify_samples": self.verify_samples, "modes": {name: vars(stats) for name, stats in self.modes.items()}}
+        return {
+            "default": self.default,
+            "max_k": self.max_k,
+            "plain_token_s": self.plain_token_s,
+            "verify_s_by_len": self.verify_s_by_len,
+            "verify_samples": self.verify_samples,
+            "modes": {name: vars(stats) for name, stats in self.modes.items()},
+        }
 
     @classmethod
-    def from_json(cls, data: dict) -> "AdaptiveDraft":
-        learned = cls(data.get("default", 4), data.get("max_k", MAX_K), plain_token_s=data.get("plain_token_s"),
-                      verify_s_by_len=data.get("verify_s_by_len"), verify_samples=data.get("verify_samples", 0))
+    def from_json(cls, data: dict) -> AdaptiveDraft:
+        learned = cls(
+            data.get("default", 4),
+            data.get("max_k", MAX_K),
+            plain_token_s=data.get("plain_token_s"),
+            verify_s_by_len=data.get("verify_s_by_len"),
+            verify_samples=data.get("verify_samples", 0),
+        )
         for name, raw in data.get("modes", {}).items():
             learned.modes[name] = ModeStats(**raw)
         return learned

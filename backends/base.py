@@ -1,31 +1,32 @@
 """The engine interface: every backend streams the same events.
 
-    engine = open_engine(...)            # a running engine
-    for event in engine.stream(messages, think=False, sampling=...):
-        ...                               # Delta, StatsUpdate, End or Error
-    engine.cancel()                       # from another thread: stop mid-reply
-    engine.close()
+engine = open_engine(...)            # a running engine
+for event in engine.stream(messages, think=False, sampling=...):
+    ...                               # Delta, StatsUpdate, End or Error
+engine.cancel()                       # from another thread: stop mid-reply
+engine.close()
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Protocol
+from typing import Any, Protocol
 
-from app.errors import DspineError
-from app.gguf_info import read_local
-
+from .errors import EngineError
 from .events import Event
+from .gguf_header import read_local
 from .sampling import Sampling
 
-
-class EngineError(DspineError):
-    exit_code = 11
+__all__ = ["Engine", "EngineError", "check_model_file", "check_same_vocabulary"]
 
 
 class Engine(Protocol):
-    name: str
-    drafter: str | None
+    @property
+    def name(self) -> str: ...  # "server", "inproc", "remote"
+
+    @property
+    def drafter(self) -> str | None: ...  # the drafter kind it runs, if any
 
     def stream(
         self,

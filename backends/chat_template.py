@@ -13,7 +13,7 @@ from typing import Any
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-from app.errors import DspineError
+from .errors import ChatTemplateError
 
 # ChatML with Qwen3's thinking switch, for models that carry no template.
 CHATML = (
@@ -46,7 +46,13 @@ def render(
         kwargs["reasoning_effort"] = reasoning_effort
     try:
         return env.from_string(template or CHATML).render(
-            messages=messages, add_generation_prompt=add_generation_prompt, bos_token=bos_token, eos_token=eos_token, **kwargs
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=bos_token,
+            eos_token=eos_token,
+            **kwargs,
         )
     except TemplateError as exc:
-        raise DspineError(f"the model's chat template failed: {exc}", "report it; try another GGUF of the model") from exc
+        raise ChatTemplateError(
+            f"the model's chat template failed: {exc}", "report it; try another GGUF of the model"
+        ) from exc

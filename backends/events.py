@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from .stats import Stats
+
+# Engines send statistics at most this often (20 times a second, the pace at which the
+# chat redraws; text deltas go out as they come).
+STATS_INTERVAL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -31,4 +35,4 @@ class Error:
     fix: str = ""
 
 
-Event = Union[Delta, StatsUpdate, End, Error]
+Event = Delta | StatsUpdate | End | Error

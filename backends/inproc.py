@@ -29,24 +29,23 @@ import ctypes
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import psutil
 
-from app.gguf_info import read_local
-
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import render
-from .events import End, Error, Event, StatsUpdate
+from .events import STATS_INTERVAL_S, End, Error, Event, StatsUpdate
+from .gguf_header import read_local
 from .sampling import Sampling, preset
 from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats
 from .thinking import ThinkSplitter
 
-STATS_INTERVAL_S = 0.1
 # Sequences of a recurrent model's context: the conversation, the state saved at the end
 # of the last prompt's messages (prefix reuse), and a hybrid drafter's draft.
 SEQ_MAIN, SEQ_SAVED, SEQ_DRAFT = 0, 1, 2
@@ -133,7 +132,9 @@ class _Model:
         self.ctx = llama.llama_init_from_model(self.model, cparams)
         if not self.ctx:
             llama.llama_model_free(self.model)
-            raise EngineError(f"llama.cpp could not create a context of {n_ctx} tokens for {path}", "try a smaller --ctx")
+            raise EngineError(
+                f"llama.cpp could not create a context of {n_ctx} tokens for {path}", "try a smaller --ctx"
+            )
         self.n_ctx = llama.llama_n_ctx(self.ctx)
         self.memory = llama.llama_get_memory(self.ctx)
         self.batch = llama.llama_batch_init(n_batch, 0, 1)
@@ -182,7 +183,9 @@ class _Model:
                 batch.seq_id[i][0] = seq
                 batch.logits[i] = all_logits or (last_chunk and i == len(chunk) - 1)
             if llama.llama_decode(self.ctx, batch) != 0:
-                raise EngineError("llama.cpp failed to decode (the context may be full)", "start a new chat or raise --ctx")
+                raise EngineError(
+                    "llama.cpp failed to decode (the context may be full)", "start a new chat or raise --ctx"
+                )
             if seq == SEQ_MAIN:
                 self.cached += chunk
             if all_logits:
@@ -307,7 +310,7 @@ class InprocEngine:
     def drafter(self) -> str | None:
         return "draft" if self._drafter is not None else None
 
-    def load(self) -> "InprocEngine":
+    def load(self) -> InprocEngine:
         target = check_model_file(self.model_path, "model")
         if self.draft_path:
             check_same_vocabulary(target, check_model_file(self.draft_path, "drafter"))
@@ -439,7 +442,9 @@ class InprocEngine:
                 else:
                     # It read cur and draft[:-1]: keep what was accepted, catch up on the rest next step.
                     if not drafter.rollback(min(keep, drafter.n_past)):
-                        raise EngineError("the drafter cannot roll back its draft", "use another drafter or --draft none")
+                        raise EngineError(
+                            "the drafter cannot roll back its draft", "use another drafter or --draft none"
+                        )
                     pending_draft = kept[drafter.n_past - base - 1 :]
                 for i, token in enumerate(kept):
                     if target.is_eog(token):
@@ -522,7 +527,9 @@ class InprocEngine:
         try:
             prompt = self._target.tokenize(prompt_text)
             if len(prompt) >= self.n_ctx:
-                yield Error(f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}", "raise --ctx or shorten the chat")
+                yield Error(
+                    f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}", "raise --ctx or shorten the chat"
+                )
                 return
             save_at = None
             if prompt_text.startswith(history_text):
@@ -557,7 +564,11 @@ class InprocEngine:
             stats.generated_tokens = generated
             if self.adaptive is not None and stats.drafted:
                 self.adaptive.mode(think).add(
-                    stats.position_tested, stats.position_kept, stats.draft_s, stats.drafted, stats.verify_s,
+                    stats.position_tested,
+                    stats.position_kept,
+                    stats.draft_s,
+                    stats.drafted,
+                    stats.verify_s,
                     stats.verify_steps,
                 )
             yield End(reason, stats.copy())

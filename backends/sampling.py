@@ -19,7 +19,7 @@ class Sampling:
     def greedy(self) -> bool:
         return self.temperature <= 0
 
-    def with_(self, **changes) -> "Sampling":
+    def with_(self, **changes) -> Sampling:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 

@@ -17,8 +17,8 @@ the rows after it, exactly as it would have in plain decoding.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -49,7 +49,7 @@ class Stats:
         """Generated tokens per verify step, the figure DSpine's tables quote."""
         return self.generated_tokens / self.verify_steps if self.verify_steps else None
 
-    def copy(self) -> "Stats":
+    def copy(self) -> Stats:
         return Stats(**asdict(self))
 
     def to_json(self) -> dict:

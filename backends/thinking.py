@@ -22,7 +22,7 @@ class ThinkSplitter:
             index = buffer.find(tag)
             if index >= 0:
                 self._emit(out, buffer[:index])
-                buffer = buffer[index + len(tag):]
+                buffer = buffer[index + len(tag) :]
                 self.inside = not self.inside
                 if not self.inside:
                     buffer = buffer.lstrip("\n")
@@ -30,7 +30,7 @@ class ThinkSplitter:
             # Keep a possible start of the tag for the next chunk.
             keep = next((n for n in range(min(len(tag) - 1, len(buffer)), 0, -1) if tag.startswith(buffer[-n:])), 0)
             self._emit(out, buffer[: len(buffer) - keep])
-            self._pending = buffer[len(buffer) - keep:]
+            self._pending = buffer[len(buffer) - keep :]
             break
         return out
 

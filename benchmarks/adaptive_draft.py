@@ -84,18 +84,26 @@ def main() -> None:
             best_k = max(FIXED, key=best.get)
             chosen = statistics.mode(used)
             print(f"{mode} (best of {args.rounds} rounds; median in brackets):")
-            print("  " + ", ".join(f"k={k} {best[k]:.1f} ({statistics.median(rates[k]):.1f})" for k in FIXED) + " tok/s")
-            print(f"  adaptive drafted k={','.join(map(str, used))} round by round: {best[None]:.1f} "
-                  f"({statistics.median(rates[None]):.1f}) tok/s")
+            print(
+                "  " + ", ".join(f"k={k} {best[k]:.1f} ({statistics.median(rates[k]):.1f})" for k in FIXED) + " tok/s"
+            )
+            print(
+                f"  adaptive drafted k={','.join(map(str, used))} round by round: {best[None]:.1f} "
+                f"({statistics.median(rates[None]):.1f}) tok/s"
+            )
             # Adaptive at length k does the very work of fixed k (same tokens, same steps), so
             # its choice is scored on the fixed rates; the direct ratio carries this machine's noise.
             if chosen in best:
-                print(f"  its choice k={chosen} vs the best fixed k={best_k}: {best[chosen] / best[best_k]:.3f}; "
-                      f"measured directly {best[None] / best[best_k]:.3f}; vs default 3 {best[None] / best[3]:.3f}, "
-                      f"vs default 16 {best[None] / best[16]:.3f}")
+                print(
+                    f"  its choice k={chosen} vs the best fixed k={best_k}: {best[chosen] / best[best_k]:.3f}; "
+                    f"measured directly {best[None] / best[best_k]:.3f}; vs default 3 {best[None] / best[3]:.3f}, "
+                    f"vs default 16 {best[None] / best[16]:.3f}"
+                )
             else:
-                print(f"  measured directly vs the best fixed k={best_k}: {best[None] / best[best_k]:.3f}; "
-                      f"vs default 3 {best[None] / best[3]:.3f}, vs default 16 {best[None] / best[16]:.3f}")
+                print(
+                    f"  measured directly vs the best fixed k={best_k}: {best[None] / best[best_k]:.3f}; "
+                    f"vs default 3 {best[None] / best[3]:.3f}, vs default 16 {best[None] / best[16]:.3f}"
+                )
     finally:
         engine.close()
         fixed_engine.close()

@@ -31,11 +31,11 @@ from textual.widgets.markdown import MarkdownBlock
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.history import ChatStore  # noqa: E402
-from backends.events import Delta  # noqa: E402
 from app.tui.app import ChatApp  # noqa: E402
+from app.tui.history import ChatStore  # noqa: E402
 from app.tui.widgets.conversation import Conversation  # noqa: E402
 from app.tui.widgets.message_view import MessageView  # noqa: E402
+from backends.events import Delta  # noqa: E402
 from tests.scripted_engine import ScriptedEngine  # noqa: E402
 
 
@@ -94,7 +94,7 @@ async def one_rate(rate: float, tokens: int, folder: Path, history: int = 0) -> 
     typing_lags: list[float] = []
     lags: list[float] = []
     opening = time.monotonic()
-    async with app.run_test(size=(120, 40)) as pilot:
+    async with app.run_test(size=(120, 40)):
         conversation = app.query_one(Conversation)
         while not conversation.drawn:
             await asyncio.sleep(0.005)
@@ -133,9 +133,15 @@ async def one_rate(rate: float, tokens: int, folder: Path, history: int = 0) -> 
             await asyncio.sleep(0.01)
     store.close()
     lags.sort()
-    return {"rate": rate, "lag_median_ms": statistics.median(lags) * 1000, "lag_p95_ms": lags[int(0.95 * (len(lags) - 1))] * 1000,
-            "lag_end_ms": end_lag * 1000, "typing_ms": statistics.median(typing_lags) * 1000 if typing_lags else None,
-            "cpu_us_per_token": cpu / tokens * 1e6, "open_s": opened}
+    return {
+        "rate": rate,
+        "lag_median_ms": statistics.median(lags) * 1000,
+        "lag_p95_ms": lags[int(0.95 * (len(lags) - 1))] * 1000,
+        "lag_end_ms": end_lag * 1000,
+        "typing_ms": statistics.median(typing_lags) * 1000 if typing_lags else None,
+        "cpu_us_per_token": cpu / tokens * 1e6,
+        "open_s": opened,
+    }
 
 
 def _shown(view: MessageView) -> int:
@@ -161,13 +167,17 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-chat-ui-"))
     print(f"{args.tokens} tokens per reply, {args.history} earlier replies in the chat, headless app 120x40")
-    print(f"{'tok/s':>7} {'lag median ms':>14} {'lag p95 ms':>11} {'lag end ms':>11} {'typing ms':>10} {'CPU us/token':>13}"
-          f" {'open s':>7}")
+    print(
+        f"{'tok/s':>7} {'lag median ms':>14} {'lag p95 ms':>11} {'lag end ms':>11} {'typing ms':>10}"
+        f" {'CPU us/token':>13} {'open s':>7}"
+    )
     for rate in (200, 800, 2000):
         result = asyncio.run(one_rate(rate, args.tokens, folder, args.history))
         typing = f"{result['typing_ms']:.1f}" if result["typing_ms"] is not None else "-"
-        print(f"{rate:>7} {result['lag_median_ms']:>14.1f} {result['lag_p95_ms']:>11.1f} {result['lag_end_ms']:>11.1f}"
-              f" {typing:>10} {result['cpu_us_per_token']:>13.0f} {result['open_s']:>7.2f}")
+        print(
+            f"{rate:>7} {result['lag_median_ms']:>14.1f} {result['lag_p95_ms']:>11.1f} {result['lag_end_ms']:>11.1f}"
+            f" {typing:>10} {result['cpu_us_per_token']:>13.0f} {result['open_s']:>7.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -56,8 +56,15 @@ def main() -> None:
             inproc.close()
         theirs = []
         for k in LENGTHS:  # llama-server drafts at its launch length (see FACTS), so one launch per k
-            config = ServerConfig(model=str(target), draft_model=str(drafter), drafter_kind="draft", n_ctx=2048,
-                                  gpu_layers=0, draft_gpu_layers=0, n_max=k)
+            config = ServerConfig(
+                model=str(target),
+                draft_model=str(drafter),
+                drafter_kind="draft",
+                n_ctx=2048,
+                gpu_layers=0,
+                draft_gpu_layers=0,
+                n_max=k,
+            )
             server = LlamaServerEngine(config, log_dir=folder).start()
             try:
                 theirs.append(accepted(server, args.tokens, k))

@@ -53,13 +53,26 @@ def engine_rate(engine, sampling: Sampling) -> tuple[float, Stats]:
 
 def raw_rate(engine: LlamaServerEngine, sampling: Sampling) -> float:
     running = engine._running
-    body = {"messages": MESSAGES, "stream": True, "temperature": sampling.temperature, "max_tokens": sampling.max_tokens,
-            "chat_template_kwargs": {"enable_thinking": False}, "top_k": sampling.top_k, "top_p": sampling.top_p,
-            "min_p": sampling.min_p, "presence_penalty": sampling.presence_penalty, "timings_per_token": True}
+    body = {
+        "messages": MESSAGES,
+        "stream": True,
+        "temperature": sampling.temperature,
+        "max_tokens": sampling.max_tokens,
+        "chat_template_kwargs": {"enable_thinking": False},
+        "top_k": sampling.top_k,
+        "top_p": sampling.top_p,
+        "min_p": sampling.min_p,
+        "presence_penalty": sampling.presence_penalty,
+        "timings_per_token": True,
+    }
     connection = http.client.HTTPConnection("127.0.0.1", running.port)
     started = time.perf_counter()
-    connection.request("POST", "/v1/chat/completions", json.dumps(body),
-                       {"Authorization": f"Bearer {running.api_key}", "Content-Type": "application/json"})
+    connection.request(
+        "POST",
+        "/v1/chat/completions",
+        json.dumps(body),
+        {"Authorization": f"Bearer {running.api_key}", "Content-Type": "application/json"},
+    )
     response = connection.getresponse()
     tokens = 0
     for line in response:
@@ -100,8 +113,10 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="dspine-engine-speed-"))
     target, drafter = make_pair(folder, args.noise)
     greedy = Sampling(temperature=0, top_k=20, top_p=1.0, max_tokens=args.tokens)
-    print(f"target {target.stat().st_size / 2**20:.0f} MiB, drafter {drafter.stat().st_size / 2**20:.0f} MiB (F16), "
-          f"{args.tokens} tokens, greedy, k={args.k}, median of {args.runs}")
+    print(
+        f"target {target.stat().st_size / 2**20:.0f} MiB, drafter {drafter.stat().st_size / 2**20:.0f} MiB (F16), "
+        f"{args.tokens} tokens, greedy, k={args.k}, median of {args.runs}"
+    )
 
     plain_server = LlamaServerEngine(ServerConfig(str(target), n_ctx=2048, gpu_layers=0), log_dir=folder).start()
     try:
@@ -116,8 +131,15 @@ def main() -> None:
     print(f"1. client overhead: engine {through:.1f} tok/s, raw {raw:.1f} tok/s, ratio {through / raw:.3f}")
 
     spec_server = LlamaServerEngine(
-        ServerConfig(str(target), draft_model=str(drafter), drafter_kind="draft", n_ctx=2048, gpu_layers=0,
-                     draft_gpu_layers=0, n_max=args.k),
+        ServerConfig(
+            str(target),
+            draft_model=str(drafter),
+            drafter_kind="draft",
+            n_ctx=2048,
+            gpu_layers=0,
+            draft_gpu_layers=0,
+            n_max=args.k,
+        ),
         log_dir=folder,
     ).start()
     try:
@@ -139,20 +161,24 @@ def main() -> None:
     finally:
         spec.close()
         plain.close()
-    print(f"2. speculative loop: in-process {inproc_spec:.1f} tok/s, llama-server {server_spec:.1f} tok/s, "
-          f"ratio {inproc_spec / server_spec:.3f} (acceptance in-process {stats.acceptance_rate:.0%}, "
-          f"server {server_stats.acceptance_rate or 0:.0%})")
+    print(
+        f"2. speculative loop: in-process {inproc_spec:.1f} tok/s, llama-server {server_spec:.1f} tok/s, "
+        f"ratio {inproc_spec / server_spec:.3f} (acceptance in-process {stats.acceptance_rate:.0%}, "
+        f"server {server_stats.acceptance_rate or 0:.0%})"
+    )
     # Per verify step the loop spends its measured draft time and verify time (both read
     # inside the run, at the context lengths it really had); each step yields
     # acceptance_length tokens. What the loop spends beyond that is its own overhead.
     step_s = (stats.draft_s + stats.verify_s) / stats.verify_steps
     predicted = stats.acceptance_length / step_s
-    print(f"3. in-process speculative {inproc_spec:.1f} tok/s vs plain {inproc_plain:.1f} tok/s "
-          f"(speedup {inproc_spec / inproc_plain:.2f}x); predicted {predicted:.1f} tok/s from acceptance length "
-          f"{stats.acceptance_length:.2f}, draft {stats.draft_s / stats.drafted * 1000:.2f} ms/token, verify "
-          f"{stats.verify_s / stats.verify_steps * 1000:.2f} ms per {args.k + 1} (single-token target decode "
-          f"{t_target * 1000:.2f} ms, {args.k + 1}-token batch {t_verify * 1000:.2f} ms, drafter {t_draft * 1000:.2f} ms "
-          f"on a short context): {inproc_spec / predicted:.0%} of the prediction")
+    print(
+        f"3. in-process speculative {inproc_spec:.1f} tok/s vs plain {inproc_plain:.1f} tok/s "
+        f"(speedup {inproc_spec / inproc_plain:.2f}x); predicted {predicted:.1f} tok/s from acceptance length "
+        f"{stats.acceptance_length:.2f}, draft {stats.draft_s / stats.drafted * 1000:.2f} ms/token, verify "
+        f"{stats.verify_s / stats.verify_steps * 1000:.2f} ms per {args.k + 1} (single-token target decode "
+        f"{t_target * 1000:.2f} ms, {args.k + 1}-token batch {t_verify * 1000:.2f} ms, drafter {t_draft * 1000:.2f} ms "
+        f"on a short context): {inproc_spec / predicted:.0%} of the prediction"
+    )
 
 
 if __name__ == "__main__":

@@ -20,17 +20,29 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.dryrun import device_compute, load_report, measure  # noqa: E402
-from app.gguf_info import read_local  # noqa: E402
-from app.memory import Runtime, compute_estimate, footprint  # noqa: E402
-from app.model_shape import shape_from_header  # noqa: E402
+from app.fit.dryrun import device_compute, load_report, measure  # noqa: E402
+from app.fit.memory import Runtime, compute_estimate, footprint  # noqa: E402
+from app.fit.shape import shape_from_header  # noqa: E402
+from backends.gguf_header import read_local  # noqa: E402
 from tests.gguf_models import QTYPE, Shape, qwen3_8b, qwen38_27b, write_header_only, write_model  # noqa: E402
 
 SMALL = {
     "dense": Shape(arch="llama", n_layer=4, n_embd=256, n_head=8, n_head_kv=8, head_dim=32, n_ff=512, n_vocab=1000),
     "gqa": Shape(arch="llama", n_layer=4, n_embd=256, n_head=8, n_head_kv=2, head_dim=32, n_ff=512, n_vocab=1000),
-    "hybrid": Shape(arch="qwen35", n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512,
-                    n_vocab=1000, full_attention_interval=2, ssm_state_size=64, ssm_group_count=4, ssm_time_step_rank=16),
+    "hybrid": Shape(
+        arch="qwen35",
+        n_layer=4,
+        n_embd=256,
+        n_head=4,
+        n_head_kv=2,
+        head_dim=64,
+        n_ff=512,
+        n_vocab=1000,
+        full_attention_interval=2,
+        ssm_state_size=64,
+        ssm_group_count=4,
+        ssm_time_step_rank=16,
+    ),
 }
 
 
@@ -63,7 +75,13 @@ def main() -> None:
                     pairs["compute (dry run)"] = (dry.at(n_ctx), device_compute(report["compute"]))
                 for component, (mine, theirs) in pairs.items():
                     if theirs or mine:
-                        row(f"{name} {n_ctx} {kv}", component, f"{mine / 2**20:.2f}", f"{theirs / 2**20:.2f}", ratio(mine, theirs))
+                        row(
+                            f"{name} {n_ctx} {kv}",
+                            component,
+                            f"{mine / 2**20:.2f}",
+                            f"{theirs / 2**20:.2f}",
+                            ratio(mine, theirs),
+                        )
                         if theirs:
                             worst[component] = max(worst.get(component, 0), abs(mine / theirs - 1))
     for name, spec in {"qwen3.8-27b": qwen38_27b(QTYPE.Q4_K), "qwen3-8b": qwen3_8b(QTYPE.Q4_K)}.items():
@@ -74,7 +92,13 @@ def main() -> None:
         curve = measure(path, contexts)
         for n_ctx, theirs in curve.points if curve else []:
             mine = compute_estimate(shape, Runtime(n_ctx=n_ctx))
-            row(f"{name} {n_ctx} f16", "compute (estimate)", f"{mine / 2**20:.2f}", f"{theirs / 2**20:.2f}", ratio(mine, theirs))
+            row(
+                f"{name} {n_ctx} f16",
+                "compute (estimate)",
+                f"{mine / 2**20:.2f}",
+                f"{theirs / 2**20:.2f}",
+                ratio(mine, theirs),
+            )
             worst["compute (estimate)"] = max(worst.get("compute (estimate)", 0), abs(mine / theirs - 1))
     print()
     for component, error in worst.items():

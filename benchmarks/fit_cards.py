@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from app.gguf_info import read_local  # noqa: E402
-from app.model_shape import shape_from_header  # noqa: E402
+from app.fit.shape import shape_from_header  # noqa: E402
+from backends.gguf_header import read_local  # noqa: E402
 from tests.fake_hub import FakeHub  # noqa: E402
 from tests.gguf_models import K_QUANT_MIXES, QTYPE, Shape, qwen38_27b_quant, write_header_only  # noqa: E402
 
@@ -35,18 +35,37 @@ DFLASH = "incoai/Qwen3.8-27B-DFlash2-GGUF"
 
 def drafter_shape(arch: str, weight_type: int) -> Shape:
     # About 2.03B parameters with the 248K vocabulary tied: 4.0 GB in BF16, 1.1 GB in Q4_K.
-    return Shape(arch=arch, n_layer=5, n_embd=5120, n_head=32, n_head_kv=8, head_dim=128, n_ff=6144,
-                 n_vocab=248320, n_ctx_train=262144, tied_output=True, weight_type=weight_type)
+    return Shape(
+        arch=arch,
+        n_layer=5,
+        n_embd=5120,
+        n_head=32,
+        n_head_kv=8,
+        head_dim=128,
+        n_ff=6144,
+        n_vocab=248320,
+        n_ctx_train=262144,
+        tied_output=True,
+        weight_type=weight_type,
+    )
 
 
 def serve(folder: Path) -> FakeHub:
     hub = FakeHub()
     files = {TARGET: {}, DSPINE: {}, DFLASH: {}}
     for quant in K_QUANT_MIXES:
-        files[TARGET][f"Qwen3.8-27B-{quant}.gguf"] = write_header_only(folder / f"{quant}.gguf", qwen38_27b_quant(quant))
-    files[DSPINE]["Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf"] = write_header_only(folder / "dq4.gguf", drafter_shape("dspine", QTYPE.Q4_K))
-    files[DSPINE]["Qwen3.8-27B-DSpine-b16-BF16.gguf"] = write_header_only(folder / "dbf16.gguf", drafter_shape("dspine", QTYPE.BF16))
-    files[DFLASH]["Qwen3.8-27B-DFlash2-Q4_K_M.gguf"] = write_header_only(folder / "df.gguf", drafter_shape("dflash", QTYPE.Q4_K))
+        files[TARGET][f"Qwen3.8-27B-{quant}.gguf"] = write_header_only(
+            folder / f"{quant}.gguf", qwen38_27b_quant(quant)
+        )
+    files[DSPINE]["Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf"] = write_header_only(
+        folder / "dq4.gguf", drafter_shape("dspine", QTYPE.Q4_K)
+    )
+    files[DSPINE]["Qwen3.8-27B-DSpine-b16-BF16.gguf"] = write_header_only(
+        folder / "dbf16.gguf", drafter_shape("dspine", QTYPE.BF16)
+    )
+    files[DFLASH]["Qwen3.8-27B-DFlash2-Q4_K_M.gguf"] = write_header_only(
+        folder / "df.gguf", drafter_shape("dflash", QTYPE.Q4_K)
+    )
     for repo, named in files.items():
         hub.add_repo(repo, {name: path.read_bytes() for name, path in named.items()})
         for name, path in named.items():
@@ -60,19 +79,30 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-fit-cards-"))
     hub = serve(folder)
-    env = {**os.environ, "HF_ENDPOINT": hub.url, "XDG_CACHE_HOME": str(folder / "cache"),
-           "DSPINE_MODELS_DIR": str(folder / "models"), "DSPINE_CONFIG": str(folder / "config.toml"), "COLUMNS": "110"}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": hub.url,
+        "XDG_CACHE_HOME": str(folder / "cache"),
+        "DSPINE_MODELS_DIR": str(folder / "models"),
+        "DSPINE_CONFIG": str(folder / "config.toml"),
+        "COLUMNS": "110",
+    }
     env.pop("HF_HUB_OFFLINE", None)
     command = [sys.executable, "-m", "app", "fit", "qwen3.8-27b"]
-    print(f"{'card':>6}  {'target':8} {'drafter':12} {'context':>8} {'KV':5} {'GPU layers':>10} {'total GiB':>9} {'headroom MiB':>12}")
+    print(
+        f"{'card':>6}  {'target':8} {'drafter':12} {'context':>8} {'KV':5} {'GPU layers':>10} {'total GiB':>9}"
+        f" {'headroom MiB':>12}"
+    )
     for gib in (12, 16, 24, 32):
         result = subprocess.run(command + ["--vram", f"{gib}GiB", "--json"], env=env, capture_output=True, text=True)
         if result.returncode not in (0, 10):
             raise SystemExit(result.stderr)
         plan = json.loads(result.stdout)
         s = plan["settings"]
-        print(f"{gib:>4}GB  {s['target_quant']:8} {s['drafter'] or 'none':12} {s['context']:>8} {s['kv_type']:5} "
-              f"{s['gpu_layers']:>10} {plan['memory']['total'] / 2**30:>9.2f} {plan['headroom'] / 2**20:>12.0f}")
+        print(
+            f"{gib:>4}GB  {s['target_quant']:8} {s['drafter'] or 'none':12} {s['context']:>8} {s['kv_type']:5} "
+            f"{s['gpu_layers']:>10} {plan['memory']['total'] / 2**30:>9.2f} {plan['headroom'] / 2**20:>12.0f}"
+        )
     print()
     shown = subprocess.run(command + ["--vram", f"{args.show}GiB"], env=env, capture_output=True, text=True)
     print(f"$ dspine fit qwen3.8-27b --vram {args.show}GiB")

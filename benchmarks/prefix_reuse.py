@@ -23,7 +23,8 @@ from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import preset  # noqa: E402
 from tests.real_models import smollm2_pair  # noqa: E402
 
-WORDS = "the function reads the file and returns a list of lines without the trailing newline".split()
+SENTENCE = "the function reads the file and returns a list of lines without the trailing newline"
+WORDS = SENTENCE.split()
 
 
 def chat(engine, turns: int, words: int, tokens: int) -> list[tuple[float, int, int]]:
@@ -56,8 +57,15 @@ def main() -> None:
         results["in-process"] = chat(inproc, args.turns, args.words, args.tokens)
     finally:
         inproc.close()
-    config = ServerConfig(model=str(pair["target"]), draft_model=str(pair["q4"]), drafter_kind="draft", n_ctx=8192,
-                          gpu_layers=0, draft_gpu_layers=0, n_max=4)
+    config = ServerConfig(
+        model=str(pair["target"]),
+        draft_model=str(pair["q4"]),
+        drafter_kind="draft",
+        n_ctx=8192,
+        gpu_layers=0,
+        draft_gpu_layers=0,
+        n_max=4,
+    )
     server = LlamaServerEngine(config, log_dir=Path(tempfile.mkdtemp())).start()
     try:
         results["llama-server"] = chat(server, args.turns, args.words, args.tokens)

@@ -63,7 +63,15 @@ def env(tmp_path, hub, monkeypatch) -> dict[str, str]:
         "HF_HUB_DISABLE_XET": "1",
         "COLUMNS": "200",
     }
-    for key in ("HF_TOKEN", "HF_HUB_OFFLINE", "HF_HUB_CACHE", "DSPINE_CONFIG", "DSPINE_CATALOG", "DSPINE_DEBUG", "FAKE_NVML"):
+    for key in (
+        "HF_TOKEN",
+        "HF_HUB_OFFLINE",
+        "HF_HUB_CACHE",
+        "DSPINE_CONFIG",
+        "DSPINE_CATALOG",
+        "DSPINE_DEBUG",
+        "FAKE_NVML",
+    ):
         monkeypatch.delenv(key, raising=False)
     for key, value in values.items():
         monkeypatch.setenv(key, value)

@@ -8,8 +8,18 @@ from pathlib import Path
 from tests.gguf_models import Shape, chat_model, write_model
 
 HYBRID = Shape(
-    arch="qwen35", n_layer=4, n_embd=128, n_head=4, n_head_kv=2, head_dim=32, n_ff=256, n_vocab=320,
-    full_attention_interval=2, ssm_state_size=16, ssm_group_count=2, ssm_time_step_rank=4,
+    arch="qwen35",
+    n_layer=4,
+    n_embd=128,
+    n_head=4,
+    n_head_kv=2,
+    head_dim=32,
+    n_ff=256,
+    n_vocab=320,
+    full_attention_interval=2,
+    ssm_state_size=16,
+    ssm_group_count=2,
+    ssm_time_step_rank=4,
 )
 
 

@@ -66,7 +66,7 @@ class FakeHub:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def start(self) -> "FakeHub":
+    def start(self) -> FakeHub:
         self._thread.start()
         return self
 
@@ -84,8 +84,7 @@ class FakeHub:
             return sum(
                 n
                 for key, n in self.served.items()
-                if (repo_id is None or key.startswith(repo_id + "/"))
-                and (path is None or key == f"{repo_id}/{path}")
+                if (repo_id is None or key.startswith(repo_id + "/")) and (path is None or key == f"{repo_id}/{path}")
             )
 
     def reset_counts(self) -> None:
@@ -118,7 +117,9 @@ class FakeHub:
                     self.wfile.write(body)
 
             def _error(self, status: int, code: str, message: str = "") -> None:
-                self._json(status, {"error": message or code}, {"X-Error-Code": code, "X-Error-Message": message or code})
+                self._json(
+                    status, {"error": message or code}, {"X-Error-Code": code, "X-Error-Message": message or code}
+                )
 
             def _repo(self, repo_id: str) -> FakeRepo | None:
                 repo = hub.repos.get(repo_id)
@@ -150,12 +151,15 @@ class FakeHub:
                 if m:
                     repo = self._repo(m.group(1))
                     if repo:
-                        self._json(200, {
-                            "id": repo.repo_id,
-                            "sha": repo.commit,
-                            "siblings": [{"rfilename": p} for p in repo.files],
-                            "gated": repo.gated,
-                        })
+                        self._json(
+                            200,
+                            {
+                                "id": repo.repo_id,
+                                "sha": repo.commit,
+                                "siblings": [{"rfilename": p} for p in repo.files],
+                                "gated": repo.gated,
+                            },
+                        )
                     return
                 m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)(?:/(.*))?", path)
                 if m:
@@ -256,7 +260,10 @@ def main() -> None:
     hub = FakeHub()
     hub.add_repo("demo/Demo-GGUF", {"Demo-Q4_K_M.gguf": rng.randbytes(args.mib * 1024 * 1024)})
     hub.add_repo("unsloth/Qwen3.8-27B-GGUF", {"Qwen3.8-27B-Q4_K_M.gguf": rng.randbytes(args.mib * 1024 * 1024)})
-    hub.add_repo("aj9o9/Qwen3.8-27B-DSpine-b16-GGUF", {"Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf": rng.randbytes(args.mib * 256 * 1024)})
+    hub.add_repo(
+        "aj9o9/Qwen3.8-27B-DSpine-b16-GGUF",
+        {"Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf": rng.randbytes(args.mib * 256 * 1024)},
+    )
     if args.rate:
         hub.misbehave.bytes_per_second = args.rate * 1024 * 1024
     hub.start()

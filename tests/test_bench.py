@@ -7,14 +7,20 @@ import json
 
 import pytest
 
-from app.bench import PLAIN, Run, Setup, builtin_prompt_files, load_prompts, summarize
 from app.errors import UsageError
+from app.run.bench import PLAIN, Run, Setup, builtin_prompt_files, load_prompts, summarize
 from backends.stats import Stats
 
 
 def run(category, drafter, n_max, generated, decode_s, steps, drafted=0, accepted=0, ttft=0.1):
-    stats = Stats(generated_tokens=generated, decode_s=decode_s, verify_steps=steps, drafted=drafted,
-                  accepted=accepted, ttft_s=ttft)
+    stats = Stats(
+        generated_tokens=generated,
+        decode_s=decode_s,
+        verify_steps=steps,
+        drafted=drafted,
+        accepted=accepted,
+        ttft_s=ttft,
+    )
     return Run(category, False, Setup(drafter, n_max), stats)
 
 
@@ -50,18 +56,41 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
     files = models["dense"]
     chats = tmp_path / "chats.jsonl"
     chats.write_text(
-        json.dumps({"messages": [{"role": "user", "content": "def add(a, b):"}], "category": "code"}) + "\n"
-        + json.dumps({"messages": [{"role": "user", "content": "Tell a story."}], "category": "prose"}) + "\n"
+        json.dumps({"messages": [{"role": "user", "content": "def add(a, b):"}], "category": "code"})
+        + "\n"
+        + json.dumps({"messages": [{"role": "user", "content": "Tell a story."}], "category": "prose"})
+        + "\n"
     )
     result = dspine(
-        "bench", "--model", str(files["target"]), "--drafters", f"{files['same']},{files['noisy']}",
-        "--engine", engine, "--prompts", str(chats), "--n-max", "2,4", "--max-tokens", "24", "--repeat", "2",
-        "--think", "on", "--json", timeout=600,
+        "bench",
+        "--model",
+        str(files["target"]),
+        "--drafters",
+        f"{files['same']},{files['noisy']}",
+        "--engine",
+        engine,
+        "--prompts",
+        str(chats),
+        "--n-max",
+        "2,4",
+        "--max-tokens",
+        "24",
+        "--repeat",
+        "2",
+        "--think",
+        "on",
+        "--json",
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
-    setups = [("plain", None, False), ("dense-same.gguf", 2, False), ("dense-same.gguf", 4, False),
-              ("dense-noisy.gguf", 2, False), ("dense-noisy.gguf", 4, False)]
+    setups = [
+        ("plain", None, False),
+        ("dense-same.gguf", 2, False),
+        ("dense-same.gguf", 4, False),
+        ("dense-noisy.gguf", 2, False),
+        ("dense-noisy.gguf", 4, False),
+    ]
     if engine == "inproc":  # fixed against adaptive; llama-server takes no per-request length
         setups += [("dense-same.gguf", None, True), ("dense-noisy.gguf", None, True)]
     assert {(r["category"], r["drafter"], r["n_max"], r["adaptive"]) for r in rows} == {
@@ -83,13 +112,25 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
             # Rejection sampling with the same distribution on both sides keeps every draft
             # (llama-server instead keeps a draft only when its sampled token matches).
             assert row["acceptance_rate"] == 1.0
-    markdown = dspine("bench", "--model", str(files["target"]), "--drafters", "none", "--engine", engine,
-                      "--prompts", str(chats), "--max-tokens", "8", "--markdown")
+    markdown = dspine(
+        "bench",
+        "--model",
+        str(files["target"]),
+        "--drafters",
+        "none",
+        "--engine",
+        engine,
+        "--prompts",
+        str(chats),
+        "--max-tokens",
+        "8",
+        "--markdown",
+    )
     assert markdown.returncode == 0 and markdown.stdout.startswith("| category | think | drafter")
 
 
 def test_chat_history_exports_to_bench_prompts(tmp_path):
-    from app.history import ChatStore
+    from app.tui.history import ChatStore
 
     store = ChatStore(tmp_path / "chats.db")
     chat = store.new_chat("work")

@@ -1,7 +1,8 @@
 import pytest
 
-from app.catalog import DRAFTER_KINDS, RepoRef, load_catalog, parse_catalog, parse_repo_ref
 from app.errors import ConfigError, UsageError
+from app.models.catalog import RepoRef, load_catalog, parse_catalog, parse_repo_ref
+from backends.drafters import KINDS
 
 
 def test_builtin_catalog_has_the_promised_bundles():
@@ -18,7 +19,7 @@ def test_builtin_catalog_has_the_promised_bundles():
     assert big.drafter(None).variant == "dspine-q4"
     small = catalog.find("qwen3:8b")
     assert small.name == "qwen3-8b" and small.drafter(None).kind == "dspine"
-    assert all(d.kind in DRAFTER_KINDS for b in catalog.bundles.values() for d in b.drafters.values())
+    assert all(d.kind in KINDS for b in catalog.bundles.values() for d in b.drafters.values())
 
 
 def test_find_is_case_insensitive_and_suggests():

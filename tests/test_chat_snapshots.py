@@ -7,16 +7,24 @@ import time
 
 import pytest
 
-from app.hardware import Hardware
-from app.history import ChatStore
+from app.fit.hardware import Hardware
 from app.tui.app import ChatApp
+from app.tui.history import ChatStore
+from app.tui.screens.first_run import FirstRun
 from app.tui.widgets.conversation import Conversation
-from app.tui.widgets.first_run import FirstRun
 from tests.scripted_engine import ScriptedEngine
 
 SIZE = (100, 30)
-STATS = {"prompt_tokens": 40, "prompt_s": 0.05, "generated_tokens": 120, "decode_s": 1.2, "ttft_s": 0.08,
-         "drafted": 150, "accepted": 110, "verify_steps": 35}
+STATS = {
+    "prompt_tokens": 40,
+    "prompt_s": 0.05,
+    "generated_tokens": 120,
+    "decode_s": 1.2,
+    "ttft_s": 0.08,
+    "drafted": 150,
+    "accepted": 110,
+    "verify_steps": 35,
+}
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +50,8 @@ def test_chat_with_a_finished_reply(snap_compare, store):
     reply = store.add_message(chat.id, "assistant", "", complete=False)
     store.update_message(
         reply,
-        "Here it is:\n\n```c\nvoid reverse(char *s) {\n    size_t n = strlen(s);\n    for (size_t i = 0; i < n / 2; i++) {\n"
+        "Here it is:\n\n```c\nvoid reverse(char *s) {\n    size_t n = strlen(s);\n"
+        "    for (size_t i = 0; i < n / 2; i++) {\n"
         "        char t = s[i]; s[i] = s[n - 1 - i]; s[n - 1 - i] = t;\n    }\n}\n```\n",
         "Swap from both ends.",
         STATS,

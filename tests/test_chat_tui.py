@@ -8,8 +8,9 @@ import pytest
 from textual.app import App
 from textual.widgets import Collapsible, Markdown
 
-from app.history import ChatStore
-from app.tui.app import ChatApp, merge_deltas
+from app.tui.app import ChatApp
+from app.tui.history import ChatStore
+from app.tui.reply import merge_deltas
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.readout import Readout
 from backends.events import Delta, End, StatsUpdate
@@ -189,20 +190,24 @@ async def test_chat_list_switches_renames_and_deletes(store):
         await until(pilot, lambda: len(store.chats()) == 1, what="the delete")
         await pilot.press("escape")
         # The open chat was deleted: the app moves on to a fresh one, never a dead id.
-        await until(pilot, lambda: app.chat.id != first.id and app.chat.id in {c.id for c in store.chats()}, what="a live chat")
+        await until(
+            pilot, lambda: app.chat.id != first.id and app.chat.id in {c.id for c in store.chats()}, what="a live chat"
+        )
 
 
 async def test_first_run_shows_the_fit_pulls_with_progress_then_chats(store, hub, env, models_dir):
     from textual.widgets import ProgressBar
 
-    from app.catalog import load_catalog
-    from app.pull import make_request, pull
+    from app.hub.pull import make_request, pull
+    from app.models.catalog import load_catalog
     from app.settings import load_settings
-    from app.tui.widgets.first_run import FirstRun, FirstRunScreen
+    from app.tui.screens.first_run import FirstRun, FirstRunScreen
 
     settings = load_settings()
     request = make_request("qwen3.8-27b", load_catalog(), None, "dspine-q4")
-    first_run = FirstRun("qwen3.8-27b", lambda: "Fits: Q4_K_M + dspine-q4 on this test GPU", lambda p: pull(request, settings, p))
+    first_run = FirstRun(
+        "qwen3.8-27b", lambda: "Fits: Q4_K_M + dspine-q4 on this test GPU", lambda p: pull(request, settings, p)
+    )
     engine = ScriptedEngine()
     app = ChatApp(None, store, first_run=first_run, open_engine=lambda: engine)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -219,7 +224,9 @@ async def test_first_run_shows_the_fit_pulls_with_progress_then_chats(store, hub
 
 
 async def test_model_and_fit_commands(store):
-    app = ChatApp(ScriptedEngine(), store, model="tiny.gguf", fit_summary=lambda: "1,024 MiB of 24,576 MiB at context 8,192")
+    app = ChatApp(
+        ScriptedEngine(), store, model="tiny.gguf", fit_summary=lambda: "1,024 MiB of 24,576 MiB at context 8,192"
+    )
     async with app.run_test() as pilot:
         await send(pilot, "/fit")
         await until(pilot, lambda: any("24,576 MiB" in v.answer for v in assistant_views(app)), what="the fit")
@@ -250,8 +257,17 @@ async def test_a_reply_and_gpu_readings_arrive_while_a_dialog_is_open(store):
 
 def test_a_batch_becomes_one_delta_per_run_whatever_stats_arrive_between_tokens():
     first, second, last = Stats(generated_tokens=1), Stats(generated_tokens=2), Stats(generated_tokens=3)
-    batch = [Delta("Let ", "thinking"), StatsUpdate(first), Delta("me.", "thinking"), StatsUpdate(second),
-             Delta("Hel", "answer"), StatsUpdate(second), Delta("lo", "answer"), StatsUpdate(last), End("stop", last)]
+    batch = [
+        Delta("Let ", "thinking"),
+        StatsUpdate(first),
+        Delta("me.", "thinking"),
+        StatsUpdate(second),
+        Delta("Hel", "answer"),
+        StatsUpdate(second),
+        Delta("lo", "answer"),
+        StatsUpdate(last),
+        End("stop", last),
+    ]
     merged = merge_deltas(batch)
     assert merged[:2] == [Delta("Let me.", "thinking"), Delta("Hello", "answer")]
     assert isinstance(merged[2], StatsUpdate) and merged[2].stats is last
@@ -319,7 +335,9 @@ async def test_streamed_markdown_ends_as_a_fresh_render_would():
 
 
 def long_reply(paragraphs: int, tag: str = "") -> str:
-    return "".join(f"Paragraph {tag}{i} says something useful.\n\n```python\nprint({i})\n```\n\n" for i in range(paragraphs))
+    return "".join(
+        f"Paragraph {tag}{i} says something useful.\n\n```python\nprint({i})\n```\n\n" for i in range(paragraphs)
+    )
 
 
 async def test_a_long_chat_opens_asleep_and_wakes_what_comes_into_view(tmp_path):
@@ -371,7 +389,9 @@ async def test_a_long_reply_streams_in_segments_and_follows_unless_scrolled_up(s
         # Scrolled up during the next reply: the view stays where the user put it.
         engine.answer, engine.tokens_per_s = pieces, 400
         await send(pilot, "again")
-        await until(pilot, lambda: len(assistant_views(app)) == 2 and assistant_views(app)[-1].answer, what="the second reply")
+        await until(
+            pilot, lambda: len(assistant_views(app)) == 2 and assistant_views(app)[-1].answer, what="the second reply"
+        )
         conversation.scroll_to(y=5, animate=False, immediate=True)
         await pilot.pause()
         assert not conversation.following

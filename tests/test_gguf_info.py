@@ -2,8 +2,8 @@ import time
 
 import pytest
 
-from app.gguf_info import ArrayInfo, GgufError, RangeSource, parse_header, read_local
-from app.model_shape import shape_from_header
+from app.fit.shape import shape_from_header
+from backends.gguf_header import ArrayInfo, GgufError, RangeSource, parse_header, read_local
 from tests.gguf_models import Shape, corrupt_header, write_model
 
 
@@ -19,7 +19,11 @@ def test_reads_metadata_and_tensor_table(model):
     assert isinstance(header.get("tokenizer.ggml.tokens"), ArrayInfo)  # long arrays are counted, not kept
     assert len(header.get("tokenizer.ggml.tokens")) == 5000
     data = model.stat().st_size - header.header_bytes
-    assert sum(t.n_bytes for t in header.tensors) <= data < sum(t.n_bytes for t in header.tensors) + 32 * len(header.tensors)
+    assert (
+        sum(t.n_bytes for t in header.tensors)
+        <= data
+        < sum(t.n_bytes for t in header.tensors) + 32 * len(header.tensors)
+    )
     assert header.notes == []
 
 

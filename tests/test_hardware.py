@@ -5,7 +5,7 @@ import json
 import os
 import stat
 
-import app.hardware as hardware
+import app.fit.hardware as hardware
 from tests.conftest import ROOT
 
 GiB = 2**30
@@ -23,10 +23,13 @@ def fake_pynvml(monkeypatch, gpus):
 
 
 def test_nvml_lists_every_gpu(monkeypatch):
-    fake_pynvml(monkeypatch, [
-        {"name": "NVIDIA GeForce RTX 3090", "total": 24 * GiB, "free": 22 * GiB},
-        {"name": "NVIDIA GeForce RTX 4060 Ti", "total": 16 * GiB, "free": 15 * GiB},
-    ])
+    fake_pynvml(
+        monkeypatch,
+        [
+            {"name": "NVIDIA GeForce RTX 3090", "total": 24 * GiB, "free": 22 * GiB},
+            {"name": "NVIDIA GeForce RTX 4060 Ti", "total": 16 * GiB, "free": 15 * GiB},
+        ],
+    )
     found = hardware.detect()
     assert found.source == "nvml" and found.driver == "580.95.05"
     assert [(g.index, g.name, g.total, g.free) for g in found.gpus] == [

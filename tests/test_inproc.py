@@ -57,16 +57,20 @@ def test_greedy_speculation_equals_plain_greedy_token_for_token(engines, family)
 
 def test_equal_drafter_is_always_accepted_when_sampling_too(engines):
     engine = engines["dense"]["same"]
-    tokens, stats = tokens_of(engine, "hello", Sampling(temperature=1.0, top_p=0.95, top_k=20, seed=7, max_tokens=40), 4)
+    tokens, stats = tokens_of(
+        engine, "hello", Sampling(temperature=1.0, top_p=0.95, top_k=20, seed=7, max_tokens=40), 4
+    )
     assert len(tokens) == 40 and stats.accepted == stats.drafted > 0
     again, _ = tokens_of(engine, "hello", Sampling(temperature=1.0, top_p=0.95, top_k=20, seed=7, max_tokens=40), 4)
     assert again == tokens  # a seed makes it repeatable
 
 
 def test_stream_events_and_figures(engines):
-    events = list(engines["dense"]["same"].stream(
-        [{"role": "user", "content": "hi"}], think=False, sampling=Sampling(temperature=0, max_tokens=30)
-    ))
+    events = list(
+        engines["dense"]["same"].stream(
+            [{"role": "user", "content": "hi"}], think=False, sampling=Sampling(temperature=0, max_tokens=30)
+        )
+    )
     assert isinstance(events[-1], End) and events[-1].reason == "length"
     text = "".join(e.text for e in events if isinstance(e, Delta))
     assert text and text.isascii()

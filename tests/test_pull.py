@@ -18,8 +18,6 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-
-
 def test_pull_bundle_fetches_target_and_drafter_and_verifies(dspine, hub, models_dir):
     result = dspine("pull", "qwen3.8-27b")
     assert result.returncode == 0, result.stderr
@@ -162,7 +160,12 @@ def test_disk_filling_up_mid_download_keeps_what_arrived(dspine, hub, models_dir
     target = models_dir / TARGET_REPO / TARGET_Q4
     target.parent.mkdir(parents=True)
     repo = hub.repos[TARGET_REPO]
-    meta = {"repo": TARGET_REPO, "path": TARGET_Q4, "size": len(repo.files[TARGET_Q4]), "sha256": repo.sha256(TARGET_Q4)}
+    meta = {
+        "repo": TARGET_REPO,
+        "path": TARGET_Q4,
+        "size": len(repo.files[TARGET_Q4]),
+        "sha256": repo.sha256(TARGET_Q4),
+    }
     (target.parent / (TARGET_Q4 + ".part.json")).write_text(json.dumps(meta))
     os.symlink("/dev/full", target.parent / (TARGET_Q4 + ".part"))
     result = dspine("pull", "qwen3.8-27b")

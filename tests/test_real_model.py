@@ -11,7 +11,7 @@ import pytest
 
 from backends.events import Delta, End
 from backends.inproc import InprocEngine
-from backends.sampling import Sampling, preset
+from backends.sampling import preset
 from backends.stats import Stats
 from tests.conftest import ROOT, dspine_cmd
 
@@ -29,9 +29,28 @@ def test_dspine_run_on_smollm2_writes_real_text(real, env):
     texts = {}
     for engine in ("inproc", "server"):
         done = subprocess.run(
-            dspine_cmd("run", str(real["target"]), "Write a Python function that adds two numbers.", "--engine", engine,
-                       "--draft", str(real["q4"]), "--temp", "0", "-n", "40", "--json", "--think", "on"),
-            env=env, cwd=ROOT, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
+            dspine_cmd(
+                "run",
+                str(real["target"]),
+                "Write a Python function that adds two numbers.",
+                "--engine",
+                engine,
+                "--draft",
+                str(real["q4"]),
+                "--temp",
+                "0",
+                "-n",
+                "40",
+                "--json",
+                "--think",
+                "on",
+            ),
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            stdin=subprocess.DEVNULL,
         )
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
@@ -87,8 +106,15 @@ def test_real_pair_is_exact_under_greedy_on_llama_server(real, tmp_path, think):
     sampling = preset(think).with_(temperature=0, max_tokens=64)
     texts, stats = {}, {}
     for name, draft in (("plain", None), ("q4", real["q4"])):
-        config = ServerConfig(model=str(real["target"]), n_ctx=2048, gpu_layers=0, draft_gpu_layers=0, n_max=8,
-                              draft_model=str(draft) if draft else None, drafter_kind="draft" if draft else None)
+        config = ServerConfig(
+            model=str(real["target"]),
+            n_ctx=2048,
+            gpu_layers=0,
+            draft_gpu_layers=0,
+            n_max=8,
+            draft_model=str(draft) if draft else None,
+            drafter_kind="draft" if draft else None,
+        )
         engine = LlamaServerEngine(config, log_dir=tmp_path).start()
         try:
             for i, messages in enumerate((CODE, PROSE)):

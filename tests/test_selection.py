@@ -1,7 +1,7 @@
 import pytest
 
 from app.errors import NotFoundError, UsageError
-from app.selection import RemoteFile, available_quants, quant_of, select_by_glob, select_by_quant
+from app.models.selection import RemoteFile, available_quants, quant_of, select_by_glob, select_by_quant
 
 REPO = "org/Model-GGUF"
 
@@ -41,9 +41,7 @@ def test_quant_prefix_does_not_match_a_longer_quant():
 
 
 def test_split_gguf_returns_every_shard_in_order():
-    listing = files(
-        "Q8_0/M-Q8_0-00002-of-00002.gguf", "Q8_0/M-Q8_0-00001-of-00002.gguf", "M-Q4_K_M.gguf"
-    )
+    listing = files("Q8_0/M-Q8_0-00002-of-00002.gguf", "Q8_0/M-Q8_0-00001-of-00002.gguf", "M-Q4_K_M.gguf")
     chosen = select_by_quant(REPO, listing, "Q8_0")
     assert [f.path for f in chosen] == ["Q8_0/M-Q8_0-00001-of-00002.gguf", "Q8_0/M-Q8_0-00002-of-00002.gguf"]
 

@@ -41,7 +41,9 @@ def test_distribution_applies_top_k_top_p_min_p_and_penalties():
     assert np.allclose(p, [0.625, 0.375, 0, 0])
     p = distribution(logits, Sampling(temperature=1.0, top_k=0, top_p=1.0, min_p=0.2))
     assert np.allclose(p, np.array([0.5, 0.3, 0.15, 0]) / 0.95)
-    penalised = distribution(logits, Sampling(temperature=1.0, top_k=0, top_p=1.0, presence_penalty=10), seen=np.array([0]))
+    penalised = distribution(
+        logits, Sampling(temperature=1.0, top_k=0, top_p=1.0, presence_penalty=10), seen=np.array([0])
+    )
     assert penalised[0] < 1e-4
     assert distribution(logits, Sampling(temperature=0))[0] == 1.0
 

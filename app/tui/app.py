@@ -1,13 +1,15 @@
-"""The chat app. Streaming (the engine, in a worker thread), storage
-(ChatStore) and rendering (the widgets) are kept apart: the worker batches
-events, the app hands text to the widgets and saves the reply as it grows."""
+"""The chat app. Streaming (the engine, in a worker thread), the reply (a
+Reply model), storage (ChatStore) and rendering (the widgets) are kept apart:
+the worker batches events, the Reply takes them, the view draws what it took
+and the store saves the Reply as it grows."""
 
 from __future__ import annotations
 
+import contextlib
 import re
-import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import ClassVar
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -15,22 +17,23 @@ from textual.binding import Binding
 from textual.css.query import NoMatches
 from textual.widgets import Footer, Header
 
+from backends.base import Engine
 from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
-from ..errors import DspineError
-from ..hardware import detect
-from ..history import ChatStore
+from ..errors import ERRORS_FOR_PEOPLE
+from ..fit.hardware import detect
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
-from .widgets.chat_list import ChatList
+from .history import Chat, ChatStore
+from .reply import Batcher, Reply
+from .screens.chat_list import ChatList
+from .screens.first_run import FirstRun, FirstRunScreen
 from .widgets.conversation import Conversation
-from .widgets.first_run import FirstRun, FirstRunScreen
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
 
-FLUSH_S = 0.05  # hand text to the screen 20 times a second, whatever the token rate: each update re-lays out the conversation
 SAVE_S = 0.25  # save a growing reply this often (and always at its end)
 HELP = """**dspine chat**
 
@@ -44,40 +47,6 @@ HELP = """**dspine chat**
 - `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
 """
-
-
-def merge_deltas(events: list[Event]) -> list[Event]:
-    """Runs of text of one kind become one delta, whatever statistics arrived between their tokens:
-    one Markdown update per batch, not per token. Only the newest statistics are kept, placed before
-    the reply's end so the end's own figures win."""
-    merged: list[Event] = []
-    pieces: list[str] = []
-    newest: StatsUpdate | None = None
-
-    def close_run() -> None:
-        if pieces:
-            kind = merged.pop().kind  # the run's placeholder
-            merged.append(Delta("".join(pieces), kind))
-            pieces.clear()
-
-    for event in events:
-        if isinstance(event, StatsUpdate):
-            newest = event
-        elif isinstance(event, Delta):
-            if not (pieces and merged[-1].kind == event.kind):
-                close_run()
-                merged.append(Delta("", event.kind))
-            pieces.append(event.text)
-        else:
-            close_run()
-            if newest is not None:
-                merged.append(newest)
-                newest = None
-            merged.append(event)
-    close_run()
-    if newest is not None:
-        merged.append(newest)
-    return merged
 
 
 class ChatApp(App):
@@ -94,12 +63,12 @@ class ChatApp(App):
 
     def __init__(
         self,
-        engine: Any,
+        engine: Engine | None,
         store: ChatStore,
         model: str = "",
         think: bool = True,
         first_run: FirstRun | None = None,
-        open_engine: Callable[[], Any] | None = None,
+        open_engine: Callable[[], Engine] | None = None,
         fit_summary: Callable[[], str] | None = None,
     ) -> None:
         super().__init__()
@@ -110,10 +79,9 @@ class ChatApp(App):
         self.store = store
         self.model = model
         self.think = think
-        self.chat = None
+        self.chat: Chat | None = None
         self.streaming = False
         self.last_end: End | None = None
-        self._saved_at = 0.0
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -142,10 +110,8 @@ class ChatApp(App):
         self.call_from_thread(self._show_gpu, used, total)
 
     def _show_gpu(self, used: int | None, total: int | None) -> None:
-        try:
+        with contextlib.suppress(NoMatches):  # the app is closing
             self.query_one(Readout).show_gpu(used, total)
-        except NoMatches:  # the app is closing
-            pass
 
     def _pulled(self, result) -> None:
         if result is None:
@@ -161,7 +127,7 @@ class ChatApp(App):
             return
         try:
             engine = self.open_engine()
-        except DspineError as exc:
+        except ERRORS_FOR_PEOPLE as exc:
             self.call_from_thread(self.notify, f"{exc.cause} · {exc.fix}", severity="error", timeout=20)
             return
         self.call_from_thread(self._engine_ready, engine)
@@ -171,22 +137,24 @@ class ChatApp(App):
         assert self.fit_summary is not None
         try:
             text = self.fit_summary()
-        except DspineError as exc:
+        except ERRORS_FOR_PEOPLE as exc:
             text = f"{exc.cause}\n{exc.fix}"
-        self.call_from_thread(self._post_note, "**dspine fit**\n\n" + text)
+        # mypy cannot solve Textual's `T | Awaitable[T]` for a coroutine function (here and below).
+        self.call_from_thread(self._post_note, "**dspine fit**\n\n" + text)  # type: ignore[arg-type]
 
     async def _post_note(self, text: str) -> None:
         conversation = self.query_one(Conversation)
         await conversation.mount(MessageView("assistant", text))
         conversation.follow(to_the_end=True)
 
-    def _engine_ready(self, engine: Any) -> None:
+    def _engine_ready(self, engine: Engine) -> None:
         self.engine = engine
         self._show_mode()
         self.notify("ready")
 
     def _show_mode(self) -> None:
-        self.query_one(Readout).set_mode(self.think, getattr(self.engine, "name", "?"), getattr(self.engine, "drafter", None))
+        engine = self.engine
+        self.query_one(Readout).set_mode(self.think, engine.name if engine else "?", engine.drafter if engine else None)
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -196,13 +164,15 @@ class ChatApp(App):
         self.notify(f"thinking {'on' if self.think else 'off'}")
 
     def action_cancel(self) -> None:
-        if self.streaming:
+        if self.streaming and self.engine is not None:
             self.engine.cancel()
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
         yield SystemCommand("Copy last reply", "Copy the last reply to the clipboard", self.action_copy_reply)
-        yield SystemCommand("Copy first code block", "Copy the last reply's first code block", lambda: self.copy_code_block(1))
+        yield SystemCommand(
+            "Copy first code block", "Copy the last reply's first code block", lambda: self.copy_code_block(1)
+        )
         yield SystemCommand("Toggle thinking", "Switch think / no-think", self.action_toggle_think)
         yield SystemCommand("New chat", "Start a new chat", self.action_new_chat)
 
@@ -245,7 +215,9 @@ class ChatApp(App):
         views = []
         for message in self.store.messages(self.chat.id):
             stats = stats_from(message.stats)
-            figures = final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
+            figures = (
+                final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
+            )
             views.append(MessageView(message.role, message.content, message.thinking, figures))
         await self.query_one(Conversation).show(views)
 
@@ -276,43 +248,71 @@ class ChatApp(App):
         await self._send(full)
 
     async def _command(self, text: str) -> None:
-        command = text.split()[0].lower()
-        conversation = self.query_one(Conversation)
-        if command in ("/think", "/no_think"):
-            self.think = command == "/think"
-            self._show_mode()
-        elif command == "/new":
-            await self.action_new_chat()
-        elif command == "/clear":
-            await conversation.remove_children()
-        elif command == "/copy":
-            parts = text.split()
-            self.copy_code_block(int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 1)
-        elif command == "/export":
-            assert self.chat is not None
-            parts = text.split(maxsplit=1)
-            target = Path(parts[1]).expanduser() if len(parts) > 1 else Path.cwd() / f"dspine-chat-{self.chat.id}.md"
-            if target.suffix == ".jsonl":  # the prompts format of `dspine bench --prompts`
-                target.write_text(self.store.export_prompts([self.chat.id]), encoding="utf-8")
-            else:
-                target.write_text(self.store.export_markdown(self.chat.id), encoding="utf-8")
-            self.notify(f"exported to {target}")
-        elif command == "/model":
-            engine = self.engine
-            self.notify(
-                f"model {self.model or '-'} · engine {getattr(engine, 'name', '-')} · "
-                f"drafter {getattr(engine, 'drafter', None) or 'none'} · thinking {'on' if self.think else 'off'}",
-                timeout=10,
-            )
-        elif command == "/fit":
-            if self.fit_summary is None:
-                self.notify("no fit for this chat's model (dspine fit plans it)", severity="warning")
-            else:
-                self._show_fit()
-        elif command == "/help":
-            await self._post_note(HELP)
-        else:
+        parts = text.split(maxsplit=1)
+        command, argument = parts[0].lower(), parts[1] if len(parts) > 1 else ""
+        handler = self.SLASH_COMMANDS.get(command)
+        if handler is None:
             self.notify(f"unknown command {command}; /help lists them", severity="warning")
+            return
+        await handler(self, argument)
+
+    # -- slash commands: each takes what follows the command ---------------------------------
+
+    async def _slash_think(self, argument: str) -> None:
+        self.think = True
+        self._show_mode()
+
+    async def _slash_no_think(self, argument: str) -> None:
+        self.think = False
+        self._show_mode()
+
+    async def _slash_new(self, argument: str) -> None:
+        await self.action_new_chat()
+
+    async def _slash_clear(self, argument: str) -> None:
+        await self.query_one(Conversation).remove_children()
+
+    async def _slash_copy(self, argument: str) -> None:
+        words = argument.split()
+        self.copy_code_block(int(words[0]) if words and words[0].isdigit() else 1)
+
+    async def _slash_export(self, argument: str) -> None:
+        assert self.chat is not None
+        target = Path(argument).expanduser() if argument else Path.cwd() / f"dspine-chat-{self.chat.id}.md"
+        if target.suffix == ".jsonl":  # the prompts format of `dspine bench --prompts`
+            target.write_text(self.store.export_prompts([self.chat.id]), encoding="utf-8")
+        else:
+            target.write_text(self.store.export_markdown(self.chat.id), encoding="utf-8")
+        self.notify(f"exported to {target}")
+
+    async def _slash_model(self, argument: str) -> None:
+        engine = self.engine
+        self.notify(
+            f"model {self.model or '-'} · engine {engine.name if engine else '-'} · "
+            f"drafter {(engine.drafter if engine else None) or 'none'} · thinking {'on' if self.think else 'off'}",
+            timeout=10,
+        )
+
+    async def _slash_fit(self, argument: str) -> None:
+        if self.fit_summary is None:
+            self.notify("no fit for this chat's model (dspine fit plans it)", severity="warning")
+        else:
+            self._show_fit()
+
+    async def _slash_help(self, argument: str) -> None:
+        await self._post_note(HELP)
+
+    SLASH_COMMANDS: ClassVar[dict[str, Callable[[ChatApp, str], Awaitable[None]]]] = {
+        "/think": _slash_think,
+        "/no_think": _slash_no_think,
+        "/new": _slash_new,
+        "/clear": _slash_clear,
+        "/copy": _slash_copy,
+        "/export": _slash_export,
+        "/model": _slash_model,
+        "/fit": _slash_fit,
+        "/help": _slash_help,
+    }
 
     # -- a reply ---------------------------------------------------------------------------
 
@@ -330,27 +330,24 @@ class ChatApp(App):
         conversation.follow(to_the_end=True)
         self.streaming = True
         self.query_one(Readout).start()
-        self._stream_reply(history + [{"role": "user", "content": text}], self.think, view, reply_id)
+        self._stream_reply(history + [{"role": "user", "content": text}], self.think, Reply(), view, reply_id)
 
     @work(thread=True, exclusive=True)
-    def _stream_reply(self, messages: list[dict], think: bool, view: MessageView, reply_id: int) -> None:
-        batch: list[Event] = []
-        flushed = time.monotonic()
+    def _stream_reply(self, messages: list[dict], think: bool, reply: Reply, view: MessageView, reply_id: int) -> None:
+        assert self.engine is not None
+        batcher = Batcher(lambda batch: self.call_from_thread(self._apply, batch, reply, view, reply_id))  # type: ignore[arg-type]
         try:
             for event in self.engine.stream(messages, think=think):
-                batch.append(event)
-                if isinstance(event, (End, Error)) or time.monotonic() - flushed >= FLUSH_S:
-                    self.call_from_thread(self._apply, batch, view, reply_id)
-                    batch, flushed = [], time.monotonic()
+                batcher.add(event)
         except Exception as exc:  # an engine bug must not take the conversation down
-            batch.append(Error(f"the engine failed: {exc}", "the conversation is kept; try again"))
-        if batch:
-            self.call_from_thread(self._apply, batch, view, reply_id)
+            batcher.add(Error(f"the engine failed: {exc}", "the conversation is kept; try again"))
+        batcher.flush()
         self.call_from_thread(self._done)
 
-    async def _apply(self, events: list[Event], view: MessageView, reply_id: int) -> None:
+    async def _apply(self, events: list[Event], reply: Reply, view: MessageView, reply_id: int) -> None:
+        """The model takes the batch first; the view draws what it took; the store saves the model."""
         stats: Stats | None = None
-        for event in merge_deltas(events):
+        for event in reply.feed(events):
             if isinstance(event, Delta):
                 if event.kind == "thinking":
                     await view.add_thinking(event.text)
@@ -361,17 +358,14 @@ class ChatApp(App):
             elif isinstance(event, End):
                 stats = event.stats
                 self.last_end = event
-                await view.finish(final_line(event.stats, event.reason))
-                self.store.update_message(reply_id, view.answer, view.thinking, event.stats.to_json(), complete=True)
+                await view.finish(reply.figures)
             elif isinstance(event, Error):
-                await view.finish(f"error: {event.message}" + (f" · {event.fix}" if event.fix else ""))
+                await view.finish(reply.figures)
                 self.notify(event.message, severity="error", timeout=10)
         if stats is not None:
             self.query_one(Readout).show(stats)
-        now = time.monotonic()
-        if not any(isinstance(e, End) for e in events) and now - self._saved_at >= SAVE_S:
-            self._saved_at = now
-            self.store.update_message(reply_id, view.answer, view.thinking, stats.to_json() if stats else None)
+        if reply.due_for_save(SAVE_S):
+            self.store.save_reply(reply_id, reply)
         self.query_one(Conversation).follow()
 
     def _done(self) -> None:

@@ -38,13 +38,7 @@ def split_point(text: str, min_lines: int) -> int | None:
         if end == -1:
             return None
         line = text[start:end]
-        if (
-            fence is None
-            and previous_blank
-            and number >= min_lines
-            and line.strip()
-            and not _CONTINUES.match(line)
-        ):
+        if fence is None and previous_blank and number >= min_lines and line.strip() and not _CONTINUES.match(line):
             return start
         opened = _FENCE.match(line)
         if fence is None and opened:

@@ -6,6 +6,7 @@ a long chat nor each streamed update costs in proportion to its length."""
 from __future__ import annotations
 
 from textual.containers import VerticalScroll
+from textual.dom import DOMNode
 from textual.widget import Widget
 
 from .markdown_segment import MarkdownSegment
@@ -133,9 +134,10 @@ class Conversation(VerticalScroll):
         y, node = 0, widget
         while node is not self:
             y += node.virtual_region.y
-            node = node.parent
-            if not isinstance(node, Widget):
+            parent = node.parent
+            if not isinstance(parent, Widget):
                 return None
+            node = parent
             if node is not self:
                 y += node.styles.gutter.top
         return y, y + height
@@ -153,7 +155,7 @@ class Conversation(VerticalScroll):
         return True
 
     def _shown(self, widget: Widget) -> bool:
-        node = widget
+        node: DOMNode | None = widget
         while node is not self and isinstance(node, Widget):
             if not node.display:
                 return False

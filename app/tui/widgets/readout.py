@@ -28,7 +28,7 @@ class Readout(Horizontal):
         self.query_one("#mode", Static).update(f"[b]{mode}[/] · {engine} · {drafter or 'no drafter'}")
 
     def show_gpu(self, used: int | None, total: int | None) -> None:
-        text = "GPU -" if not total else f"GPU {used / 2**30:.1f}/{total / 2**30:.1f} GiB"
+        text = "GPU -" if not total or used is None else f"GPU {used / 2**30:.1f}/{total / 2**30:.1f} GiB"
         self.query_one("#gpu", Static).update(text)
 
     def start(self) -> None:

@@ -3,6 +3,10 @@
     catalog/repo ref -> hub listing -> chosen files -> plan (what is already
     here, what is in the HF cache, what to fetch) -> disk check -> fetch each
     file (resumable, verified) -> manifest
+
+The hub client and the downloader (huggingface_hub, httpx2: a fifth of a second
+to import) are imported when a pull runs, so that naming what to pull and
+drawing its progress cost nothing to commands that never reach the hub.
 """
 
 from __future__ import annotations
@@ -10,14 +14,15 @@ from __future__ import annotations
 import shutil
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from . import hub
-from .catalog import Catalog, Drafter, parse_repo_ref
-from .download import FetchReport, fetch, partial_bytes
-from .errors import DiskFullError, NetworkError, NotFoundError, UsageError
-from .selection import RemoteFile, select_by_glob, select_by_quant
-from .settings import Settings
+from ..errors import DiskFullError, NetworkError, NotFoundError, UsageError
+from ..models.catalog import Catalog, Drafter, parse_repo_ref
+from ..models.selection import RemoteFile, select_by_glob, select_by_quant
+from ..settings import Settings
+from ..units import format_bytes
 from .store import (
     Manifest,
     PullRecord,
@@ -25,9 +30,12 @@ from .store import (
     find_in_hf_cache,
     listing_from_hf_cache,
     local_path,
+    partial_bytes,
     record_status,
 )
-from .units import format_bytes
+
+if TYPE_CHECKING:
+    from .download import FetchReport
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,8 @@ def make_request(spec: str, catalog: Catalog, quant: str | None, drafter: str | 
 
 
 def _choose_files(request: Request) -> list[tuple[str, RemoteFile]]:
+    from . import client as hub
+
     listings: dict[str, list[RemoteFile]] = {}
 
     def listing(repo: str) -> list[RemoteFile]:
@@ -189,8 +199,10 @@ def _record(request: Request, planned: list[PlannedFile]) -> PullRecord:
 def _from_manifest(request: Request, manifest: Manifest, exc: NetworkError) -> PullResult:
     """Offline or unreachable hub: fine if this exact pull is already complete."""
     record = manifest.records.get(request.name)
-    same = record is not None and record.quant == request.quant and record.drafter == (
-        request.drafter.variant if request.drafter else None
+    same = (
+        record is not None
+        and record.quant == request.quant
+        and record.drafter == (request.drafter.variant if request.drafter else None)
     )
     if not same or record is None or record_status(record) != "complete":
         raise exc
@@ -203,6 +215,8 @@ def pull(
     settings: Settings,
     progress: PullProgress | None = None,
 ) -> PullResult:
+    from .download import fetch
+
     progress = progress or PullProgress()
     models_dir: Path = settings.models_dir
     manifest = Manifest(settings.manifest_path)
@@ -226,9 +240,9 @@ def pull(
                 report = fetch(
                     item.remote,
                     item.local,
-                    on_bytes=lambda n, item=item: progress.advance(item, n),
-                    on_start=lambda n, item=item: progress.resume_from(item, n),
-                    on_rehash=lambda n, item=item: progress.rehash(item, n),
+                    on_bytes=partial(progress.advance, item),
+                    on_start=partial(progress.resume_from, item),
+                    on_rehash=partial(progress.rehash, item),
                     retries=settings.download_retries,
                 )
                 result.fetched_bytes += report.fetched_bytes

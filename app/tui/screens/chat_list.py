@@ -8,7 +8,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, ListItem, ListView
 
-from ...history import Chat, ChatStore
+from ..history import Chat, ChatStore
 
 
 class ChatList(ModalScreen[int | None]):

@@ -1,28 +1,22 @@
 """The planner: which target quant, drafter, KV type, context and GPU layers
 fit this GPU for the user's goal, with every byte accounted for. Pure.
 
-A plan is what engines start from: `server_args()` and `llama_cpp_params()`
-map it one to one onto llama-server flags and llama-cpp-python parameters.
+A plan is what engines start from: `server_config()` maps it one to one onto
+llama-server's settings (whose flags backends.llama_server.server_args writes).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from backends.drafters import KINDS, default_n_max
+from backends.llama_server import ServerConfig, server_args
+
+from ..units import format_bytes
 from .memory import KV_TYPES, Curves, Runtime, compute_estimate, footprint, is_measured, kv_bytes_per_cell, padded
-from .model_shape import ModelShape
-from .units import format_bytes
+from .shape import ModelShape
 
 CTX_STEP = 1024
-DRAFTER_RANK = {"dspine": 0, "dflash": 1, "mtp": 2, "draft": 3}
-# DSpine attends over a sliding window of 8,192 tokens, which caps its KV cache (FACTS).
-DRAFTER_WINDOW = {"dspine": 8192}
-# Tokens drafted per step: the target verifies 1 + this many in one pass, and
-# llama-server reserves logits for exactly that many rows (FACTS: DSpine drafts a
-# block of 16; DFlash2 is best at 7 on code; MTP 2; upstream's default is 3).
-DRAFT_N_MAX = {"dspine": 16, "dflash": 7, "mtp": 2, "draft": 3}
-# Block drafters decode their whole block in one pass: n_max + 1 output rows too.
-BLOCK_DRAFTERS = ("dspine", "dflash")
 GOALS = ("speed", "context")
 
 
@@ -94,28 +88,25 @@ class Plan:
 
     @property
     def draft_n_max(self) -> int:
-        return DRAFT_N_MAX.get(self.drafter.kind or "", 0) if self.drafter else 0
+        return default_n_max(self.drafter.kind) if self.drafter else 0
+
+    def server_config(self) -> ServerConfig:
+        drafter = self.drafter
+        return ServerConfig(
+            model=self.target.path,
+            draft_model=drafter.path if drafter is not None and drafter.shape is not None else None,
+            drafter_kind=drafter.kind if drafter is not None else None,
+            n_ctx=self.n_ctx,
+            gpu_layers=self.gpu_layers,
+            draft_gpu_layers=self.drafter_gpu_layers,
+            kv=self.kv,
+            flash_attn=self.flash_attn,
+            n_max=self.draft_n_max or None,
+            n_ubatch=self.n_ubatch,
+        )
 
     def server_args(self) -> list[str]:
-        args = ["-m", self.target.path, "-c", str(self.n_ctx), "-ngl", str(self.gpu_layers), "-np", "1"]
-        args += ["-ctk", self.kv, "-ctv", self.kv, "-fa", "on" if self.flash_attn else "off", "-ub", str(self.n_ubatch)]
-        if self.drafter is not None and self.drafter.shape is not None:
-            args += ["-md", self.drafter.path, "-ngld", str(self.drafter_gpu_layers)]
-        if self.drafter is not None:
-            args += ["--spec-draft-n-max", str(self.draft_n_max)]
-        return args
-
-    def llama_cpp_params(self) -> dict:
-        return {
-            "model_path": self.target.path,
-            "n_ctx": self.n_ctx,
-            "n_gpu_layers": self.gpu_layers,
-            "n_ubatch": self.n_ubatch,
-            "flash_attn": self.flash_attn,
-            "type_k": self.kv,
-            "type_v": self.kv,
-            "draft_model_path": self.drafter.path if self.drafter and self.drafter.shape else None,
-        }
+        return server_args(self.server_config())
 
     def to_json(self) -> dict:
         return {
@@ -145,11 +136,17 @@ class Plan:
 
 def target_outputs(drafter: Option | None) -> int:
     """Logit rows the target reserves: one, plus the draft it verifies."""
-    return 1 + (DRAFT_N_MAX.get(drafter.kind or "", 0) if drafter else 0)
+    return 1 + (default_n_max(drafter.kind) if drafter else 0)
 
 
 def drafter_outputs(drafter: Option) -> int:
-    return 1 + DRAFT_N_MAX.get(drafter.kind or "", 0) if drafter.kind in BLOCK_DRAFTERS else 1
+    kind = KINDS.get(drafter.kind or "")
+    return 1 + kind.n_max if kind is not None and kind.block else 1
+
+
+def _window(drafter: Option) -> int | None:
+    kind = KINDS.get(drafter.kind or "")
+    return kind.window if kind else None
 
 
 def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wishes: Wishes) -> dict[str, int]:
@@ -168,7 +165,7 @@ def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wis
     draft_runtime = replace(
         runtime,
         gpu_layers=None,
-        window=DRAFTER_WINDOW.get(drafter.kind or ""),
+        window=_window(drafter),
         n_rs_seq=0,
         n_outputs=drafter_outputs(drafter),
     )
@@ -180,7 +177,9 @@ def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wis
     }
 
 
-def assess(target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: Wishes, gpu_layers: int | None = None) -> Plan:
+def assess(
+    target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: Wishes, gpu_layers: int | None = None
+) -> Plan:
     shape = target.shape
     assert shape is not None
     all_layers = shape.n_layer + 1
@@ -220,7 +219,9 @@ def assess(target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: 
         n_ubatch=wishes.n_ubatch,
         compute_measured=is_measured(runtime, target.curves),
         drafter_compute_measured=bool(
-            drafter and drafter.shape and is_measured(replace(runtime, n_outputs=drafter_outputs(drafter)), drafter.curves)
+            drafter
+            and drafter.shape
+            and is_measured(replace(runtime, n_outputs=drafter_outputs(drafter)), drafter.curves)
         ),
     )
     if on_gpu:
@@ -247,7 +248,7 @@ def max_context(target: Option, drafter: Option | None, kv: str, wishes: Wishes)
 
 
 def _drafter_order(drafters: list[Option]) -> list[Option | None]:
-    ranked = sorted(drafters, key=lambda d: (DRAFTER_RANK.get(d.kind or "", 9), -d.size))
+    ranked = sorted(drafters, key=lambda d: (KINDS[d.kind].rank if d.kind in KINDS else 9, -d.size))
     return [*ranked, None]
 
 
@@ -289,15 +290,18 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
 
     if wishes.budget <= 0:
         n_ctx = wishes.ctx or min(first.shape.n_ctx_train, 8192)
-        chosen = assess(first, None, n_ctx, kv_order[0], wishes, gpu_layers=0)
-        chosen.reasons.append("No NVIDIA GPU found: this is a CPU plan (everything in system RAM, no drafter).")
-        chosen.reasons.append("Plan for a GPU you do not have here with --vram, e.g. --vram 24GiB.")
-        return chosen
+        cpu = assess(first, None, n_ctx, kv_order[0], wishes, gpu_layers=0)
+        cpu.reasons.append("No NVIDIA GPU found: this is a CPU plan (everything in system RAM, no drafter).")
+        cpu.reasons.append("Plan for a GPU you do not have here with --vram, e.g. --vram 24GiB.")
+        return cpu
 
     # What each drafter leaves for context with the first target: the trade-off in words.
     ceilings = {id(d): max_context(first, d, kv_order[0], wishes) for d in drafter_order}
-    trade = [f"{_name(d)} {'leaves' if ceilings[id(d)] else 'does not fit, even at 1K'}"
-             + (f" {_k(ceilings[id(d)])}" if ceilings[id(d)] else "") for d in drafter_order]
+    trade = [
+        f"{_name(d)} {'leaves' if ceilings[id(d)] else 'does not fit, even at 1K'}"
+        + (f" {_k(ceilings[id(d)])}" if ceilings[id(d)] else "")
+        for d in drafter_order
+    ]
 
     chosen: Plan | None = None
     if wishes.goal == "speed" or wishes.ctx:
@@ -315,9 +319,12 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
             if chosen:
                 break
         if chosen:
+            assert chosen.target.shape is not None
+            trained = chosen.target.shape.n_ctx_train
             why = (
-                f"the best drafter that fits at {_k(wishes.ctx)} context" if wishes.ctx
-                else f"the best drafter that leaves at least {_k(min(wishes.min_ctx, chosen.target.shape.n_ctx_train))} "
+                f"the best drafter that fits at {_k(wishes.ctx)} context"
+                if wishes.ctx
+                else f"the best drafter that leaves at least {_k(min(wishes.min_ctx, trained))} "
                 f"of context; then the largest context that fits ({_k(chosen.n_ctx)})"
             )
             chosen.reasons.append(f"Goal speed: {chosen.target.label} with {_name(chosen.drafter)}, {why}.")
@@ -331,9 +338,7 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
         longest = max(top for top, *_ in tops)
         if longest:
             # Within 5% of the longest context, a better drafter and a finer KV cache win.
-            top, _, _, drafter, kv = min(
-                (t for t in tops if t[0] >= 0.95 * longest), key=lambda t: (t[1], t[2])
-            )
+            top, _, _, drafter, kv = min((t for t in tops if t[0] >= 0.95 * longest), key=lambda t: (t[1], t[2]))
             chosen = assess(first, drafter, top, kv, wishes)
             chosen.reasons.append(
                 f"Goal context: the longest context that fits is {_k(longest)}; {_k(top)} with {_name(drafter)} "
@@ -360,7 +365,11 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
     per_token = sum(kv_bytes_per_cell(shape, runtime, b) for b in shape.kv_layers)
     chosen.reasons.append(
         f"KV cache {chosen.kv}: {format_bytes(per_token)} per token of context"
-        + (f" ({len(shape.kv_layers)} of {shape.n_layer} blocks keep one)" if len(shape.kv_layers) < shape.n_layer else "")
+        + (
+            f" ({len(shape.kv_layers)} of {shape.n_layer} blocks keep one)"
+            if len(shape.kv_layers) < shape.n_layer
+            else ""
+        )
         + "."
     )
     if shape.recurrent_layers:
@@ -368,9 +377,10 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
             f"{len(shape.recurrent_layers)} Gated-DeltaNet blocks keep a fixed recurrent state of "
             f"{format_bytes(shape.rs_bytes_per_row)} that does not grow with context."
         )
-    if chosen.drafter is not None and chosen.drafter.kind in DRAFTER_WINDOW:
+    window = _window(chosen.drafter) if chosen.drafter is not None else None
+    if chosen.drafter is not None and window:
         chosen.reasons.append(
-            f"The {chosen.drafter.kind} drafter's KV cache is capped by its {_k(DRAFTER_WINDOW[chosen.drafter.kind])} sliding window."
+            f"The {chosen.drafter.kind} drafter's KV cache is capped by its {_k(window)} sliding window."
         )
     if chosen.drafter is not None:
         chosen.reasons.append(
@@ -379,7 +389,8 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
         )
     if chosen.drafter is not None and chosen.drafter.shape is not None and not chosen.drafter.curves:
         chosen.reasons.append(
-            f"{chosen.drafter.label}: this llama.cpp cannot load its architecture, so its compute buffer is dspine's estimate."
+            f"{chosen.drafter.label}: this llama.cpp cannot load its architecture, "
+            "so its compute buffer is dspine's estimate."
         )
     if chosen.fits:
         chosen.reasons.append(f"Headroom: {format_bytes(chosen.headroom)} left of {format_bytes(chosen.budget)}.")
@@ -387,4 +398,3 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
         chosen.reasons.append(
             f"Does not fit: {format_bytes(chosen.total)} needed, {format_bytes(chosen.budget)} available."
         )
-

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -16,11 +18,13 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from .download import FetchReport
-from .pull import PlannedFile, PullProgress, PullResult
+from .hub.pull import PlannedFile, PullProgress, PullResult
+from .hub.store import Manifest, file_state, record_status
 from .settings import SPECS, Settings
-from .store import Manifest, file_state, record_status
 from .units import format_bytes
+
+if TYPE_CHECKING:
+    from .hub.download import FetchReport
 
 _ACTION_WORDS = {"present": "already here", "hf-cache": "in your HF cache", "fetch": "download"}
 
@@ -105,8 +109,7 @@ def render_pull_result(console: Console, result: PullResult) -> None:
         rate = result.fetched_bytes / result.seconds
         reused = f", {format_bytes(result.reused_bytes)} resumed from disk" if result.reused_bytes else ""
         console.print(
-            f"  fetched {format_bytes(result.fetched_bytes)} in {result.seconds:.1f} s "
-            f"({format_bytes(rate)}/s){reused}"
+            f"  fetched {format_bytes(result.fetched_bytes)} in {result.seconds:.1f} s ({format_bytes(rate)}/s){reused}"
         )
 
 
@@ -147,7 +150,9 @@ def config_table(settings: Settings) -> Table:
 def fit_view(console: Console, result) -> None:
     plan = result.plan
     runtime_rows = _fit_rows(plan)
-    table = Table(title=f"dspine fit: {plan.target.label} ({plan.target.shape.name or plan.target.path})", title_justify="left")
+    table = Table(
+        title=f"dspine fit: {plan.target.label} ({plan.target.shape.name or plan.target.path})", title_justify="left"
+    )
     table.add_column("on the GPU", overflow="fold")
     table.add_column("MiB", justify="right")
     for label, value in runtime_rows:
@@ -186,7 +191,9 @@ def _fit_rows(plan) -> list[tuple[str, int]]:
     if shape.recurrent_layers:
         rows.append((f"recurrent state ({len(shape.recurrent_layers)} Gated-DeltaNet blocks)", m["recurrent_state"]))
     measured = "measured by llama.cpp" if plan.compute_measured else "estimated"
-    rows.append((f"compute buffer (ubatch {plan.n_ubatch}, {1 + plan.draft_n_max} logit rows, {measured})", m["compute"]))
+    rows.append(
+        (f"compute buffer (ubatch {plan.n_ubatch}, {1 + plan.draft_n_max} logit rows, {measured})", m["compute"])
+    )
     rows.append(("backend overhead (CUDA context)", m["overhead"]))
     if plan.drafter is not None:
         label = plan.drafter.label

@@ -17,17 +17,18 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import httpx2
 from huggingface_hub.utils import hf_raise_for_status
 
-from . import hub
-from .errors import ChecksumError, DiskFullError, NetworkError
-from .selection import RemoteFile
-from .units import format_bytes
+from ..errors import ChecksumError, DiskFullError, NetworkError
+from ..models.selection import RemoteFile
+from ..units import format_bytes
+from . import client as hub
+from .store import corrupt_path, part_meta_path, part_path, partial_bytes
 
 HASH_READ = 8 * 1024 * 1024
 TIMEOUT = httpx2.Timeout(30.0, read=60.0)
@@ -35,26 +36,7 @@ TIMEOUT = httpx2.Timeout(30.0, read=60.0)
 ByteCallback = Callable[[int], None]
 
 
-def part_path(final: Path) -> Path:
-    return final.with_name(final.name + ".part")
-
-
-def part_meta_path(final: Path) -> Path:
-    return final.with_name(final.name + ".part.json")
-
-
-def corrupt_path(final: Path) -> Path:
-    return final.with_name(final.name + ".corrupt")
-
-
-def partial_bytes(final: Path) -> int:
-    try:
-        return part_path(final).stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
-def sha256_file(path: Path, on_bytes: ByteCallback | None = None, limit: int | None = None) -> "hashlib._Hash":
+def sha256_file(path: Path, on_bytes: ByteCallback | None = None, limit: int | None = None) -> hashlib._Hash:
     digest = hashlib.sha256()
     remaining = limit
     with path.open("rb", buffering=0) as handle:
@@ -74,7 +56,7 @@ class _BackgroundHasher:
     """Hashes chunks on a second thread: hashlib and socket reads both release
     the GIL, so verifying costs next to no wall time on a multi-core machine."""
 
-    def __init__(self, digest: "hashlib._Hash") -> None:
+    def __init__(self, digest: hashlib._Hash) -> None:
         self.digest = digest
         self._chunks: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
         self._thread = threading.Thread(target=self._run, name="dspine-sha256", daemon=True)
@@ -184,7 +166,9 @@ def fetch(
                 except (httpx2.TransportError, NetworkError) as exc:
                     failures += 1
                     if failures > retries:
-                        raise hub.unreachable(exc) if isinstance(exc, httpx2.TransportError) else exc
+                        if isinstance(exc, httpx2.TransportError):
+                            raise hub.unreachable(exc) from exc
+                        raise
                     time.sleep(min(0.2 * 2**failures, 10.0))
                 except OSError as exc:
                     if exc.errno in (errno.ENOSPC, errno.EDQUOT):

@@ -4,8 +4,9 @@ the recommended bundle, with its progress inside the app."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -13,9 +14,9 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Label, ProgressBar, Static
 
-from ...download import FetchReport
-from ...errors import DspineError
-from ...pull import PlannedFile, PullProgress, PullResult
+from ...errors import ERRORS_FOR_PEOPLE
+from ...hub.download import FetchReport
+from ...hub.pull import PlannedFile, PullProgress, PullResult
 from ...units import format_bytes
 
 
@@ -31,7 +32,7 @@ class FirstRun:
 class _ScreenProgress(PullProgress):
     """Pull progress, handed from the pull's thread to the screen's widgets."""
 
-    def __init__(self, screen: "FirstRunScreen") -> None:
+    def __init__(self, screen: FirstRunScreen) -> None:
         self.screen = screen
         self.done = 0
 
@@ -64,7 +65,9 @@ class FirstRunScreen(Screen[PullResult | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"[b]Welcome to dspine.[/] No model is on disk yet; {self.first_run.name} is the one to start with.")
+            yield Label(
+                f"[b]Welcome to dspine.[/] No model is on disk yet; {self.first_run.name} is the one to start with."
+            )
             yield Static("Working out what fits on this machine…", id="plan")
             yield Button(f"Pull {self.first_run.name}", id="pull", variant="primary")
             yield ProgressBar(id="progress", show_eta=True)
@@ -79,7 +82,7 @@ class FirstRunScreen(Screen[PullResult | None]):
     def _describe(self) -> None:
         try:
             text = self.first_run.describe()
-        except DspineError as exc:
+        except ERRORS_FOR_PEOPLE as exc:
             text = f"{exc.cause}\n{exc.fix}"
         self.app.call_from_thread(self.query_one("#plan", Static).update, text)
 
@@ -95,7 +98,7 @@ class FirstRunScreen(Screen[PullResult | None]):
     def _pull(self) -> None:
         try:
             result: Any = self.first_run.pull(_ScreenProgress(self))
-        except DspineError as exc:
+        except ERRORS_FOR_PEOPLE as exc:
             self.app.call_from_thread(self._failed, f"{exc.cause} · {exc.fix}")
             return
         self.app.call_from_thread(self.dismiss, result)

@@ -3,19 +3,20 @@ running engine: resolve names to files on disk, then open the backend."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from backends.base import Engine, EngineError
+from backends.drafters import KINDS
+from backends.gguf_header import read_local
 
-from .catalog import NO_DRAFTER, Catalog
-from .errors import UsageError
-from .gguf_info import read_local
-from .model_shape import drafter_kind, shape_from_header
-from .pull import make_request
-from .settings import Settings
-from .store import Manifest, record_status
+from ..errors import UsageError
+from ..fit.shape import drafter_kind, shape_from_header
+from ..hub.pull import make_request
+from ..hub.store import Manifest, record_status
+from ..models.catalog import NO_DRAFTER, Catalog
+from ..settings import Settings
 
 ENGINES = ("server", "inproc", "remote")
 DEFAULT_MODEL = "qwen3.8-27b"
@@ -45,7 +46,9 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
         if not target.is_file():
             raise UsageError(f"the model file {target} does not exist", "check the path, or pull it with `dspine pull`")
         if draft and not no_draft and draft_file is None:
-            raise UsageError(f"--draft {draft}: a drafter variant needs a catalog model", "give --draft FILE.gguf or none")
+            raise UsageError(
+                f"--draft {draft}: a drafter variant needs a catalog model", "give --draft FILE.gguf or none"
+            )
         kind = drafter_kind_of(draft_file) if draft_file else None
         return ModelFiles(target.name, target, draft_file, kind)
 
@@ -108,7 +111,7 @@ def open_engine(
         return LlamaServerEngine(config, binary=settings.llama_server, on_progress=on_progress).start()
     from backends.inproc import InprocEngine
 
-    if files.drafter_kind not in (None, "draft"):
+    if files.drafter_kind is not None and not (files.drafter_kind in KINDS and KINDS[files.drafter_kind].in_process):
         raise EngineError(
             f"the in-process engine runs plain draft models, not a {files.drafter_kind} drafter",
             "use --engine server for DSpine, DFlash and MTP drafters",
@@ -142,9 +145,9 @@ def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settin
     type and draft length (the drafter stays the one asked for)."""
     from dataclasses import replace
 
-    from .catalog import Catalog
-    from .fit import FitRequest, fit
-    from .hardware import detect
+    from ..fit.hardware import detect
+    from ..fit.service import FitRequest, fit
+    from ..models.catalog import Catalog
 
     hardware = detect()
     if not hardware.gpus or options.gpu_layers is not None:
@@ -163,15 +166,15 @@ def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settin
 def recommended_drafter(bundle, settings: Settings) -> str:
     """The bundle's best drafter that the llama-server here can run (DSpine needs a
     fork), falling back through the catalog's order to none."""
-    from backends.llama_server import SPEC_TYPES, find_binary, probe
+    from backends.llama_server import find_binary, probe
 
     try:
-        spec_types = probe(find_binary(settings.llama_server)).spec_types
+        caps = probe(find_binary(settings.llama_server))
     except EngineError:
         return bundle.default_drafter
     ordered = [bundle.default_drafter] + [v for v in bundle.drafters if v != bundle.default_drafter]
     for variant in ordered:
         drafter = bundle.drafters.get(variant)
-        if drafter is not None and any(t in spec_types for t in SPEC_TYPES.get(drafter.kind, ())):
+        if drafter is not None and caps.runs(drafter.kind):
             return variant
     return "none"

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, UsageError
+from backends.drafters import KINDS
 
-DRAFTER_KINDS = ("dspine", "dflash", "mtp", "draft")
+from ..errors import ConfigError, UsageError
+
 NO_DRAFTER = "none"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -111,7 +112,7 @@ def parse_repo_ref(text: str) -> RepoRef | None:
     stripped = text.strip()
     for prefix in _REF_PREFIXES:
         if stripped.lower().startswith(prefix):
-            stripped = stripped[len(prefix):]
+            stripped = stripped[len(prefix) :]
             break
     if "/" not in stripped:
         return None
@@ -133,8 +134,8 @@ def _require(table: dict[str, Any], key: str, where: str) -> Any:
 
 def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
     kind = _require(table, "kind", where)
-    if kind not in DRAFTER_KINDS:
-        raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(DRAFTER_KINDS)}")
+    if kind not in KINDS:
+        raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(KINDS)}")
     builtin = bool(table.get("builtin", False))
     repo = None if builtin else _require(table, "repo", where)
     pattern = None if builtin else _require(table, "pattern", where)
@@ -180,17 +181,16 @@ def parse_catalog(text: str, origin: str) -> Catalog:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"catalog {origin} is not valid TOML: {exc}", f"fix {origin}") from exc
     bundles = {
-        name: _parse_bundle(name, table, f"{origin}: bundles.{name}")
-        for name, table in data.get("bundles", {}).items()
+        name: _parse_bundle(name, table, f"{origin}: bundles.{name}") for name, table in data.get("bundles", {}).items()
     }
     return Catalog(bundles)
 
 
 def builtin_catalog_path() -> Path:
-    here = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # app/
     # In a wheel the assets folder is packed inside `app`; in a source checkout
     # (editable install) it sits beside it at the top level.
-    for candidate in (here / "assets" / "catalog.toml", here.parent / "assets" / "catalog.toml"):
+    for candidate in (package / "assets" / "catalog.toml", package.parent / "assets" / "catalog.toml"):
         if candidate.exists():
             return candidate
     raise ConfigError("the built-in catalog is missing from this install", "reinstall dspine")

@@ -11,7 +11,7 @@ import fnmatch
 import re
 from dataclasses import dataclass
 
-from .errors import NotFoundError, UsageError
+from ..errors import NotFoundError, UsageError
 
 DEFAULT_QUANT_PREFERENCE = ("Q4_K_M", "Q4_K_S", "Q5_K_M", "Q6_K", "Q8_0")
 
@@ -92,8 +92,7 @@ def select_by_glob(repo: str, listing: list[RemoteFile], pattern: str) -> list[R
     matches = [
         f
         for f in listing
-        if fnmatch.fnmatchcase(f.path.lower(), wanted)
-        and (allow_projector or "mmproj" not in f.path.lower())
+        if fnmatch.fnmatchcase(f.path.lower(), wanted) and (allow_projector or "mmproj" not in f.path.lower())
     ]
     return _pick(repo, f"the pattern {pattern!r}", listing, matches)
 

@@ -8,6 +8,10 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .reply import Reply
 
 SCHEMA = [
     # version 1
@@ -74,7 +78,10 @@ class ChatStore:
 
     def new_chat(self, title: str = "New chat", model: str = "") -> Chat:
         with self.db:
-            cursor = self.db.execute("INSERT INTO chats (title, model, created) VALUES (?, ?, ?)", (title, model, time.time()))
+            cursor = self.db.execute(
+                "INSERT INTO chats (title, model, created) VALUES (?, ?, ?)", (title, model, time.time())
+            )
+        assert cursor.lastrowid is not None
         return Chat(cursor.lastrowid, title, model)
 
     def chats(self) -> list[Chat]:
@@ -95,6 +102,7 @@ class ChatStore:
                 "INSERT INTO messages (chat_id, role, content, complete, created) VALUES (?, ?, ?, ?, ?)",
                 (chat_id, role, content, int(complete), time.time()),
             )
+        assert cursor.lastrowid is not None
         return cursor.lastrowid
 
     def update_message(
@@ -106,9 +114,15 @@ class ChatStore:
                 (content, thinking, json.dumps(stats) if stats is not None else None, int(complete), message_id),
             )
 
+    def save_reply(self, message_id: int, reply: Reply) -> None:
+        """A reply as it stands: its text so far, its latest figures, whether it ended."""
+        stats = reply.stats.to_json() if reply.stats is not None else None
+        self.update_message(message_id, reply.answer, reply.thinking, stats, complete=reply.complete)
+
     def messages(self, chat_id: int) -> list[Message]:
         rows = self.db.execute(
-            "SELECT id, role, content, thinking, stats, complete FROM messages WHERE chat_id = ? ORDER BY id", (chat_id,)
+            "SELECT id, role, content, thinking, stats, complete FROM messages WHERE chat_id = ? ORDER BY id",
+            (chat_id,),
         ).fetchall()
         return [Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, bool(r[5])) for r in rows]
 
@@ -120,8 +134,14 @@ class ChatStore:
             history: list[dict] = []
             for message in self.messages(chat.id):
                 if message.role == "user":
-                    lines.append(json.dumps({"messages": history + [{"role": "user", "content": message.content}],
-                                             "category": "history"}))
+                    lines.append(
+                        json.dumps(
+                            {
+                                "messages": history + [{"role": "user", "content": message.content}],
+                                "category": "history",
+                            }
+                        )
+                    )
                 if message.content:
                     history.append({"role": message.role, "content": message.content})
         return "\n".join(lines) + ("\n" if lines else "")

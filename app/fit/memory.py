@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from .model_shape import GDN_HYBRIDS, ModelShape
+from .shape import GDN_HYBRIDS, ModelShape
 
 KV_TYPES = ("f16", "q8_0", "q4_0")
 CTX_PAD = 256  # llama.cpp pads n_ctx to a multiple of this
@@ -60,7 +60,7 @@ class Split:
     gpu: int = 0
     cpu: int = 0
 
-    def __add__(self, other: "Split") -> "Split":
+    def __add__(self, other: Split) -> Split:
         return Split(self.gpu + other.gpu, self.cpu + other.cpu)
 
 
@@ -150,7 +150,11 @@ class ComputeCurve:
     n_outputs: int
 
     def matches(self, runtime: Runtime) -> bool:
-        return (self.n_ubatch, self.flash_attn, self.n_outputs) == (runtime.n_ubatch, runtime.flash_attn, runtime.outputs)
+        return (self.n_ubatch, self.flash_attn, self.n_outputs) == (
+            runtime.n_ubatch,
+            runtime.flash_attn,
+            runtime.outputs,
+        )
 
     def at(self, n_ctx: int) -> int:
         xs = [x for x, _ in self.points]

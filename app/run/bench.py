@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from backends.events import End, Error
 from backends.sampling import preset
 from backends.stats import Stats
 
-from .catalog import builtin_catalog_path
-from .errors import UsageError
+from ..errors import UsageError
+from ..models.catalog import builtin_catalog_path
 
 PLAIN = "plain"
 
@@ -51,7 +52,9 @@ def load_prompts(paths: Iterable[Path]) -> list[Prompt]:
                     f"{path}:{number} is not a chat",
                     'write one JSON object a line: {"messages": [{"role": "user", "content": "..."}]}',
                 ) from None
-            prompts.append(Prompt(str(record.get("category", path.stem)) if isinstance(record, dict) else path.stem, messages))
+            prompts.append(
+                Prompt(str(record.get("category", path.stem)) if isinstance(record, dict) else path.stem, messages)
+            )
     if not prompts:
         raise UsageError("no prompts to run", "give --prompts FILE.jsonl with one chat a line")
     return prompts
@@ -119,7 +122,9 @@ def summarize(runs: list[Run]) -> list[Row]:
     """Rows from raw runs: rates averaged per run, acceptance from summed counts."""
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
-        groups.setdefault((run.category, run.think, run.setup.drafter, run.setup.n_max, run.setup.adaptive), []).append(run)
+        groups.setdefault((run.category, run.think, run.setup.drafter, run.setup.n_max, run.setup.adaptive), []).append(
+            run
+        )
     rows = []
     for (category, think, drafter, n_max, adaptive), members in groups.items():
         rates = [r.stats.tokens_per_s for r in members if r.stats.tokens_per_s]
@@ -128,21 +133,23 @@ def summarize(runs: list[Run]) -> list[Row]:
         drafted = sum(r.stats.drafted for r in members)
         accepted = sum(r.stats.accepted for r in members)
         ttfts = [r.stats.ttft_s for r in members if r.stats.ttft_s is not None]
-        rows.append(Row(
-            category=category,
-            think=think,
-            drafter=drafter,
-            n_max=n_max,
-            tokens_per_s={"mean": statistics.fmean(rates), "min": min(rates), "max": max(rates)} if rates else {},
-            speedup=None,
-            acceptance_length=generated / steps if steps and drafted else None,
-            acceptance_rate=accepted / drafted if drafted else None,
-            ttft_s=statistics.fmean(ttfts) if ttfts else None,
-            counts={"generated": generated, "verify_steps": steps, "drafted": drafted, "accepted": accepted},
-            runs=len(members),
-            adaptive=adaptive,
-            draft_lengths=[len(r.stats.position_tested) for r in members] if adaptive else [],
-        ))
+        rows.append(
+            Row(
+                category=category,
+                think=think,
+                drafter=drafter,
+                n_max=n_max,
+                tokens_per_s={"mean": statistics.fmean(rates), "min": min(rates), "max": max(rates)} if rates else {},
+                speedup=None,
+                acceptance_length=generated / steps if steps and drafted else None,
+                acceptance_rate=accepted / drafted if drafted else None,
+                ttft_s=statistics.fmean(ttfts) if ttfts else None,
+                counts={"generated": generated, "verify_steps": steps, "drafted": drafted, "accepted": accepted},
+                runs=len(members),
+                adaptive=adaptive,
+                draft_lengths=[len(r.stats.position_tested) for r in members] if adaptive else [],
+            )
+        )
     plain = {(r.category, r.think): r for r in rows if r.drafter == PLAIN}
     for row in rows:
         base = plain.get((row.category, row.think))
@@ -173,7 +180,9 @@ def run_bench(
                     for _ in range(repeat):
                         for prompt in prompts:
                             end = None
-                            for event in engine.stream(prompt.messages, think=think, sampling=sampling, n_max=setup.n_max):
+                            for event in engine.stream(
+                                prompt.messages, think=think, sampling=sampling, n_max=setup.n_max
+                            ):
                                 if isinstance(event, End):
                                     end = event
                                 elif isinstance(event, Error):
@@ -190,16 +199,30 @@ def run_bench(
     return runs
 
 
-def markdown_table(rows: list[Row]) -> str:
-    lines = [
-        "| category | think | drafter | n_max | tok/s (min-max) | speedup | accept len | accept rate | TTFT s |",
-        "|---|---|---|---|---|---|---|---|---|",
+COLUMNS = ("category", "think", "drafter", "n_max", "tok/s (min-max)", "speedup", "accept len", "accept rate", "TTFT s")
+
+
+def cells(r: Row) -> list[str]:
+    """A row as the text of its COLUMNS, for every renderer (Rich table, Markdown)."""
+    rate = (
+        f"{r.tokens_per_s['mean']:.1f} ({r.tokens_per_s['min']:.1f}-{r.tokens_per_s['max']:.1f})"
+        if r.tokens_per_s
+        else "-"
+    )
+    return [
+        r.category,
+        "on" if r.think else "off",
+        r.drafter,
+        r.length_label,
+        rate,
+        f"{r.speedup:.2f}x" if r.speedup else "-",
+        f"{r.acceptance_length:.2f}" if r.acceptance_length else "-",
+        f"{r.acceptance_rate:.0%}" if r.acceptance_rate is not None else "-",
+        f"{r.ttft_s:.2f}" if r.ttft_s else "-",
     ]
-    for r in rows:
-        rate = f"{r.tokens_per_s['mean']:.1f} ({r.tokens_per_s['min']:.1f}-{r.tokens_per_s['max']:.1f})" if r.tokens_per_s else "-"
-        lines.append(
-            f"| {r.category} | {'on' if r.think else 'off'} | {r.drafter} | {r.length_label} | {rate} | "
-            f"{f'{r.speedup:.2f}x' if r.speedup else '-'} | {f'{r.acceptance_length:.2f}' if r.acceptance_length else '-'} | "
-            f"{f'{r.acceptance_rate:.0%}' if r.acceptance_rate is not None else '-'} | {f'{r.ttft_s:.2f}' if r.ttft_s else '-'} |"
-        )
+
+
+def markdown_table(rows: list[Row]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
     return "\n".join(lines)

@@ -4,18 +4,23 @@ From a local file, or from a remote one through HTTP Range requests so that
 `dspine fit` works before `dspine pull` (as gguf-parser does). The parser
 trusts nothing: every count and length is bounded before anything is
 allocated, and a short read says where the file ended.
+
+It lives with the engines because they read GGUF metadata too (the vocabulary a
+drafter must share with its target, the chat template); `app/fit` reads shapes
+from the same headers.
 """
 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from .errors import DspineError
+from .errors import GgufError
 
 MAGIC = b"GGUF"
 MAX_TENSORS = 1 << 20
@@ -26,13 +31,19 @@ MAX_DIMS = 4
 KEEP_ARRAY = 4096  # longer arrays (tokens, merges) are counted, not kept
 
 _SCALARS = {
-    0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d",
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
 }
 _STRING, _ARRAY = 8, 9
-
-
-class GgufError(DspineError):
-    exit_code = 9
 
 
 @dataclass(frozen=True)

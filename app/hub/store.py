@@ -1,7 +1,8 @@
 """What is on disk: dspine's models folder, its manifest, and the HF cache.
 
-Layout: MODELS_DIR/ORG/REPO/PATH for each pulled file (`.part` while it
-downloads), and MODELS_DIR/manifest.json naming what each pull consists of.
+Layout: MODELS_DIR/ORG/REPO/PATH for each pulled file (`.part` and `.part.json`
+while it downloads, `.corrupt` when its checksum failed), and
+MODELS_DIR/manifest.json naming what each pull consists of.
 A file that already sits in the user's Hugging Face cache is used from there
 and never copied or deleted by dspine.
 """
@@ -14,11 +15,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from huggingface_hub import constants
-
-from .download import corrupt_path, part_meta_path, part_path, partial_bytes
-from .errors import ConfigError, UsageError
-from .selection import RemoteFile
+from ..errors import ConfigError, UsageError
+from ..models.selection import RemoteFile
 
 MANIFEST_VERSION = 1
 
@@ -75,58 +73,86 @@ def local_path(models_dir: Path, remote: RemoteFile) -> Path:
     return models_dir / remote.repo / remote.path
 
 
+def part_path(final: Path) -> Path:
+    return final.with_name(final.name + ".part")
+
+
+def part_meta_path(final: Path) -> Path:
+    return final.with_name(final.name + ".part.json")
+
+
+def corrupt_path(final: Path) -> Path:
+    return final.with_name(final.name + ".corrupt")
+
+
+def partial_bytes(final: Path) -> int:
+    try:
+        return part_path(final).stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def hf_cache_dir() -> Path:
     """The HF hub cache, read from the environment at call time like `hf` does."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.path.expanduser(os.environ["HF_HUB_CACHE"]))
     if os.environ.get("HF_HOME"):
         return Path(os.path.expanduser(os.environ["HF_HOME"])) / "hub"
+    from huggingface_hub import constants
+
     return Path(constants.HF_HUB_CACHE)
 
 
+def _is_sha256(name: str) -> bool:
+    return len(name) == 64 and all(c in "0123456789abcdef" for c in name)
+
+
 def find_in_hf_cache(remote: RemoteFile) -> Path | None:
-    """The file in the user's HF cache, matched by its LFS hash and size."""
+    """The file in the user's HF cache (at the listing's commit, else at `main`), checked
+    against its LFS hash and size. The snapshot's name is what is returned: llama.cpp finds
+    the other shards of a split GGUF by file name, which a bare blob does not have."""
     if remote.sha256 is None:
         return None
-    repo_dir = hf_cache_dir() / ("models--" + remote.repo.replace("/", "--"))
-    blob = repo_dir / "blobs" / remote.sha256
-    try:
-        if blob.stat().st_size != remote.size:
-            return None
-    except OSError:
-        return None
-    # Prefer the snapshot name: llama.cpp finds the other shards of a split
-    # GGUF by file name, which a bare blob does not have.
-    for snapshot in sorted((repo_dir / "snapshots").glob("*")):
-        candidate = snapshot / remote.path
+    from huggingface_hub import try_to_load_from_cache
+
+    for revision in dict.fromkeys((remote.commit, "main")):
+        found = try_to_load_from_cache(remote.repo, remote.path, cache_dir=hf_cache_dir(), revision=revision)
+        if not isinstance(found, str):
+            continue
         try:
-            if candidate.resolve() == blob.resolve():
-                return candidate
+            blob = Path(found).resolve(strict=True)
+            size = blob.stat().st_size
         except OSError:
             continue
-    return blob
+        # A blob is named by its hash; a copied file (no symlinks here) counts at the exact commit.
+        same = blob.name == remote.sha256 if _is_sha256(blob.name) else revision == remote.commit
+        if same and size == remote.size:
+            return Path(found)
+    return None
 
 
 def listing_from_hf_cache(repo: str) -> list[RemoteFile]:
     """What the HF cache holds of `repo` at its cached `main`, shaped like a hub
     listing (LFS blobs are named by their sha256), for pulls in offline mode."""
-    repo_dir = hf_cache_dir() / ("models--" + repo.replace("/", "--"))
+    from huggingface_hub import CacheNotFound, scan_cache_dir
+
     try:
-        commit = (repo_dir / "refs" / "main").read_text().strip()
-    except OSError:
+        cache = scan_cache_dir(hf_cache_dir())
+    except CacheNotFound:
         return []
-    snapshot = repo_dir / "snapshots" / commit
-    listing = []
-    for entry in sorted(snapshot.rglob("*")):
-        try:
-            blob = entry.resolve(strict=True)
-        except OSError:
+    for cached in cache.repos:
+        if cached.repo_id != repo or cached.repo_type != "model":
             continue
-        if not blob.is_file():
-            continue
-        sha = blob.name if len(blob.name) == 64 and all(c in "0123456789abcdef" for c in blob.name) else None
-        listing.append(RemoteFile(repo, entry.relative_to(snapshot).as_posix(), blob.stat().st_size, sha, commit))
-    return listing
+        for revision in cached.revisions:
+            if "main" not in revision.refs:
+                continue
+            listing = []
+            for file in sorted(revision.files, key=lambda f: f.file_path):
+                sha = file.blob_path.name if _is_sha256(file.blob_path.name) else None
+                path = file.file_path.relative_to(revision.snapshot_path).as_posix()
+                listing.append(RemoteFile(repo, path, file.size_on_disk, sha, revision.commit_hash))
+            return listing
+    return []
 
 
 class Manifest:
@@ -183,9 +209,7 @@ class Removal:
 
 def plan_removal(manifest: Manifest, name: str, models_dir: Path) -> tuple[PullRecord, Removal]:
     record = manifest.find(name)
-    used_elsewhere = {
-        f.local for other in manifest.records.values() if other is not record for f in other.files
-    }
+    used_elsewhere = {f.local for other in manifest.records.values() if other is not record for f in other.files}
     removal = Removal([], 0, [], [])
     root = models_dir.resolve()
     for stored in record.files:

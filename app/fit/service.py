@@ -1,33 +1,32 @@
 """`dspine fit`: from a name, a repository or files to a plan for this GPU.
 
-    name -> files (on disk, else on the hub) -> GGUF headers (local, or over
-    HTTP Range, cached as sparse files) -> shapes -> compute buffers measured
-    by llama.cpp (dry run) -> hardware -> planner
+name -> files (on disk, else on the hub) -> GGUF headers (local, or over
+HTTP Range, cached as sparse files) -> shapes -> compute buffers measured
+by llama.cpp (dry run) -> hardware -> planner
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import platformdirs
-from huggingface_hub.utils import hf_raise_for_status
+from backends.gguf_header import GgufError, read_local
 
-from . import dryrun, hub
-from .catalog import NO_DRAFTER, Bundle, Catalog, parse_repo_ref
-from .errors import NetworkError, NotFoundError, UsageError
-from .gguf_info import GgufError, GgufHeader, RangeSource, parse_header, read_local
+from ..errors import NetworkError, NotFoundError, UsageError
+from ..hub import client as hub
+from ..hub.store import Manifest, listing_from_hf_cache
+from ..models.catalog import NO_DRAFTER, Bundle, Catalog, parse_repo_ref
+from ..models.selection import RemoteFile, select_by_glob, select_by_quant
+from ..settings import Settings
+from ..units import format_bytes
+from . import dryrun
 from .hardware import Hardware, detect
+from .header import cache_dir, local_or_remote
 from .memory import ComputeCurve, padded
-from .model_shape import ModelShape, drafter_kind, shape_from_header
 from .planner import Option, Plan, Wishes, drafter_outputs, plan, target_outputs
-from .selection import RemoteFile, select_by_glob, select_by_quant
-from .settings import Settings
-from .store import Manifest, find_in_hf_cache, listing_from_hf_cache, local_path
-from .units import format_bytes
+from .shape import ModelShape, drafter_kind, shape_from_header
 
 DEFAULT_MODEL = "qwen3.8-27b"
 
@@ -53,55 +52,6 @@ class FitResult:
     measured: list[str] = field(default_factory=list)  # labels whose compute came from llama.cpp
 
 
-def _cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir("dspine"))
-
-
-# -- where a model's header comes from ------------------------------------------------
-
-
-def _remote_header(remote: RemoteFile) -> tuple[GgufHeader, Path]:
-    """Read a remote header over HTTP Range; keep it as a sparse file of the full size,
-    which both later fits and llama.cpp's dry run can open like the real file."""
-    key = remote.sha256 or hashlib.sha256(f"{remote.repo}/{remote.path}@{remote.commit}".encode()).hexdigest()
-    cached = _cache_dir() / "headers" / f"{key}.gguf"
-    if cached.exists():
-        header = read_local(cached)
-        header.source = f"{remote.repo}/{remote.path}"
-        return header, cached
-    client = hub.http_client()
-
-    def fetch(offset: int, size: int) -> bytes:
-        headers = {**hub.request_headers(), "Range": f"bytes={offset}-{offset + size - 1}"}
-        with hub.hub_errors(remote.repo):
-            response = client.get(hub.download_url(remote), headers=headers, follow_redirects=True, timeout=60)
-            hf_raise_for_status(response)
-        return response.content[:size]
-
-    source = RangeSource(f"{remote.repo}/{remote.path}", remote.size, fetch)
-    try:
-        header = parse_header(source)
-    except hub.TRANSPORT_ERRORS as exc:
-        raise hub.unreachable(exc) from exc
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(".tmp")
-    with tmp.open("wb") as handle:
-        handle.write(source.fetched[: header.header_bytes])
-        handle.truncate(remote.size)  # sparse: no disk used for the weights
-    os.replace(tmp, cached)
-    return header, cached
-
-
-def _local_or_remote(remote: RemoteFile, settings: Settings) -> tuple[GgufHeader, Path, str]:
-    """(header, a path llama.cpp can open, the path the plan names)."""
-    final = local_path(settings.models_dir, remote)
-    for candidate in (final, find_in_hf_cache(remote)):
-        if candidate is not None and candidate.exists() and candidate.stat().st_size == remote.size:
-            return read_local(candidate), candidate, str(candidate)
-    header, sparse = _remote_header(remote)
-    return header, sparse, str(final)
-
-
 def _option_from_file(label: str, path: Path, drafter: bool = False) -> tuple[Option, Path]:
     if not path.exists():
         raise UsageError(f"no such file: {path}", "give the path of a .gguf file")
@@ -113,8 +63,20 @@ def _option_from_file(label: str, path: Path, drafter: bool = False) -> tuple[Op
 
 
 def _signature(shape: ModelShape) -> str:
-    fields = (shape.arch, shape.n_layer, shape.n_embd, shape.n_ff, shape.n_vocab, shape.n_head, shape.n_head_kv,
-              shape.key_length, shape.kv_layers, shape.recurrent_layers, shape.rs_bytes_per_row, shape.tied_output)
+    fields = (
+        shape.arch,
+        shape.n_layer,
+        shape.n_embd,
+        shape.n_ff,
+        shape.n_vocab,
+        shape.n_head,
+        shape.n_head_kv,
+        shape.key_length,
+        shape.kv_layers,
+        shape.recurrent_layers,
+        shape.rs_bytes_per_row,
+        shape.tied_output,
+    )
     return hashlib.sha256(repr(fields).encode()).hexdigest()[:24]
 
 
@@ -137,7 +99,7 @@ def _measured_curves(shape: ModelShape, path: Path, outputs: set[int], n_ubatch:
     version = _llama_version()
     if not version:
         return ()
-    store = _cache_dir() / "compute-curves.json"
+    store = cache_dir() / "compute-curves.json"
     try:
         known = json.loads(store.read_text())
     except (OSError, ValueError):
@@ -201,10 +163,12 @@ def _bundle_options(
                 notes.append(f"{quant} is not in {bundle.target_repo}: left out.")
     # The default quant first, then smaller ones as fallbacks (a bigger quant is never faster).
     limit = remotes[default_quant].size
-    smaller = sorted((q for q in remotes if q != default_quant and remotes[q].size < limit), key=lambda q: -remotes[q].size)
+    smaller = sorted(
+        (q for q in remotes if q != default_quant and remotes[q].size < limit), key=lambda q: -remotes[q].size
+    )
     targets = []
     for quant in [default_quant, *smaller]:
-        header, openable, named = _local_or_remote(remotes[quant], settings)
+        header, openable, named = local_or_remote(remotes[quant], settings)
         targets.append((Option(quant, named, shape_from_header(header)), openable))
 
     if request.draft and request.draft.lower() == NO_DRAFTER:
@@ -226,7 +190,7 @@ def _bundle_options(
         assert drafter.repo is not None and drafter.pattern is not None
         try:
             remote = first_file(drafter.repo, drafter.pattern)
-            header, openable, named = _local_or_remote(remote, settings)
+            header, openable, named = local_or_remote(remote, settings)
             shape = shape_from_header(header)
         except (NotFoundError, NetworkError, GgufError) as exc:
             if request.draft:
@@ -244,7 +208,7 @@ def _options(request: FitRequest, catalog: Catalog, settings: Settings, notes: l
         targets = [_option_from_file(request.quant or Path(name).name, Path(name))]
     elif (ref := parse_repo_ref(name)) is not None:
         chosen = select_by_quant(ref.repo, _listing(ref.repo, settings, notes), request.quant or ref.quant)
-        header, openable, named = _local_or_remote(chosen[0], settings)
+        header, openable, named = local_or_remote(chosen[0], settings)
         targets = [(Option(request.quant or ref.quant or "default", named, shape_from_header(header)), openable)]
     else:
         return _bundle_options(catalog.find(name), request, settings, notes)
@@ -300,6 +264,6 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
     result.reasons.insert(0, gpu_name[0].upper() + gpu_name[1:] + ".")
     result.reasons.extend(notes)
     if measured:
-        result.reasons.append(f"Compute buffers measured by llama.cpp {_llama_version()} in a dry run: {', '.join(dict.fromkeys(measured))}.")
+        labels = ", ".join(dict.fromkeys(measured))
+        result.reasons.append(f"Compute buffers measured by llama.cpp {_llama_version()} in a dry run: {labels}.")
     return FitResult(result, hardware, gpu_name, measured)
-

@@ -43,7 +43,7 @@ def device_compute(sizes: dict[str, int]) -> int:
 
 
 def _run_worker(args: list[str], timeout: float) -> list[dict]:
-    command = [sys.executable, "-m", "app.dryrun", *args]
+    command = [sys.executable, "-m", "app.fit.dryrun", *args]
     try:
         result = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except (subprocess.TimeoutExpired, OSError):
@@ -70,8 +70,13 @@ def measure(
 
 
 def load_report(
-    path: Path, n_ctx: int, type_k: str = "f16", type_v: str = "f16", flash_attn: bool = True,
-    n_ubatch: int = 512, timeout: float = 300,
+    path: Path,
+    n_ctx: int,
+    type_k: str = "f16",
+    type_v: str = "f16",
+    flash_attn: bool = True,
+    n_ubatch: int = 512,
+    timeout: float = 300,
 ) -> dict[str, dict[str, int]] | None:
     """Every buffer llama.cpp allocates for a real load (weights read), per kind and device."""
     args = [str(path), str(n_ubatch), "1" if flash_attn else "0", type_k, type_v, "load", str(n_ubatch), str(n_ctx)]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import httpx2
-from huggingface_hub import HfApi, constants, get_token, hf_hub_url
+from huggingface_hub import HfApi, RepoFile, constants, get_token, hf_hub_url
 from huggingface_hub.errors import (
     GatedRepoError,
     HfHubHTTPError,
@@ -21,8 +21,8 @@ from huggingface_hub.errors import (
 )
 from huggingface_hub.utils import build_hf_headers, get_session
 
-from .errors import AuthError, DspineError, NetworkError, NotFoundError
-from .selection import RemoteFile
+from ..errors import AuthError, DspineError, NetworkError, NotFoundError
+from ..models.selection import RemoteFile
 
 TRANSPORT_ERRORS = (httpx2.TransportError,)
 
@@ -106,7 +106,7 @@ def list_files(repo: str, revision: str | None = None) -> list[RemoteFile]:
                 commit=commit,
             )
             for entry in entries
-            if hasattr(entry, "size")
+            if isinstance(entry, RepoFile)
         ]
 
 

@@ -12,7 +12,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from .gguf_info import ArrayInfo, GgufError, GgufHeader
+from backends.drafters import kind_of_architecture
+from backends.gguf_header import ArrayInfo, GgufError, GgufHeader
 
 # Hybrids whose non-attention blocks are Gated DeltaNet (a fixed recurrent state).
 GDN_HYBRIDS = ("qwen35", "qwen35moe", "qwen3next", "qwen4exp")
@@ -64,8 +65,7 @@ class ModelShape:
 
 def drafter_kind(shape: ModelShape) -> str:
     """A drafter file's kind from its architecture (dspine, dflash), else a plain draft model."""
-    arch = shape.arch.lower()
-    return next((kind for kind in ("dspine", "dflash") if kind in arch), "draft")
+    return kind_of_architecture(shape.arch)
 
 
 def _per_layer(value, n_layer: int, what: str, source: str) -> tuple[int, ...]:
@@ -99,7 +99,9 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         raise GgufError(f"{header.source} claims {n_layer} blocks", "the file is damaged")
     n_embd = int(_require(header, "embedding_length"))
     n_head = _per_layer(_require(header, "attention.head_count"), n_layer, "head_count", header.source)
-    n_head_kv = _per_layer(header.arch_key("attention.head_count_kv", n_head[0]), n_layer, "head_count_kv", header.source)
+    n_head_kv = _per_layer(
+        header.arch_key("attention.head_count_kv", n_head[0]), n_layer, "head_count_kv", header.source
+    )
     first_heads = next((h for h in n_head if h), 1)
     key_length = int(header.arch_key("attention.key_length", n_embd // first_heads))
     value_length = int(header.arch_key("attention.value_length", key_length))
@@ -190,4 +192,3 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         tied_output=tied,
         other_bytes=other,
     )
-

@@ -1,0 +1,1 @@
+"""Files from the hub to disk: hub client -> download -> store -> pull. Draws nothing."""

@@ -1,0 +1,1 @@
+"""From names to a running engine, and what runs on one: `dspine run`, `bench`."""

@@ -1,0 +1,93 @@
+"""What each kind of drafter is: one table that the catalog, the model shape,
+the planner, the engines, doctor and llama-server all read.
+
+    dspine  Tencent's DSpine: a block drafter over a sliding window (llama.cpp fork)
+    dflash  DFlash2: a block drafter (upstream llama.cpp of late 2026)
+    mtp     the target's own multi-token-prediction head (nothing to download)
+    draft   a plain small model of the same vocabulary (any llama.cpp; in process too)
+
+It lives with the engines because llama-server needs each kind's --spec-type
+names, and the engines import nothing from `app/`; the app reads it from below.
+Figures marked FACTS come from the drafters' model cards and llama.cpp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    name: str
+    rank: int  # which kind the planner prefers when several fit: lower drafts faster
+    # Tokens drafted per step: the target verifies 1 + this many in one pass, and
+    # llama-server reserves logits for exactly that many rows.
+    n_max: int
+    window: int | None  # a sliding window that caps the drafter's KV cache
+    block: bool  # drafts its whole block in one pass: n_max + 1 output rows for the drafter too
+    spec_types: tuple[str, ...]  # llama-server's --spec-type names for it (forks spell them differently)
+    install_hint: str  # what to install when no llama-server here runs it
+    arch_marker: str | None = None  # a GGUF architecture containing this names a drafter of this kind
+    in_process: bool = False  # the in-process engine (llama-cpp-python) can run it
+
+
+KINDS: dict[str, DrafterKind] = {
+    kind.name: kind
+    for kind in (
+        # FACTS: DSpine drafts a block of 16 and attends over a sliding window of 8,192 tokens.
+        DrafterKind(
+            "dspine",
+            0,
+            16,
+            8192,
+            True,
+            ("draft-dspine", "dspine"),
+            "DSpine needs a DSpine-enabled llama.cpp fork: installers/install.sh --with-server --fork URL@REF",
+            arch_marker="dspine",
+        ),
+        # FACTS: DFlash2 is best at 7 on code.
+        DrafterKind(
+            "dflash",
+            1,
+            7,
+            None,
+            True,
+            ("draft-dflash", "dflash"),
+            "DFlash needs a llama.cpp of late 2026 (upstream) or the buun fork",
+            arch_marker="dflash",
+        ),
+        # FACTS: MTP heads draft 2.
+        DrafterKind(
+            "mtp",
+            2,
+            2,
+            None,
+            False,
+            ("draft-mtp", "mtp"),
+            "MTP drafting needs a llama.cpp of late 2026 (upstream)",
+        ),
+        # FACTS: upstream llama-server's default draft length is 3.
+        DrafterKind(
+            "draft",
+            3,
+            3,
+            None,
+            False,
+            ("draft-simple",),
+            "draft models need a llama.cpp with --spec-type draft-simple",
+            in_process=True,
+        ),
+    )
+}
+
+
+def kind_of_architecture(arch: str) -> str:
+    """A drafter file's kind from its GGUF architecture (dspine, dflash), else a plain draft model."""
+    lowered = arch.lower()
+    return next((k.name for k in KINDS.values() if k.arch_marker and k.arch_marker in lowered), "draft")
+
+
+def default_n_max(kind: str | None, unknown: int = 0) -> int:
+    """The kind's draft length; `unknown` for no drafter or a kind not in the table."""
+    found = KINDS.get(kind or "")
+    return found.n_max if found else unknown

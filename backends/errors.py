@@ -1,0 +1,34 @@
+"""Errors meant for people, raised by the engines: one line of cause, one of what
+to do, and the exit code a command line should end with.
+
+The engines are a library that imports nothing from `app/`, so they carry their
+own base. dspine's CLI catches it next to the app's DspineError and prints both
+the same way.
+"""
+
+from __future__ import annotations
+
+
+class BackendError(Exception):
+    exit_code = 1
+
+    def __init__(self, cause: str, fix: str = "") -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.fix = fix
+
+
+class EngineError(BackendError):
+    """An engine could not start or run: a missing binary, a model that will not load."""
+
+    exit_code = 11
+
+
+class GgufError(BackendError):
+    """Not a GGUF file, or a damaged one."""
+
+    exit_code = 9
+
+
+class ChatTemplateError(BackendError):
+    """A model's own chat template failed to render."""
