@@ -57,7 +57,10 @@ def apply_timings(stats: Stats, timings: dict) -> None:
 
 
 def apply_usage(stats: Stats, usage: dict, decode_s: float) -> None:
-    stats.prompt_tokens = int(usage.get("prompt_tokens", stats.prompt_tokens))
+    # OpenAI's prompt_tokens counts the whole prompt; ours counts what was processed, so
+    # the cached part (from llama-server's timings, when it sent them) comes off.
+    if "prompt_tokens" in usage:
+        stats.prompt_tokens = max(int(usage["prompt_tokens"]) - stats.prompt_cached, 0)
     stats.generated_tokens = int(usage.get("completion_tokens", stats.generated_tokens))
     if not stats.decode_s:
         stats.decode_s = decode_s

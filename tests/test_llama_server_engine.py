@@ -235,3 +235,17 @@ def test_run_starts_llama_server_from_the_fit_plan(dspine, models, tmp_path):
     command = logs[-1].read_text().splitlines()[0]
     assert "-ngl 3" in command and "-ngld 3" in command  # every block and the output layer
     assert "-c 2048" in command and "-ctk f16" in command and "--spec-draft-n-max 3" in command
+
+
+def test_prompt_figures_count_processed_and_cached_tokens_apart(server):
+    """The second turn of a chat reuses llama-server's cache: `prompt_tokens` counts only
+    what was processed (usage's total minus the cached part), `prompt_cached` the rest."""
+    engine = server(None)
+    messages = [{"role": "user", "content": "hello there, tell me about the sea " * 4}]
+    first = list(engine.stream(messages, think=False, sampling=GREEDY))[-1].stats
+    reply = "ok"
+    messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": "and the sky?"}]
+    second = list(engine.stream(messages, think=False, sampling=GREEDY))[-1].stats
+    assert first.prompt_cached == 0 and first.prompt_tokens > 0
+    assert second.prompt_cached >= first.prompt_tokens - 8
+    assert 0 < second.prompt_tokens < first.prompt_tokens
