@@ -195,3 +195,33 @@ async def test_tools_off_is_a_plain_chat(repo, store):
         await run_chat(pilot, app, "hi")
         await until(pilot, lambda: not app.streaming and engine.calls, what="the end")
         assert engine.calls[-1]["tools"] is None and "tools off" in app.sub_title
+        assert engine.calls[-1]["messages"] == [{"role": "user", "content": "hi"}]
+
+
+def test_a_version_1_database_is_upgraded_and_keeps_its_chats(tmp_path):
+    import sqlite3
+
+    from app.tui.history import SCHEMA
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA[0])
+    db.execute("INSERT INTO chats (id, title, model, created) VALUES (1, 'old', 'm', 0)")
+    db.execute("INSERT INTO messages (chat_id, role, content, complete, created) VALUES (1, 'user', 'hello', 1, 0)")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    store = ChatStore(path)
+    try:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == len(SCHEMA)
+        assert store.conversation(1) == [{"role": "user", "content": "hello"}]
+        call = {"id": "c1", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}
+        store.set_tool_calls(store.add_message(1, "assistant", ""), [call])
+        store.add_tool_result(1, call, "a.py", "auto")
+        assert store.conversation(1)[1:] == [
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+        ]
+        assert "list_files({})" in store.export_markdown(1)
+    finally:
+        store.close()

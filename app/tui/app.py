@@ -84,12 +84,14 @@ class ChatApp(App):
         open_engine: Callable[[], Engine] | None = None,
         fit_summary: Callable[[], str] | None = None,
         project: Project | None = None,
+        tools: bool = True,
         chain_limit: int = DEFAULT_CHAIN_LIMIT,
     ) -> None:
-        """`project`: the folder the tools work on; None is a plain chat (no tools)."""
+        """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
+        with them off (/tools on switches them on)."""
         super().__init__()
         self.project = project
-        self.tools_on = project is not None
+        self.tools_on = project is not None and tools
         self.toolbox = Toolbox(project.root) if project is not None else None
         self.consent = Consent()
         self.chain_limit = chain_limit
@@ -390,10 +392,11 @@ class ChatApp(App):
         await self._reply()
 
     def _for_engine(self) -> list[dict]:
-        """The conversation as sent: the project's system prompt first, when there is a project."""
+        """The conversation as sent: the project's system prompt first while tools are on
+        (off: the plain chat, nothing added)."""
         assert self.chat is not None
         messages = self.store.conversation(self.chat.id)
-        if self.project is not None:
+        if self.project is not None and self.tools_on:
             messages = [{"role": "system", "content": system_prompt(self.project, self.tools_on)}, *messages]
         return messages
 
