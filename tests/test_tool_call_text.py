@@ -58,3 +58,25 @@ def test_unclosed_call_at_the_end_still_counts_and_two_calls_get_two_ids():
     text = XML + "<tool_call>\n<function=list_files>\n</function>"
     _, first, second = run(text, 4)
     assert (first.id, second.id, second.name, second.arguments) == ("call_1", "call_2", "list_files", "{}")
+
+
+def test_templates_see_tools_and_tool_call_arguments_as_objects():
+    from backends.chat_template import render
+
+    template = (
+        "{% for t in tools %}T:{{ t.function.name }}\n{% endfor %}"
+        "{% for m in messages %}{{ m.role }}:{{ m.content }}"
+        "{% for c in m.tool_calls or [] %}<function={{ c.function.name }}>"
+        "{% for k, v in c.function.arguments.items() %}<parameter={{ k }}>{{ v }}</parameter>{% endfor %}"
+        "{% endfor %}\n{% endfor %}"
+    )
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    text = render(
+        template,
+        [{"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "tool", "content": "x"}],
+        enable_thinking=False,
+        add_generation_prompt=False,
+        tools=TOOLS,
+    )
+    # trim_blocks eats the line break after each endfor.
+    assert text == "T:read_file\nassistant:<function=read_file><parameter=path>a.py</parameter>tool:x"
