@@ -323,8 +323,13 @@ def chat(
     api_key: str | None = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
     ctx: int = typer.Option(8192, "--ctx", help="Context length."),
     think: str = typer.Option("on", "--think", help="Start with thinking on or off (Ctrl+T switches)."),
+    no_tools: bool = typer.Option(
+        False, "--no-tools", help="A plain chat: no project tools (read, search, edit, run); /tools on switches."
+    ),
 ) -> None:
-    """Open the coding chat: streaming replies, think / no-think, live tok/s and acceptance."""
+    """Open the coding chat on the project here: it reads, searches, edits and runs with your consent;
+    streaming replies, think / no-think, live tok/s and acceptance."""
+    from .agent.project import open_project
     from .run.engines import EngineOptions, ModelFiles, open_engine, resolve_files
     from .tui.app import ChatApp
     from .tui.history import ChatStore
@@ -380,6 +385,9 @@ def chat(
             first_run=first_run,
             open_engine=open_after_pull,
             fit_summary=fit_summary if files and files.target else None,
+            project=open_project(Path.cwd()),
+            tools=not no_tools,
+            chain_limit=max(1, settings.tool_chain_limit),
         ).run()
     finally:
         for running in engines:

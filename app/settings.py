@@ -97,6 +97,12 @@ SPECS: tuple[SettingSpec, ...] = (
         "the SQLite file `dspine chat` keeps conversations in",
     ),
     SettingSpec(
+        "tool_chain_limit",
+        _positive_int,
+        lambda: 10,
+        "rounds of tool calls in one chat reply before the chat asks whether to go on",
+    ),
+    SettingSpec(
         "llama_server",
         lambda v: None if v in (None, "") else str(v),
         lambda: None,

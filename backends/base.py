@@ -1,8 +1,8 @@
 """The engine interface: every backend streams the same events.
 
 engine = open_engine(...)            # a running engine
-for event in engine.stream(messages, think=False, sampling=...):
-    ...                               # Delta, StatsUpdate, End or Error
+for event in engine.stream(messages, think=False, sampling=..., tools=[...]):
+    ...                               # Delta, ToolCall, StatsUpdate, End or Error
 engine.cancel()                       # from another thread: stop mid-reply
 engine.close()
 """
@@ -34,6 +34,7 @@ class Engine(Protocol):
         think: bool = True,
         sampling: Sampling | None = None,
         n_max: int | None = None,
+        tools: list[dict[str, Any]] | None = None,  # OpenAI function tools the model may call
     ) -> Iterator[Event]: ...
 
     def cancel(self) -> None: ...

@@ -1,4 +1,4 @@
-"""What an engine streams: text deltas, statistics, the end, or an error."""
+"""What an engine streams: text deltas, tool calls, statistics, the end, or an error."""
 
 from __future__ import annotations
 
@@ -19,13 +19,26 @@ class Delta:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """The model asks for a tool: OpenAI's shape, the arguments as JSON text."""
+
+    id: str
+    name: str
+    arguments: str  # a JSON object, as the model wrote it (it may not parse)
+
+    def as_message_part(self) -> dict:
+        """The entry of an assistant message's `tool_calls`."""
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True)
 class StatsUpdate:
     stats: Stats
 
 
 @dataclass(frozen=True)
 class End:
-    reason: str  # "stop", "length", "cancelled"
+    reason: str  # "stop", "length", "cancelled", "tool_calls"
     stats: Stats
 
 
@@ -35,4 +48,4 @@ class Error:
     fix: str = ""
 
 
-Event = Delta | StatsUpdate | End | Error
+Event = Delta | ToolCall | StatsUpdate | End | Error

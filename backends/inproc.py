@@ -29,7 +29,7 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,16 +39,26 @@ import psutil
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import render
-from .events import STATS_INTERVAL_S, End, Error, Event, StatsUpdate
+from .events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
 from .sampling import Sampling, preset
 from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats
 from .thinking import ThinkSplitter
+from .tool_call_text import ToolCallParser
 
 # Sequences of a recurrent model's context: the conversation, the state saved at the end
 # of the last prompt's messages (prefix reuse), and a hybrid drafter's draft.
 SEQ_MAIN, SEQ_SAVED, SEQ_DRAFT = 0, 1, 2
+
+
+def _with_calls(deltas: Iterable[Delta], calls: ToolCallParser) -> Iterator[Delta | ToolCall]:
+    """Answer text goes through the tool-call parser; thinking never holds calls."""
+    for delta in deltas:
+        if delta.kind == "answer":
+            yield from calls.feed(delta.text)
+        else:
+            yield delta
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -504,6 +514,7 @@ class InprocEngine:
         think: bool = True,
         sampling: Sampling | None = None,
         n_max: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Iterator[Event]:
         if self._target is None:
             yield Error("the in-process engine is not loaded", "open it again")
@@ -514,11 +525,12 @@ class InprocEngine:
             if self.adaptive.wants_calibration():
                 self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))
             n_max = self.adaptive.choose(think)
-        prompt_text = render(self._template, messages, enable_thinking=think)
+        prompt_text = render(self._template, messages, enable_thinking=think, tools=tools)
         # Where the next turn's prompt will branch off: the end of these messages, before
         # the generation prompt (a hybrid saves its state there).
-        history_text = render(self._template, messages, enable_thinking=think, add_generation_prompt=False)
+        history_text = render(self._template, messages, enable_thinking=think, add_generation_prompt=False, tools=tools)
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
+        calls = ToolCallParser(tools)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stats = Stats()
         started = time.monotonic()
@@ -546,7 +558,7 @@ class InprocEngine:
                     if text:
                         if stats.ttft_s is None:
                             stats.ttft_s = time.monotonic() - started
-                        yield from splitter.feed(text)
+                        yield from _with_calls(splitter.feed(text), calls)
                 now = time.monotonic()
                 if now - last_stats >= STATS_INTERVAL_S:
                     last_stats = now
@@ -559,8 +571,11 @@ class InprocEngine:
                     reason = "length"
             tail = decoder.decode(b"", final=True)
             if tail:
-                yield from splitter.feed(tail)
-            yield from splitter.flush()
+                yield from _with_calls(splitter.feed(tail), calls)
+            yield from _with_calls(splitter.flush(), calls)
+            yield from calls.flush()
+            if calls.calls and reason == "stop":
+                reason = "tool_calls"
             stats.generated_tokens = generated
             if self.adaptive is not None and stats.drafted:
                 self.adaptive.mode(think).add(

@@ -342,6 +342,7 @@ class LlamaServerEngine:
         think: bool = True,
         sampling: Sampling | None = None,
         n_max: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Iterator[Event]:
         if not self.alive:
             yield Error("llama-server is not running", "restart the engine")
@@ -351,7 +352,7 @@ class LlamaServerEngine:
         extra: dict[str, Any] = {"timings_per_token": True}
         if n_max is not None and self.config.drafter_kind:
             extra["speculative.n_max"] = n_max
-        body = chat_body(messages, think, sampling or preset(think), extra)
+        body = chat_body(messages, think, sampling or preset(think), extra, tools)
         started = time.monotonic()
         import httpx2
 

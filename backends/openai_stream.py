@@ -1,7 +1,9 @@
 """One streamed chat completion from an OpenAI-compatible server, as events.
 
 Shared by the managed llama-server and remote servers (SGLang, vLLM): SSE
-lines in, Delta / StatsUpdate / End out. llama-server's `timings` (per token
+lines in, Delta / ToolCall / StatsUpdate / End out. Streamed `tool_calls`
+arrive in pieces keyed by index (id and name first, the arguments' JSON in
+fragments); they go out whole, once the stream ends. llama-server's `timings` (per token
 with "timings_per_token") carry the draft counts; other servers' `usage`
 gives at least the token counts.
 """
@@ -16,7 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate
+from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate, ToolCall
 from .stats import Stats
 from .thinking import ThinkSplitter
 
@@ -68,6 +70,20 @@ def apply_usage(stats: Stats, usage: dict, decode_s: float) -> None:
         stats.verify_steps = stats.generated_tokens
 
 
+def gather_call(calls: dict[int, dict[str, str]], part: dict[str, Any]) -> None:
+    call = calls.setdefault(int(part.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
+    call["id"] = part.get("id") or call["id"]
+    function = part.get("function") or {}
+    call["name"] += function.get("name") or ""
+    call["arguments"] += function.get("arguments") or ""
+
+
+def finished_calls(calls: dict[int, dict[str, str]]) -> Iterator[ToolCall]:
+    for index in sorted(calls):
+        call = calls[index]
+        yield ToolCall(call["id"] or f"call_{index}", call["name"], call["arguments"] or "{}")
+
+
 def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: float) -> Iterator[Event]:
     """The events of one streamed completion; a cancel stops it within one line."""
     splitter = ThinkSplitter()
@@ -75,6 +91,7 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
     finish = "stop"
     last_stats = 0.0
     first_at: float | None = None
+    calls: dict[int, dict[str, str]] = {}
     lines = response.iter_lines()
     while not cancelled.is_set():
         line = next(lines, None)
@@ -89,6 +106,7 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
         payload = line[5:].strip()
         if payload == "[DONE]":
             yield from splitter.flush()
+            yield from finished_calls(calls)
             yield End(finish, stats.copy())
             return
         chunk: dict[str, Any] = json.loads(payload)
@@ -102,6 +120,8 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
                 yield Delta(thinking, "thinking")
             if delta.get("content"):
                 yield from splitter.feed(delta["content"])
+            for part in delta.get("tool_calls") or []:
+                gather_call(calls, part)
             if choice.get("finish_reason"):
                 finish = choice["finish_reason"]
         if chunk.get("timings"):
@@ -115,7 +135,13 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
     yield End("cancelled", stats.copy())
 
 
-def chat_body(messages: list[dict[str, Any]], think: bool, sampling, extra: dict[str, Any] | None = None) -> dict:
+def chat_body(
+    messages: list[dict[str, Any]],
+    think: bool,
+    sampling,
+    extra: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+) -> dict:
     body: dict[str, Any] = {
         "messages": messages,
         "stream": True,
@@ -127,6 +153,8 @@ def chat_body(messages: list[dict[str, Any]], think: bool, sampling, extra: dict
         "min_p": sampling.min_p,
         "presence_penalty": sampling.presence_penalty,
     }
+    if tools:
+        body["tools"] = tools
     if sampling.seed is not None:
         body["seed"] = sampling.seed
     if sampling.max_tokens is not None:

@@ -56,12 +56,13 @@ class RemoteEngine:
         think: bool = True,
         sampling: Sampling | None = None,
         n_max: int | None = None,
+        tools: list[dict[str, Any]] | None = None,
     ) -> Iterator[Event]:
         import httpx2
 
         self._cancel.clear()
         extra: dict[str, Any] = {"model": self.model} if self.model else {}
-        body = chat_body(messages, think, sampling or preset(think), extra)
+        body = chat_body(messages, think, sampling or preset(think), extra, tools)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         if self._client is None:
             self._client = httpx2.Client(timeout=self.timeout)

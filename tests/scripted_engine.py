@@ -6,7 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from backends.events import Delta, End, StatsUpdate
+from backends.events import Delta, End, StatsUpdate, ToolCall
 from backends.stats import Stats
 
 
@@ -18,6 +18,9 @@ class ScriptedEngine:
     speculative: bool = True
     name: str = "scripted"
     calls: list[dict] = field(default_factory=list)
+    # One script a reply, in order (the last repeats): text pieces and tool calls. Empty:
+    # every reply is `answer`.
+    turns: list[list[str | ToolCall]] = field(default_factory=list)
     last_token_at: float = 0.0
     _cancel: threading.Event = field(default_factory=threading.Event)
 
@@ -31,9 +34,12 @@ class ScriptedEngine:
     def close(self) -> None:
         pass
 
-    def stream(self, messages, think=True, sampling=None, n_max=None):
+    def stream(self, messages, think=True, sampling=None, n_max=None, tools=None):
         self._cancel.clear()
-        self.calls.append({"messages": messages, "think": think})
+        self.calls.append({"messages": messages, "think": think, "tools": tools})
+        if self.turns:
+            yield from self._turn(self.turns[min(len(self.calls), len(self.turns)) - 1])
+            return
         stats = Stats(prompt_tokens=len(messages) * 10, prompt_s=0.01)
         started = time.monotonic()
         pieces = [(t, "thinking") for t in self.thinking] + [(a, "answer") for a in self.answer]
@@ -60,3 +66,18 @@ class ScriptedEngine:
                 stats.verify_steps = stats.generated_tokens
             yield StatsUpdate(stats.copy())
         yield End("stop", stats.copy())
+
+    def _turn(self, script: list[str | ToolCall]):
+        stats = Stats(prompt_tokens=10, prompt_s=0.01, ttft_s=0.001)
+        for piece in script:
+            if self._cancel.is_set():
+                yield End("cancelled", stats.copy())
+                return
+            yield Delta(piece) if isinstance(piece, str) else piece
+            stats.generated_tokens += 4
+            stats.drafted += 4
+            stats.accepted += 3
+            stats.verify_steps += 1
+            stats.decode_s += 0.01
+        calls = any(isinstance(p, ToolCall) for p in script)
+        yield End("tool_calls" if calls else "stop", stats.copy())

@@ -25,6 +25,7 @@ PLAIN = "plain"
 class Prompt:
     category: str
     messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None = None  # an agent session's tools, so its tool turns replay as they ran
 
 
 def builtin_prompt_files() -> list[Path]:
@@ -52,9 +53,10 @@ def load_prompts(paths: Iterable[Path]) -> list[Prompt]:
                     f"{path}:{number} is not a chat",
                     'write one JSON object a line: {"messages": [{"role": "user", "content": "..."}]}',
                 ) from None
-            prompts.append(
-                Prompt(str(record.get("category", path.stem)) if isinstance(record, dict) else path.stem, messages)
-            )
+            if isinstance(record, dict):
+                prompts.append(Prompt(str(record.get("category", path.stem)), messages, record.get("tools")))
+            else:
+                prompts.append(Prompt(path.stem, messages))
     if not prompts:
         raise UsageError("no prompts to run", "give --prompts FILE.jsonl with one chat a line")
     return prompts
@@ -181,7 +183,11 @@ def run_bench(
                         for prompt in prompts:
                             end = None
                             for event in engine.stream(
-                                prompt.messages, think=think, sampling=sampling, n_max=setup.n_max
+                                prompt.messages,
+                                think=think,
+                                sampling=sampling,
+                                n_max=setup.n_max,
+                                tools=prompt.tools,
                             ):
                                 if isinstance(event, End):
                                     end = event

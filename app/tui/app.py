@@ -5,8 +5,10 @@ and the store saves the Reply as it grows."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import ClassVar
@@ -18,9 +20,14 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer, Header
 
 from backends.base import Engine
-from backends.events import Delta, End, Error, Event, StatsUpdate
+from backends.events import Delta, End, Error, Event, StatsUpdate, ToolCall
 from backends.stats import Stats
 
+from ..agent.commands import run_command
+from ..agent.consent import Consent
+from ..agent.paths import ToolRefused
+from ..agent.project import Project, system_prompt
+from ..agent.toolbox import TOOLS, Done, ProposedChange, ProposedCommand, Toolbox
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
 from .attachments import AttachmentError, expand_mentions
@@ -28,11 +35,13 @@ from .figures import final_line, stats_from
 from .history import Chat, ChatStore
 from .reply import Batcher, Reply
 from .screens.chat_list import ChatList
+from .screens.consent import ConsentScreen
 from .screens.first_run import FirstRun, FirstRunScreen
 from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
+from .widgets.tool_line import ToolLine
 
 SAVE_S = 0.25  # save a growing reply this often (and always at its end)
 HELP = """**dspine chat**
@@ -45,8 +54,12 @@ HELP = """**dspine chat**
 - `/export [FILE]` writes the chat as Markdown (`FILE.jsonl`: as prompts for `dspine bench --prompts`)
 - **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
 - `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
+- Tools (when the chat has a project): the model reads and searches at once; edits, writes and
+  commands wait for **y** yes, **n** no or **a** always (this chat); **Esc** stops a running command
+- `/undo` reverts the last applied edit or write; `/tools off` (or `on`) switches the tools
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
 """
+DEFAULT_CHAIN_LIMIT = 10  # tool rounds in one reply before the chat asks whether to go on
 
 
 class ChatApp(App):
@@ -70,8 +83,20 @@ class ChatApp(App):
         first_run: FirstRun | None = None,
         open_engine: Callable[[], Engine] | None = None,
         fit_summary: Callable[[], str] | None = None,
+        project: Project | None = None,
+        tools: bool = True,
+        chain_limit: int = DEFAULT_CHAIN_LIMIT,
     ) -> None:
+        """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
+        with them off (/tools on switches them on)."""
         super().__init__()
+        self.project = project
+        self.tools_on = project is not None and tools
+        self.toolbox = Toolbox(project.root) if project is not None else None
+        self.consent = Consent()
+        self.chain_limit = chain_limit
+        self.rounds = 0  # tool rounds since the user's last prompt
+        self._command_stop: threading.Event | None = None
         self.engine = engine
         self.first_run = first_run
         self.open_engine = open_engine
@@ -90,9 +115,17 @@ class ChatApp(App):
         yield PromptArea(id="prompt")
         yield Footer()
 
+    def _subtitle(self) -> str:
+        if self.project is None:
+            return self.model
+        return f"{self.model} · {self.project.root}" + ("" if self.tools_on else " · tools off")
+
     async def on_mount(self) -> None:
-        self.sub_title = self.model
+        self.sub_title = self._subtitle()
         self._show_mode()
+        if self.project is not None and self.project.instructions_file is not None:
+            name = self.project.instructions_file.relative_to(self.project.root)
+            self.notify(f"{name} in the system prompt ({self.project.instructions_size:,} bytes)")
         chats = self.store.chats()
         self.chat = chats[0] if chats else self.store.new_chat(model=self.model)
         await self._show_chat()
@@ -117,7 +150,7 @@ class ChatApp(App):
         if result is None:
             return
         self.model = result.record.name
-        self.sub_title = self.model
+        self.sub_title = self._subtitle()
         self.notify(f"pulled {self.model}; loading it…")
         self._load_engine()
 
@@ -164,7 +197,9 @@ class ChatApp(App):
         self.notify(f"thinking {'on' if self.think else 'off'}")
 
     def action_cancel(self) -> None:
-        if self.streaming and self.engine is not None:
+        if self._command_stop is not None:
+            self._command_stop.set()
+        elif self.streaming and self.engine is not None:
             self.engine.cancel()
 
     def get_system_commands(self, screen):
@@ -212,8 +247,16 @@ class ChatApp(App):
 
     async def _show_chat(self) -> None:
         assert self.chat is not None
-        views = []
+        views: list = []
         for message in self.store.messages(self.chat.id):
+            if message.role == "tool":
+                function = (message.tool_calls or [{}])[0].get("function", {})
+                views.append(
+                    ToolLine(
+                        function.get("name", "?"), function.get("arguments", ""), message.content, message.decision
+                    )
+                )
+                continue
             stats = stats_from(message.stats)
             figures = (
                 final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
@@ -299,6 +342,27 @@ class ChatApp(App):
         else:
             self._show_fit()
 
+    async def _slash_undo(self, argument: str) -> None:
+        if self.toolbox is None:
+            self.notify("this chat has no project tools", severity="warning")
+            return
+        try:
+            self.notify(self.toolbox.changes.undo())
+        except ToolRefused as exc:
+            self.notify(str(exc), severity="warning")
+
+    async def _slash_tools(self, argument: str) -> None:
+        if self.project is None:
+            self.notify("this chat has no project (started with --no-tools)", severity="warning")
+            return
+        word = argument.strip().lower()
+        if word not in ("on", "off"):
+            self.notify(f"tools are {'on' if self.tools_on else 'off'}; /tools on or /tools off switches them")
+            return
+        self.tools_on = word == "on"
+        self.sub_title = self._subtitle()
+        self.notify(f"tools {word}")
+
     async def _slash_help(self, argument: str) -> None:
         await self._post_note(HELP)
 
@@ -311,6 +375,8 @@ class ChatApp(App):
         "/export": _slash_export,
         "/model": _slash_model,
         "/fit": _slash_fit,
+        "/undo": _slash_undo,
+        "/tools": _slash_tools,
         "/help": _slash_help,
     }
 
@@ -318,31 +384,59 @@ class ChatApp(App):
 
     async def _send(self, text: str) -> None:
         assert self.chat is not None
-        conversation = self.query_one(Conversation)
-        history = [{"role": m.role, "content": m.content} for m in self.store.messages(self.chat.id) if m.content]
-        self.store.add_message(self.chat.id, "user", text)
-        if len(history) == 0:
+        if not self.store.messages(self.chat.id):
             self.store.rename(self.chat.id, text[:60])
+        self.store.add_message(self.chat.id, "user", text)
+        await self.query_one(Conversation).mount(MessageView("user", text))
+        self.rounds = 0
+        await self._reply()
+
+    def _for_engine(self) -> list[dict]:
+        """The conversation as sent: the project's system prompt first while tools are on
+        (off: the plain chat, nothing added)."""
+        assert self.chat is not None
+        messages = self.store.conversation(self.chat.id)
+        if self.project is not None and self.tools_on:
+            messages = [{"role": "system", "content": system_prompt(self.project, self.tools_on)}, *messages]
+        return messages
+
+    async def _reply(self) -> None:
+        """One assistant turn: after the user's prompt, or after tool results."""
+        assert self.chat is not None
+        conversation = self.query_one(Conversation)
         reply_id = self.store.add_message(self.chat.id, "assistant", "", complete=False)
-        await conversation.mount(MessageView("user", text))
         view = MessageView("assistant", live=True)
         await conversation.mount(view)
         conversation.follow(to_the_end=True)
         self.streaming = True
         self.query_one(Readout).start()
-        self._stream_reply(history + [{"role": "user", "content": text}], self.think, Reply(), view, reply_id)
+        tools = TOOLS if self.tools_on and self.toolbox is not None else None
+        self._stream_reply(self._for_engine(), self.think, Reply(), view, reply_id, tools)
 
     @work(thread=True, exclusive=True)
-    def _stream_reply(self, messages: list[dict], think: bool, reply: Reply, view: MessageView, reply_id: int) -> None:
+    def _stream_reply(
+        self,
+        messages: list[dict],
+        think: bool,
+        reply: Reply,
+        view: MessageView,
+        reply_id: int,
+        tools: list[dict] | None = None,
+    ) -> None:
         assert self.engine is not None
         batcher = Batcher(lambda batch: self.call_from_thread(self._apply, batch, reply, view, reply_id))  # type: ignore[arg-type]
         try:
-            for event in self.engine.stream(messages, think=think):
+            events = (
+                self.engine.stream(messages, think=think, tools=tools)
+                if tools
+                else self.engine.stream(messages, think=think)
+            )
+            for event in events:
                 batcher.add(event)
         except Exception as exc:  # an engine bug must not take the conversation down
             batcher.add(Error(f"the engine failed: {exc}", "the conversation is kept; try again"))
         batcher.flush()
-        self.call_from_thread(self._done)
+        self.call_from_thread(self._done, reply, reply_id)
 
     async def _apply(self, events: list[Event], reply: Reply, view: MessageView, reply_id: int) -> None:
         """The model takes the batch first; the view draws what it took; the store saves the model."""
@@ -368,5 +462,82 @@ class ChatApp(App):
             self.store.save_reply(reply_id, reply)
         self.query_one(Conversation).follow()
 
-    def _done(self) -> None:
-        self.streaming = False
+    def _done(self, reply: Reply | None = None, reply_id: int | None = None) -> None:
+        if reply is None or reply_id is None or not reply.tool_calls or reply.end is None or self.toolbox is None:
+            self.streaming = False
+            return
+        if reply.end.reason == "cancelled":
+            self.streaming = False
+            return
+        # Still busy: the calls run (some wait for the user), then the model's next turn.
+        self.store.set_tool_calls(reply_id, [call.as_message_part() for call in reply.tool_calls])
+        self._run_tools(list(reply.tool_calls))
+
+    # -- tool calls ------------------------------------------------------------------------
+
+    @work(exclusive=True, group="tools")
+    async def _run_tools(self, calls: list[ToolCall]) -> None:
+        try:
+            for call in calls:
+                await self._run_tool(call)
+            self.rounds += 1
+            if self.rounds >= self.chain_limit:
+                go_on = await self.push_screen_wait(
+                    ConsentScreen(
+                        f"The model has chained {self.rounds} rounds of tool calls. Go on?",
+                        "It may be looping; n stops here and the chat waits for you.",
+                        None,
+                    )
+                )
+                if go_on != "yes":
+                    self.streaming = False
+                    return
+                self.rounds = 0
+            await self._reply()
+        except Exception:
+            self.streaming = False
+            raise
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        assert self.toolbox is not None and self.chat is not None
+        conversation = self.query_one(Conversation)
+        line = ToolLine(call.name, call.arguments)
+        await conversation.mount(line)
+        conversation.follow(to_the_end=True)
+        step = self.toolbox.prepare(call.name, call.arguments)
+        decision = "auto"
+        if isinstance(step, Done):
+            result = step.result
+        else:
+            if isinstance(step, ProposedChange):
+                question, body, command = f"{step.change.summary}?", step.change.diff, ""
+            else:
+                question, body, command = f"Run this in {self.toolbox.root}?", step.command, step.command
+            decision = "always (this chat)"
+            if self.consent.must_ask(call.name, command):
+                answer = await self.push_screen_wait(
+                    ConsentScreen(question, body, self.consent.always_label(call.name, command))
+                )
+                self.consent.remember(call.name, answer, command)
+                decision = answer
+            if decision == "no":
+                result = "the user declined this; ask what they want instead, or try something else"
+            elif isinstance(step, ProposedChange):
+                result = self.toolbox.apply(step.change)
+            else:
+                result = await self._run_command(step, line)
+        line.finish(result, decision)
+        self.store.add_tool_result(self.chat.id, call.as_message_part(), result, decision)
+
+    async def _run_command(self, step: ProposedCommand, line: ToolLine) -> str:
+        assert self.toolbox is not None
+        self._command_stop = stop = threading.Event()
+
+        def show(text: str) -> None:
+            self.call_from_thread(line.append, text)
+
+        try:
+            ran = await asyncio.to_thread(run_command, self.toolbox.root, step.command, step.timeout_s, show, stop)
+        finally:
+            self._command_stop = None
+        return ran.for_model()

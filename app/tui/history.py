@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..agent.toolbox import TOOLS
+
 if TYPE_CHECKING:
     from .reply import Reply
 
@@ -34,6 +36,13 @@ SCHEMA = [
     );
     CREATE INDEX messages_by_chat ON messages(chat_id, id);
     """,
+    # version 2: tool turns. An assistant message keeps the calls it made (OpenAI's
+    # `tool_calls`, JSON); a "tool" message keeps its call, its result and the user's decision.
+    """
+    ALTER TABLE messages ADD COLUMN tool_calls TEXT;
+    ALTER TABLE messages ADD COLUMN tool_call_id TEXT NOT NULL DEFAULT '';
+    ALTER TABLE messages ADD COLUMN decision TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
@@ -45,6 +54,18 @@ class Message:
     thinking: str
     stats: dict | None
     complete: bool
+    tool_calls: list[dict] | None = None  # assistant: the calls it made; tool: the one answered
+    tool_call_id: str = ""
+    decision: str = ""  # tool: "auto" (a read), "yes", "always", "no"
+
+    def for_engine(self) -> dict:
+        """The message as the engines take it (OpenAI chat format)."""
+        if self.role == "tool":
+            return {"role": "tool", "tool_call_id": self.tool_call_id, "content": self.content}
+        message: dict = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            message["tool_calls"] = self.tool_calls
+        return message
 
 
 @dataclass
@@ -114,6 +135,20 @@ class ChatStore:
                 (content, thinking, json.dumps(stats) if stats is not None else None, int(complete), message_id),
             )
 
+    def set_tool_calls(self, message_id: int, calls: list[dict]) -> None:
+        with self.db:
+            self.db.execute("UPDATE messages SET tool_calls = ? WHERE id = ?", (json.dumps(calls), message_id))
+
+    def add_tool_result(self, chat_id: int, call: dict, result: str, decision: str) -> int:
+        with self.db:
+            cursor = self.db.execute(
+                "INSERT INTO messages (chat_id, role, content, complete, created, tool_calls, tool_call_id, decision)"
+                " VALUES (?, 'tool', ?, 1, ?, ?, ?, ?)",
+                (chat_id, result, time.time(), json.dumps([call]), call.get("id", ""), decision),
+            )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
     def save_reply(self, message_id: int, reply: Reply) -> None:
         """A reply as it stands: its text so far, its latest figures, whether it ended."""
         stats = reply.stats.to_json() if reply.stats is not None else None
@@ -121,29 +156,48 @@ class ChatStore:
 
     def messages(self, chat_id: int) -> list[Message]:
         rows = self.db.execute(
-            "SELECT id, role, content, thinking, stats, complete FROM messages WHERE chat_id = ? ORDER BY id",
+            "SELECT id, role, content, thinking, stats, complete, tool_calls, tool_call_id, decision"
+            " FROM messages WHERE chat_id = ? ORDER BY id",
             (chat_id,),
         ).fetchall()
-        return [Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, bool(r[5])) for r in rows]
+        return [
+            Message(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                json.loads(r[4]) if r[4] else None,
+                bool(r[5]),
+                json.loads(r[6]) if r[6] else None,
+                r[7],
+                r[8],
+            )
+            for r in rows
+        ]
+
+    def conversation(self, chat_id: int) -> list[dict]:
+        """What the engine is sent: every message with content or tool calls, tool results included."""
+        return [m.for_engine() for m in self.messages(chat_id) if m.content or m.tool_calls or m.role == "tool"]
 
     def export_prompts(self, chat_ids: list[int] | None = None) -> str:
-        """Every user turn, with the conversation before it, as the JSONL `dspine bench
-        --prompts` reads: benchmark the drafter on your own work."""
+        """Every turn the model answered (after a prompt, or after tool results), with the
+        conversation before it, as the JSONL `dspine bench --prompts` reads: benchmark the
+        drafter on your own work, agent sessions included (their tool turns are kept)."""
         lines = []
         for chat in self.chats() if chat_ids is None else [c for c in self.chats() if c.id in chat_ids]:
             history: list[dict] = []
-            for message in self.messages(chat.id):
-                if message.role == "user":
-                    lines.append(
-                        json.dumps(
-                            {
-                                "messages": history + [{"role": "user", "content": message.content}],
-                                "category": "history",
-                            }
-                        )
-                    )
-                if message.content:
-                    history.append({"role": message.role, "content": message.content})
+            messages = self.messages(chat.id)
+            for index, message in enumerate(messages):
+                if message.content or message.tool_calls or message.role == "tool":
+                    history.append(message.for_engine())
+                after = messages[index + 1].role if index + 1 < len(messages) else None
+                if message.role == "user" or (message.role == "tool" and after != "tool"):
+                    record: dict = {"messages": list(history), "category": "history"}
+                    if any(m.tool_calls for m in messages):
+                        record["tools"] = TOOLS
+                    if message.role == "tool":
+                        record["category"] = "history-tools"
+                    lines.append(json.dumps(record))
         return "\n".join(lines) + ("\n" if lines else "")
 
     def export_markdown(self, chat_id: int) -> str:
@@ -153,5 +207,15 @@ class ChatStore:
             lines += [f"## {message.role}", ""]
             if message.thinking:
                 lines += ["<details><summary>Thinking</summary>", "", message.thinking, "", "</details>", ""]
+            if message.role == "tool":
+                call = (message.tool_calls or [{}])[0].get("function", {})
+                lines += [f"`{call.get('name', '?')}({call.get('arguments', '')})` ({message.decision})", ""]
+                lines += ["```", message.content, "```", ""]
+                continue
             lines += [message.content, ""]
+            for call in message.tool_calls or []:
+                function = call.get("function", {})
+                lines += [f"- tool call `{function.get('name')}({function.get('arguments')})`"]
+            if message.tool_calls:
+                lines.append("")
         return "\n".join(lines)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate
+from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
 from backends.stats import Stats
 
 from .figures import final_line
@@ -87,6 +87,7 @@ class Reply:
 
     answer: str = ""
     thinking: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
     stats: Stats | None = None
     end: End | None = None
     error: Error | None = None
@@ -101,6 +102,8 @@ class Reply:
                     self.thinking += event.text
                 else:
                     self.answer += event.text
+            elif isinstance(event, ToolCall):
+                self.tool_calls.append(event)
             elif isinstance(event, StatsUpdate):
                 self.stats = event.stats
             elif isinstance(event, End):

@@ -1,0 +1,129 @@
+"""Edits and writes: proposed as a diff, applied only after consent, undone by /undo.
+
+A change never lands on a file that changed on disk since the model read it
+(or since the diff was shown): the model gets a message to read it again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .files import MAX_FILE_BYTES, read_text
+from .paths import ToolRefused, resolve, shown
+
+
+def fingerprint(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Change:
+    """A proposed edit or write: what the file holds now and what it would hold."""
+
+    path: Path
+    name: str
+    before: str | None  # None: the file does not exist yet
+    after: str
+
+    @property
+    def diff(self) -> str:
+        lines = difflib.unified_diff(
+            (self.before or "").splitlines(keepends=True),
+            self.after.splitlines(keepends=True),
+            fromfile="/dev/null" if self.before is None else f"a/{self.name}",
+            tofile=f"b/{self.name}",
+        )
+        return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+    @property
+    def summary(self) -> str:
+        added = sum(1 for line in self.diff.splitlines() if line.startswith("+") and not line.startswith("+++"))
+        removed = sum(1 for line in self.diff.splitlines() if line.startswith("-") and not line.startswith("---"))
+        verb = "create" if self.before is None else "edit"
+        return f"{verb} {self.name} (+{added} -{removed})"
+
+
+@dataclass
+class Changes:
+    """The chat's changes to one project: what the model has read, what was applied."""
+
+    root: Path
+    _read: dict[Path, str | None] = field(default_factory=dict)  # path -> fingerprint when read
+    _applied: list[Change] = field(default_factory=list)
+
+    def saw(self, path: Path, text: str) -> None:
+        self._read[path] = fingerprint(text)
+
+    def _current(self, path: Path, name: str) -> str | None:
+        return read_text(path, name) if path.exists() else None
+
+    def _unchanged_since_read(self, path: Path, name: str, now: str | None) -> None:
+        if path in self._read and self._read[path] != fingerprint(now):
+            raise ToolRefused(
+                f"{name!r} changed on disk since you read it: read it again (read_file) before changing it"
+            )
+
+    def propose_edit(self, name: str, old_text: str, new_text: str) -> Change:
+        path = resolve(self.root, name, write=True)
+        before = self._current(path, name)
+        if before is None:
+            raise ToolRefused(f"{name!r} does not exist: use write_file to create it")
+        self._unchanged_since_read(path, name, before)
+        if not old_text:
+            raise ToolRefused("old_text is empty: give the exact text to replace, as read_file showed it")
+        count = before.count(old_text)
+        if count == 0:
+            raise ToolRefused(
+                f"old_text was not found in {name!r}: copy it exactly (spaces and line breaks too) from read_file, "
+                "without the line numbers"
+            )
+        if count > 1:
+            raise ToolRefused(
+                f"old_text occurs {count} times in {name!r}: include more lines around it so that it is unique"
+            )
+        return Change(path, shown(self.root, path), before, before.replace(old_text, new_text, 1))
+
+    def propose_write(self, name: str, content: str) -> Change:
+        path = resolve(self.root, name, write=True)
+        if path.is_dir():
+            raise ToolRefused(f"{name!r} is a directory: give a file path")
+        if len(content.encode()) > MAX_FILE_BYTES:
+            raise ToolRefused(f"the content is over the {MAX_FILE_BYTES:,}-byte cap: write smaller files")
+        before = self._current(path, name)
+        self._unchanged_since_read(path, name, before)
+        return Change(path, shown(self.root, path), before, content)
+
+    def apply(self, change: Change) -> str:
+        """Write a change the user accepted, if the file is still what the diff was made from."""
+        now = self._current(change.path, change.name)
+        if now != change.before:
+            raise ToolRefused(f"{change.name!r} changed on disk while the change waited: read it again")
+        change.path.parent.mkdir(parents=True, exist_ok=True)
+        change.path.write_text(change.after, encoding="utf-8")
+        self._applied.append(change)
+        self.saw(change.path, change.after)
+        return f"applied: {change.summary}"
+
+    @property
+    def can_undo(self) -> bool:
+        return bool(self._applied)
+
+    def undo(self) -> str:
+        """Revert the last applied change; refuse if the file moved on since."""
+        if not self._applied:
+            raise ToolRefused("nothing to undo")
+        change = self._applied[-1]
+        now = change.path.read_text(encoding="utf-8") if change.path.exists() else None
+        if now != change.after:
+            raise ToolRefused(f"{change.name} changed since the edit; not undone (fix it by hand)")
+        self._applied.pop()
+        if change.before is None:
+            change.path.unlink()
+            self._read.pop(change.path, None)
+            return f"undone: removed {change.name}"
+        change.path.write_text(change.before, encoding="utf-8")
+        self.saw(change.path, change.before)
+        return f"undone: {change.summary}"

@@ -1,0 +1,54 @@
+"""The chat's project: the git root above the working directory (else the
+directory itself) and its instructions file, which goes into the system prompt."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# The first that exists is used; the names other assistants read, so one file serves all.
+INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md")
+MAX_INSTRUCTIONS = 64 * 1024  # more than this would crowd the context; the rest is cut
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    instructions_file: Path | None = None
+    instructions: str = ""
+
+    @property
+    def instructions_size(self) -> int:
+        return len(self.instructions.encode())
+
+
+def find_root(cwd: Path) -> Path:
+    cwd = cwd.resolve()
+    for folder in (cwd, *cwd.parents):
+        if (folder / ".git").exists():
+            return folder
+    return cwd
+
+
+def open_project(cwd: Path) -> Project:
+    root = find_root(cwd)
+    for name in INSTRUCTION_FILES:
+        path = root / name
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")[:MAX_INSTRUCTIONS]
+            return Project(root, path, text)
+    return Project(root)
+
+
+def system_prompt(project: Project, tools: bool) -> str:
+    lines = [f"You are a coding assistant working in the project at {project.root}."]
+    if tools:
+        lines.append(
+            "Use the tools to read, search, edit and run things in the project instead of asking the user "
+            "to paste files. Paths are relative to the project root. Read a file before editing it; "
+            "edit_file replaces one exact, unique piece of text. Edits and commands wait for the user's consent."
+        )
+    if project.instructions:
+        name = project.instructions_file.name if project.instructions_file else "instructions"
+        lines += ["", f"The project's instructions ({name}):", "", project.instructions]
+    return "\n".join(lines)

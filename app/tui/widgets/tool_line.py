@@ -1,0 +1,54 @@
+"""One tool call in the conversation: a folded line (what was called, the user's
+decision), its result or streamed command output inside, shown on click."""
+
+from __future__ import annotations
+
+import json
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import Collapsible, Static
+
+MAX_SHOWN = 20_000  # characters of output kept on screen; the model's copy is capped apart
+
+
+def call_title(name: str, arguments: str) -> str:
+    """`read_file src/a.py`: the tool and its main argument, on one line."""
+    try:
+        args = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        args = {}
+    if not isinstance(args, dict):
+        args = {}
+    main = args.get("command") or args.get("path") or args.get("pattern") or ""
+    text = f"{name} {main}".strip()
+    return text if len(text) <= 100 else text[:99] + "…"
+
+
+class ToolLine(Vertical):
+    def __init__(self, name: str, arguments: str, result: str = "", decision: str = "", **kwargs) -> None:
+        super().__init__(classes="message tool", **kwargs)
+        self.tool = name
+        self.arguments = arguments
+        self.result = result
+        self.decision = decision
+
+    def _title(self) -> str:
+        return f"⚙ {call_title(self.tool, self.arguments)}" + (f" · {self.decision}" if self.decision else "")
+
+    def compose(self) -> ComposeResult:
+        with Collapsible(title=self._title(), collapsed=True):
+            yield Static(self.result, markup=False, classes="tool-output")
+
+    def append(self, text: str) -> None:
+        """Streamed command output: shown as it comes, the line unfolded while it runs."""
+        self.result = (self.result + text)[-MAX_SHOWN:]
+        self.query_one(Collapsible).collapsed = False
+        self.query_one(".tool-output", Static).update(self.result)
+
+    def finish(self, result: str, decision: str) -> None:
+        self.result, self.decision = result[-MAX_SHOWN:], decision
+        box = self.query_one(Collapsible)
+        box.title = self._title()
+        box.collapsed = True
+        self.query_one(".tool-output", Static).update(self.result)

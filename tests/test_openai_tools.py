@@ -1,0 +1,43 @@
+"""Server and remote engines: tools go out in the `tools` field, streamed `tool_calls` come back whole."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from backends.events import Delta, End, ToolCall
+from backends.openai_stream import chat_body, stream_chat
+from backends.sampling import preset
+
+
+class Lines:
+    def __init__(self, chunks: list[dict]) -> None:
+        self.lines = [f"data: {json.dumps(c)}" for c in chunks] + ["data: [DONE]"]
+
+    def iter_lines(self):
+        return iter(self.lines)
+
+
+def test_streamed_tool_calls_are_assembled_from_their_fragments():
+    chunks = [
+        {"choices": [{"delta": {"content": "Reading it."}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {"name": "read_file"}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"path": '}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"a.py"}'}}]}}]},
+        {"choices": [{"delta": {"tool_calls": [{"index": 1, "id": "c2", "function": {"name": "list_files"}}]}}]},
+        {"choices": [{"delta": {}, "finish_reason": "tool_calls"}]},
+    ]
+    events = list(stream_chat(Lines(chunks), threading.Event(), time.monotonic()))  # type: ignore[arg-type]
+    assert events[0] == Delta("Reading it.")
+    assert [e for e in events if isinstance(e, ToolCall)] == [
+        ToolCall("c1", "read_file", '{"path": "a.py"}'),
+        ToolCall("c2", "list_files", "{}"),
+    ]
+    assert isinstance(events[-1], End) and events[-1].reason == "tool_calls"
+
+
+def test_tools_go_in_the_request_body_only_when_given():
+    tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+    assert chat_body([], False, preset(False), tools=tools)["tools"] == tools
+    assert "tools" not in chat_body([], False, preset(False))
