@@ -41,13 +41,13 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-draft-length-"))
     pairs = {}
-    for family in ("hybrid", "dense"):
+    for family in ("sharp-hybrid", "sharp-dense"):  # weights sharp enough that the state matters
         files = write_family(folder, family)
         pairs[family] = (files["target"], files["noisy"])
     real = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
     pairs["smollm2"] = (real["target"], real["q4"])
     print(f"accepted / drafted tokens over {args.tokens} generated, greedy, think on")
-    print("pair      engine        " + "  ".join(f"k={k:<7}" for k in LENGTHS))
+    print("pair          engine        " + "  ".join(f"k={k:<7}" for k in LENGTHS))
     for name, (target, drafter) in pairs.items():
         inproc = InprocEngine(str(target), draft_path=str(drafter), n_ctx=2048, n_max=max(LENGTHS)).load()
         try:
@@ -71,7 +71,7 @@ def main() -> None:
             finally:
                 server.close()
         for label, rows in (("in-process", ours), ("llama-server", theirs)):
-            print(f"{name:<9} {label:<13} " + "  ".join(f"{a:>3}/{d:<5}" for a, d in rows))
+            print(f"{name:<13} {label:<13} " + "  ".join(f"{a:>3}/{d:<5}" for a, d in rows))
 
 
 if __name__ == "__main__":
