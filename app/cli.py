@@ -26,7 +26,7 @@ from .cli_views import RichPullProgress, config_table, list_table, render_pull_r
 from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
-from .settings import load_settings
+from .settings import Settings, load_settings
 from .units import format_bytes
 
 app = typer.Typer(
@@ -71,6 +71,7 @@ def pull(
 
     settings = load_settings()
     request = make_request(name, load_catalog(settings.catalog), quant, drafter)
+    _open_manifest(settings)
     err.print(f"pulling [bold]{request.name}[/] into {settings.models_dir}")
     try:
         result = pull_model(request, settings, RichPullProgress(err))
@@ -85,6 +86,17 @@ def pull(
     render_pull_result(out, result)
 
 
+def _open_manifest(settings: Settings) -> Manifest:
+    """The manifest, saying so when a damaged one had to be set aside."""
+    manifest = Manifest(settings.manifest_path)
+    if manifest.set_aside is not None:
+        err.print(
+            f"[yellow]warning:[/] the manifest was damaged and was set aside as {manifest.set_aside}; "
+            "the model files are untouched: pull each model again to record it (nothing is downloaded twice)"
+        )
+    return manifest
+
+
 @app.command("list")
 def list_models(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
@@ -95,7 +107,7 @@ def list_models(
     if catalog:
         _print_catalog(load_catalog(settings.catalog), as_json)
         return
-    manifest = Manifest(settings.manifest_path)
+    manifest = _open_manifest(settings)
     if as_json:
         payload = {
             name: {
