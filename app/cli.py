@@ -346,6 +346,12 @@ def chat(
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
     options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key)
+    store = ChatStore(settings.chats_db)  # before the engine: a bad chats_db fails fast
+    if store.set_aside is not None:
+        err.print(
+            f"[yellow]notice:[/] the chats database was damaged; it was set aside as {store.set_aside} "
+            "and the chat starts fresh"
+        )
     first_run = None
     opened = None
     if engine == "remote":
@@ -358,7 +364,6 @@ def chat(
     if files is not None:
         err.print(f"starting the {engine} engine for {files.label}…")
         opened = open_engine(files, options, settings)
-    store = ChatStore(settings.chats_db)
     engines = [opened]
 
     def open_after_pull():

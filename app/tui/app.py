@@ -93,6 +93,8 @@ class ChatApp(App):
     async def on_mount(self) -> None:
         self.sub_title = self.model
         self._show_mode()
+        if self.store.set_aside is not None:
+            self.notify(f"The chats database was damaged; it was set aside as {self.store.set_aside}", timeout=30)
         chats = self.store.chats()
         self.chat = chats[0] if chats else self.store.new_chat(model=self.model)
         await self._show_chat()
