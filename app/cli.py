@@ -245,9 +245,12 @@ def run_prompt(
     from backends.sampling import preset
 
     from .run.engines import EngineOptions, open_engine, resolve_files
+    from .run.inputs import check_lengths, check_sampling
 
     if think not in ("on", "off"):
         raise UsageError(f"--think {think!r}", "use --think on or --think off")
+    check_sampling(temp=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty, seed=seed)
+    check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
     if prompt == "-":
         prompt = sys.stdin.read()
     settings = load_settings()
@@ -343,6 +346,9 @@ def chat(
 
     if think not in ("on", "off"):
         raise UsageError(f"--think {think!r}", "use --think on or --think off")
+    from .run.inputs import check_lengths
+
+    check_lengths(ctx=ctx)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
     options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key)
@@ -485,6 +491,12 @@ def bench(
         lengths = [int(x) for x in n_max.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--n-max {n_max!r}", "give draft lengths as numbers, e.g. 2,4,8,16") from None
+    from .run.inputs import check_lengths, check_sampling
+
+    for length in lengths:
+        check_lengths(n_max=length)
+    check_lengths(max_tokens=max_tokens, ctx=ctx)
+    check_sampling(seed=seed)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
     plain_files = resolve_files(model, "none", catalog, settings)

@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 import platformdirs
 
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .chat_template import probe as probe_template
 from .drafters import KINDS
 from .events import End, Error, Event
+from .gguf_header import read_local
 from .openai_stream import StreamBroken, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
@@ -273,6 +275,8 @@ class LlamaServerEngine:
         model = check_model_file(self.config.model, "model")
         if self.config.draft_model:
             check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
+        # llama-server renders the template in its own engine, unbounded: try it here first.
+        probe_template(read_local(model).get("tokenizer.chat_template"), str(model))
         binary = find_binary(self.binary)
         caps = probe(binary)
         port, api_key = free_port(), secrets.token_urlsafe(24)
