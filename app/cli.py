@@ -597,10 +597,12 @@ def config(
     path: bool = typer.Option(False, "--path", help="Print only the settings file's path."),
 ) -> None:
     """Show the settings file and every setting in force, with where it came from."""
-    settings = load_settings()
-    if path:
-        out.print(str(settings.file))
+    if path:  # without reading it: this is how people find a file that does not parse
+        from .settings import config_file
+
+        out.print(str(config_file()))
         return
+    settings = load_settings()
     out.print(config_table(settings))
 
 
