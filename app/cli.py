@@ -27,6 +27,7 @@ from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
 from .settings import Settings, load_settings
+from .terminal_text import for_terminal
 from .units import format_bytes
 
 app = typer.Typer(
@@ -289,7 +290,7 @@ def run_prompt(
                 (thoughts if event.kind == "thinking" else text).append(event.text)
                 if not as_json:
                     out.print(
-                        event.text,
+                        for_terminal(event.text),
                         style="dim" if event.kind == "thinking" else None,
                         end="",
                         markup=False,
