@@ -12,6 +12,7 @@ calls may make, and in the size of the output.
 from __future__ import annotations
 
 import datetime
+import functools
 import sys
 import time
 from collections.abc import Callable
@@ -47,12 +48,30 @@ class _BoundedEnvironment(ImmutableSandboxedEnvironment):
             raise _Bounded(f"a sequence of {len(left) + len(right):,} items")
         return super().call_binop(context, operator, left, right)
 
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        # Filters are called directly, not through `call`: bound their arguments too.
+        self.filters = {name: _bounded_filter(f) for name, f in self.filters.items()}
+
     def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        # str.ljust(10**9), center, format width...: refuse sizes no template needs.
-        for value in (*args, *kwargs.values()):
-            if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_CHARS:
-                raise _Bounded(f"an argument of {value:,}")
+        _check_arguments(args, kwargs)
         return super().call(__context, __obj, *args, **kwargs)
+
+
+def _check_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    # str.ljust(10**9), |center(10**9), |indent(10**9)...: refuse sizes no template needs.
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_CHARS:
+            raise _Bounded(f"an argument of {value:,}")
+
+
+def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)  # keeps jinja's pass_context / pass_environment marks
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        _check_arguments(args, kwargs)
+        return fn(*args, **kwargs)
+
+    return bounded
 
 
 def _deadline_tracer(deadline: float) -> Callable[..., Any]:
