@@ -26,7 +26,8 @@ from .cli_views import RichPullProgress, config_table, list_table, render_pull_r
 from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
-from .settings import load_settings
+from .settings import Settings, load_settings
+from .terminal_text import for_terminal
 from .units import format_bytes
 
 app = typer.Typer(
@@ -71,6 +72,7 @@ def pull(
 
     settings = load_settings()
     request = make_request(name, load_catalog(settings.catalog), quant, drafter)
+    _open_manifest(settings)
     err.print(f"pulling [bold]{request.name}[/] into {settings.models_dir}")
     try:
         result = pull_model(request, settings, RichPullProgress(err))
@@ -85,6 +87,17 @@ def pull(
     render_pull_result(out, result)
 
 
+def _open_manifest(settings: Settings) -> Manifest:
+    """The manifest, saying so when a damaged one had to be set aside."""
+    manifest = Manifest(settings.manifest_path)
+    if manifest.set_aside is not None:
+        err.print(
+            f"[yellow]warning:[/] the manifest was damaged and was set aside as {manifest.set_aside}; "
+            "the model files are untouched: pull each model again to record it (nothing is downloaded twice)"
+        )
+    return manifest
+
+
 @app.command("list")
 def list_models(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
@@ -95,7 +108,7 @@ def list_models(
     if catalog:
         _print_catalog(load_catalog(settings.catalog), as_json)
         return
-    manifest = Manifest(settings.manifest_path)
+    manifest = _open_manifest(settings)
     if as_json:
         payload = {
             name: {
@@ -233,9 +246,12 @@ def run_prompt(
     from backends.sampling import preset
 
     from .run.engines import EngineOptions, open_engine, resolve_files
+    from .run.inputs import check_lengths, check_sampling
 
     if think not in ("on", "off"):
         raise UsageError(f"--think {think!r}", "use --think on or --think off")
+    check_sampling(temp=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty, seed=seed)
+    check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
     if prompt == "-":
         prompt = sys.stdin.read()
     settings = load_settings()
@@ -274,7 +290,7 @@ def run_prompt(
                 (thoughts if event.kind == "thinking" else text).append(event.text)
                 if not as_json:
                     out.print(
-                        event.text,
+                        for_terminal(event.text),
                         style="dim" if event.kind == "thinking" else None,
                         end="",
                         markup=False,
@@ -336,9 +352,18 @@ def chat(
 
     if think not in ("on", "off"):
         raise UsageError(f"--think {think!r}", "use --think on or --think off")
+    from .run.inputs import check_lengths
+
+    check_lengths(ctx=ctx)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
     options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key)
+    store = ChatStore(settings.chats_db)  # before the engine: a bad chats_db fails fast
+    if store.set_aside is not None:
+        err.print(
+            f"[yellow]notice:[/] the chats database was damaged; it was set aside as {store.set_aside} "
+            "and the chat starts fresh"
+        )
     first_run = None
     opened = None
     if engine == "remote":
@@ -351,7 +376,6 @@ def chat(
     if files is not None:
         err.print(f"starting the {engine} engine for {files.label}…")
         opened = open_engine(files, options, settings)
-    store = ChatStore(settings.chats_db)
     engines = [opened]
 
     def open_after_pull():
@@ -476,6 +500,12 @@ def bench(
         lengths = [int(x) for x in n_max.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--n-max {n_max!r}", "give draft lengths as numbers, e.g. 2,4,8,16") from None
+    from .run.inputs import check_lengths, check_sampling
+
+    for length in lengths:
+        check_lengths(n_max=length)
+    check_lengths(max_tokens=max_tokens, ctx=ctx)
+    check_sampling(seed=seed)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
     plain_files = resolve_files(model, "none", catalog, settings)
@@ -576,10 +606,12 @@ def config(
     path: bool = typer.Option(False, "--path", help="Print only the settings file's path."),
 ) -> None:
     """Show the settings file and every setting in force, with where it came from."""
-    settings = load_settings()
-    if path:
-        out.print(str(settings.file))
+    if path:  # without reading it: this is how people find a file that does not parse
+        from .settings import config_file
+
+        out.print(str(config_file()))
         return
+    settings = load_settings()
     out.print(config_table(settings))
 
 

@@ -26,7 +26,7 @@ from .units import format_bytes
 if TYPE_CHECKING:
     from .hub.download import FetchReport
 
-_ACTION_WORDS = {"present": "already here", "hf-cache": "in your HF cache", "fetch": "download"}
+_ACTION_WORDS = {"present": "already here, checking its sha256", "hf-cache": "in your HF cache", "fetch": "download"}
 
 
 class BinarySpeedColumn(ProgressColumn):
@@ -68,30 +68,46 @@ class RichPullProgress(PullProgress):
             completed=sum(f.partial for f in to_fetch),
         )
         for item in to_fetch:
+            self._task(item)
+
+    def _task(self, item: PlannedFile) -> TaskID:
+        """The file's bar; made on first use for a file that was already here (checked, or fetched again)."""
+        if item.remote.path not in self.tasks:
+            self.progress.start()
             self.tasks[item.remote.path] = self.progress.add_task(
                 f"{item.role} {item.label}", total=item.remote.size, completed=item.partial, start=False
             )
+        return self.tasks[item.remote.path]
 
     def resume_from(self, item: PlannedFile, have: int) -> None:
-        task = self.tasks[item.remote.path]
+        task = self._task(item)
         self.progress.start_task(task)
-        self.progress.update(task, completed=have)
+        self.progress.update(task, completed=have, description=f"{item.role} {item.label}")
         if self.total is not None and have != item.partial:
             self.progress.update(self.total, advance=have - item.partial)
         if have:
             self.progress.console.print(f"  resuming {item.label} from {format_bytes(have)}")
 
     def rehash(self, item: PlannedFile, n: int) -> None:
-        pass  # re-reading a .part is quick next to the download; no separate bar
+        if item.action != "present":
+            return  # re-reading a .part is quick next to the download; no separate bar
+        task = self._task(item)
+        self.progress.start_task(task)
+        self.progress.update(task, description=f"sha256 {item.label}")
+        self.progress.advance(task, n)
+
+    def notice(self, item: PlannedFile, text: str) -> None:
+        self.progress.console.print(f"  {text}")
 
     def advance(self, item: PlannedFile, n: int) -> None:
-        self.progress.advance(self.tasks[item.remote.path], n)
+        self.progress.advance(self._task(item), n)
         if self.total is not None:
             self.progress.advance(self.total, n)
 
     def file_end(self, item: PlannedFile, report: FetchReport | None) -> None:
-        if report is not None:
-            self.progress.update(self.tasks[item.remote.path], description=f"[green]✓[/] {item.role} {item.label}")
+        if item.remote.path in self.tasks:
+            task = self.tasks[item.remote.path]
+            self.progress.update(task, completed=item.remote.size, description=f"[green]✓[/] {item.role} {item.label}")
 
     def end(self) -> None:
         self.progress.stop()

@@ -61,7 +61,9 @@ def check_llama_cpp_python(hardware: Hardware) -> Check:
             "llama-cpp-python",
             False,
             detail + " although a GPU is present",
-            'rebuild it for CUDA: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-deps llama-cpp-python',
+            # --no-cache-dir: pip would otherwise reuse the CPU wheel it built and cached before.
+            'rebuild it for CUDA: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-deps --no-cache-dir '
+            "llama-cpp-python",
         )
     return Check("llama-cpp-python", True, detail)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +23,9 @@ APP_NAME = "dspine"
 
 
 def _path(value: Any) -> Path:
-    return Path(os.path.expanduser(str(value)))
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a path (a non-empty string)")
+    return Path(os.path.expanduser(value))
 
 
 def _optional_path(value: Any) -> Path | None:
@@ -30,7 +33,13 @@ def _optional_path(value: Any) -> Path | None:
 
 
 def _positive_int(value: Any) -> int:
-    number = int(value)
+    # 1.5 silently becoming 1, or true becoming 1, hides a mistake: whole numbers only.
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError("must be a whole number")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError("must be a whole number") from None
     if number < 0:
         raise ValueError("must be 0 or more")
     return number
@@ -122,7 +131,7 @@ SPECS_BY_KEY = {spec.key: spec for spec in SPECS}
 def config_file() -> Path:
     explicit = os.environ.get("DSPINE_CONFIG")
     if explicit:
-        return _path(explicit)
+        return Path(os.path.expanduser(explicit))
     return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 
@@ -149,7 +158,16 @@ def _read_file(path: Path) -> dict[str, Any]:
         with path.open("rb") as handle:
             data = tomllib.load(handle)
     except FileNotFoundError:
+        if os.environ.get("DSPINE_CONFIG"):
+            raise ConfigError(
+                f"DSPINE_CONFIG names {path}, which does not exist",
+                "create it, fix the path, or unset DSPINE_CONFIG to use the default settings file",
+            ) from None
         return {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text (byte {exc.start})", f"save {path} as UTF-8, or delete it"
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}", f"fix or delete {path}") from exc
     except OSError as exc:
@@ -163,6 +181,18 @@ def _read_file(path: Path) -> dict[str, Any]:
                 f"{hint}known settings: {', '.join(SPECS_BY_KEY)}",
             )
     return data
+
+
+def _line_of(path: Path, key: str) -> int | None:
+    """The line that sets `key` in a flat TOML file (tomllib does not report it)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError):
+        return None
+    for number, line in enumerate(lines, start=1):
+        if re.match(rf"\s*{re.escape(key)}\s*=", line):
+            return number
+    return None
 
 
 def load_settings(environ: dict[str, str] | None = None) -> Settings:
@@ -182,8 +212,10 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         try:
             values[spec.key] = spec.parse(raw)
         except (TypeError, ValueError) as exc:
+            line = _line_of(path, spec.key) if source.startswith("file") else None
+            where = f"{path} line {line}" if line else source
             raise ConfigError(
-                f"bad value {raw!r} for {spec.key} (from {source}): {exc}",
+                f"bad value {raw!r} for {spec.key} ({where}): {exc}",
                 f"{spec.key} is {spec.help}",
             ) from exc
         sources[spec.key] = source

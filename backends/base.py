@@ -9,7 +9,9 @@ engine.close()
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -49,22 +51,53 @@ def check_model_file(path: str | Path, role: str = "model") -> Path:
     return path
 
 
-def _vocabulary(path: Path) -> tuple[int, str, str]:
+@dataclass(frozen=True)
+class Vocabulary:
+    """What makes token ids mean the same in two files: their texts and which ones are special."""
+
+    size: int
+    model: str
+    pre: str
+    tokens_sha256: str  # of every token text, in id order
+    types_sha256: str  # of every token type (normal, control, user-defined...), in id order
+
+    def describe(self) -> str:
+        return f"{self.size} tokens, {self.model}/{self.pre}, token list {self.tokens_sha256[:12]}"
+
+
+def _digest(values: Any) -> str:
+    digest = hashlib.sha256()
+    for value in values or ():
+        digest.update(str(value).encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def vocabulary(path: Path) -> Vocabulary:
     header = read_local(path)
     tokens = header.get("tokenizer.ggml.tokens")
-    return (
+    return Vocabulary(
         len(tokens) if tokens is not None else 0,
         str(header.get("tokenizer.ggml.model", "")),
         str(header.get("tokenizer.ggml.pre", "")),
+        _digest(tokens),
+        _digest(header.get("tokenizer.ggml.token_type")),
     )
 
 
 def check_same_vocabulary(target: Path, drafter: Path) -> None:
-    """A drafter proposes token ids: they must mean the same to the target."""
-    t, d = _vocabulary(target), _vocabulary(drafter)
-    if t != d:
-        raise EngineError(
-            f"the drafter {drafter.name} has another vocabulary ({d[0]} tokens, {d[1]}/{d[2]}) "
-            f"than the target {target.name} ({t[0]} tokens, {t[1]}/{t[2]})",
-            "use a drafter made for this target (see `dspine list --catalog`), or --draft none",
-        )
+    """A drafter proposes token ids: they must mean the same to the target, spelling included."""
+    t, d = vocabulary(target), vocabulary(drafter)
+    if t == d:
+        return
+    if (t.size, t.model, t.pre, t.tokens_sha256) == (d.size, d.model, d.pre, d.tokens_sha256):
+        what = "marks other tokens as special"
+    elif (t.size, t.model, t.pre) == (d.size, d.model, d.pre):
+        what = "spells its tokens differently"
+    else:
+        what = "has another vocabulary"
+    raise EngineError(
+        f"the drafter {drafter.name} {what} than the target {target.name} "
+        f"(drafter: {d.describe()}; target: {t.describe()})",
+        "use a drafter made for this target (see `dspine list --catalog`), or --draft none",
+    )

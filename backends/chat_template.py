@@ -1,21 +1,89 @@
-"""Chat templates from GGUF files, rendered in a Jinja sandbox.
+"""Chat templates from GGUF files, rendered in a Jinja sandbox, bounded.
 
 A template shipped in a model file is code from the internet: it runs in
 jinja2's ImmutableSandboxedEnvironment, with only the helpers chat templates
-expect (raise_exception, strftime_now).
+expect (raise_exception, strftime_now). The sandbox stops attribute tricks but
+not a template that loops for hours or builds a 22 GB string, so rendering is
+also bounded: in time (a trace function checks a deadline on every line the
+compiled template runs), in the size of strings and lists its operators and
+calls may make, and in the size of the output.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import json
+import sys
+import time
+from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from jinja2 import TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import ChatTemplateError
+
+MAX_SECONDS = 5.0  # a real template renders a long chat in milliseconds
+MAX_CHARS = 16 * 1024 * 1024  # output, and any one string or list it builds
+MAX_EXPONENT = 64
+
+
+class _Bounded(Exception):
+    """Raised inside a render that went past a bound."""
+
+
+class _BoundedEnvironment(ImmutableSandboxedEnvironment):
+    intercepted_binops = frozenset({"*", "+", "**"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "**" and isinstance(right, int) and abs(right) > MAX_EXPONENT:
+            raise _Bounded(f"an exponent of {right}")
+        if operator == "*":
+            for seq, count in ((left, right), (right, left)):
+                if isinstance(seq, (str, list, tuple)) and isinstance(count, int) and len(seq) * count > MAX_CHARS:
+                    raise _Bounded(f"a sequence of {len(seq) * count:,} items")
+        sequences = isinstance(left, (str, list, tuple)) and isinstance(right, (str, list, tuple))
+        if operator == "+" and sequences and len(left) + len(right) > MAX_CHARS:
+            raise _Bounded(f"a sequence of {len(left) + len(right):,} items")
+        return super().call_binop(context, operator, left, right)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        # Filters are called directly, not through `call`: bound their arguments too.
+        self.filters = {name: _bounded_filter(f) for name, f in self.filters.items()}
+
+    def call(self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        _check_arguments(args, kwargs)
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+def _check_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    # str.ljust(10**9), |center(10**9), |indent(10**9)...: refuse sizes no template needs.
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_CHARS:
+            raise _Bounded(f"an argument of {value:,}")
+
+
+def _bounded_filter(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)  # keeps jinja's pass_context / pass_environment marks
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        _check_arguments(args, kwargs)
+        return fn(*args, **kwargs)
+
+    return bounded
+
+
+def _deadline_tracer(deadline: float) -> Callable[..., Any]:
+    def trace(frame: FrameType, event: str, arg: Any) -> Callable[..., Any]:
+        if time.monotonic() > deadline:
+            raise _Bounded(f"more than {MAX_SECONDS:g} s")
+        return trace
+
+    return trace
+
 
 # ChatML with Qwen3's thinking switch, for models that carry no template.
 CHATML = (
@@ -60,8 +128,10 @@ def render(
     reasoning_effort: str | None = None,
     bos_token: str = "",
     eos_token: str = "",
+    source: str = "",
 ) -> str:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    """The prompt text; `source` (the model file) names the culprit in errors."""
+    env = _BoundedEnvironment(trim_blocks=True, lstrip_blocks=True)
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
     kwargs: dict[str, Any] = {"enable_thinking": enable_thinking}
@@ -69,15 +139,50 @@ def render(
         kwargs["tools"] = tools
     if reasoning_effort and template and "reasoning_effort" in template:
         kwargs["reasoning_effort"] = reasoning_effort
+    where = f" of {source}" if source else ""
+    previous = sys.gettrace()
+    sys.settrace(_deadline_tracer(time.monotonic() + MAX_SECONDS))
     try:
-        return env.from_string(template or CHATML).render(
+        pieces: list[str] = []
+        size = 0
+        stream = env.from_string(template or CHATML).generate(
             messages=for_template(messages),
             add_generation_prompt=add_generation_prompt,
             bos_token=bos_token,
             eos_token=eos_token,
             **kwargs,
         )
-    except TemplateError as exc:
+        for piece in stream:
+            size += len(piece)
+            if size > MAX_CHARS:
+                raise _Bounded(f"more than {MAX_CHARS:,} characters of output")
+            pieces.append(piece)
+        return "".join(pieces)
+    except _Bounded as exc:
         raise ChatTemplateError(
-            f"the model's chat template failed: {exc}", "report it; try another GGUF of the model"
-        ) from exc
+            f"the chat template{where} went past dspine's bounds ({exc}); it is refused",
+            "use another GGUF of the model, or one whose template is sane",
+        ) from None
+    except (TemplateError, OverflowError, RecursionError, MemoryError, TypeError, ValueError) as exc:
+        raise ChatTemplateError(
+            f"the chat template{where} failed: {type(exc).__name__}: {exc}",
+            "use another GGUF of the model; report it to whoever made the file",
+        ) from None
+    finally:
+        sys.settrace(previous)
+
+
+PROBE_MESSAGES = [
+    {"role": "system", "content": "You are a coding assistant."},
+    {"role": "user", "content": "Write hello world in C."},
+    {"role": "assistant", "content": 'int main(void) { puts("hello"); }'},
+    {"role": "user", "content": "Thanks."},
+]
+
+
+def probe(template: str | None, source: str) -> None:
+    """Render a short chat in both thinking modes under the same bounds, before an engine
+    starts: a template that hangs or explodes is refused with the model file's name, not
+    met mid-chat (llama-server would hang on it in its own template engine)."""
+    for thinking in (True, False):
+        render(template, PROBE_MESSAGES, enable_thinking=thinking, source=source)

@@ -38,6 +38,7 @@ import psutil
 
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .chat_template import probe as probe_template
 from .chat_template import render
 from .events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
@@ -325,6 +326,7 @@ class InprocEngine:
         if self.draft_path:
             check_same_vocabulary(target, check_model_file(self.draft_path, "drafter"))
         self._template = read_local(target).get("tokenizer.chat_template")
+        probe_template(self._template, str(target))
         n_batch = max(512, self.n_max + 1)
         self._target = _Model(self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=self.n_max + 1)
         if self.draft_path:
@@ -372,7 +374,7 @@ class InprocEngine:
 
     def prompt_tokens(self, messages: list[dict[str, Any]], think: bool) -> list[int]:
         assert self._target is not None
-        return self._target.tokenize(render(self._template, messages, enable_thinking=think))
+        return self._target.tokenize(render(self._template, messages, enable_thinking=think, source=self.model_path))
 
     def generate_tokens(
         self,
@@ -525,10 +527,17 @@ class InprocEngine:
             if self.adaptive.wants_calibration():
                 self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))
             n_max = self.adaptive.choose(think)
-        prompt_text = render(self._template, messages, enable_thinking=think, tools=tools)
+        prompt_text = render(self._template, messages, enable_thinking=think, tools=tools, source=self.model_path)
         # Where the next turn's prompt will branch off: the end of these messages, before
         # the generation prompt (a hybrid saves its state there).
-        history_text = render(self._template, messages, enable_thinking=think, add_generation_prompt=False, tools=tools)
+        history_text = render(
+            self._template,
+            messages,
+            enable_thinking=think,
+            add_generation_prompt=False,
+            tools=tools,
+            source=self.model_path,
+        )
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
         calls = ToolCallParser(tools)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")

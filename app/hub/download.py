@@ -100,6 +100,19 @@ def _prepare_part(remote: RemoteFile, final: Path) -> int:
     return have
 
 
+def verify_present(remote: RemoteFile, final: Path, on_rehash: ByteCallback | None = None) -> bool:
+    """Is the finished file at `final` the hub's file? Hashes the bytes on disk; a damaged
+    copy is set aside as `.corrupt` (and False returned) so that a fetch can replace it."""
+    try:
+        size = final.stat().st_size
+    except FileNotFoundError:
+        return False
+    good = size == remote.size and (remote.sha256 is None or sha256_file(final, on_rehash).hexdigest() == remote.sha256)
+    if not good:
+        os.replace(final, corrupt_path(final))
+    return good
+
+
 def _disk_full(final: Path, exc: OSError) -> DiskFullError:
     return DiskFullError(
         f"the disk holding {final.parent} is full ({exc.strerror})",
@@ -176,6 +189,14 @@ def fetch(
                     raise
     finally:
         actual = hasher.finish()
+    on_disk = part.stat().st_size
+    if on_disk != remote.size:
+        # The hash covers what this process wrote; the size proves nothing else did.
+        raise ChecksumError(
+            f"{final.name}.part holds {format_bytes(on_disk)}, not the {format_bytes(remote.size)} "
+            "this pull wrote: something else wrote to it",
+            "run the pull again (one at a time); it checks and resumes what is there",
+        )
     if remote.sha256 is not None and actual != remote.sha256:
         os.replace(part, corrupt_path(final))
         part_meta_path(final).unlink(missing_ok=True)

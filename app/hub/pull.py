@@ -23,6 +23,7 @@ from ..models.catalog import Catalog, Drafter, parse_repo_ref
 from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
 from ..units import format_bytes
+from .locks import held
 from .store import (
     Manifest,
     PullRecord,
@@ -82,6 +83,7 @@ class PullProgress:
     def resume_from(self, item: PlannedFile, have: int) -> None: ...
     def advance(self, item: PlannedFile, n: int) -> None: ...
     def rehash(self, item: PlannedFile, n: int) -> None: ...
+    def notice(self, item: PlannedFile, text: str) -> None: ...
     def file_end(self, item: PlannedFile, report: FetchReport | None) -> None: ...
     def end(self) -> None: ...
 
@@ -210,13 +212,41 @@ def _from_manifest(request: Request, manifest: Manifest, exc: NetworkError) -> P
     return PullResult(record, planned, notes=[f"hub not reachable; {request.name} is already complete on disk"])
 
 
+def _tell_waiting(progress: PullProgress, item: PlannedFile, holder: str) -> None:
+    progress.notice(item, f"waiting: another dspine pull ({holder}) is fetching {item.label}")
+
+
+def _settle(item: PlannedFile, settings: Settings, progress: PullProgress) -> FetchReport | None:
+    """Make `item` complete and verified on disk, whatever state another pull left it in."""
+    from .download import FetchReport, fetch, verify_present
+
+    if item.action == "hf-cache":
+        return None
+    if item.local.exists():
+        if verify_present(item.remote, item.local, partial(progress.rehash, item)):
+            if item.action == "present":
+                return None
+            progress.notice(item, f"{item.label} was finished by another pull; sha256 ok")
+            return FetchReport(reused_bytes=item.remote.size, fetched_bytes=0)
+        progress.notice(
+            item,
+            f"{item.label} on disk failed its checksum: set aside as {item.local.name}.corrupt, fetching it again",
+        )
+    return fetch(
+        item.remote,
+        item.local,
+        on_bytes=partial(progress.advance, item),
+        on_start=partial(progress.resume_from, item),
+        on_rehash=partial(progress.rehash, item),
+        retries=settings.download_retries,
+    )
+
+
 def pull(
     request: Request,
     settings: Settings,
     progress: PullProgress | None = None,
 ) -> PullResult:
-    from .download import fetch
-
     progress = progress or PullProgress()
     models_dir: Path = settings.models_dir
     manifest = Manifest(settings.manifest_path)
@@ -235,16 +265,10 @@ def pull(
     try:
         for item in planned:
             progress.file_begin(item)
-            report = None
-            if item.action == "fetch":
-                report = fetch(
-                    item.remote,
-                    item.local,
-                    on_bytes=partial(progress.advance, item),
-                    on_start=partial(progress.resume_from, item),
-                    on_rehash=partial(progress.rehash, item),
-                    retries=settings.download_retries,
-                )
+            # One process per file: a second pull of it waits, then finds it done.
+            with held(item.local, on_wait=partial(_tell_waiting, progress, item)):
+                report = _settle(item, settings, progress)
+            if report is not None:
                 result.fetched_bytes += report.fetched_bytes
                 result.reused_bytes += report.reused_bytes
             progress.file_end(item, report)

@@ -12,11 +12,15 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from ..errors import ConfigError, UsageError
 from ..models.selection import RemoteFile
+from ..private import private_dir
+from .locks import held, lock_path
 
 MANIFEST_VERSION = 1
 
@@ -83,6 +87,17 @@ def part_meta_path(final: Path) -> Path:
 
 def corrupt_path(final: Path) -> Path:
     return final.with_name(final.name + ".corrupt")
+
+
+def aside_path(path: Path) -> Path:
+    """Where a damaged file is moved: its name with the time, never over an older one."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    candidate = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    return candidate
 
 
 def partial_bytes(final: Path) -> int:
@@ -156,40 +171,67 @@ def listing_from_hf_cache(repo: str) -> list[RemoteFile]:
 
 
 class Manifest:
+    """What each pull consists of. Several dspine processes may pull at once, so every
+    change re-reads the file under a lock and writes it back merged (`update`)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self.records: dict[str, PullRecord] = {}
+        self.set_aside: Path | None = None  # where a damaged manifest was moved, if it was
         self._load()
 
     def _load(self) -> None:
+        self.records = {}
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
+            for name, raw in data.get("pulls", {}).items():
+                files = [StoredFile(**f) for f in raw.pop("files", [])]
+                self.records[name] = PullRecord(**raw, files=files)
         except FileNotFoundError:
             return
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             raise ConfigError(
-                f"the manifest {self.path} cannot be read ({exc})",
-                "move it aside; the model files next to it are untouched and `dspine pull` rebuilds it",
+                f"the manifest {self.path} cannot be read ({exc.strerror})",
+                f"give your user read and write access to {self.path}",
             ) from exc
-        for name, raw in data.get("pulls", {}).items():
-            files = [StoredFile(**f) for f in raw.pop("files", [])]
-            self.records[name] = PullRecord(**raw, files=files)
+        except (ValueError, TypeError, AttributeError):
+            # Damaged (junk, truncated, hand-edited): set it aside and start over; the
+            # model files are untouched and the next pull of each name records it again.
+            self.records = {}
+            self.set_aside = aside_path(self.path)
+            os.replace(self.path, self.set_aside)
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         payload = {
             "version": MANIFEST_VERSION,
             "pulls": {name: asdict(record) for name, record in sorted(self.records.items())},
         }
-        # Write then rename, so a crash never leaves half a manifest.
+        # Write then rename, so a crash never leaves half a manifest (mkstemp makes it 0600).
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".manifest-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(payload, handle, indent=2)
         os.replace(tmp, self.path)
 
+    def update(self, change: Callable[[dict[str, PullRecord]], None]) -> None:
+        """Re-read the manifest under its lock, apply `change` to the records, save."""
+        private_dir(self.path.parent)
+        with held(self.path):
+            self._load()
+            change(self.records)
+            self.save()
+
     def put(self, record: PullRecord) -> None:
-        self.records[record.name] = record
-        self.save()
+        def change(records: dict[str, PullRecord]) -> None:
+            records[record.name] = record
+
+        self.update(change)
+
+    def remove(self, name: str) -> None:
+        def change(records: dict[str, PullRecord]) -> None:
+            records.pop(name, None)
+
+        self.update(change)
 
     def find(self, name: str) -> PullRecord:
         for key, record in self.records.items():
@@ -220,7 +262,7 @@ def plan_removal(manifest: Manifest, name: str, models_dir: Path) -> tuple[PullR
         if not local.resolve().is_relative_to(root):
             removal.kept_foreign.append(local)
             continue
-        for path in (local, part_path(local), part_meta_path(local), corrupt_path(local)):
+        for path in (local, part_path(local), part_meta_path(local), corrupt_path(local), lock_path(local)):
             if path.exists():
                 removal.deleted.append(path)
                 removal.freed += path.stat().st_size
@@ -231,8 +273,7 @@ def apply_removal(manifest: Manifest, record: PullRecord, removal: Removal, mode
     for path in removal.deleted:
         path.unlink(missing_ok=True)
         _prune_empty_dirs(path.parent, models_dir)
-    del manifest.records[record.name]
-    manifest.save()
+    manifest.remove(record.name)
 
 
 def _prune_empty_dirs(folder: Path, stop: Path) -> None:

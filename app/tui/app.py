@@ -126,6 +126,8 @@ class ChatApp(App):
         if self.project is not None and self.project.instructions_file is not None:
             name = self.project.instructions_file.relative_to(self.project.root)
             self.notify(f"{name} in the system prompt ({self.project.instructions_size:,} bytes)")
+        if self.store.set_aside is not None:
+            self.notify(f"The chats database was damaged; it was set aside as {self.store.set_aside}", timeout=30)
         chats = self.store.chats()
         self.chat = chats[0] if chats else self.store.new_chat(model=self.model)
         await self._show_chat()

@@ -4,6 +4,7 @@ reply. stdlib sqlite3, WAL, a versioned schema upgraded in place."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -11,6 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..agent.toolbox import TOOLS
+from ..errors import ConfigError
+from ..private import make_private, private_dir
 
 if TYPE_CHECKING:
     from .reply import Reply
@@ -75,17 +78,62 @@ class Chat:
     model: str
 
 
+def _aside_path(path: Path) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate, n = path.with_name(f"{path.name}.damaged-{stamp}"), 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    return candidate
+
+
 class ChatStore:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self.db = sqlite3.connect(path, check_same_thread=False)
+        self.set_aside: Path | None = None  # where a damaged database was moved, if it was
+        try:
+            private_dir(path.parent)
+            # Chats hold prompts and code: 0600 before SQLite opens it (its -wal and -shm
+            # files take the database's mode).
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+            make_private(path)
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and "unable to open" in str(exc):
+                raise self._unwritable(exc) from exc
+            if hasattr(self, "db"):
+                self.db.close()
+            self._set_aside()
+            self._open()
+        except OSError as exc:
+            raise self._unwritable(exc) from exc
+
+    def _open(self) -> None:
+        self.db = sqlite3.connect(self.path, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL: a crash of dspine loses nothing committed; only a power cut can
         # lose the last moments, and a commit no longer waits for the disk.
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA foreign_keys=ON")
+        # A truncated file can open and fail only later, mid-chat: look at every page now.
+        if self.db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+            raise sqlite3.DatabaseError("quick_check failed")
         self._upgrade()
+
+    def _set_aside(self) -> None:
+        """A damaged database (junk, truncated) keeps its bytes under a dated name; chats start fresh."""
+        self.set_aside = _aside_path(self.path)
+        os.replace(self.path, self.set_aside)
+        for suffix in ("-wal", "-shm"):
+            extra = self.path.with_name(self.path.name + suffix)
+            if extra.exists():
+                os.replace(extra, self.set_aside.with_name(self.set_aside.name + suffix))
+
+    def _unwritable(self, exc: Exception) -> ConfigError:
+        return ConfigError(
+            f"the chats database {self.path} cannot be opened for writing ({exc})",
+            "give your user write access to it and its folder, or point the chats_db setting elsewhere",
+        )
 
     def _upgrade(self) -> None:
         version = self.db.execute("PRAGMA user_version").fetchone()[0]

@@ -1,0 +1,50 @@
+"""The numbers `run`, `chat` and `bench` take, checked before any engine starts.
+
+Both engines would otherwise read the edge cases their own way (llama.cpp takes
+`--ctx 0` for "the model's own length", `-n 0` for "unbounded", a seed of -1
+for "random"; llama-cpp-python takes none of these): one rule for all here.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import UsageError
+
+MIN_CTX = 128  # room for a chat template and a short prompt
+
+
+def _finite(flag: str, value: float | None, low: float, high: float = math.inf) -> None:
+    if value is None:
+        return
+    if not math.isfinite(value) or not low <= value <= high:
+        span = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+        raise UsageError(f"{flag} {value!r} is not a usable value", f"give {flag} a number {span}")
+
+
+def _at_least(flag: str, value: int | None, low: int, fix: str = "") -> None:
+    if value is not None and value < low:
+        raise UsageError(f"{flag} {value} is too small", fix or f"give {flag} {low} or more")
+
+
+def check_sampling(
+    *,
+    temp: float | None = None,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    min_p: float | None = None,
+    presence_penalty: float | None = None,
+    seed: int | None = None,
+) -> None:
+    _finite("--temp", temp, 0.0)
+    _finite("--top-p", top_p, 0.0, 1.0)
+    _finite("--min-p", min_p, 0.0, 1.0)
+    _finite("--presence-penalty", presence_penalty, -2.0, 2.0)
+    _at_least("--top-k", top_k, 0, "give --top-k 0 (no limit) or more")
+    _at_least("--seed", seed, 0, "give a seed of 0 or more, or leave --seed out for a random one")
+
+
+def check_lengths(*, max_tokens: int | None = None, n_max: int | None = None, ctx: int | None = None) -> None:
+    _at_least("--max-tokens", max_tokens, 1)
+    _at_least("--n-max", n_max, 1, "give --n-max 1 or more; to run without drafting use --draft none")
+    _at_least("--ctx", ctx, MIN_CTX)

@@ -1,0 +1,24 @@
+"""Model text made safe for a terminal: no escape sequences, no control characters.
+
+A model (or a prompt that steers it) can emit OSC 52 (write the clipboard), screen
+clears or title changes; printed raw, the terminal obeys. Newlines and tabs stay.
+"""
+
+from __future__ import annotations
+
+import re
+
+# OSC ... BEL/ST, DCS/SOS/PM/APC ... ST, CSI ... final byte, then any other ESC pair.
+_SEQUENCES = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"
+    r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"
+    r"|\x1b[ -~]?"
+    r"|\x9b[0-?]*[ -/]*[@-~]?"
+    r"|\x9d[^\x07\x9c]*[\x07\x9c]?"
+)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def for_terminal(text: str) -> str:
+    return _CONTROLS.sub("", _SEQUENCES.sub("", text))

