@@ -536,7 +536,12 @@ class InprocEngine:
                 head = self._target.tokenize(history_text)
                 save_at = len(head) if prompt[: len(head)] == head else None
             generated = 0
+            seen_accepted = 0
             for tokens in self.generate_tokens(prompt, sampling, n_max, stats, save_at):
+                # A step's accepted drafts come as one list, counted in stats.accepted before it
+                # is yielded; the target's own token (correction, bonus, plain) comes alone after.
+                drafted = 1 if stats.accepted > seen_accepted else 0
+                seen_accepted = stats.accepted
                 for token in tokens:
                     generated += 1
                     if self._target.is_eog(token):
@@ -546,7 +551,7 @@ class InprocEngine:
                     if text:
                         if stats.ttft_s is None:
                             stats.ttft_s = time.monotonic() - started
-                        yield from splitter.feed(text)
+                        yield from splitter.feed(text, drafted)
                 now = time.monotonic()
                 if now - last_stats >= STATS_INTERVAL_S:
                     last_stats = now

@@ -249,3 +249,17 @@ def test_prompt_figures_count_processed_and_cached_tokens_apart(server):
     assert first.prompt_cached == 0 and first.prompt_tokens > 0
     assert second.prompt_cached >= first.prompt_tokens - 8
     assert 0 < second.prompt_tokens < first.prompt_tokens
+
+
+def test_deltas_say_which_text_came_from_accepted_drafts(server):
+    """Attribution from llama-server's per-token timings: with a mirror drafter every token is
+    an accepted draft except the target's own (the first, and the bonus after each step of 4);
+    with no drafter nothing is."""
+    mirror = list(server("same").stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))
+    deltas = [e for e in mirror if isinstance(e, Delta)]
+    end = mirror[-1]
+    assert isinstance(end, End) and len(deltas) == end.stats.generated_tokens == 40
+    assert [d.drafted for d in deltas[:11]] == [0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0]
+    assert sum(d.drafted for d in deltas) == end.stats.accepted
+    plain = list(server(None).stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))
+    assert not any(e.drafted for e in plain if isinstance(e, Delta))
