@@ -41,6 +41,7 @@ HELP = """**dspine chat**
 - **Ctrl+T** or `/think`, `/no_think`: thinking on or off (each has its sampling preset)
 - **Esc** stops a reply and keeps what arrived
 - `@path/to/file` attaches a text file to the prompt (up to 256 KiB)
+- **Ctrl+G** or `/drafts [on|off]`: tint the text that came from accepted draft tokens
 - **Ctrl+O** copies the last reply; `/copy N` copies its N-th code block
 - `/export [FILE]` writes the chat as Markdown (`FILE.jsonl`: as prompts for `dspine bench --prompts`)
 - **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
@@ -58,6 +59,7 @@ class ChatApp(App):
         Binding("ctrl+n", "new_chat", "New chat"),
         Binding("ctrl+o", "copy_reply", "Copy reply", priority=True),
         Binding("ctrl+l", "chats", "Chats", priority=True),
+        Binding("ctrl+g", "toggle_drafts", "Tint drafts", priority=True),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -70,6 +72,7 @@ class ChatApp(App):
         first_run: FirstRun | None = None,
         open_engine: Callable[[], Engine] | None = None,
         fit_summary: Callable[[], str] | None = None,
+        show_drafts: bool = False,
     ) -> None:
         super().__init__()
         self.engine = engine
@@ -82,6 +85,7 @@ class ChatApp(App):
         self.chat: Chat | None = None
         self.streaming = False
         self.last_end: End | None = None
+        self.show_drafts = show_drafts  # tint text that came from accepted draft tokens
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -163,6 +167,15 @@ class ChatApp(App):
         self._show_mode()
         self.notify(f"thinking {'on' if self.think else 'off'}")
 
+    async def action_toggle_drafts(self) -> None:
+        await self._show_drafts(not self.show_drafts)
+
+    async def _show_drafts(self, on: bool) -> None:
+        self.show_drafts = on
+        for view in self.query(MessageView):
+            await view.show_tint(on)
+        self.notify("drafted text tinted" if on else "drafted text not tinted")
+
     def action_cancel(self) -> None:
         if self.streaming and self.engine is not None:
             self.engine.cancel()
@@ -175,6 +188,7 @@ class ChatApp(App):
         )
         yield SystemCommand("Toggle thinking", "Switch think / no-think", self.action_toggle_think)
         yield SystemCommand("New chat", "Start a new chat", self.action_new_chat)
+        yield SystemCommand("Tint drafted text", "Show which text the drafter got right", self.action_toggle_drafts)
 
     def _last_reply(self) -> str:
         replies = [v for v in self.query(MessageView) if v.role == "assistant" and v.answer]
@@ -218,7 +232,16 @@ class ChatApp(App):
             figures = (
                 final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
             )
-            views.append(MessageView(message.role, message.content, message.thinking, figures))
+            views.append(
+                MessageView(
+                    message.role,
+                    message.content,
+                    message.thinking,
+                    figures,
+                    drafted=message.drafted,
+                    tinted=self.show_drafts,
+                )
+            )
         await self.query_one(Conversation).show(views)
 
     async def action_new_chat(self) -> None:
@@ -299,6 +322,13 @@ class ChatApp(App):
         else:
             self._show_fit()
 
+    async def _slash_drafts(self, argument: str) -> None:
+        word = argument.strip().lower()
+        if word not in ("", "on", "off"):
+            self.notify(f"/drafts {word}: say on, off, or nothing to switch", severity="warning")
+            return
+        await self._show_drafts(not self.show_drafts if not word else word == "on")
+
     async def _slash_help(self, argument: str) -> None:
         await self._post_note(HELP)
 
@@ -311,6 +341,7 @@ class ChatApp(App):
         "/export": _slash_export,
         "/model": _slash_model,
         "/fit": _slash_fit,
+        "/drafts": _slash_drafts,
         "/help": _slash_help,
     }
 
@@ -325,12 +356,13 @@ class ChatApp(App):
             self.store.rename(self.chat.id, text[:60])
         reply_id = self.store.add_message(self.chat.id, "assistant", "", complete=False)
         await conversation.mount(MessageView("user", text))
-        view = MessageView("assistant", live=True)
+        reply = Reply()
+        view = MessageView("assistant", live=True, drafted=reply.drafted, tinted=self.show_drafts)
         await conversation.mount(view)
         conversation.follow(to_the_end=True)
         self.streaming = True
         self.query_one(Readout).start()
-        self._stream_reply(history + [{"role": "user", "content": text}], self.think, Reply(), view, reply_id)
+        self._stream_reply(history + [{"role": "user", "content": text}], self.think, reply, view, reply_id)
 
     @work(thread=True, exclusive=True)
     def _stream_reply(self, messages: list[dict], think: bool, reply: Reply, view: MessageView, reply_id: int) -> None:

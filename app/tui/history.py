@@ -34,6 +34,11 @@ SCHEMA = [
     );
     CREATE INDEX messages_by_chat ON messages(chat_id, id);
     """,
+    # version 2: which text of a reply came from accepted draft tokens (JSON
+    # {"answer": [[start, end], ...], "thinking": [...]}), so an old reply can be tinted too
+    """
+    ALTER TABLE messages ADD COLUMN drafted TEXT;
+    """,
 ]
 
 
@@ -45,6 +50,7 @@ class Message:
     thinking: str
     stats: dict | None
     complete: bool
+    drafted: dict | None = None  # spans of accepted draft text, per "answer" / "thinking"
 
 
 @dataclass
@@ -106,25 +112,50 @@ class ChatStore:
         return cursor.lastrowid
 
     def update_message(
-        self, message_id: int, content: str, thinking: str, stats: dict | None = None, complete: bool = False
+        self,
+        message_id: int,
+        content: str,
+        thinking: str,
+        stats: dict | None = None,
+        complete: bool = False,
+        drafted: dict | None = None,
     ) -> None:
         with self.db:
             self.db.execute(
-                "UPDATE messages SET content = ?, thinking = ?, stats = ?, complete = ? WHERE id = ?",
-                (content, thinking, json.dumps(stats) if stats is not None else None, int(complete), message_id),
+                "UPDATE messages SET content = ?, thinking = ?, stats = ?, complete = ?, drafted = ? WHERE id = ?",
+                (
+                    content,
+                    thinking,
+                    json.dumps(stats) if stats is not None else None,
+                    int(complete),
+                    json.dumps(drafted) if drafted else None,
+                    message_id,
+                ),
             )
 
     def save_reply(self, message_id: int, reply: Reply) -> None:
         """A reply as it stands: its text so far, its latest figures, whether it ended."""
         stats = reply.stats.to_json() if reply.stats is not None else None
-        self.update_message(message_id, reply.answer, reply.thinking, stats, complete=reply.complete)
+        drafted = reply.drafted if reply.answer_drafted or reply.thinking_drafted else None
+        self.update_message(message_id, reply.answer, reply.thinking, stats, complete=reply.complete, drafted=drafted)
 
     def messages(self, chat_id: int) -> list[Message]:
         rows = self.db.execute(
-            "SELECT id, role, content, thinking, stats, complete FROM messages WHERE chat_id = ? ORDER BY id",
+            "SELECT id, role, content, thinking, stats, complete, drafted FROM messages WHERE chat_id = ? ORDER BY id",
             (chat_id,),
         ).fetchall()
-        return [Message(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, bool(r[5])) for r in rows]
+        return [
+            Message(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                json.loads(r[4]) if r[4] else None,
+                bool(r[5]),
+                json.loads(r[6]) if r[6] else None,
+            )
+            for r in rows
+        ]
 
     def export_prompts(self, chat_ids: list[int] | None = None) -> str:
         """Every user turn, with the conversation before it, as the JSONL `dspine bench

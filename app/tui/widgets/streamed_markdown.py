@@ -13,6 +13,7 @@ from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownStream
 
 from ..markdown_split import split_all, split_point
+from ..tint import Spans
 from .markdown_segment import MarkdownSegment
 
 SEGMENT_LINES = 40  # a segment costs a parse of this many lines when it wakes
@@ -32,20 +33,34 @@ class StreamedMarkdown(Vertical):
     }
     """
 
-    def __init__(self, text: str = "", asleep: bool = False, **kwargs) -> None:
-        """`asleep`: a finished text shown from history: all segments start asleep."""
+    def __init__(self, text: str = "", asleep: bool = False, tint: Spans | None = None, **kwargs) -> None:
+        """`asleep`: a finished text shown from history: all segments start asleep.
+        `tint`: drafted spans of the text to draw tinted (the Reply's list, growing with it)."""
         super().__init__(**kwargs)
         self._initial = text
         self._asleep = asleep
+        self._tint = tint
         self._stream: MarkdownStream | None = None
 
     def compose(self) -> ComposeResult:
         if not self._asleep:
-            yield MarkdownSegment(self._initial)
+            yield self._segment(MarkdownSegment(self._initial))
             return
         width = self.app.size.width or 80
+        origin = 0
         for piece in split_all(self._initial, SEGMENT_LINES):
-            yield MarkdownSegment(piece, asleep_height=estimated_height(piece, width))
+            yield self._segment(MarkdownSegment(piece, asleep_height=estimated_height(piece, width), origin=origin))
+            origin += len(piece)
+
+    def _segment(self, segment: MarkdownSegment) -> MarkdownSegment:
+        segment.tint = self._tint
+        return segment
+
+    async def show_tint(self, spans: Spans | None) -> None:
+        """Draw the drafted spans tinted (a list) or not (None)."""
+        self._tint = spans
+        for segment in self.segments:
+            await segment.show_tint(spans)
 
     @property
     def segments(self) -> list[MarkdownSegment]:
@@ -72,7 +87,7 @@ class StreamedMarkdown(Vertical):
             await live.append(combined[len(live.text) : cut])
         live.text = combined[:cut]
         live.final = True
-        following = MarkdownSegment("")
+        following = self._segment(MarkdownSegment("", origin=live.origin + cut))
         await self.mount(following)
         if combined[cut:]:
             await self.write(combined[cut:])
