@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -309,6 +310,10 @@ class InprocEngine:
     @property
     def drafter(self) -> str | None:
         return "draft" if self._drafter is not None else None
+
+    @property
+    def drafter_name(self) -> str | None:
+        return Path(self.draft_path).name if self._drafter is not None and self.draft_path else None
 
     def load(self) -> InprocEngine:
         target = check_model_file(self.model_path, "model")

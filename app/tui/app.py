@@ -158,7 +158,12 @@ class ChatApp(App):
 
     def _show_mode(self) -> None:
         engine = self.engine
-        self.query_one(Readout).set_mode(self.think, engine.name if engine else "?", engine.drafter if engine else None)
+        self.query_one(Readout).set_mode(
+            self.think,
+            engine.name if engine else "?",
+            engine.drafter if engine else None,
+            engine.drafter_name if engine else None,
+        )
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -312,7 +317,7 @@ class ChatApp(App):
         engine = self.engine
         self.notify(
             f"model {self.model or '-'} · engine {engine.name if engine else '-'} · "
-            f"drafter {(engine.drafter if engine else None) or 'none'} · thinking {'on' if self.think else 'off'}",
+            f"drafter {(engine.drafter_name if engine else None) or 'none'} · thinking {'on' if self.think else 'off'}",
             timeout=10,
         )
 
