@@ -5,6 +5,7 @@ sleep (see MarkdownSegment)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 from textual.app import ComposeResult
@@ -41,6 +42,7 @@ class StreamedMarkdown(Vertical):
         self._asleep = asleep
         self._tint = tint
         self._stream: MarkdownStream | None = None
+        self._finishing: set[asyncio.Task] = set()  # full segments still drawing their last lines
 
     def compose(self) -> ComposeResult:
         if not self._asleep:
@@ -78,19 +80,30 @@ class StreamedMarkdown(Vertical):
             live.text = combined
             await self._live_stream(live).write(text)
             return
-        await self._stop()
-        if cut < len(live.text):
-            # The cut falls inside text already shown (the line after a blank line has
-            # just ended): draw the segment again without it.
-            await live.update(combined[:cut])
-        elif cut > len(live.text):
-            await live.append(combined[len(live.text) : cut])
+        # The full segment is finished off the critical path (its stream stopped, its last
+        # lines drawn) while the text after the cut streams into a new one at once: awaiting
+        # stop, append and mount in turn held the whole screen update up.
+        stream, self._stream = self._stream, None
+        shown = len(live.text)
         live.text = combined[:cut]
         live.final = True
         following = self._segment(MarkdownSegment("", origin=live.origin + cut))
         await self.mount(following)
+        task = asyncio.create_task(self._finish_segment(live, stream, shown, combined[:cut]))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
         if combined[cut:]:
             await self.write(combined[cut:])
+
+    async def _finish_segment(self, segment: MarkdownSegment, stream: MarkdownStream | None, shown: int, text: str):
+        if stream is not None:
+            await stream.stop()
+        if len(text) < shown:
+            # The cut falls inside text already shown (the line after a blank line has
+            # just ended): draw the segment again without it.
+            await segment.update(text)
+        elif len(text) > shown:
+            await segment.append(text[shown:])
 
     def _live_stream(self, live: MarkdownSegment) -> MarkdownStream:
         if self._stream is None:
@@ -105,5 +118,7 @@ class StreamedMarkdown(Vertical):
     async def finish(self) -> None:
         """No more text: the last segment becomes final."""
         await self._stop()
+        if self._finishing:
+            await asyncio.gather(*list(self._finishing))
         for segment in self.segments:
             segment.final = True
