@@ -112,3 +112,24 @@ async def test_no_drafter_means_nothing_tinted(tmp_path):
         await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
         assert tinted_text(assistant_views(app)[-1]) == []
     store.close()
+
+
+def test_a_version_1_history_upgrades_and_keeps_its_messages(tmp_path):
+    import sqlite3
+
+    from app.tui.history import SCHEMA
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.executescript(SCHEMA[0])
+    db.execute("PRAGMA user_version = 1")
+    db.execute("INSERT INTO chats (title, created) VALUES ('old', 0)")
+    db.execute("INSERT INTO messages (chat_id, role, content, complete, created) VALUES (1, 'assistant', 'hi', 1, 0)")
+    db.commit()
+    db.close()
+    store = ChatStore(path)
+    [message] = store.messages(1)
+    assert message.content == "hi" and message.drafted is None
+    store.update_message(message.id, "hi there", "", drafted={"answer": [[3, 8]], "thinking": []})
+    assert store.messages(1)[0].drafted == {"answer": [[3, 8]], "thinking": []}
+    store.close()
