@@ -473,6 +473,12 @@ def bench(
     seed: int = typer.Option(0, "--seed", help="Sampling seed, the same for every run."),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
+    depth: str = typer.Option(
+        "0", "--depth", help="Tokens of context before each prompt, a list: 0,8k,32k (acceptance by depth)."
+    ),
+    context_files: list[Path] | None = typer.Option(
+        None, "--context-files", help="Source files or folders the context is read from (default: dspine's own)."
+    ),
 ) -> None:
     """Measure plain vs speculative decoding on your prompts: tok/s, speedup, acceptance."""
     from rich.progress import Progress
@@ -490,6 +496,7 @@ def bench(
         run_bench,
         summarize,
     )
+    from .run.depth import acceptance_chart, parse_depths
     from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
 
     if think not in ("on", "off", "both"):
@@ -541,12 +548,24 @@ def bench(
 
     chats = load_prompts(prompts or builtin_prompt_files())
     thinks = [True, False] if think == "both" else [think == "on"]
-    total = len(setups) * len(thinks) * repeat * len(chats)
+    depths = parse_depths(depth)
+    at_depths, skipped = contexts_for(plain_files.target, depths, context_files, chats, ctx, max_tokens)
+    for skip in skipped:
+        err.print(f"[yellow]depth {skip.depth:,} skipped: {skip.reason}[/]")
+    total = len(setups) * len(thinks) * repeat * len(chats) * len(at_depths)
     console = err if not (as_json or markdown) else Console(stderr=True, quiet=True)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmarking", total=total)
         runs = run_bench(
-            open_for, setups, chats, thinks, repeat, max_tokens, seed, on_run=lambda run: progress.advance(task)
+            open_for,
+            setups,
+            chats,
+            thinks,
+            repeat,
+            max_tokens,
+            seed,
+            on_run=lambda run: progress.advance(task),
+            depths=at_depths,
         )
     if len(runs) < total:
         err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")
@@ -564,6 +583,42 @@ def bench(
         for row in rows:
             table.add_row(*cells(row))
         out.print(table)
+        if len(at_depths) > 1:
+            out.print("acceptance rate by depth:")
+            for line in acceptance_chart(rows):
+                out.print("  " + line)
+
+
+def contexts_for(target: Path | None, depths: list[int], files: list[Path] | None, chats, ctx: int, max_tokens: int):
+    """Each depth that fits, with what puts that much real context before a prompt (counted
+    in the target's own tokens); the depths that do not fit, with why."""
+    from .run.depth import context_corpus, context_of, default_context_files, fitting, with_context
+
+    if depths == [0]:
+        return {0: lambda messages: messages}, []
+    if target is None:
+        raise UsageError(
+            "--depth counts tokens with the target's tokenizer, and there is no target file", "give --model"
+        )
+    from llama_cpp import Llama
+
+    vocab = Llama(model_path=str(target), vocab_only=True, verbose=False)
+
+    def tokenize(text: str) -> list[int]:
+        return vocab.tokenize(text.encode(), add_bos=False, special=False)
+
+    def detokenize(tokens: list[int]) -> str:
+        return vocab.detokenize(tokens).decode("utf-8", errors="replace")
+
+    # The longest prompt, with room for the chat template's own tokens.
+    prompt_tokens = max(len(tokenize(" ".join(str(m["content"]) for m in c.messages))) for c in chats) + 64
+    fits, skipped = fitting(depths, ctx, prompt_tokens, max_tokens)
+    corpus = context_corpus(files or default_context_files()) if any(fits) else ""
+    at_depths = {}
+    for depth in fits:
+        context = context_of(corpus, depth, tokenize, detokenize)
+        at_depths[depth] = lambda messages, context=context: with_context(messages, context)
+    return at_depths, skipped
 
 
 @app.command()

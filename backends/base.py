@@ -30,6 +30,9 @@ class Engine(Protocol):
     @property
     def drafter(self) -> str | None: ...  # the drafter kind it runs, if any
 
+    @property
+    def drafter_name(self) -> str | None: ...  # which drafter: its file (or the kind, when it has none)
+
     def stream(
         self,
         messages: list[dict[str, Any]],

@@ -16,6 +16,9 @@ STATS_INTERVAL_S = 0.05
 class Delta:
     text: str
     kind: Literal["answer", "thinking"] = "answer"
+    # How many of its tokens were accepted drafts; 0 also when the engine cannot tell.
+    # Engines send a delta per token, so a delta with drafted > 0 is drafted text.
+    drafted: int = 0
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,12 +55,18 @@ SEQ_MAIN, SEQ_SAVED, SEQ_DRAFT = 0, 1, 2
 
 
 def _with_calls(deltas: Iterable[Delta], calls: ToolCallParser) -> Iterator[Delta | ToolCall]:
-    """Answer text goes through the tool-call parser; thinking never holds calls."""
+    """Answer text goes through the tool-call parser; thinking never holds calls. Text the
+    parser passes straight through keeps its draft attribution; text it held back a while
+    (a possible tag) comes out unattributed."""
     for delta in deltas:
-        if delta.kind == "answer":
-            yield from calls.feed(delta.text)
-        else:
+        if delta.kind != "answer":
             yield delta
+            continue
+        for out in calls.feed(delta.text):
+            if delta.drafted and isinstance(out, Delta) and out.text == delta.text:
+                yield delta
+            else:
+                yield out
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -321,6 +328,10 @@ class InprocEngine:
     def drafter(self) -> str | None:
         return "draft" if self._drafter is not None else None
 
+    @property
+    def drafter_name(self) -> str | None:
+        return Path(self.draft_path).name if self._drafter is not None and self.draft_path else None
+
     def load(self) -> InprocEngine:
         target = check_model_file(self.model_path, "model")
         if self.draft_path:
@@ -557,7 +568,12 @@ class InprocEngine:
                 head = self._target.tokenize(history_text)
                 save_at = len(head) if prompt[: len(head)] == head else None
             generated = 0
+            seen_accepted = 0
             for tokens in self.generate_tokens(prompt, sampling, n_max, stats, save_at):
+                # A step's accepted drafts come as one list, counted in stats.accepted before it
+                # is yielded; the target's own token (correction, bonus, plain) comes alone after.
+                drafted = 1 if stats.accepted > seen_accepted else 0
+                seen_accepted = stats.accepted
                 for token in tokens:
                     generated += 1
                     if self._target.is_eog(token):
@@ -567,7 +583,7 @@ class InprocEngine:
                     if text:
                         if stats.ttft_s is None:
                             stats.ttft_s = time.monotonic() - started
-                        yield from _with_calls(splitter.feed(text), calls)
+                        yield from _with_calls(splitter.feed(text, drafted), calls)
                 now = time.monotonic()
                 if now - last_stats >= STATS_INTERVAL_S:
                     last_stats = now

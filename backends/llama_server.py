@@ -266,6 +266,11 @@ class LlamaServerEngine:
         return self.config.drafter_kind
 
     @property
+    def drafter_name(self) -> str | None:
+        # MTP drafts with the target's own head: no file of its own.
+        return Path(self.config.draft_model).name if self.config.draft_model else self.config.drafter_kind
+
+    @property
     def log_path(self) -> Path | None:
         return self._running.log_path if self._running else None
 

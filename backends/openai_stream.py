@@ -84,9 +84,35 @@ def finished_calls(calls: dict[int, dict[str, str]]) -> Iterator[ToolCall]:
         yield ToolCall(call["id"] or f"call_{index}", call["name"], call["arguments"] or "{}")
 
 
+class DraftAttribution:
+    """Which chunks of llama-server's stream are accepted drafts, from the cumulative counts
+    in its per-token timings: a verify step raises draft_n_accepted by N on the chunk of its
+    first token, and its tokens follow one a chunk, the N accepted drafts first, then the
+    target's own. Checked against a real llama-server with a mirror and a noisy drafter."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.predicted = 0
+        self.pending = 0  # accepted drafts announced but not yet streamed
+
+    def drafted(self, timings: dict | None) -> int:
+        """The accepted draft tokens among this chunk's; 0 without timings (other servers)."""
+        if not timings:
+            return 0
+        accepted = int(timings.get("draft_n_accepted", self.accepted))
+        predicted = int(timings.get("predicted_n", self.predicted))
+        self.pending += max(accepted - self.accepted, 0)
+        tokens = max(predicted - self.predicted, 0)
+        self.accepted, self.predicted = accepted, predicted
+        drafted = min(self.pending, tokens)
+        self.pending -= drafted
+        return drafted
+
+
 def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: float) -> Iterator[Event]:
     """The events of one streamed completion; a cancel stops it within one line."""
     splitter = ThinkSplitter()
+    attribution = DraftAttribution()
     stats = Stats()
     finish = "stop"
     last_stats = 0.0
@@ -110,6 +136,7 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
             yield End(finish, stats.copy())
             return
         chunk: dict[str, Any] = json.loads(payload)
+        drafted = attribution.drafted(chunk.get("timings"))
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             thinking = delta.get("reasoning_content") or delta.get("reasoning")
@@ -117,9 +144,9 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
                 first_at = time.monotonic()
                 stats.ttft_s = first_at - started
             if thinking:
-                yield Delta(thinking, "thinking")
+                yield Delta(thinking, "thinking", drafted)
             if delta.get("content"):
-                yield from splitter.feed(delta["content"])
+                yield from splitter.feed(delta["content"], drafted)
             for part in delta.get("tool_calls") or []:
                 gather_call(calls, part)
             if choice.get("finish_reason"):

@@ -33,6 +33,10 @@ class RemoteEngine:
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
     _client: httpx2.Client | None = field(default=None, init=False, repr=False)
 
+    @property
+    def drafter_name(self) -> str | None:
+        return self.drafter  # what the user said the server runs: nothing else is known here
+
     def __post_init__(self) -> None:
         parsed = urlparse(self.url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:

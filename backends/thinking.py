@@ -12,8 +12,11 @@ class ThinkSplitter:
     def __init__(self, inside: bool = False) -> None:
         self.inside = inside  # the prompt may already have opened the block
         self._pending = ""
+        self._drafted = 0
 
-    def feed(self, text: str) -> list[Delta]:
+    def feed(self, text: str, drafted: int = 0) -> list[Delta]:
+        """`drafted`: the accepted draft tokens `text` came from, passed on with it."""
+        self._drafted = drafted
         out: list[Delta] = []
         buffer = self._pending + text
         self._pending = ""
@@ -42,4 +45,4 @@ class ThinkSplitter:
 
     def _emit(self, out: list[Delta], text: str) -> None:
         if text:
-            out.append(Delta(text, "thinking" if self.inside else "answer"))
+            out.append(Delta(text, "thinking" if self.inside else "answer", self._drafted))

@@ -11,7 +11,7 @@ tok/s into the real app (headless); measured side by side in one run:
 
 `--history N` opens a chat that already holds N replies of the same length.
 
-    .venv/bin/python benchmarks/chat_ui.py [--tokens 3000] [--history 20]
+    .venv/bin/python benchmarks/chat_ui.py [--tokens 3000] [--history 20] [--tint]
 """
 
 from __future__ import annotations
@@ -81,8 +81,10 @@ class TimedEngine:
         return None
 
 
-async def one_rate(rate: float, tokens: int, folder: Path, history: int = 0) -> dict:
-    engine = TimedEngine(ScriptedEngine(answer=reply_tokens(tokens), tokens_per_s=rate))
+async def one_rate(rate: float, tokens: int, folder: Path, history: int = 0, tint: bool = False) -> dict:
+    # Four tokens in five as accepted drafts, as a good drafter gives; tinted when `tint`.
+    drafted = {i for i in range(tokens) if i % 5 != 4}
+    engine = TimedEngine(ScriptedEngine(answer=reply_tokens(tokens), tokens_per_s=rate, drafted_pieces=drafted))
     store = ChatStore(folder / f"chat-{rate}-{history}.db")
     if history:
         # Earlier turns of the same chat, on screen when the app opens: a long day's conversation.
@@ -90,7 +92,7 @@ async def one_rate(rate: float, tokens: int, folder: Path, history: int = 0) -> 
         for turn in range(history):
             store.add_message(chat.id, "user", f"question {turn}")
             store.add_message(chat.id, "assistant", "".join(reply_tokens(tokens)))
-    app = ChatApp(engine, store)
+    app = ChatApp(engine, store, show_drafts=tint)
     typing_lags: list[float] = []
     lags: list[float] = []
     opening = time.monotonic()
@@ -164,15 +166,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=3000)
     parser.add_argument("--history", type=int, default=0, help="earlier replies of the same length already in the chat")
+    parser.add_argument("--tint", action="store_true", help="drafted text tinted (Ctrl+G in the chat)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-chat-ui-"))
-    print(f"{args.tokens} tokens per reply, {args.history} earlier replies in the chat, headless app 120x40")
+    print(
+        f"{args.tokens} tokens per reply, {args.history} earlier replies in the chat, "
+        f"tint {'on' if args.tint else 'off'}, headless app 120x40"
+    )
     print(
         f"{'tok/s':>7} {'lag median ms':>14} {'lag p95 ms':>11} {'lag end ms':>11} {'typing ms':>10}"
         f" {'CPU us/token':>13} {'open s':>7}"
     )
     for rate in (200, 800, 2000):
-        result = asyncio.run(one_rate(rate, args.tokens, folder, args.history))
+        result = asyncio.run(one_rate(rate, args.tokens, folder, args.history, args.tint))
         typing = f"{result['typing_ms']:.1f}" if result["typing_ms"] is not None else "-"
         print(
             f"{rate:>7} {result['lag_median_ms']:>14.1f} {result['lag_p95_ms']:>11.1f} {result['lag_end_ms']:>11.1f}"

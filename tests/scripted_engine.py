@@ -17,6 +17,8 @@ class ScriptedEngine:
     tokens_per_s: float = 200.0
     speculative: bool = True
     name: str = "scripted"
+    drafted_pieces: set[int] = field(default_factory=set)  # answer pieces sent as accepted drafts
+    drafter_name: str | None = "scripted-drafter.gguf"
     calls: list[dict] = field(default_factory=list)
     # One script a reply, in order (the last repeats): text pieces and tool calls. Empty:
     # every reply is `answer`.
@@ -55,7 +57,8 @@ class ScriptedEngine:
             self.last_token_at = time.monotonic()
             if stats.ttft_s is None:
                 stats.ttft_s = time.monotonic() - started
-            yield Delta(text, kind)
+            answer_index = index - len(self.thinking)
+            yield Delta(text, kind, 1 if kind == "answer" and answer_index in self.drafted_pieces else 0)
             stats.generated_tokens = index + 1
             stats.decode_s = time.monotonic() - started
             if self.speculative:

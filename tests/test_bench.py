@@ -10,6 +10,7 @@ import pytest
 from app.errors import UsageError
 from app.run.bench import PLAIN, Run, Setup, builtin_prompt_files, load_prompts, summarize
 from backends.stats import Stats
+from tests.conftest import ROOT
 
 
 def run(category, drafter, n_max, generated, decode_s, steps, drafted=0, accepted=0, ttft=0.1):
@@ -126,7 +127,7 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
         "8",
         "--markdown",
     )
-    assert markdown.returncode == 0 and markdown.stdout.startswith("| category | think | drafter")
+    assert markdown.returncode == 0 and markdown.stdout.startswith("| category | depth | think | drafter")
 
 
 def test_chat_history_exports_to_bench_prompts(tmp_path):
@@ -147,3 +148,48 @@ def test_chat_history_exports_to_bench_prompts(tmp_path):
         {"role": "assistant", "content": "here it is"},
         {"role": "user", "content": "now add tests"},
     ]
+
+
+def test_depths_parse_fit_and_prefix_real_context(tmp_path):
+    from app.run.depth import context_corpus, context_of, fitting, parse_depths, with_context
+
+    assert parse_depths("0,8k,32k") == [0, 8192, 32768]
+    assert parse_depths("2048, 0") == [0, 2048]
+    with pytest.raises(UsageError):
+        parse_depths("8q")
+    fits, skipped = fitting([0, 2048, 8192], ctx=4096, prompt_tokens=100, max_tokens=64)
+    assert fits == [0, 2048] and [s.depth for s in skipped] == [8192] and "4,096" in skipped[0].reason
+    source = tmp_path / "mod.py"
+    source.write_text("def f():\n    return 1\n")
+    corpus = context_corpus([tmp_path])
+    assert "# file: mod.py" in corpus
+    words = corpus.split()
+    text = context_of(corpus, 30, lambda t: t.split(), lambda tokens: " ".join(tokens))
+    assert text.split() == (words * 10)[:30]  # repeated when shorter than the depth
+    deep = with_context([{"role": "user", "content": "Q"}], text)
+    assert deep[0]["content"].endswith("\n\nQ") and text in deep[0]["content"]
+
+
+@pytest.mark.parametrize("engine", ["inproc"])
+def test_bench_by_depth_end_to_end(dspine, models, tmp_path, engine):
+    """A table per depth and drafter; a depth that does not fit the context is skipped, saying why."""
+    files = models["dense"]
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text(json.dumps({"messages": [{"role": "user", "content": "def add(a, b):"}]}) + "\n")
+    args = ["bench", "--model", str(files["target"]), "--drafters", str(files["noisy"]), "--engine", engine]
+    args += ["--prompts", str(chats), "--n-max", "4", "--no-adaptive", "--max-tokens", "16", "--ctx", "2048"]
+    args += ["--depth", "0,1k,4k", "--context-files", str(ROOT / "backends")]
+    result = dspine(*args, "--json", timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "depth 4,096 skipped: needs" in result.stderr
+    rows = json.loads(result.stdout)
+    assert {(r["depth"], r["drafter"]) for r in rows} == {
+        (d, name) for d in (0, 1024) for name in ("plain", "dense-noisy.gguf")
+    }
+    for row in rows:
+        assert row["counts"]["generated"] == 16
+        if row["drafter"] != "plain":
+            assert row["acceptance_rate"] is not None and row["speedup"] is not None
+    table = dspine(*args, timeout=600)
+    assert table.returncode == 0, table.stderr
+    assert "acceptance rate by depth:" in table.stdout and "1k" in table.stdout

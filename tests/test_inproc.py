@@ -128,3 +128,21 @@ def test_rollback_needs_snapshots_on_a_hybrid(models):
     finally:
         for model in (dense, hybrid_bare, hybrid):
             model.free()
+
+
+@pytest.mark.parametrize("drafter", ["same", "noisy", "plain"])
+def test_deltas_say_which_text_came_from_accepted_drafts(engines, drafter):
+    """A delta per token: exactly the accepted drafts are marked, the target's own tokens
+    (the first, corrections, bonus tokens) are not."""
+    greedy = Sampling(temperature=0, max_tokens=40)
+    events = list(engines["dense"][drafter].stream([{"role": "user", "content": "hello"}], False, greedy))
+    deltas = [e for e in events if isinstance(e, Delta)]
+    end = events[-1]
+    assert isinstance(end, End)
+    assert len(deltas) == end.stats.generated_tokens  # one delta per token: attribution is per token
+    assert sum(d.drafted for d in deltas) == end.stats.accepted
+    assert deltas[0].drafted == 0  # the first token comes from the prompt pass
+    if drafter == "same":  # all accepted: each step is k drafts then the target's bonus token
+        assert [d.drafted for d in deltas[:10]] == [0] + [1] * 8 + [0]
+    if drafter == "plain":
+        assert end.stats.accepted == 0

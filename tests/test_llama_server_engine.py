@@ -275,3 +275,17 @@ def test_key_delivery_falls_back_to_a_private_file_and_never_to_argv(tmp_path):
     assert (tmp_path / "k").stat().st_mode & 0o777 == 0o600
     with pytest.raises(EngineError, match="command line"):
         key_delivery(Capabilities(frozenset({"--api-key"}), ()), "s3cret", tmp_path / "k2")
+
+
+def test_deltas_say_which_text_came_from_accepted_drafts(server):
+    """Attribution from llama-server's per-token timings: with a mirror drafter every token is
+    an accepted draft except the target's own (the first, and the bonus after each step of 4);
+    with no drafter nothing is."""
+    mirror = list(server("same").stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))
+    deltas = [e for e in mirror if isinstance(e, Delta)]
+    end = mirror[-1]
+    assert isinstance(end, End) and len(deltas) == end.stats.generated_tokens == 40
+    assert [d.drafted for d in deltas[:11]] == [0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0]
+    assert sum(d.drafted for d in deltas) == end.stats.accepted
+    plain = list(server(None).stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))
+    assert not any(e.drafted for e in plain if isinstance(e, Delta))

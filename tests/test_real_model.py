@@ -127,3 +127,21 @@ def test_real_pair_is_exact_under_greedy_on_llama_server(real, tmp_path, think):
     for i in range(2):
         assert texts["q4", i] == texts["plain", i], (think, i)
         assert stats["q4", i].drafted > 0
+
+
+def test_bench_by_depth_on_the_real_smollm2_pair(real, dspine, tmp_path):
+    """Acceptance by depth on a real model reading real code: 0, 2k and 6k tokens of context."""
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text(json.dumps({"messages": [{"role": "user", "content": "Write a Python add function."}]}) + "\n")
+    result = dspine(
+        "bench", "--model", str(real["target"]), "--drafters", str(real["q4"]), "--engine", "inproc",
+        "--prompts", str(chats), "--n-max", "4", "--no-adaptive", "--max-tokens", "24", "--ctx", "8192",
+        "--depth", "0,2k,6k", "--json", timeout=900,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    drafted = {r["depth"]: r for r in rows if r["drafter"] != "plain"}
+    assert sorted(drafted) == [0, 2048, 6144]
+    for row in drafted.values():
+        assert 0 < row["acceptance_rate"] <= 1 and row["acceptance_length"] > 1 and row["speedup"] is not None
+    print({d: (round(r["acceptance_rate"], 3), round(r["acceptance_length"], 2)) for d, r in drafted.items()})

@@ -75,6 +75,7 @@ class Run:
     think: bool
     setup: Setup
     stats: Stats
+    depth: int = 0  # tokens of context before the prompt (`--depth`)
 
 
 @dataclass
@@ -92,6 +93,7 @@ class Row:
     runs: int = 0
     adaptive: bool = False
     draft_lengths: list[int] = field(default_factory=list)  # lengths adaptive drafted at, run by run
+    depth: int = 0
 
     @property
     def length_label(self) -> str:
@@ -117,6 +119,7 @@ class Row:
             "runs": self.runs,
             "adaptive": self.adaptive,
             "draft_lengths": self.draft_lengths,
+            "depth": self.depth,
         }
 
 
@@ -124,11 +127,10 @@ def summarize(runs: list[Run]) -> list[Row]:
     """Rows from raw runs: rates averaged per run, acceptance from summed counts."""
     groups: dict[tuple, list[Run]] = {}
     for run in runs:
-        groups.setdefault((run.category, run.think, run.setup.drafter, run.setup.n_max, run.setup.adaptive), []).append(
-            run
-        )
+        key = (run.category, run.think, run.setup.drafter, run.setup.n_max, run.setup.adaptive, run.depth)
+        groups.setdefault(key, []).append(run)
     rows = []
-    for (category, think, drafter, n_max, adaptive), members in groups.items():
+    for (category, think, drafter, n_max, adaptive, depth), members in groups.items():
         rates = [r.stats.tokens_per_s for r in members if r.stats.tokens_per_s]
         generated = sum(r.stats.generated_tokens for r in members)
         steps = sum(r.stats.verify_steps for r in members)
@@ -150,14 +152,15 @@ def summarize(runs: list[Run]) -> list[Row]:
                 runs=len(members),
                 adaptive=adaptive,
                 draft_lengths=[len(r.stats.position_tested) for r in members] if adaptive else [],
+                depth=depth,
             )
         )
-    plain = {(r.category, r.think): r for r in rows if r.drafter == PLAIN}
+    plain = {(r.category, r.think, r.depth): r for r in rows if r.drafter == PLAIN}
     for row in rows:
-        base = plain.get((row.category, row.think))
+        base = plain.get((row.category, row.think, row.depth))
         if base and base.tokens_per_s and row.tokens_per_s:
             row.speedup = row.tokens_per_s["mean"] / base.tokens_per_s["mean"]
-    rows.sort(key=lambda r: (r.category, not r.think, r.drafter != PLAIN, r.drafter, r.adaptive, r.n_max or 0))
+    rows.sort(key=lambda r: (r.category, r.depth, not r.think, r.drafter != PLAIN, r.drafter, r.adaptive, r.n_max or 0))
     return rows
 
 
@@ -170,8 +173,11 @@ def run_bench(
     max_tokens: int,
     seed: int = 0,
     on_run: Callable[[Run], None] | None = None,
+    depths: dict[int, Callable[[list[dict]], list[dict]]] | None = None,
 ) -> list[Run]:
-    """Every setup on every prompt, mode and repeat. Ctrl-C stops it; what ran is returned."""
+    """Every setup on every prompt, mode, depth and repeat. Ctrl-C stops it; what ran is
+    returned. `depths`: each depth with what puts that much context before a prompt."""
+    at_depths = depths or {0: lambda messages: messages}
     runs: list[Run] = []
     try:
         for setup in setups:
@@ -179,25 +185,26 @@ def run_bench(
             try:
                 for think in thinks:
                     sampling = preset(think).with_(seed=seed, max_tokens=max_tokens)
-                    for _ in range(repeat):
-                        for prompt in prompts:
-                            end = None
-                            for event in engine.stream(
-                                prompt.messages,
-                                think=think,
-                                sampling=sampling,
-                                n_max=setup.n_max,
-                                tools=prompt.tools,
-                            ):
-                                if isinstance(event, End):
-                                    end = event
-                                elif isinstance(event, Error):
-                                    raise UsageError(f"{setup.drafter}: {event.message}", event.fix)
-                            if end is not None:
-                                run = Run(prompt.category, think, setup, end.stats)
-                                runs.append(run)
-                                if on_run:
-                                    on_run(run)
+                    for depth, deepen in at_depths.items():
+                        for _ in range(repeat):
+                            for prompt in prompts:
+                                end = None
+                                for event in engine.stream(
+                                    deepen(prompt.messages),
+                                    think=think,
+                                    sampling=sampling,
+                                    n_max=setup.n_max,
+                                    tools=prompt.tools,
+                                ):
+                                    if isinstance(event, End):
+                                        end = event
+                                    elif isinstance(event, Error):
+                                        raise UsageError(f"{setup.drafter}: {event.message}", event.fix)
+                                if end is not None:
+                                    run = Run(prompt.category, think, setup, end.stats, depth)
+                                    runs.append(run)
+                                    if on_run:
+                                        on_run(run)
             finally:
                 engine.close()
     except KeyboardInterrupt:
@@ -205,7 +212,18 @@ def run_bench(
     return runs
 
 
-COLUMNS = ("category", "think", "drafter", "n_max", "tok/s (min-max)", "speedup", "accept len", "accept rate", "TTFT s")
+COLUMNS = (
+    "category",
+    "depth",
+    "think",
+    "drafter",
+    "n_max",
+    "tok/s (min-max)",
+    "speedup",
+    "accept len",
+    "accept rate",
+    "TTFT s",
+)
 
 
 def cells(r: Row) -> list[str]:
@@ -217,6 +235,7 @@ def cells(r: Row) -> list[str]:
     )
     return [
         r.category,
+        f"{r.depth // 1024}k" if r.depth and r.depth % 1024 == 0 else str(r.depth),
         "on" if r.think else "off",
         r.drafter,
         r.length_label,

@@ -50,6 +50,7 @@ HELP = """**dspine chat**
 - **Ctrl+T** or `/think`, `/no_think`: thinking on or off (each has its sampling preset)
 - **Esc** stops a reply and keeps what arrived
 - `@path/to/file` attaches a text file to the prompt (up to 256 KiB)
+- **Ctrl+G** or `/drafts [on|off]`: tint the text that came from accepted draft tokens
 - **Ctrl+O** copies the last reply; `/copy N` copies its N-th code block
 - `/export [FILE]` writes the chat as Markdown (`FILE.jsonl`: as prompts for `dspine bench --prompts`)
 - **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
@@ -71,6 +72,7 @@ class ChatApp(App):
         Binding("ctrl+n", "new_chat", "New chat"),
         Binding("ctrl+o", "copy_reply", "Copy reply", priority=True),
         Binding("ctrl+l", "chats", "Chats", priority=True),
+        Binding("ctrl+g", "toggle_drafts", "Tint drafts", priority=True),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -86,6 +88,7 @@ class ChatApp(App):
         project: Project | None = None,
         tools: bool = True,
         chain_limit: int = DEFAULT_CHAIN_LIMIT,
+        show_drafts: bool = False,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on)."""
@@ -107,6 +110,7 @@ class ChatApp(App):
         self.chat: Chat | None = None
         self.streaming = False
         self.last_end: End | None = None
+        self.show_drafts = show_drafts  # tint text that came from accepted draft tokens
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -189,7 +193,12 @@ class ChatApp(App):
 
     def _show_mode(self) -> None:
         engine = self.engine
-        self.query_one(Readout).set_mode(self.think, engine.name if engine else "?", engine.drafter if engine else None)
+        self.query_one(Readout).set_mode(
+            self.think,
+            engine.name if engine else "?",
+            engine.drafter if engine else None,
+            engine.drafter_name if engine else None,
+        )
 
     # -- actions ---------------------------------------------------------------------------
 
@@ -197,6 +206,15 @@ class ChatApp(App):
         self.think = not self.think
         self._show_mode()
         self.notify(f"thinking {'on' if self.think else 'off'}")
+
+    async def action_toggle_drafts(self) -> None:
+        await self._show_drafts(not self.show_drafts)
+
+    async def _show_drafts(self, on: bool) -> None:
+        self.show_drafts = on
+        for view in self.query(MessageView):
+            await view.show_tint(on)
+        self.notify("drafted text tinted" if on else "drafted text not tinted")
 
     def action_cancel(self) -> None:
         if self._command_stop is not None:
@@ -212,6 +230,7 @@ class ChatApp(App):
         )
         yield SystemCommand("Toggle thinking", "Switch think / no-think", self.action_toggle_think)
         yield SystemCommand("New chat", "Start a new chat", self.action_new_chat)
+        yield SystemCommand("Tint drafted text", "Show which text the drafter got right", self.action_toggle_drafts)
 
     def _last_reply(self) -> str:
         replies = [v for v in self.query(MessageView) if v.role == "assistant" and v.answer]
@@ -263,7 +282,16 @@ class ChatApp(App):
             figures = (
                 final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
             )
-            views.append(MessageView(message.role, message.content, message.thinking, figures))
+            views.append(
+                MessageView(
+                    message.role,
+                    message.content,
+                    message.thinking,
+                    figures,
+                    drafted=message.drafted,
+                    tinted=self.show_drafts,
+                )
+            )
         await self.query_one(Conversation).show(views)
 
     async def action_new_chat(self) -> None:
@@ -334,7 +362,7 @@ class ChatApp(App):
         engine = self.engine
         self.notify(
             f"model {self.model or '-'} · engine {engine.name if engine else '-'} · "
-            f"drafter {(engine.drafter if engine else None) or 'none'} · thinking {'on' if self.think else 'off'}",
+            f"drafter {(engine.drafter_name if engine else None) or 'none'} · thinking {'on' if self.think else 'off'}",
             timeout=10,
         )
 
@@ -365,6 +393,13 @@ class ChatApp(App):
         self.sub_title = self._subtitle()
         self.notify(f"tools {word}")
 
+    async def _slash_drafts(self, argument: str) -> None:
+        word = argument.strip().lower()
+        if word not in ("", "on", "off"):
+            self.notify(f"/drafts {word}: say on, off, or nothing to switch", severity="warning")
+            return
+        await self._show_drafts(not self.show_drafts if not word else word == "on")
+
     async def _slash_help(self, argument: str) -> None:
         await self._post_note(HELP)
 
@@ -379,6 +414,7 @@ class ChatApp(App):
         "/fit": _slash_fit,
         "/undo": _slash_undo,
         "/tools": _slash_tools,
+        "/drafts": _slash_drafts,
         "/help": _slash_help,
     }
 
@@ -407,13 +443,14 @@ class ChatApp(App):
         assert self.chat is not None
         conversation = self.query_one(Conversation)
         reply_id = self.store.add_message(self.chat.id, "assistant", "", complete=False)
-        view = MessageView("assistant", live=True)
+        reply = Reply()
+        view = MessageView("assistant", live=True, drafted=reply.drafted, tinted=self.show_drafts)
         await conversation.mount(view)
         conversation.follow(to_the_end=True)
         self.streaming = True
         self.query_one(Readout).start()
         tools = TOOLS if self.tools_on and self.toolbox is not None else None
-        self._stream_reply(self._for_engine(), self.think, Reply(), view, reply_id, tools)
+        self._stream_reply(self._for_engine(), self.think, reply, view, reply_id, tools)
 
     @work(thread=True, exclusive=True)
     def _stream_reply(

@@ -12,6 +12,20 @@ def stats_from(data: dict | None) -> Stats | None:
     return Stats(**{k: v for k, v in data.items() if k in fields})
 
 
+BARS = "▁▂▃▄▅▆▇█"  # the lowest still shows: a position tested and never kept
+
+
+def position_bars(stats: Stats) -> str:
+    """Acceptance by draft position, a bar each: how often position i was kept when it was
+    tested (every position before it kept). Only engines that see positions fill them in."""
+    bars = []
+    for tested, kept in zip(stats.position_tested, stats.position_kept, strict=False):
+        if not tested:
+            break
+        bars.append(BARS[round(kept / tested * (len(BARS) - 1))])
+    return "".join(bars)
+
+
 def readout_line(stats: Stats | None) -> str:
     """Speed and acceptance first: they are what a narrow terminal must still show."""
     if stats is None:
@@ -20,6 +34,9 @@ def readout_line(stats: Stats | None) -> str:
     if stats.speculative:
         length = f"{stats.acceptance_length:.2f}" if stats.acceptance_length else "-"
         parts.append(f"accept len {length} · {stats.acceptance_rate:.0%} of {stats.drafted:,} drafted")
+        bars = position_bars(stats)
+        if bars:
+            parts.append(f"by position ▕{bars}▏")
     else:
         parts.append("no drafter")
     if stats.ttft_s is not None:

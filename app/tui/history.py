@@ -46,6 +46,11 @@ SCHEMA = [
     ALTER TABLE messages ADD COLUMN tool_call_id TEXT NOT NULL DEFAULT '';
     ALTER TABLE messages ADD COLUMN decision TEXT NOT NULL DEFAULT '';
     """,
+    # version 3: which text of a reply came from accepted draft tokens (JSON
+    # {"answer": [[start, end], ...], "thinking": [...]}), so an old reply can be tinted too
+    """
+    ALTER TABLE messages ADD COLUMN drafted TEXT;
+    """,
 ]
 
 
@@ -60,6 +65,7 @@ class Message:
     tool_calls: list[dict] | None = None  # assistant: the calls it made; tool: the one answered
     tool_call_id: str = ""
     decision: str = ""  # tool: "auto" (a read), "yes", "always", "no"
+    drafted: dict | None = None  # spans of accepted draft text, per "answer" / "thinking"
 
     def for_engine(self) -> dict:
         """The message as the engines take it (OpenAI chat format)."""
@@ -175,12 +181,25 @@ class ChatStore:
         return cursor.lastrowid
 
     def update_message(
-        self, message_id: int, content: str, thinking: str, stats: dict | None = None, complete: bool = False
+        self,
+        message_id: int,
+        content: str,
+        thinking: str,
+        stats: dict | None = None,
+        complete: bool = False,
+        drafted: dict | None = None,
     ) -> None:
         with self.db:
             self.db.execute(
-                "UPDATE messages SET content = ?, thinking = ?, stats = ?, complete = ? WHERE id = ?",
-                (content, thinking, json.dumps(stats) if stats is not None else None, int(complete), message_id),
+                "UPDATE messages SET content = ?, thinking = ?, stats = ?, complete = ?, drafted = ? WHERE id = ?",
+                (
+                    content,
+                    thinking,
+                    json.dumps(stats) if stats is not None else None,
+                    int(complete),
+                    json.dumps(drafted) if drafted else None,
+                    message_id,
+                ),
             )
 
     def set_tool_calls(self, message_id: int, calls: list[dict]) -> None:
@@ -200,11 +219,12 @@ class ChatStore:
     def save_reply(self, message_id: int, reply: Reply) -> None:
         """A reply as it stands: its text so far, its latest figures, whether it ended."""
         stats = reply.stats.to_json() if reply.stats is not None else None
-        self.update_message(message_id, reply.answer, reply.thinking, stats, complete=reply.complete)
+        drafted = reply.drafted if reply.answer_drafted or reply.thinking_drafted else None
+        self.update_message(message_id, reply.answer, reply.thinking, stats, complete=reply.complete, drafted=drafted)
 
     def messages(self, chat_id: int) -> list[Message]:
         rows = self.db.execute(
-            "SELECT id, role, content, thinking, stats, complete, tool_calls, tool_call_id, decision"
+            "SELECT id, role, content, thinking, stats, complete, tool_calls, tool_call_id, decision, drafted"
             " FROM messages WHERE chat_id = ? ORDER BY id",
             (chat_id,),
         ).fetchall()
@@ -219,6 +239,7 @@ class ChatStore:
                 json.loads(r[6]) if r[6] else None,
                 r[7],
                 r[8],
+                json.loads(r[9]) if r[9] else None,
             )
             for r in rows
         ]

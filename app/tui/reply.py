@@ -17,6 +17,7 @@ from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpd
 from backends.stats import Stats
 
 from .figures import final_line
+from .tint import Spans, add_span
 
 # Hand events to the screen this often, whatever the token rate: each update re-lays out
 # the conversation. The engines send statistics at the same pace.
@@ -88,6 +89,9 @@ class Reply:
     answer: str = ""
     thinking: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    # Where the text came from accepted draft tokens: [start, end) offsets into answer / thinking.
+    answer_drafted: Spans = field(default_factory=list)
+    thinking_drafted: Spans = field(default_factory=list)
     stats: Stats | None = None
     end: End | None = None
     error: Error | None = None
@@ -95,6 +99,7 @@ class Reply:
 
     def feed(self, events: list[Event]) -> list[Event]:
         """Take a batch of events; return it merged, for the view to draw the same pieces."""
+        self._note_drafted(events)
         merged = merge_deltas(events)
         for event in merged:
             if isinstance(event, Delta):
@@ -112,6 +117,21 @@ class Reply:
             elif isinstance(event, Error):
                 self.error = event
         return merged
+
+    def _note_drafted(self, events: list[Event]) -> None:
+        """Spans from the deltas as they came, before merging joins drafted and own text."""
+        ends = {"answer": len(self.answer), "thinking": len(self.thinking)}
+        for event in events:
+            if isinstance(event, Delta):
+                start = ends[event.kind]
+                ends[event.kind] += len(event.text)
+                if event.drafted:
+                    spans = self.thinking_drafted if event.kind == "thinking" else self.answer_drafted
+                    add_span(spans, start, ends[event.kind])
+
+    @property
+    def drafted(self) -> dict[str, Spans]:
+        return {"answer": self.answer_drafted, "thinking": self.thinking_drafted}
 
     @property
     def complete(self) -> bool:

@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
+from ..tint import Spans
 from .streamed_markdown import StreamedMarkdown
 
 
@@ -16,14 +17,25 @@ class MessageView(Vertical):
     DEFAULT_CSS = ""
 
     def __init__(
-        self, role: str, text: str = "", thinking: str = "", figures: str = "", live: bool = False, **kwargs
+        self,
+        role: str,
+        text: str = "",
+        thinking: str = "",
+        figures: str = "",
+        live: bool = False,
+        drafted: dict[str, Spans] | None = None,
+        tinted: bool = False,
+        **kwargs,
     ) -> None:
         """`live`: a reply about to stream; otherwise a finished message, whose text is
-        drawn only as it comes into view."""
+        drawn only as it comes into view. `drafted`: the spans of accepted draft text per
+        "answer" / "thinking" (the Reply's, or the store's); `tinted`: draw them tinted."""
         super().__init__(classes=f"message {role}", **kwargs)
         self.role = role
         self.answer = text
         self.thinking = thinking
+        self.drafted: dict[str, Spans] = drafted if drafted is not None else {"answer": [], "thinking": []}
+        self.tinted = tinted
         self.live = live
         self._figures = figures
         self._thinking_live = False
@@ -34,11 +46,23 @@ class MessageView(Vertical):
         if self.role == "assistant":
             with Collapsible(title="Thinking", collapsed=bool(self.thinking), classes="thinking") as box:
                 box.display = bool(self.thinking)
-                yield StreamedMarkdown(self.thinking, asleep=not self.live, classes="thinking-text")
-            yield StreamedMarkdown(self.answer, asleep=not self.live, classes="answer")
+                yield StreamedMarkdown(
+                    self.thinking, asleep=not self.live, tint=self._tint("thinking"), classes="thinking-text"
+                )
+            yield StreamedMarkdown(self.answer, asleep=not self.live, tint=self._tint("answer"), classes="answer")
             yield Static(self._figures, classes="figures")
         else:
             yield Static(self.answer, classes="prompt-text", markup=False)
+
+    def _tint(self, kind: str) -> Spans | None:
+        return self.drafted.setdefault(kind, []) if self.tinted else None
+
+    async def show_tint(self, on: bool) -> None:
+        """Tint the text that came from accepted drafts, or stop."""
+        self.tinted = on
+        if self.role == "assistant":
+            await self.query_one(".thinking-text", StreamedMarkdown).show_tint(self._tint("thinking"))
+            await self.answer_markdown.show_tint(self._tint("answer"))
 
     @property
     def parked(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Horizontal
+from textual.content import Content
 from textual.widgets import Sparkline, Static
 
 from backends.stats import Stats
@@ -23,9 +24,15 @@ class Readout(Horizontal):
         yield Sparkline([], id="rate-sparkline")
         yield Static("", id="gpu")
 
-    def set_mode(self, think: bool, engine: str, drafter: str | None) -> None:
+    def set_mode(self, think: bool, engine: str, drafter: str | None, drafter_name: str | None = None) -> None:
+        """`drafter`: its kind; `drafter_name`: which one (its file), shown when it says more."""
         mode = "think on" if think else "think off"
-        self.query_one("#mode", Static).update(f"[b]{mode}[/] · {engine} · {drafter or 'no drafter'}")
+        which = drafter or "no drafter"
+        if drafter and drafter_name and drafter_name != drafter:
+            which = f"{drafter_name} ({drafter})"
+        self.query_one("#mode", Static).update(
+            Content.from_markup("[b]$mode[/] · $engine · $which", mode=mode, engine=engine, which=which)
+        )
 
     def show_gpu(self, used: int | None, total: int | None) -> None:
         text = "GPU -" if not total or used is None else f"GPU {used / 2**30:.1f}/{total / 2**30:.1f} GiB"

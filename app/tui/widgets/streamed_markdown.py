@@ -5,6 +5,7 @@ sleep (see MarkdownSegment)."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 from textual.app import ComposeResult
@@ -13,6 +14,7 @@ from textual.widgets import Markdown
 from textual.widgets.markdown import MarkdownStream
 
 from ..markdown_split import split_all, split_point
+from ..tint import Spans
 from .markdown_segment import MarkdownSegment
 
 SEGMENT_LINES = 40  # a segment costs a parse of this many lines when it wakes
@@ -32,20 +34,35 @@ class StreamedMarkdown(Vertical):
     }
     """
 
-    def __init__(self, text: str = "", asleep: bool = False, **kwargs) -> None:
-        """`asleep`: a finished text shown from history: all segments start asleep."""
+    def __init__(self, text: str = "", asleep: bool = False, tint: Spans | None = None, **kwargs) -> None:
+        """`asleep`: a finished text shown from history: all segments start asleep.
+        `tint`: drafted spans of the text to draw tinted (the Reply's list, growing with it)."""
         super().__init__(**kwargs)
         self._initial = text
         self._asleep = asleep
+        self._tint = tint
         self._stream: MarkdownStream | None = None
+        self._finishing: set[asyncio.Task] = set()  # full segments still drawing their last lines
 
     def compose(self) -> ComposeResult:
         if not self._asleep:
-            yield MarkdownSegment(self._initial)
+            yield self._segment(MarkdownSegment(self._initial))
             return
         width = self.app.size.width or 80
+        origin = 0
         for piece in split_all(self._initial, SEGMENT_LINES):
-            yield MarkdownSegment(piece, asleep_height=estimated_height(piece, width))
+            yield self._segment(MarkdownSegment(piece, asleep_height=estimated_height(piece, width), origin=origin))
+            origin += len(piece)
+
+    def _segment(self, segment: MarkdownSegment) -> MarkdownSegment:
+        segment.tint = self._tint
+        return segment
+
+    async def show_tint(self, spans: Spans | None) -> None:
+        """Draw the drafted spans tinted (a list) or not (None)."""
+        self._tint = spans
+        for segment in self.segments:
+            await segment.show_tint(spans)
 
     @property
     def segments(self) -> list[MarkdownSegment]:
@@ -63,19 +80,30 @@ class StreamedMarkdown(Vertical):
             live.text = combined
             await self._live_stream(live).write(text)
             return
-        await self._stop()
-        if cut < len(live.text):
-            # The cut falls inside text already shown (the line after a blank line has
-            # just ended): draw the segment again without it.
-            await live.update(combined[:cut])
-        elif cut > len(live.text):
-            await live.append(combined[len(live.text) : cut])
+        # The full segment is finished off the critical path (its stream stopped, its last
+        # lines drawn) while the text after the cut streams into a new one at once: awaiting
+        # stop, append and mount in turn held the whole screen update up.
+        stream, self._stream = self._stream, None
+        shown = len(live.text)
         live.text = combined[:cut]
         live.final = True
-        following = MarkdownSegment("")
+        following = self._segment(MarkdownSegment("", origin=live.origin + cut))
         await self.mount(following)
+        task = asyncio.create_task(self._finish_segment(live, stream, shown, combined[:cut]))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
         if combined[cut:]:
             await self.write(combined[cut:])
+
+    async def _finish_segment(self, segment: MarkdownSegment, stream: MarkdownStream | None, shown: int, text: str):
+        if stream is not None:
+            await stream.stop()
+        if len(text) < shown:
+            # The cut falls inside text already shown (the line after a blank line has
+            # just ended): draw the segment again without it.
+            await segment.update(text)
+        elif len(text) > shown:
+            await segment.append(text[shown:])
 
     def _live_stream(self, live: MarkdownSegment) -> MarkdownStream:
         if self._stream is None:
@@ -90,5 +118,7 @@ class StreamedMarkdown(Vertical):
     async def finish(self) -> None:
         """No more text: the last segment becomes final."""
         await self._stop()
+        if self._finishing:
+            await asyncio.gather(*list(self._finishing))
         for segment in self.segments:
             segment.final = True
