@@ -9,7 +9,6 @@ engine.close()
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any, Protocol
 
 from .errors import EngineError
 from .events import Event
-from .gguf_header import read_local
+from .gguf_header import ArrayInfo, items_sha256, read_local
 from .sampling import Sampling
 
 __all__ = ["Engine", "EngineError", "check_model_file", "check_same_vocabulary"]
@@ -69,11 +68,9 @@ class Vocabulary:
 
 
 def _digest(values: Any) -> str:
-    digest = hashlib.sha256()
-    for value in values or ():
-        digest.update(str(value).encode("utf-8", "surrogatepass"))
-        digest.update(b"\0")
-    return digest.hexdigest()
+    if isinstance(values, ArrayInfo):  # a long array: the reader digested it as it went
+        return values.sha256
+    return items_sha256(values or ())
 
 
 def vocabulary(path: Path) -> Vocabulary:

@@ -12,8 +12,9 @@ from the same headers.
 
 from __future__ import annotations
 
+import hashlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,12 +47,24 @@ _SCALARS = {
 _STRING, _ARRAY = 8, 9
 
 
+def items_sha256(items: Iterable[Any]) -> str:
+    """A digest of an array's items (the vocabulary's token texts, say), the same whether
+    the array was kept or only counted."""
+    digest = hashlib.sha256()
+    for item in items:
+        digest.update(str(item).encode("utf-8", "surrogatepass"))
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class ArrayInfo:
-    """A metadata array too long to keep (the vocabulary): its type and length."""
+    """A metadata array too long to keep (the vocabulary): its type, length and a digest of
+    its items (what comparing two vocabularies needs)."""
 
     item_type: int
     length: int
+    sha256: str = ""
 
     def __len__(self) -> int:
         return self.length
@@ -210,12 +223,11 @@ def _value(cursor: _Cursor, value_type: int, key: str) -> Any:
         if item_type in _SCALARS:
             fmt = _SCALARS[item_type]
             raw = cursor.take(struct.calcsize(fmt) * length, key)
-            if length > KEEP_ARRAY:
-                return ArrayInfo(item_type, length)
-            return list(struct.unpack("<" + fmt[1:] * length, raw))
+            values = list(struct.unpack("<" + fmt[1:] * length, raw))
+            return ArrayInfo(item_type, length, items_sha256(values)) if length > KEEP_ARRAY else values
         if item_type == _STRING:
             items = [cursor.string(key) for _ in range(length)]
-            return ArrayInfo(item_type, length) if length > KEEP_ARRAY else items
+            return ArrayInfo(item_type, length, items_sha256(items)) if length > KEEP_ARRAY else items
         raise _absurd(cursor.source.name, f"array item type {item_type} in {key}")
     raise _absurd(cursor.source.name, f"value type {value_type} for {key}")
 
