@@ -155,7 +155,10 @@ def test_dropped_client_frees_its_slot_at_once(serving):
         "temperature": 0,
         "stream": True,
     }
-    with httpx2.Client(timeout=60) as http, http.stream("POST", proxy.url + "/chat/completions", json=long_request) as r:
+    with (
+        httpx2.Client(timeout=60) as http,
+        http.stream("POST", proxy.url + "/chat/completions", json=long_request) as r,
+    ):
         for n, _line in enumerate(r.iter_lines()):
             if n > 20:
                 break  # leave mid-stream
@@ -171,9 +174,7 @@ def test_dropped_client_frees_its_slot_at_once(serving):
         what="the slot to be idle",
     )
     assert slots[0]["next_token"][0]["n_decoded"] < 3000
-    after = client(proxy).chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=4
-    )
+    after = client(proxy).chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
     assert after.usage.completion_tokens == 4
 
 
