@@ -54,7 +54,8 @@ def endpoint_url(host: str, port: int) -> str:
 def bind(host: str, port: int) -> socket.socket:
     """Take the port before the model loads, so a busy port fails in a second, not after."""
     try:
-        return socket.create_server((host, port), reuse_port=False, family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family)
     except OSError as exc:
         raise UsageError(
             f"cannot listen on {host}:{port}: {exc.strerror}", "give another --port, or stop what uses that one"
