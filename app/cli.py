@@ -657,6 +657,48 @@ def doctor(
 
 
 @app.command()
+def serve(
+    model: str | None = typer.Argument(None, help="A pulled catalog name or repository, or a .gguf file."),
+    draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
+    ctx: int = typer.Option(8192, "--ctx", help="Context length, shared by the slots."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; anything but loopback needs a key."),
+    port: int = typer.Option(8080, "--port", help="Port to listen on."),
+    api_key: str | None = typer.Option(
+        None,
+        "--api-key",
+        help="Key clients must send: @FILE reads it from a file, generate makes one; "
+        "default DSPINE_SERVE_API_KEY (a key typed here shows in ps).",
+    ),
+    parallel: int = typer.Option(1, "--parallel", help="Requests served at once; more wait their turn."),
+    think: str = typer.Option("on", "--think", help="on or off: the think mode of requests that do not say."),
+    n_max: int | None = typer.Option(None, "--n-max", help="Draft length (default: the fit plan's)."),
+    log: Path | None = typer.Option(None, "--log", help="Append one line per request (bench format + figures)."),
+    print_config: str | None = typer.Option(
+        None,
+        "--print-config",
+        help="Print how to point a tool here and exit: aider, opencode, continue, codex, claude-code, llm, zed, curl.",
+    ),
+) -> None:
+    """Serve the fitted engine to coding agents and editors (OpenAI and Anthropic APIs), with a live readout."""
+    from .serve.client_config import TOOLS, snippet
+    from .serve.service import ServeOptions, check_options, client_endpoint
+    from .serve.service import serve as run_server
+
+    if think not in ("on", "off"):
+        raise UsageError(f"--think {think!r}", "use --think on or --think off")
+    options = ServeOptions(model, draft, ctx, host, port, api_key, parallel, think == "on", n_max, log)
+    settings = load_settings()
+    if print_config is not None:
+        if print_config.lower() not in (*TOOLS, "plain"):
+            raise UsageError(f"--print-config {print_config}: no such tool", f"use one of: {', '.join(TOOLS)}")
+        access = check_options(options)
+        text = snippet(print_config, client_endpoint(options, settings, access.key is not None))
+        sys.stdout.write(text or "")
+        return
+    run_server(options, settings, out, err)
+
+
+@app.command()
 def config(
     path: bool = typer.Option(False, "--path", help="Print only the settings file's path."),
 ) -> None:

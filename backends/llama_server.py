@@ -134,6 +134,7 @@ class ServerConfig:
     flash_attn: bool = True
     n_max: int | None = None
     n_ubatch: int = 512
+    n_parallel: int = 1  # slots: requests served at once (the context is shared between them)
     extra_args: tuple[str, ...] = ()
 
 
@@ -160,7 +161,7 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
     def has(flag: str) -> bool:
         return caps is None or caps.has(flag)
 
-    args = ["-m", config.model, "-c", str(config.n_ctx), "-ngl", str(config.gpu_layers), "-np", "1"]
+    args = ["-m", config.model, "-c", str(config.n_ctx), "-ngl", str(config.gpu_layers), "-np", str(config.n_parallel)]
     args += ["-ctk", config.kv, "-ctv", config.kv]
     if has("-fa"):
         args += ["-fa", "on" if config.flash_attn else "off"]
@@ -273,6 +274,20 @@ class LlamaServerEngine:
     @property
     def log_path(self) -> Path | None:
         return self._running.log_path if self._running else None
+
+    @property
+    def base_url(self) -> str | None:
+        """Where the running server listens (127.0.0.1, a random port), for a proxy in front of it."""
+        return f"http://127.0.0.1:{self._running.port}" if self._running else None
+
+    @property
+    def api_key(self) -> str | None:
+        """The running server's own key (random per start); never shown to anyone."""
+        return self._running.api_key if self._running else None
+
+    @property
+    def pid(self) -> int | None:
+        return self._running.process.pid if self._running else None
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -61,7 +61,7 @@ FLOORS = [
     {"__main__"},
     {"cli"},
     {"cli_views", "doctor"},
-    {"tui"},
+    {"tui", "serve"},
     {"run"},
     {"fit"},
     {"hub"},

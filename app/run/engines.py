@@ -80,6 +80,7 @@ class EngineOptions:
     url: str | None = None
     api_key: str | None = None
     gpu_layers: int | None = None
+    parallel: int = 1  # llama-server slots (dspine serve --parallel)
 
 
 def open_engine(
@@ -106,6 +107,7 @@ def open_engine(
             gpu_layers=gpu_layers,
             draft_gpu_layers=gpu_layers,
             n_max=options.n_max,
+            n_parallel=options.parallel,
         )
         config = _planned(config, files, options, settings)
         return LlamaServerEngine(config, binary=settings.llama_server, on_progress=on_progress).start()

@@ -1,0 +1,217 @@
+"""The thin layer between clients and llama-server: checks the key, sets each
+request's think mode and preset, queues requests beyond the slots (first come,
+first served), passes the bytes through as they arrive and records the figures.
+
+aiohttp serves the clients; httpx2 (the project's one HTTP client) speaks to
+llama-server. A client that goes away cancels its handler, which closes the
+upstream stream, so llama-server stops generating and the slot is free."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from aiohttp import web
+
+from .board import Board
+from .figures import DONE, DROPPED, FAILED, RequestFigures, client_name
+from .modes import prepare, split_model_name
+
+# Endpoints with figures: path -> whether a chat template (and so a think mode) applies.
+GENERATING = {
+    "/v1/chat/completions": True,
+    "/chat/completions": True,
+    "/v1/completions": False,
+    "/completions": False,
+    "/v1/messages": True,
+    "/v1/responses": True,
+}
+# Passed through as they are (no generation, no figures).
+PLAIN = ("/v1/messages/count_tokens", "/tokenize", "/detokenize", "/apply-template")
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    upstream_url: str  # llama-server, http://127.0.0.1:PORT
+    upstream_key: str  # llama-server's own key: never shown to clients
+    model_name: str  # what /v1/models says, e.g. qwen3.8-27b
+    n_ctx: int
+    default_think: bool = True
+    parallel: int = 1
+    api_key: str | None = None  # what clients must send; None on loopback without one
+
+
+def error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+    """An error both OpenAI and Anthropic clients read: {"error": {"message", "type"}}."""
+    return web.json_response({"type": "error", "error": {"message": message, "type": kind}}, status=status)
+
+
+class Proxy:
+    def __init__(
+        self,
+        config: ProxyConfig,
+        board: Board,
+        on_done: Callable[[RequestFigures, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.board = board
+        self.on_done = on_done
+        self.slots = asyncio.Semaphore(config.parallel)  # FIFO: waiters are served in arrival order
+        self.upstream: httpx2.AsyncClient | None = None
+
+    # -- the app ----------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[self._auth], client_max_size=64 * 2**20)
+        app.router.add_get("/health", self._health)
+        app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/models", self._models)
+        for path in GENERATING:
+            app.router.add_post(path, self._generate)
+        for path in PLAIN:
+            app.router.add_post(path, self._plain)
+        app.on_startup.append(self._open)
+        app.on_cleanup.append(self._close)
+        return app
+
+    async def _open(self, _app: web.Application) -> None:
+        # No keep-alive upstream: llama-server may close a connection after a stream,
+        # and a request sent down it then fails; a fresh local connection costs ~0.1 ms.
+        self.upstream = httpx2.AsyncClient(
+            base_url=self.config.upstream_url,
+            headers={"Authorization": f"Bearer {self.config.upstream_key}"},
+            timeout=httpx2.Timeout(None, connect=10),
+            limits=httpx2.Limits(max_keepalive_connections=0),
+        )
+
+    async def _close(self, _app: web.Application) -> None:
+        if self.upstream is not None:
+            await self.upstream.aclose()
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler):
+        key = self.config.api_key
+        if key is None or request.path == "/health":
+            return await handler(request)
+        given = request.headers.get("x-api-key") or ""
+        bearer = request.headers.get("Authorization", "")
+        if bearer.lower().startswith("bearer "):
+            given = bearer[7:].strip()
+        if not hmac.compare_digest(given.encode(), key.encode()):
+            return error(401, "missing or wrong API key (send Authorization: Bearer KEY or x-api-key)", "auth_error")
+        return await handler(request)
+
+    # -- endpoints that answer here ---------------------------------------------
+
+    async def _health(self, _request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def _models(self, _request: web.Request) -> web.Response:
+        name = self.config.model_name
+        meta = {"n_ctx": self.config.n_ctx, "think": self.config.default_think}
+        ids = [name, f"{name}:think", f"{name}:no-think"]
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [{"id": i, "object": "model", "created": 0, "owned_by": "dspine", "meta": meta} for i in ids],
+            }
+        )
+
+    # -- pass-through ------------------------------------------------------------
+
+    async def _plain(self, request: web.Request) -> web.StreamResponse:
+        assert self.upstream is not None
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            return error(400, f"{request.path}: the request body is not JSON")
+        if isinstance(body, dict) and "model" in body:
+            body["model"] = split_model_name(body["model"])[0]
+        try:
+            reply = await self.upstream.post(request.path, json=body)
+        except httpx2.HTTPError as exc:
+            return error(502, f"llama-server did not answer: {exc}", "api_error")
+        return web.Response(body=reply.content, status=reply.status_code, content_type="application/json")
+
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return error(400, f"{request.path}: the request body is not JSON")
+        if not isinstance(body, dict):
+            return error(400, f"{request.path}: the request body must be a JSON object")
+        prepared = prepare(body, self.config.default_think, chat=GENERATING[request.path])
+        stream = bool(body.get("stream"))
+        client = client_name(request.headers.get("User-Agent"), request.remote)
+        figures = self.board.open(request.path, client, prepared.think, stream)
+        data = json.dumps(prepared.body).encode()
+        dropped = False
+        try:
+            async with self.slots:
+                figures.begin()
+                if stream:
+                    return await self._stream(request, data, figures)
+                return await self._whole(request, data, figures)
+        except (asyncio.CancelledError, ConnectionResetError):
+            dropped = True  # the client went away (after the last byte it counts as done)
+            raise
+        finally:
+            if figures.finished is None:
+                figures.finish(DROPPED if dropped else FAILED)
+            self.board.close(figures)
+            if self.on_done is not None:
+                self.on_done(figures, body)
+
+    async def _whole(self, request: web.Request, data: bytes, figures: RequestFigures) -> web.StreamResponse:
+        assert self.upstream is not None
+        try:
+            reply = await self.upstream.post(request.path, content=data, headers={"Content-Type": "application/json"})
+        except httpx2.HTTPError as exc:
+            figures.status = 502
+            return error(502, f"llama-server did not answer: {exc}", "api_error")
+        figures.status = reply.status_code
+        figures.finish(DONE if reply.status_code == 200 else FAILED, body=reply.content)
+        return web.Response(
+            body=reply.content,
+            status=reply.status_code,
+            content_type=reply.headers.get("content-type", "application/json").split(";")[0],
+        )
+
+    async def _stream(self, request: web.Request, data: bytes, figures: RequestFigures) -> web.StreamResponse:
+        assert self.upstream is not None
+        upstream_request = self.upstream.build_request(
+            "POST", request.path, content=data, headers={"Content-Type": "application/json"}
+        )
+        try:
+            reply = await self.upstream.send(upstream_request, stream=True)
+        except httpx2.HTTPError as exc:
+            figures.status = 502
+            return error(502, f"llama-server did not answer: {exc}", "api_error")
+        try:
+            figures.status = reply.status_code
+            if reply.status_code != 200:
+                body = await reply.aread()
+                return web.Response(body=body, status=reply.status_code, content_type="application/json")
+            response = web.StreamResponse(
+                status=200,
+                headers={
+                    "Content-Type": reply.headers.get("content-type", "text/event-stream"),
+                    "Cache-Control": "no-cache",
+                },
+            )
+            await response.prepare(request)
+            async for piece in reply.aiter_raw():
+                figures.feed(piece)
+                await response.write(piece)
+            figures.finish(DONE)  # every byte is written; the client may hang up during write_eof
+            await response.write_eof()
+            return response
+        finally:
+            await reply.aclose()  # a client gone mid-stream: llama-server sees the socket close and stops

@@ -1,0 +1,194 @@
+"""`dspine serve` put together: check access, bind the port, start the engine from
+the fit plan, run the proxy and the readout until Ctrl-C, then stop everything."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+
+from ..errors import UsageError
+from ..settings import Settings
+from .access import Access, resolve_access
+from .board import Board
+from .client_config import Endpoint
+from .figures import RequestFigures
+from .proxy import Proxy, ProxyConfig
+from .readout import ServeInfo, render, request_line
+
+READOUT_S = 0.25  # readout refresh; GPU figures every fourth
+
+
+@dataclass
+class ServeOptions:
+    model: str | None = None
+    draft: str | None = None
+    ctx: int = 8192
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_key: str | None = None
+    parallel: int = 1
+    think: bool = True
+    n_max: int | None = None
+    log: Path | None = None
+
+
+def model_id(label: str) -> str:
+    return label.removesuffix(".gguf")
+
+
+def endpoint_url(host: str, port: int) -> str:
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    return f"http://{shown}:{port}/v1"
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Take the port before the model loads, so a busy port fails in a second, not after."""
+    try:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror}", "give another --port, or stop what uses that one"
+        ) from exc
+
+
+def check_options(options: ServeOptions) -> Access:
+    if options.parallel < 1:
+        raise UsageError(f"--parallel {options.parallel}: needs at least 1 slot", "give --parallel 1 or more")
+    if options.ctx < 256:
+        raise UsageError(f"--ctx {options.ctx} is too small", "give --ctx 4096 or more")
+    return resolve_access(options.host, options.api_key)
+
+
+def client_endpoint(options: ServeOptions, settings: Settings, access_has_key: bool) -> Endpoint:
+    from ..models.catalog import load_catalog
+    from ..run.engines import resolve_files
+
+    files = resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings)
+    return Endpoint(endpoint_url(options.host, options.port), model_id(files.label), options.ctx, access_has_key)
+
+
+def serve(options: ServeOptions, settings: Settings, out: Console, err: Console) -> None:
+    from backends.llama_server import LlamaServerEngine
+
+    from ..models.catalog import load_catalog
+    from ..run.engines import EngineOptions, open_engine, resolve_files
+
+    access = check_options(options)
+    files = resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings)
+    sock = bind(options.host, options.port)
+    log = None
+    engine = None
+    try:
+        if options.log is not None:
+            from .request_log import RequestLog
+
+            log = RequestLog(options.log)
+        err.print(f"starting llama-server for {files.label} ...")
+        engine = open_engine(
+            files,
+            EngineOptions(engine="server", ctx=options.ctx, n_max=options.n_max, parallel=options.parallel),
+            settings,
+        )
+        assert isinstance(engine, LlamaServerEngine) and engine.base_url and engine.api_key
+        config = engine.config
+        name = model_id(files.label)
+        info = ServeInfo(
+            model=name,
+            drafter=f"{files.drafter.name} ({files.drafter_kind})" if files.drafter else "none",
+            plan=(
+                f"context {config.n_ctx} ({config.n_ctx // config.n_parallel} a slot, {config.n_parallel} slots), "
+                f"GPU layers {config.gpu_layers}, KV {config.kv}, draft length "
+                f"{config.n_max or 'server default'}"
+            ),
+            endpoint=endpoint_url(options.host, options.port),
+            think=options.think,
+        )
+        proxy_config = ProxyConfig(
+            engine.base_url, engine.api_key, name, config.n_ctx, options.think, options.parallel, access.key
+        )
+        if access.warning:
+            err.print(f"[yellow]warning:[/] {access.warning}")
+        if access.generated:
+            err.print(f"API key (shown once, keep it): [bold]{access.key}[/]")
+        out.print(f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops")
+        live = out.is_terminal
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_run(proxy_config, sock, info, out, log, live, engine))
+    finally:
+        sock.close()
+        if engine is not None:
+            engine.close()
+        if log is not None:
+            log.close()
+    err.print("stopped")
+
+
+async def _run(
+    config: ProxyConfig, sock: socket.socket, info: ServeInfo, out: Console, log, live: bool, engine
+) -> None:
+    from aiohttp import web
+
+    from .gpu_status import GpuWatch
+
+    board = Board()
+
+    def done(figures: RequestFigures, body: dict[str, Any]) -> None:
+        if log is not None:
+            log.write(figures, body)
+        if not live:
+            print(request_line(figures), flush=True)
+
+    proxy = Proxy(config, board, on_done=done)
+    runner = web.AppRunner(proxy.app(), access_log=None, handler_cancellation=True)
+    await runner.setup()
+    await web.SockSite(runner, sock).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    gpu = GpuWatch()
+    try:
+        if live:
+            await _readout(info, board, gpu, out, stop, lambda: engine.alive)
+        else:
+            await _watch(stop, lambda: engine.alive)
+    finally:
+        gpu.close()
+        await runner.cleanup()
+
+
+async def _watch(stop: asyncio.Event, alive: Callable[[], bool]) -> None:
+    while not stop.is_set():
+        if not alive():
+            print("llama-server stopped; see its log", file=sys.stderr, flush=True)
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
+
+
+async def _readout(info: ServeInfo, board: Board, gpu, out: Console, stop: asyncio.Event, alive) -> None:
+    gpus = gpu.read()
+    tick = 0
+    with Live(render(info, board, gpus), console=out, auto_refresh=False, transient=False) as view:
+        while not stop.is_set():
+            if not alive():
+                out.print("[red]llama-server stopped; see its log[/]")
+                return
+            tick += 1
+            if tick % 4 == 0:
+                gpus = gpu.read()
+            view.update(render(info, board, gpus), refresh=True)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), READOUT_S)
