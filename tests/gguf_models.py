@@ -48,6 +48,9 @@ class Shape:
     # weights otherwise emit invalid UTF-8, which stalls streaming).
     printable_only: bool = False
     chat_template: str | None = None
+    # Extra USER_DEFINED tokens after the specials: whole strings the tokenizer keeps as one
+    # token and detokenizing prints (a script model's tool-call tags).
+    user_tokens: tuple[str, ...] = ()
 
     @property
     def ssm_inner_size(self) -> int:
@@ -66,7 +69,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs), strict=True))
 
 
-def vocabulary(n_vocab: int) -> tuple[list[str], list[int], list[str]]:
+def vocabulary(n_vocab: int, user_tokens: tuple[str, ...] = ()) -> tuple[list[str], list[int], list[str]]:
     byte_chars = _bytes_to_unicode()
     tokens = [byte_chars[b] for b in range(256)]
     types = [gguf.TokenType.NORMAL] * 256
@@ -82,6 +85,7 @@ def vocabulary(n_vocab: int) -> tuple[list[str], list[int], list[str]]:
         ("<think>", gguf.TokenType.USER_DEFINED),
         ("</think>", gguf.TokenType.USER_DEFINED),
     ]
+    specials += [(text, gguf.TokenType.USER_DEFINED) for text in user_tokens]
     for text, kind in specials:
         tokens.append(text)
         types.append(kind)
@@ -167,7 +171,7 @@ def tensor_table(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:
     return table
 
 
-def _metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
+def metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
     a = shape.arch
     writer.add_name(f"tiny-{a}")
     writer.add_context_length(shape.n_ctx_train)
@@ -200,7 +204,7 @@ def _metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
             writer.add_uint32(key, value)
         else:
             writer.add_string(key, str(value))
-    tokens, types, merges = vocabulary(shape.n_vocab)
+    tokens, types, merges = vocabulary(shape.n_vocab, shape.user_tokens)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("qwen2")
     writer.add_token_list(tokens)
@@ -252,7 +256,7 @@ def write_model(
     rng = np.random.default_rng(seed)
     noise_rng = np.random.default_rng(noise_seed)
     writer = gguf.GGUFWriter(str(path), shape.arch)
-    _metadata(writer, shape)
+    metadata(writer, shape)
     for name, ne, qtype in tensor_table(shape):
         qtype = qtype if len(ne) > 1 else QTYPE.F32
         if name == "output.bias":
@@ -279,7 +283,7 @@ def write_model(
 def write_header_only(path: Path, shape: Shape) -> Path:
     """Header and tensor table of a model of any size, no weights (a few MB at most)."""
     writer = gguf.GGUFWriter(str(path), shape.arch)
-    _metadata(writer, shape)
+    metadata(writer, shape)
     for name, ne, qtype in tensor_table(shape):
         qtype = qtype if len(ne) > 1 else QTYPE.F32
         block, type_size = gguf.GGML_QUANT_SIZES[qtype]
