@@ -62,6 +62,7 @@ FLOORS = [
     {"cli"},
     {"cli_views", "doctor"},
     {"tui"},
+    {"agent"},
     {"run"},
     {"fit"},
     {"hub"},
