@@ -383,9 +383,16 @@ class InprocEngine:
 
     # -- generation ------------------------------------------------------------------
 
-    def prompt_tokens(self, messages: list[dict[str, Any]], think: bool) -> list[int]:
+    def prompt_tokens(self, messages: list[dict[str, Any]], think: bool, reply_start: str = "") -> list[int]:
+        """`reply_start`: text the assistant's reply is made to begin with (the model goes on from it)."""
         assert self._target is not None
-        return self._target.tokenize(render(self._template, messages, enable_thinking=think, source=self.model_path))
+        return self._target.tokenize(
+            render(self._template, messages, enable_thinking=think, source=self.model_path) + reply_start
+        )
+
+    def text_of(self, tokens: list[int]) -> str:
+        assert self._target is not None
+        return b"".join(self._target.piece(t) for t in tokens).decode("utf-8", errors="replace")
 
     def generate_tokens(
         self,

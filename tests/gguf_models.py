@@ -51,6 +51,9 @@ class Shape:
     # Same count, same tokenizer model, other spellings of the padding tokens: a drafter
     # whose ids mean other texts than the target's.
     respelled: bool = False
+    # Extra USER_DEFINED tokens after the specials: whole strings the tokenizer keeps as one
+    # token and detokenizing prints (a script model's tool-call tags).
+    user_tokens: tuple[str, ...] = ()
 
     @property
     def ssm_inner_size(self) -> int:
@@ -69,7 +72,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs), strict=True))
 
 
-def vocabulary(n_vocab: int) -> tuple[list[str], list[int], list[str]]:
+def vocabulary(n_vocab: int, user_tokens: tuple[str, ...] = ()) -> tuple[list[str], list[int], list[str]]:
     byte_chars = _bytes_to_unicode()
     tokens = [byte_chars[b] for b in range(256)]
     types = [gguf.TokenType.NORMAL] * 256
@@ -85,6 +88,7 @@ def vocabulary(n_vocab: int) -> tuple[list[str], list[int], list[str]]:
         ("<think>", gguf.TokenType.USER_DEFINED),
         ("</think>", gguf.TokenType.USER_DEFINED),
     ]
+    specials += [(text, gguf.TokenType.USER_DEFINED) for text in user_tokens]
     for text, kind in specials:
         tokens.append(text)
         types.append(kind)
@@ -170,7 +174,7 @@ def tensor_table(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:
     return table
 
 
-def _metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
+def metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
     a = shape.arch
     writer.add_name(f"tiny-{a}")
     writer.add_context_length(shape.n_ctx_train)
@@ -203,7 +207,7 @@ def _metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
             writer.add_uint32(key, value)
         else:
             writer.add_string(key, str(value))
-    tokens, types, merges = vocabulary(shape.n_vocab)
+    tokens, types, merges = vocabulary(shape.n_vocab, shape.user_tokens)
     if shape.respelled:
         tokens = [t.replace("[PAD", "[pad") for t in tokens]
     writer.add_tokenizer_model("gpt2")
@@ -257,7 +261,7 @@ def write_model(
     rng = np.random.default_rng(seed)
     noise_rng = np.random.default_rng(noise_seed)
     writer = gguf.GGUFWriter(str(path), shape.arch)
-    _metadata(writer, shape)
+    metadata(writer, shape)
     for name, ne, qtype in tensor_table(shape):
         qtype = qtype if len(ne) > 1 else QTYPE.F32
         if name == "output.bias":
@@ -284,7 +288,7 @@ def write_model(
 def write_header_only(path: Path, shape: Shape) -> Path:
     """Header and tensor table of a model of any size, no weights (a few MB at most)."""
     writer = gguf.GGUFWriter(str(path), shape.arch)
-    _metadata(writer, shape)
+    metadata(writer, shape)
     for name, ne, qtype in tensor_table(shape):
         qtype = qtype if len(ne) > 1 else QTYPE.F32
         block, type_size = gguf.GGML_QUANT_SIZES[qtype]

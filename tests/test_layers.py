@@ -62,11 +62,12 @@ FLOORS = [
     {"cli"},
     {"cli_views", "doctor"},
     {"tui", "serve"},
+    {"agent"},
     {"run"},
     {"fit"},
     {"hub"},
     {"models"},
-    {"settings", "units"},
+    {"settings", "units", "private", "terminal_text"},
     {"errors", "__init__"},
 ]
 
