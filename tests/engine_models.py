@@ -37,3 +37,15 @@ def write_family(folder: Path, kind: str) -> dict[str, Path]:
         "same": write_model(folder / f"{kind}-same.gguf", shape, scale=scale),
         "noisy": write_model(folder / f"{kind}-noisy.gguf", shape, noise=noise, scale=scale),
     }
+
+
+def open_engines(files: dict[str, Path], n_ctx: int = 512, n_max: int = 8) -> dict:
+    """In-process engines on a family: plain, with the equal drafter, with the noisy one."""
+    from backends.inproc import InprocEngine
+
+    target = str(files["target"])
+    return {
+        "plain": InprocEngine(target, n_ctx=n_ctx).load(),
+        "same": InprocEngine(target, draft_path=str(files["same"]), n_ctx=n_ctx, n_max=n_max).load(),
+        "noisy": InprocEngine(target, draft_path=str(files["noisy"]), n_ctx=n_ctx, n_max=n_max).load(),
+    }

@@ -14,6 +14,7 @@ from backends.inproc import InprocEngine, _Model
 from backends.sampling import Sampling, preset
 from backends.speculative import distribution
 from backends.stats import Stats
+from tests.engine_models import open_engines
 
 PROMPTS = ["hello world", "def fibonacci(n):", "The quick brown fox", "1 2 3 4"]
 # Every setting a preset or a flag can bring to greedy decoding that changes its choice.
@@ -37,12 +38,7 @@ FAMILIES = ["dense", "hybrid", "sharp-dense", "sharp-hybrid"]
 def generated(models):
     opened = {}
     for family in FAMILIES:
-        files = models[family]
-        opened[family] = {
-            "plain": InprocEngine(str(files["target"]), n_ctx=512).load(),
-            "same": InprocEngine(str(files["target"]), draft_path=str(files["same"]), n_ctx=512, n_max=8).load(),
-            "noisy": InprocEngine(str(files["target"]), draft_path=str(files["noisy"]), n_ctx=512, n_max=8).load(),
-        }
+        opened[family] = open_engines(models[family])
     yield opened
     for family in opened.values():
         for engine in family.values():

@@ -11,6 +11,7 @@ from backends.events import Delta, End
 from backends.inproc import InprocEngine
 from backends.sampling import Sampling
 from backends.stats import Stats
+from tests.engine_models import open_engines
 
 PROMPTS = ["hello world", "def fibonacci(n):", "The quick brown fox", "1 2 3 4"]
 
@@ -25,12 +26,7 @@ def tokens_of(engine: InprocEngine, text: str, sampling: Sampling, k: int | None
 def engines(models):
     opened = {}
     for family in ("dense", "hybrid"):
-        files = models[family]
-        opened[family] = {
-            "plain": InprocEngine(str(files["target"]), n_ctx=512).load(),
-            "same": InprocEngine(str(files["target"]), draft_path=str(files["same"]), n_ctx=512, n_max=8).load(),
-            "noisy": InprocEngine(str(files["target"]), draft_path=str(files["noisy"]), n_ctx=512, n_max=8).load(),
-        }
+        opened[family] = open_engines(models[family])
     yield opened
     for family in opened.values():
         for engine in family.values():
