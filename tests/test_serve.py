@@ -197,6 +197,8 @@ def test_three_clients_with_one_slot_are_all_answered_in_order(serving):
     for t in threads:
         t.join(120)
     assert len(replies) == 3 and all(replies.values())
+    # The proxy files a request as done just after its last bytes went out: poll for it.
+    wait_for(lambda: len(proxy.board.done) == 3, what="three requests on the board")
     done = sorted(proxy.board.done, key=lambda f: f.number)
     assert [f.state for f in done] == [DONE] * 3
     # one at a time, first come first served: each starts after the one before it finished
