@@ -10,8 +10,11 @@ tok/s into the real app (headless); measured side by side in one run:
 - open: from starting the app to the chat's end drawn on screen.
 
 `--history N` opens a chat that already holds N replies of the same length.
+`--gc-as-usual` lets Python's full garbage collections run while the reply
+streams, as before the chat held them back (app/tui/full_gc.py): the old path,
+to measure both in one sitting.
 
-    .venv/bin/python benchmarks/chat_ui.py [--tokens 3000] [--history 20] [--tint]
+    .venv/bin/python benchmarks/chat_ui.py [--tokens 3000] [--history 20] [--tint] [--gc-as-usual]
 """
 
 from __future__ import annotations
@@ -81,7 +84,9 @@ class TimedEngine:
         return None
 
 
-async def one_rate(rate: float, tokens: int, folder: Path, history: int = 0, tint: bool = False) -> dict:
+async def one_rate(
+    rate: float, tokens: int, folder: Path, history: int = 0, tint: bool = False, gc_as_usual: bool = False
+) -> dict:
     # Four tokens in five as accepted drafts, as a good drafter gives; tinted when `tint`.
     drafted = {i for i in range(tokens) if i % 5 != 4}
     engine = TimedEngine(ScriptedEngine(answer=reply_tokens(tokens), tokens_per_s=rate, drafted_pieces=drafted))
@@ -93,6 +98,8 @@ async def one_rate(rate: float, tokens: int, folder: Path, history: int = 0, tin
             store.add_message(chat.id, "user", f"question {turn}")
             store.add_message(chat.id, "assistant", "".join(reply_tokens(tokens)))
     app = ChatApp(engine, store, show_drafts=tint)
+    if gc_as_usual:
+        app.full_collections.hold = lambda: None  # type: ignore[method-assign]
     typing_lags: list[float] = []
     lags: list[float] = []
     opening = time.monotonic()
@@ -167,18 +174,20 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=3000)
     parser.add_argument("--history", type=int, default=0, help="earlier replies of the same length already in the chat")
     parser.add_argument("--tint", action="store_true", help="drafted text tinted (Ctrl+G in the chat)")
+    parser.add_argument("--gc-as-usual", action="store_true", help="full GC runs while streaming (old path)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-chat-ui-"))
     print(
         f"{args.tokens} tokens per reply, {args.history} earlier replies in the chat, "
-        f"tint {'on' if args.tint else 'off'}, headless app 120x40"
+        f"tint {'on' if args.tint else 'off'}, full GC {'as usual' if args.gc_as_usual else 'held while streaming'},"
+        " headless app 120x40"
     )
     print(
         f"{'tok/s':>7} {'lag median ms':>14} {'lag p95 ms':>11} {'lag end ms':>11} {'typing ms':>10}"
         f" {'CPU us/token':>13} {'open s':>7}"
     )
     for rate in (200, 800, 2000):
-        result = asyncio.run(one_rate(rate, args.tokens, folder, args.history, args.tint))
+        result = asyncio.run(one_rate(rate, args.tokens, folder, args.history, args.tint, args.gc_as_usual))
         typing = f"{result['typing_ms']:.1f}" if result["typing_ms"] is not None else "-"
         print(
             f"{rate:>7} {result['lag_median_ms']:>14.1f} {result['lag_p95_ms']:>11.1f} {result['lag_end_ms']:>11.1f}"
