@@ -469,7 +469,9 @@ def bench(
     ),
     repeat: int = typer.Option(1, "--repeat", help="Runs of each prompt."),
     max_tokens: int = typer.Option(128, "--max-tokens", "-n", help="Tokens generated per prompt."),
-    ctx: int = typer.Option(4096, "--ctx", help="Context length."),
+    ctx: int = typer.Option(
+        4096, "--ctx", help="Context length; raised for a --depth that needs more, where the fit plan has room."
+    ),
     seed: int = typer.Option(0, "--seed", help="Sampling seed, the same for every run."),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
@@ -541,15 +543,19 @@ def bench(
             setups.append(Setup(label, None, adaptive=True))
     by_label = {label: (path, kind) for label, path, kind in chosen}
 
-    def open_for(setup: Setup):
-        path, kind = by_label.get(setup.drafter, (None, None))
-        files = ModelFiles(plain_files.label, plain_files.target, path, kind)
-        return open_engine(files, EngineOptions(engine=engine, ctx=ctx, n_max=setup.n_max), settings)
-
     chats = load_prompts(prompts or builtin_prompt_files())
     thinks = [True, False] if think == "both" else [think == "on"]
     depths = parse_depths(depth)
-    at_depths, skipped = contexts_for(plain_files.target, depths, context_files, chats, ctx, max_tokens)
+    drafter_files = [path for _, path, _ in chosen]
+    at_depths, skipped, run_ctx = contexts_for(
+        plain_files.target, depths, context_files, chats, ctx, max_tokens, drafter_files, settings
+    )
+
+    def open_for(setup: Setup):
+        path, kind = by_label.get(setup.drafter, (None, None))
+        files = ModelFiles(plain_files.label, plain_files.target, path, kind)
+        return open_engine(files, EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max), settings)
+
     for skip in skipped:
         err.print(f"[yellow]depth {skip.depth:,} skipped: {skip.reason}[/]")
     total = len(setups) * len(thinks) * repeat * len(chats) * len(at_depths)
@@ -589,13 +595,24 @@ def bench(
                 out.print("  " + line)
 
 
-def contexts_for(target: Path | None, depths: list[int], files: list[Path] | None, chats, ctx: int, max_tokens: int):
+def contexts_for(
+    target: Path | None,
+    depths: list[int],
+    files: list[Path] | None,
+    chats,
+    ctx: int,
+    max_tokens: int,
+    drafters: list[Path],
+    settings,
+):
     """Each depth that fits, with what puts that much real context before a prompt (counted
-    in the target's own tokens); the depths that do not fit, with why."""
+    in the target's own tokens); the depths that do not fit, with why (the fit plan's, for a
+    context longer than --ctx); and the context the engines open with (the longest needed)."""
     from .run.depth import context_corpus, context_of, default_context_files, fitting, with_context
+    from .run.depth_fit import plan_check
 
     if depths == [0]:
-        return {0: lambda messages: messages}, []
+        return {0: lambda messages: messages}, [], ctx
     if target is None:
         raise UsageError(
             "--depth counts tokens with the target's tokenizer, and there is no target file", "give --model"
@@ -612,13 +629,13 @@ def contexts_for(target: Path | None, depths: list[int], files: list[Path] | Non
 
     # The longest prompt, with room for the chat template's own tokens.
     prompt_tokens = max(len(tokenize(" ".join(str(m["content"]) for m in c.messages))) for c in chats) + 64
-    fits, skipped = fitting(depths, ctx, prompt_tokens, max_tokens)
+    fits, skipped, run_ctx = fitting(depths, ctx, prompt_tokens, max_tokens, plan_check(target, drafters, settings))
     corpus = context_corpus(files or default_context_files()) if any(fits) else ""
     at_depths = {}
     for depth in fits:
         context = context_of(corpus, depth, tokenize, detokenize)
         at_depths[depth] = lambda messages, context=context: with_context(messages, context)
-    return at_depths, skipped
+    return at_depths, skipped, run_ctx
 
 
 @app.command()

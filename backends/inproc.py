@@ -46,6 +46,7 @@ from .gguf_header import read_local
 from .sampling import Sampling, preset
 from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats
+from .stats import count_positions as _count_positions
 from .thinking import ThinkSplitter
 from .tool_call_text import ToolCallParser
 
@@ -75,17 +76,6 @@ def common_prefix(a: list[int], b: list[int]) -> int:
         if a[i] != b[i]:
             return i
     return n
-
-
-def _count_positions(stats: Stats, drafted: int, accepted: int) -> None:
-    """Position i was tested when every draft token before it was kept."""
-    while len(stats.position_tested) < drafted:
-        stats.position_tested.append(0)
-        stats.position_kept.append(0)
-    for i in range(min(accepted + 1, drafted)):
-        stats.position_tested[i] += 1
-    for i in range(accepted):
-        stats.position_kept[i] += 1
 
 
 def _llama():

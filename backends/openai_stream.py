@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate, ToolCall
-from .stats import Stats
+from .stats import Stats, count_positions
 from .thinking import ThinkSplitter
 
 if TYPE_CHECKING:
@@ -109,10 +109,29 @@ class DraftAttribution:
         return drafted
 
 
+class StepPositions:
+    """Acceptance by draft position from llama-server's per-token timings: a verify step
+    raises draft_n by the tokens it drafted and draft_n_accepted by those kept, on the chunk
+    of its first token, so each rise is one step (checked against a real llama-server)."""
+
+    def __init__(self) -> None:
+        self.drafted = 0
+        self.accepted = 0
+
+    def feed(self, stats: Stats, timings: dict | None) -> None:
+        if not timings or "draft_n" not in timings:
+            return
+        drafted, accepted = int(timings["draft_n"]), int(timings.get("draft_n_accepted", 0))
+        if drafted > self.drafted:
+            count_positions(stats, drafted - self.drafted, max(accepted - self.accepted, 0))
+        self.drafted, self.accepted = max(drafted, self.drafted), max(accepted, self.accepted)
+
+
 def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: float) -> Iterator[Event]:
     """The events of one streamed completion; a cancel stops it within one line."""
     splitter = ThinkSplitter()
     attribution = DraftAttribution()
+    positions = StepPositions()
     stats = Stats()
     finish = "stop"
     last_stats = 0.0
@@ -137,6 +156,7 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
             return
         chunk: dict[str, Any] = json.loads(payload)
         drafted = attribution.drafted(chunk.get("timings"))
+        positions.feed(stats, chunk.get("timings"))
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
             thinking = delta.get("reasoning_content") or delta.get("reasoning")

@@ -23,7 +23,8 @@ class Stats:
     verify_steps: int = 0  # target passes that produced tokens (1 per token without a drafter)
     draft_s: float = 0.0  # time in the drafter (engines that can see it: in-process)
     verify_s: float = 0.0  # time in the target's verify passes (in-process)
-    # Per draft position (in-process): how often it was tested (all before it kept) and kept.
+    # Per draft position: how often it was tested (all before it kept) and kept (in-process:
+    # exact; llama-server: from the draft counts in its per-token timings, step by step).
     position_tested: list[int] = field(default_factory=list)
     position_kept: list[int] = field(default_factory=list)
 
@@ -77,3 +78,15 @@ class Stats:
         else:
             parts.append("no drafter")
         return ", ".join(parts)
+
+
+def count_positions(stats: Stats, drafted: int, accepted: int) -> None:
+    """One verify step of `drafted` tokens with the first `accepted` kept: position i was
+    tested when every draft token before it was kept."""
+    while len(stats.position_tested) < drafted:
+        stats.position_tested.append(0)
+        stats.position_kept.append(0)
+    for i in range(min(accepted + 1, drafted)):
+        stats.position_tested[i] += 1
+    for i in range(min(accepted, drafted)):
+        stats.position_kept[i] += 1

@@ -10,8 +10,14 @@ tok/s into the real app (headless); measured side by side in one run:
 - open: from starting the app to the chat's end drawn on screen.
 
 `--history N` opens a chat that already holds N replies of the same length.
+`--code-lines N` makes each code block N lines long (8 by default; a reply that
+writes a whole file has hundreds). Two flags keep an old path, to measure both
+in one sitting: `--highlight-open` highlights a code block on every update while
+it grows; `--gc-as-usual` lets Python's full garbage collections run while the
+reply streams (the chat now holds them back: app/tui/full_gc.py).
 
-    .venv/bin/python benchmarks/chat_ui.py [--tokens 3000] [--history 20] [--tint]
+    .venv/bin/python benchmarks/chat_ui.py [--tokens 3000] [--history 20] [--tint] [--code-lines 8]
+        [--highlight-open] [--gc-as-usual]
 """
 
 from __future__ import annotations
@@ -34,17 +40,18 @@ sys.path.insert(0, str(ROOT))
 from app.tui.app import ChatApp  # noqa: E402
 from app.tui.history import ChatStore  # noqa: E402
 from app.tui.widgets.conversation import Conversation  # noqa: E402
+from app.tui.widgets.markdown_segment import MarkdownSegment  # noqa: E402
 from app.tui.widgets.message_view import MessageView  # noqa: E402
 from backends.events import Delta  # noqa: E402
 from tests.scripted_engine import ScriptedEngine  # noqa: E402
 
 
-def reply_tokens(count: int) -> list[str]:
+def reply_tokens(count: int, code_lines: int = 8) -> list[str]:
     """A coding reply's shape: prose paragraphs and fenced code, a few characters a token."""
     pieces: list[str] = []
     while len(pieces) < count:
         pieces += [f"word{i} " for i in range(30)] + ["\n\n", "```python\n"]
-        for line in range(8):
+        for line in range(code_lines):
             pieces += ["def ", f"f{line}", "(x):", "\n", "    return ", "x + ", f"{line}", "\n"]
         pieces += ["```\n\n"]
     return pieces[:count]
@@ -81,18 +88,29 @@ class TimedEngine:
         return None
 
 
-async def one_rate(rate: float, tokens: int, folder: Path, history: int = 0, tint: bool = False) -> dict:
+async def one_rate(
+    rate: float,
+    tokens: int,
+    folder: Path,
+    history: int = 0,
+    tint: bool = False,
+    gc_as_usual: bool = False,
+    code_lines: int = 8,
+) -> dict:
     # Four tokens in five as accepted drafts, as a good drafter gives; tinted when `tint`.
     drafted = {i for i in range(tokens) if i % 5 != 4}
-    engine = TimedEngine(ScriptedEngine(answer=reply_tokens(tokens), tokens_per_s=rate, drafted_pieces=drafted))
+    script = reply_tokens(tokens, code_lines)
+    engine = TimedEngine(ScriptedEngine(answer=script, tokens_per_s=rate, drafted_pieces=drafted))
     store = ChatStore(folder / f"chat-{rate}-{history}.db")
     if history:
         # Earlier turns of the same chat, on screen when the app opens: a long day's conversation.
         chat = store.new_chat("earlier")
         for turn in range(history):
             store.add_message(chat.id, "user", f"question {turn}")
-            store.add_message(chat.id, "assistant", "".join(reply_tokens(tokens)))
+            store.add_message(chat.id, "assistant", "".join(reply_tokens(tokens, code_lines)))
     app = ChatApp(engine, store, show_drafts=tint)
+    if gc_as_usual:
+        app.full_collections.hold = lambda: None  # type: ignore[method-assign]
     typing_lags: list[float] = []
     lags: list[float] = []
     opening = time.monotonic()
@@ -167,18 +185,28 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=3000)
     parser.add_argument("--history", type=int, default=0, help="earlier replies of the same length already in the chat")
     parser.add_argument("--tint", action="store_true", help="drafted text tinted (Ctrl+G in the chat)")
+    parser.add_argument("--code-lines", type=int, default=8, help="lines in each code block of the reply")
+    parser.add_argument("--highlight-open", action="store_true", help="highlight growing code blocks (old path)")
+    parser.add_argument("--gc-as-usual", action="store_true", help="full GC runs while streaming (old path)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-chat-ui-"))
+    if args.highlight_open:
+        MarkdownSegment.fence_is_open = lambda self, token: False  # type: ignore[method-assign]
     print(
         f"{args.tokens} tokens per reply, {args.history} earlier replies in the chat, "
-        f"tint {'on' if args.tint else 'off'}, headless app 120x40"
+        f"tint {'on' if args.tint else 'off'}, {args.code_lines}-line code blocks"
+        f"{' highlighted while open' if args.highlight_open else ''}, "
+        f"full GC {'as usual' if args.gc_as_usual else 'held while streaming'},"
+        " headless app 120x40"
     )
     print(
         f"{'tok/s':>7} {'lag median ms':>14} {'lag p95 ms':>11} {'lag end ms':>11} {'typing ms':>10}"
         f" {'CPU us/token':>13} {'open s':>7}"
     )
     for rate in (200, 800, 2000):
-        result = asyncio.run(one_rate(rate, args.tokens, folder, args.history, args.tint))
+        result = asyncio.run(
+            one_rate(rate, args.tokens, folder, args.history, args.tint, args.gc_as_usual, args.code_lines)
+        )
         typing = f"{result['typing_ms']:.1f}" if result["typing_ms"] is not None else "-"
         print(
             f"{rate:>7} {result['lag_median_ms']:>14.1f} {result['lag_p95_ms']:>11.1f} {result['lag_end_ms']:>11.1f}"

@@ -157,8 +157,17 @@ def test_depths_parse_fit_and_prefix_real_context(tmp_path):
     assert parse_depths("2048, 0") == [0, 2048]
     with pytest.raises(UsageError):
         parse_depths("8q")
-    fits, skipped = fitting([0, 2048, 8192], ctx=4096, prompt_tokens=100, max_tokens=64)
-    assert fits == [0, 2048] and [s.depth for s in skipped] == [8192] and "4,096" in skipped[0].reason
+    asked: list[int] = []
+
+    def why_not(n_ctx: int) -> str | None:
+        asked.append(n_ctx)
+        return "the plan says no" if n_ctx > 5000 else None
+
+    fits, skipped, run_ctx = fitting([0, 2048, 3990, 8192], ctx=2048, prompt_tokens=100, max_tokens=64, why_not=why_not)
+    assert fits == [0, 2048, 3990] and run_ctx == 4154  # the context grows to the longest depth that fits
+    assert asked == [2212, 4154, 8356]  # only past --ctx
+    assert [s.depth for s in skipped] == [8192] and "8,356 tokens" in skipped[0].reason
+    assert skipped[0].reason.endswith("the plan says no")
     source = tmp_path / "mod.py"
     source.write_text("def f():\n    return 1\n")
     corpus = context_corpus([tmp_path])

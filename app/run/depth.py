@@ -85,22 +85,24 @@ class Skipped:
     reason: str
 
 
-def fitting(depths: list[int], ctx: int, prompt_tokens: int, max_tokens: int) -> tuple[list[int], list[Skipped]]:
-    """Depths whose prompt and reply fit the context; the others, with why."""
+def fitting(
+    depths: list[int], ctx: int, prompt_tokens: int, max_tokens: int, why_not: Callable[[int], str | None]
+) -> tuple[list[int], list[Skipped], int]:
+    """Depths whose prompt and reply fit, the others with why, and the context to run
+    them all at (at least `ctx`). `why_not(n_ctx)` is the fit plan's verdict on a context
+    of n_ctx tokens (None: it fits), asked only past `ctx`."""
     fits, skipped = [], []
+    longest = ctx
     for depth in depths:
         need = depth + prompt_tokens + max_tokens
-        if need <= ctx:
+        reason = why_not(need) if need > ctx else None
+        if reason is None:
             fits.append(depth)
+            longest = max(longest, need)
         else:
-            skipped.append(
-                Skipped(
-                    depth,
-                    f"needs {need:,} tokens ({label(depth)} of context, prompt, {max_tokens} generated); "
-                    f"the context is {ctx:,}: raise --ctx if the fit plan allows it (`dspine fit --ctx N`)",
-                )
-            )
-    return fits, skipped
+            needs = f"needs {need:,} tokens ({label(depth)} of context, prompt, {max_tokens} generated)"
+            skipped.append(Skipped(depth, f"{needs}; {reason}"))
+    return fits, skipped, longest
 
 
 def acceptance_chart(rows: list, width: int = 30) -> list[str]:

@@ -32,6 +32,7 @@ from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
+from .full_gc import FullCollections
 from .history import Chat, ChatStore
 from .reply import Batcher, Reply
 from .screens.chat_list import ChatList
@@ -111,6 +112,7 @@ class ChatApp(App):
         self.streaming = False
         self.last_end: End | None = None
         self.show_drafts = show_drafts  # tint text that came from accepted draft tokens
+        self.full_collections = FullCollections()  # held while a reply streams (lag spikes)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -140,6 +142,9 @@ class ChatApp(App):
             self.push_screen(FirstRunScreen(self.first_run), self._pulled)
         self._refresh_gpu()
         self.set_interval(2.0, self._refresh_gpu)
+
+    def on_unmount(self) -> None:
+        self.full_collections.release(collect=False)  # the thresholds are the process's, not the app's
 
     @work(thread=True, exclusive=True, group="gpu")
     def _refresh_gpu(self) -> None:
@@ -448,6 +453,7 @@ class ChatApp(App):
         await conversation.mount(view)
         conversation.follow(to_the_end=True)
         self.streaming = True
+        self.full_collections.hold()
         self.query_one(Readout).start()
         tools = TOOLS if self.tools_on and self.toolbox is not None else None
         self._stream_reply(self._for_engine(), self.think, reply, view, reply_id, tools)
@@ -502,6 +508,8 @@ class ChatApp(App):
         self.query_one(Conversation).follow()
 
     def _done(self, reply: Reply | None = None, reply_id: int | None = None) -> None:
+        # The full collection that waited runs once the reply's last frame is drawn.
+        self.call_after_refresh(self.full_collections.release)
         if reply is None or reply_id is None or not reply.tool_calls or reply.end is None or self.toolbox is None:
             self.streaming = False
             return

@@ -122,3 +122,5 @@ class StreamedMarkdown(Vertical):
             await asyncio.gather(*list(self._finishing))
         for segment in self.segments:
             segment.final = True
+        if self.segments:
+            self.segments[-1].close_fences()  # a reply that stopped inside a code block
