@@ -24,6 +24,7 @@ from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
 from ..units import format_bytes
 from .locks import held
+from .orphans import left_behind
 from .store import (
     Manifest,
     PullRecord,
@@ -73,6 +74,8 @@ class PullResult:
     reused_bytes: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # Files of the earlier pull of this name (another quant or drafter) that nothing owns now.
+    left_behind: list[Path] = field(default_factory=list)
 
 
 class PullProgress:
@@ -258,9 +261,10 @@ def pull(
     planned = _plan(chosen, models_dir)
     check_disk(planned, models_dir)
     record = _record(request, planned)
+    before = manifest.records.get(request.name)
     manifest.put(record)  # before the first byte, so `dspine list` shows a partial pull
 
-    result = PullResult(record, planned, notes=list(request.notes))
+    result = PullResult(record, planned, notes=list(request.notes), left_behind=left_behind(before, manifest))
     progress.begin(planned)
     try:
         for item in planned:

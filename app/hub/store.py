@@ -233,6 +233,9 @@ class Manifest:
 
         self.update(change)
 
+    def has(self, name: str) -> bool:
+        return any(key.lower() == name.lower() for key in self.records)
+
     def find(self, name: str) -> PullRecord:
         for key, record in self.records.items():
             if key.lower() == name.lower():
@@ -272,11 +275,11 @@ def plan_removal(manifest: Manifest, name: str, models_dir: Path) -> tuple[PullR
 def apply_removal(manifest: Manifest, record: PullRecord, removal: Removal, models_dir: Path) -> None:
     for path in removal.deleted:
         path.unlink(missing_ok=True)
-        _prune_empty_dirs(path.parent, models_dir)
+        prune_empty_dirs(path.parent, models_dir)
     manifest.remove(record.name)
 
 
-def _prune_empty_dirs(folder: Path, stop: Path) -> None:
+def prune_empty_dirs(folder: Path, stop: Path) -> None:
     stop = stop.resolve()
     folder = folder.resolve()
     while folder != stop and folder.is_relative_to(stop):
