@@ -74,7 +74,19 @@ def record_status(record: PullRecord) -> str:
 
 
 def local_path(models_dir: Path, remote: RemoteFile) -> Path:
-    return models_dir / remote.repo / remote.path
+    """Where a hub file lives under the models folder. Repository ids and file paths
+    come from catalogs and hub listings, so one that would lead out of the folder
+    (`..`, an absolute path) is refused before anything is written."""
+    final = models_dir / remote.repo / remote.path
+    folder = (models_dir / remote.repo).resolve()
+    inside = folder.is_relative_to(models_dir.resolve()) and final.resolve().is_relative_to(folder)
+    if Path(remote.path).is_absolute() or not inside:
+        raise UsageError(
+            f"{remote.repo}/{remote.path} would be written outside the models folder {models_dir}",
+            "check the repository id and the file name (in your catalog, or the hub's listing); "
+            "nothing was written",
+        )
+    return final
 
 
 def part_path(final: Path) -> Path:
