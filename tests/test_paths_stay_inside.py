@@ -31,7 +31,9 @@ def test_a_repo_ref_with_dot_parts_is_refused(ref):
         parse_repo_ref(ref)
 
 
-@pytest.mark.parametrize("path", ["../../escape.gguf", "/tmp/escape.gguf", "sub/../../../escape.gguf", "../sibling.gguf"])
+@pytest.mark.parametrize(
+    "path", ["../../escape.gguf", "/tmp/escape.gguf", "sub/../../../escape.gguf", "../sibling.gguf"]
+)
 def test_a_listed_file_path_that_leaves_the_folder_is_refused(tmp_path, path):
     models = tmp_path / "models"
     with pytest.raises(UsageError) as caught:
