@@ -26,14 +26,17 @@ from ..units import format_bytes
 from .locks import held
 from .orphans import left_behind
 from .store import (
+    UNWRITABLE_ERRNOS,
     Manifest,
     PullRecord,
     StoredFile,
+    check_writable,
     find_in_hf_cache,
     listing_from_hf_cache,
     local_path,
     partial_bytes,
     record_status,
+    unwritable,
 )
 
 if TYPE_CHECKING:
@@ -259,6 +262,7 @@ def pull(
     except NetworkError as exc:
         return _from_manifest(request, manifest, exc)
     planned = _plan(chosen, models_dir)
+    check_writable(models_dir)
     check_disk(planned, models_dir)
     record = _record(request, planned)
     before = manifest.records.get(request.name)
@@ -268,15 +272,24 @@ def pull(
     progress.begin(planned)
     try:
         for item in planned:
-            progress.file_begin(item)
-            # One process per file: a second pull of it waits, then finds it done.
-            with held(item.local, on_wait=partial(_tell_waiting, progress, item)):
-                report = _settle(item, settings, progress)
-            if report is not None:
-                result.fetched_bytes += report.fetched_bytes
-                result.reused_bytes += report.reused_bytes
-            progress.file_end(item, report)
+            _settle_locked(item, settings, progress, result)
     finally:
         progress.end()
     result.seconds = time.monotonic() - started
     return result
+
+
+def _settle_locked(item: PlannedFile, settings: Settings, progress: PullProgress, result: PullResult) -> None:
+    try:
+        progress.file_begin(item)
+        # One process per file: a second pull of it waits, then finds it done.
+        with held(item.local, on_wait=partial(_tell_waiting, progress, item)):
+            report = _settle(item, settings, progress)
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE_ERRNOS:
+            raise
+        raise unwritable(exc.filename or item.local.parent, exc) from exc
+    if report is not None:
+        result.fetched_bytes += report.fetched_bytes
+        result.reused_bytes += report.reused_bytes
+    progress.file_end(item, report)

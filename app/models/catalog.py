@@ -27,6 +27,8 @@ def is_repo_id(repo: str) -> bool:
     """ORG/REPO as the hub spells it. `.` and `..` parts are refused: a repository id
     becomes a folder under the models folder, and must never lead out of it."""
     return bool(_REPO_ID.match(repo)) and not any(part in (".", "..") for part in repo.split("/"))
+
+
 _REF_PREFIXES = ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", "hf.co/", "hf://")
 
 
