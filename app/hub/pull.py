@@ -245,6 +245,7 @@ def _settle(item: PlannedFile, settings: Settings, progress: PullProgress) -> Fe
         on_start=partial(progress.resume_from, item),
         on_rehash=partial(progress.rehash, item),
         retries=settings.download_retries,
+        read_timeout_s=settings.read_timeout_s,
     )
 
 
