@@ -466,29 +466,25 @@ def chat(
 
 def _first_run(settings, catalog):
     """Nothing pulled yet: what the chat's first screen shows and does."""
-    from .fit.service import FitRequest
-    from .fit.service import fit as fit_model
     from .hub.pull import make_request
     from .hub.pull import pull as pull_model
     from .run.engines import DEFAULT_MODEL, recommended_drafter
+    from .run.first_run_offer import Offer, plan_offer
     from .tui.screens.first_run import FirstRun
 
     bundle = catalog.find(DEFAULT_MODEL)
-    drafter = recommended_drafter(bundle, settings)
+    offer = Offer(bundle.name, recommended_drafter(bundle, settings))
 
-    def describe() -> str:
-        plan = fit_model(FitRequest(DEFAULT_MODEL, draft=drafter), catalog, settings).plan
-        drafter_label = plan.drafter.label if plan.drafter else "no drafter"
-        lines = [
-            f"{'Fits' if plan.fits else 'Does not fit'}: {plan.target.label} + {drafter_label}, "
-            f"context {plan.n_ctx:,}, KV {plan.kv}, {format_bytes(plan.total)} of {format_bytes(plan.budget)}"
-        ]
-        return "\n".join(lines + [f"• {r}" for r in plan.reasons])
+    def describe() -> tuple[str, str]:
+        if offer.drafter is None:
+            plan_offer(offer, catalog, settings)
+        return offer.name, offer.text
 
     def pull(progress):
-        return pull_model(make_request(DEFAULT_MODEL, catalog, None, drafter), settings, progress)
+        describe()  # the pull takes the drafter the plan keeps, even if pressed before the plan showed
+        return pull_model(make_request(DEFAULT_MODEL, catalog, None, offer.drafter), settings, progress)
 
-    return FirstRun(f"{bundle.name} (drafter {drafter})", describe, pull)
+    return FirstRun(offer.name, describe, pull)
 
 
 @app.command()
