@@ -22,7 +22,7 @@ def card(gib: int) -> Hardware:
     return Hardware([Gpu(0, f"test card {gib} GiB", gib * GiB, gib * GiB)], 64 * GiB, 60 * GiB, "nvml")
 
 
-def test_a_card_too_small_for_the_target_is_offered_no_drafter_and_pulls_none(gguf_hub, env, models_dir):
+def test_a_card_too_small_for_the_target_is_offered_no_drafter_and_pulls_none(gguf_hub, env, models_dir):  # noqa: F811
     settings = load_settings()
     catalog = load_catalog()
     offer = plan_offer(Offer("qwen3.8-27b", "dspine-q4"), catalog, settings, card(12))
@@ -34,7 +34,7 @@ def test_a_card_too_small_for_the_target_is_offered_no_drafter_and_pulls_none(gg
     assert gguf_hub.served_bytes(DSPINE_REPO, "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf") == 0
 
 
-def test_a_card_that_holds_both_keeps_the_recommended_drafter(gguf_hub, env):
+def test_a_card_that_holds_both_keeps_the_recommended_drafter(gguf_hub, env):  # noqa: F811
     offer = plan_offer(Offer("qwen3.8-27b", "dspine-q4"), load_catalog(), load_settings(), card(24))
     assert offer.drafter == "dspine-q4" and "dspine-q4 is left out" not in offer.text
 
