@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import __version__
-from .build_backends import llama_cpp_python_backends, rebuild_for_cuda, server_devices
+from .fit.build_backends import llama_cpp_python_backends, rebuild_for_cuda, server_devices
 from .fit.hardware import Hardware, detect
 from .hub import client as hub
 from .hub.download import sha256_file

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.build_backends import backends_in_system_info, devices_in_listing, rebuild_for_cuda
+from app.fit.build_backends import backends_in_system_info, devices_in_listing, rebuild_for_cuda
 
 CUDA_INFO = (
     "CUDA : ARCHS = 860 | USE_GRAPHS = 1 | PEER_MAX_BATCH_SIZE = 128 | "
