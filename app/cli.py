@@ -184,17 +184,17 @@ def rm(
         out.print(f"  keep   {path} [dim](another pull uses it)[/]")
     for path in removal.kept_foreign:
         out.print(f"  keep   {path} [dim](in your Hugging Face cache; remove it with `hf cache` if you wish)[/]")
-    _confirm(f"Delete {record.name} ({format_bytes(removal.freed)})?", yes)
+    _confirm(f"{record.name} ({format_bytes(removal.freed)})", yes)
     apply_removal(manifest, record, removal, settings.models_dir)
     out.print(f"removed {record.name}, freed {format_bytes(removal.freed)}")
 
 
-def _confirm(question: str, yes: bool) -> None:
+def _confirm(what: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        raise UsageError(f"rm asks before deleting ({question}) and there is no terminal to ask", "add --yes")
-    if not typer.confirm(question, default=False):
+        raise UsageError(f"rm asks before deleting {what} and there is no terminal to ask", "add --yes")
+    if not typer.confirm(f"Delete {what}?", default=False):
         out.print("nothing deleted")
         raise typer.Exit(1)
 
@@ -208,7 +208,7 @@ def _remove_orphans(orphans, settings: Settings, yes: bool) -> None:
     total = sum(o.size for o in orphans)
     for orphan in orphans:
         out.print(f"  delete {orphan.final}  {format_bytes(orphan.size)}")
-    _confirm(f"Delete {len(orphans)} file(s) no pull owns ({format_bytes(total)})?", yes)
+    _confirm(f"{len(orphans)} file(s) no pull owns ({format_bytes(total)})", yes)
     removal = remove_orphans(orphans, settings.models_dir)
     for path in removal.busy:
         out.print(f"  keep   {path} [dim](a pull is fetching it right now)[/]")
