@@ -74,6 +74,8 @@ def test_orphans_group_companions_and_skip_the_manifest_and_lone_locks(tmp_path)
     (models / "manifest.json").write_text('{"version": 1, "pulls": {}}')
     (models / "manifest.json.lock").write_text("")
     (models / "manifest.json.damaged-20260101-000000").write_text("junk")
+    (folder / "notes.txt").write_text("another tool's file")  # not a GGUF: not dspine's
+    (models / "loose.gguf").write_text("not at ORG/REPO/")  # outside dspine's layout
     orphans = find_orphans(Manifest(models / "manifest.json"), models)
     assert [o.name for o in orphans] == ["a.gguf"]
     assert orphans[0].size == 10 + 2

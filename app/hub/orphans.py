@@ -58,7 +58,9 @@ def find_orphans(manifest: Manifest, models_dir: Path) -> list[Orphan]:
         if path.name.endswith(".lock"):  # what any ended pull leaves; deleted with its file
             continue
         final = _final_of(path)
-        if final in owned:
+        # Only what a pull could have left: a GGUF at ORG/REPO/... (a models_dir shared
+        # with other tools may hold anything else, which is not dspine's to delete).
+        if final in owned or not final.name.lower().endswith(".gguf") or len(final.relative_to(root).parts) < 3:
             continue
         orphan = found.setdefault(final, Orphan(final))
         orphan.paths.append(path)
