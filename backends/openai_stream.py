@@ -71,15 +71,20 @@ def apply_timings(stats: Stats, timings: dict) -> None:
     if "draft_n" in timings:
         stats.drafted = _count(timings, "draft_n", 0)
         stats.accepted = _count(timings, "draft_n_accepted", 0)
-        # Every accepted token is a drafted one and a generated one; a server saying
-        # otherwise would give acceptance above 100% and steps below zero.
-        if stats.accepted > stats.drafted or stats.accepted > stats.generated_tokens:
-            raise StreamMalformed(
-                f"its timings say {stats.accepted} draft tokens accepted of {stats.drafted} drafted "
-                f"and {stats.generated_tokens} generated"
-            )
     # Each verify step yields its accepted draft tokens plus one of the target's own.
     stats.verify_steps = max(stats.generated_tokens - stats.accepted, 0)
+
+
+def check_counts(stats: Stats) -> None:
+    """Every accepted token is a drafted one and a generated one; a server saying otherwise
+    would give acceptance above 100% and steps below zero. Checked on the final counts only:
+    mid-stream, llama-server announces a verify step's accepted drafts on the chunk of its
+    first token, before the rest of its tokens are counted as generated."""
+    if stats.accepted > stats.drafted or stats.accepted > stats.generated_tokens:
+        raise StreamMalformed(
+            f"its timings say {stats.accepted} draft tokens accepted of {stats.drafted} drafted "
+            f"and {stats.generated_tokens} generated"
+        )
 
 
 def apply_usage(stats: Stats, usage: dict, decode_s: float) -> None:
@@ -134,13 +139,19 @@ class DraftAttribution:
 
 
 def stream_chat(
-    response: httpx2.Response, cancelled: threading.Event, started: float, max_tokens: int | None = None
+    response: httpx2.Response,
+    cancelled: threading.Event,
+    started: float,
+    max_tokens: int | None = None,
+    check_counts_at_end: bool = False,
 ) -> Iterator[Event]:
     """The events of one streamed completion; a cancel stops it within one line.
 
     With `max_tokens` the stream is cut there even if the server ignores the request's
     max_tokens: tokens are counted as streamed chunks (one token each from llama-server,
-    SGLang and vLLM) or the server's own count when its timings give one."""
+    SGLang and vLLM) or the server's own count when its timings give one.
+    `check_counts_at_end`: final draft counts that cannot be are an error (an unknown
+    server; the managed llama-server's are trusted)."""
     splitter = ThinkSplitter()
     attribution = DraftAttribution()
     stats = Stats()
@@ -162,6 +173,8 @@ def stream_chat(
             continue
         payload = line[5:].strip()
         if payload == "[DONE]":
+            if check_counts_at_end:
+                check_counts(stats)
             yield from splitter.flush()
             yield from finished_calls(calls)
             yield End(finish, stats.copy())

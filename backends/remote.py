@@ -83,7 +83,8 @@ class RemoteEngine:
                     fix = "check the API key" if status in (401, 403) else "check the URL and the server's log"
                     yield Error(f"{self.url} answered {status}: {detail}", fix)
                     return
-                yield from stream_chat(response, self._cancel, started, body.get("max_tokens"))
+                limit = body.get("max_tokens")
+                yield from stream_chat(response, self._cancel, started, limit, check_counts_at_end=True)
         except StreamBroken:
             yield Error(f"{self.url} closed the stream mid-reply", "the conversation is kept; try again")
         except StreamMalformed as exc:
