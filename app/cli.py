@@ -22,7 +22,7 @@ from rich.table import Table
 from backends.errors import EngineError
 
 from . import __version__
-from .cli_views import RichPullProgress, config_table, list_table, render_pull_result
+from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result
 from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
@@ -103,12 +103,15 @@ def list_models(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
     catalog: bool = typer.Option(False, "--catalog", help="List the catalog's bundles instead of what is pulled."),
 ) -> None:
-    """Show pulled models: files, sizes, where on disk, complete or partial."""
+    """Show pulled models: files, sizes, where on disk, complete or partial; and files no pull owns."""
+    from .hub.orphans import find_orphans
+
     settings = load_settings()
     if catalog:
         _print_catalog(load_catalog(settings.catalog), as_json)
         return
     manifest = _open_manifest(settings)
+    orphans = find_orphans(manifest, settings.models_dir)
     if as_json:
         payload = {
             name: {
@@ -121,12 +124,16 @@ def list_models(
             }
             for name, record in manifest.records.items()
         }
-        out.print_json(json.dumps({"models_dir": str(settings.models_dir), "pulls": payload}))
+        unowned = [{"file": o.name, "path": str(o.final), "size": o.size} for o in orphans]
+        out.print_json(json.dumps({"models_dir": str(settings.models_dir), "pulls": payload, "orphans": unowned}))
         return
-    if not manifest.records:
+    if manifest.records:
+        out.print(list_table(manifest))
+    elif not orphans:
         out.print(f"nothing pulled yet into {settings.models_dir}; try `dspine pull qwen3.8-27b`")
         return
-    out.print(list_table(manifest))
+    if orphans:
+        out.print(orphans_table(orphans))
 
 
 def _print_catalog(catalog, as_json: bool) -> None:
@@ -148,12 +155,28 @@ def _print_catalog(catalog, as_json: bool) -> None:
 
 @app.command()
 def rm(
-    name: str = typer.Argument(..., help="A name as `dspine list` shows it."),
+    name: str | None = typer.Argument(
+        None, help="A name as `dspine list` shows it, or the file name of a file no pull owns."
+    ),
+    orphans: bool = typer.Option(False, "--orphans", help="Delete every file that no pull owns (see `dspine list`)."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
-    """Delete a pulled model's files (asks first unless --yes)."""
+    """Delete a pulled model's files, or files no pull owns (asks first unless --yes)."""
+    from .hub.orphans import find_orphans, match_orphans
+
     settings = load_settings()
     manifest = Manifest(settings.manifest_path)
+    if orphans or (name is not None and not manifest.has(name)):
+        found = find_orphans(manifest, settings.models_dir)
+        if orphans and name is not None:
+            raise UsageError("rm takes a name or --orphans, not both", "run `dspine rm --orphans` or `dspine rm NAME`")
+        chosen = found if orphans else match_orphans(found, name or "")
+        if name is not None and not chosen:
+            manifest.find(name)  # raises: names what is pulled
+        _remove_orphans(chosen, settings, yes)
+        return
+    if name is None:
+        raise UsageError("rm needs a name or --orphans", "see `dspine list` for what is on disk")
     record, removal = plan_removal(manifest, name, settings.models_dir)
     for path in removal.deleted:
         out.print(f"  delete {path}")
@@ -161,14 +184,35 @@ def rm(
         out.print(f"  keep   {path} [dim](another pull uses it)[/]")
     for path in removal.kept_foreign:
         out.print(f"  keep   {path} [dim](in your Hugging Face cache; remove it with `hf cache` if you wish)[/]")
-    if not yes:
-        if not sys.stdin.isatty():
-            raise UsageError(f"rm asks before deleting {record.name} and there is no terminal to ask", "add --yes")
-        if not typer.confirm(f"Delete {record.name} ({format_bytes(removal.freed)})?", default=False):
-            out.print("nothing deleted")
-            raise typer.Exit(1)
+    _confirm(f"{record.name} ({format_bytes(removal.freed)})", yes)
     apply_removal(manifest, record, removal, settings.models_dir)
     out.print(f"removed {record.name}, freed {format_bytes(removal.freed)}")
+
+
+def _confirm(what: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"rm asks before deleting {what} and there is no terminal to ask", "add --yes")
+    if not typer.confirm(f"Delete {what}?", default=False):
+        out.print("nothing deleted")
+        raise typer.Exit(1)
+
+
+def _remove_orphans(orphans, settings: Settings, yes: bool) -> None:
+    from .hub.orphans import remove_orphans
+
+    if not orphans:
+        out.print(f"no files without a pull in {settings.models_dir}; nothing to delete")
+        return
+    total = sum(o.size for o in orphans)
+    for orphan in orphans:
+        out.print(f"  delete {orphan.final}  {format_bytes(orphan.size)}")
+    _confirm(f"{len(orphans)} file(s) no pull owns ({format_bytes(total)})", yes)
+    removal = remove_orphans(orphans, settings.models_dir)
+    for path in removal.busy:
+        out.print(f"  keep   {path} [dim](a pull is fetching it right now)[/]")
+    out.print(f"removed {len(removal.deleted)} file(s), freed {format_bytes(removal.freed)}")
 
 
 @app.command()
@@ -422,29 +466,25 @@ def chat(
 
 def _first_run(settings, catalog):
     """Nothing pulled yet: what the chat's first screen shows and does."""
-    from .fit.service import FitRequest
-    from .fit.service import fit as fit_model
     from .hub.pull import make_request
     from .hub.pull import pull as pull_model
     from .run.engines import DEFAULT_MODEL, recommended_drafter
+    from .run.first_run_offer import Offer, plan_offer
     from .tui.screens.first_run import FirstRun
 
     bundle = catalog.find(DEFAULT_MODEL)
-    drafter = recommended_drafter(bundle, settings)
+    offer = Offer(bundle.name, recommended_drafter(bundle, settings))
 
-    def describe() -> str:
-        plan = fit_model(FitRequest(DEFAULT_MODEL, draft=drafter), catalog, settings).plan
-        drafter_label = plan.drafter.label if plan.drafter else "no drafter"
-        lines = [
-            f"{'Fits' if plan.fits else 'Does not fit'}: {plan.target.label} + {drafter_label}, "
-            f"context {plan.n_ctx:,}, KV {plan.kv}, {format_bytes(plan.total)} of {format_bytes(plan.budget)}"
-        ]
-        return "\n".join(lines + [f"• {r}" for r in plan.reasons])
+    def describe() -> tuple[str, str]:
+        if offer.drafter is None:
+            plan_offer(offer, catalog, settings)
+        return offer.name, offer.text
 
     def pull(progress):
-        return pull_model(make_request(DEFAULT_MODEL, catalog, None, drafter), settings, progress)
+        describe()  # the pull takes the drafter the plan keeps, even if pressed before the plan showed
+        return pull_model(make_request(DEFAULT_MODEL, catalog, None, offer.drafter), settings, progress)
 
-    return FirstRun(f"{bundle.name} (drafter {drafter})", describe, pull)
+    return FirstRun(offer.name, describe, pull)
 
 
 @app.command()

@@ -18,6 +18,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from .hub.orphans import Orphan
 from .hub.pull import PlannedFile, PullProgress, PullResult
 from .hub.store import Manifest, file_state, record_status
 from .settings import SPECS, Settings
@@ -127,6 +128,15 @@ def render_pull_result(console: Console, result: PullResult) -> None:
         console.print(
             f"  fetched {format_bytes(result.fetched_bytes)} in {result.seconds:.1f} s ({format_bytes(rate)}/s){reused}"
         )
+    if result.left_behind:
+        size = sum(p.stat().st_size for p in result.left_behind if p.exists())
+        console.print(
+            f"[yellow]kept:[/] the earlier pull of {record.name} left {len(result.left_behind)} file(s) "
+            f"({format_bytes(size)}) that it no longer uses:"
+        )
+        for path in result.left_behind:
+            console.print(f"  {path}")
+        console.print("  `dspine list` shows them; `dspine rm --orphans` deletes them")
 
 
 def list_table(manifest: Manifest) -> Table:
@@ -148,6 +158,20 @@ def list_table(manifest: Manifest) -> Table:
             )
         if not record.files:
             table.add_row(record.name, "", "", "", "", status, "")
+    return table
+
+
+def orphans_table(orphans: list[Orphan]) -> Table:
+    total = sum(o.size for o in orphans)
+    table = Table(
+        title=f"On disk, owned by no pull ({format_bytes(total)} in all; `dspine rm --orphans` deletes them)",
+        title_justify="left",
+    )
+    for column in ("file", "size", "path"):
+        table.add_column(column, overflow="fold")
+    for orphan in orphans:
+        unfinished = "" if orphan.final in orphan.paths else " [dim](unfinished)[/]"
+        table.add_row(orphan.name + unfinished, format_bytes(orphan.size), str(orphan.final))
     return table
 
 

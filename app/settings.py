@@ -45,6 +45,20 @@ def _positive_int(value: Any) -> int:
     return number
 
 
+def _positive_seconds(value: Any) -> float:
+    """Seconds, more than 0: 60, 2.5, "90s"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError("must be a number of seconds, e.g. 60 or 2.5")
+    text = str(value).strip().lower().removesuffix("s").strip()
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError("must be a number of seconds, e.g. 60 or 2.5") from None
+    if not number > 0 or number == float("inf"):
+        raise ValueError("must be more than 0 seconds")
+    return number
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -86,6 +100,12 @@ SPECS: tuple[SettingSpec, ...] = (
         _positive_int,
         lambda: 5,
         "times a dropped connection is resumed before pull gives up",
+    ),
+    SettingSpec(
+        "read_timeout_s",
+        _positive_seconds,
+        lambda: 60.0,
+        "seconds without data from the hub or a remote server before it counts as stuck",
     ),
     SettingSpec(
         "gpu_overhead_mib",

@@ -22,3 +22,16 @@ _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 def for_terminal(text: str) -> str:
     return _CONTROLS.sub("", _SEQUENCES.sub("", text))
+
+
+def _symbol(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: ESC shows as ␛
+    return "\u2421" if code == 0x7F else f"<{code:#04x}>"
+
+
+def controls_shown(text: str) -> str:
+    """Control characters made visible (ESC as ␛), for text the user must judge as it
+    is, such as a command awaiting consent: stripping would hide what would run."""
+    return _CONTROLS.sub(_symbol, text)

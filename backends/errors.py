@@ -31,4 +31,10 @@ class GgufError(BackendError):
 
 
 class ChatTemplateError(BackendError):
-    """A model's own chat template failed to render."""
+    """A model's own chat template failed to render.
+
+    Exit 11 like every other model that loads but cannot be used (a drafter whose
+    vocabulary differs, a file llama-server refuses): the file reads as a GGUF, so
+    not 9, and the fix is another model file, so not a usage error."""
+
+    exit_code = 11

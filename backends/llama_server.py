@@ -32,6 +32,7 @@ from .gguf_header import read_local
 from .openai_stream import StreamBroken, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
+from .server_log import cause_line
 from .stats import Stats
 
 if TYPE_CHECKING:
@@ -342,7 +343,7 @@ class LlamaServerEngine:
             if self._running.process.poll() is not None:
                 code = self._running.process.returncode
                 raise EngineError(
-                    f"llama-server exited while loading (code {code}): {self.last_log_line()}",
+                    f"llama-server exited while loading (code {code}): {cause_line(self.last_log_lines(400))}",
                     f"see {self._running.log_path}",
                 )
             if self._healthy():

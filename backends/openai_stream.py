@@ -34,6 +34,23 @@ class StreamBroken(Exception):
         self.stats = stats
 
 
+class StreamMalformed(ValueError):
+    """The server sent something an OpenAI-compatible stream never holds."""
+
+
+def _text(value: Any, where: str) -> str:
+    if value is None or isinstance(value, str):
+        return value or ""
+    raise StreamMalformed(f"its {where} is {type(value).__name__}, not text")
+
+
+def _count(timings: dict, key: str, default: int) -> int:
+    value = timings.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise StreamMalformed(f"its timings.{key} is {value!r}, not a count")
+    return int(value)
+
+
 def interrupt(response: httpx2.Response | None) -> None:
     """Stop a stream from another thread: shut the socket down under the reader
     (closing the response object itself is not safe across threads), whose next
@@ -46,16 +63,28 @@ def interrupt(response: httpx2.Response | None) -> None:
 
 
 def apply_timings(stats: Stats, timings: dict) -> None:
-    stats.prompt_tokens = int(timings.get("prompt_n", stats.prompt_tokens))
-    stats.prompt_cached = int(timings.get("cache_n", stats.prompt_cached))
+    stats.prompt_tokens = _count(timings, "prompt_n", stats.prompt_tokens)
+    stats.prompt_cached = _count(timings, "cache_n", stats.prompt_cached)
     stats.prompt_s = float(timings.get("prompt_ms", 0.0)) / 1000
-    stats.generated_tokens = int(timings.get("predicted_n", stats.generated_tokens))
+    stats.generated_tokens = _count(timings, "predicted_n", stats.generated_tokens)
     stats.decode_s = float(timings.get("predicted_ms", 0.0)) / 1000
     if "draft_n" in timings:
-        stats.drafted = int(timings["draft_n"])
-        stats.accepted = int(timings.get("draft_n_accepted", 0))
+        stats.drafted = _count(timings, "draft_n", 0)
+        stats.accepted = _count(timings, "draft_n_accepted", 0)
     # Each verify step yields its accepted draft tokens plus one of the target's own.
     stats.verify_steps = max(stats.generated_tokens - stats.accepted, 0)
+
+
+def check_counts(stats: Stats) -> None:
+    """Every accepted token is a drafted one and a generated one; a server saying otherwise
+    would give acceptance above 100% and steps below zero. Checked on the final counts only:
+    mid-stream, llama-server announces a verify step's accepted drafts on the chunk of its
+    first token, before the rest of its tokens are counted as generated."""
+    if stats.accepted > stats.drafted or stats.accepted > stats.generated_tokens:
+        raise StreamMalformed(
+            f"its timings say {stats.accepted} draft tokens accepted of {stats.drafted} drafted "
+            f"and {stats.generated_tokens} generated"
+        )
 
 
 def apply_usage(stats: Stats, usage: dict, decode_s: float) -> None:
@@ -127,8 +156,20 @@ class StepPositions:
         self.drafted, self.accepted = max(drafted, self.drafted), max(accepted, self.accepted)
 
 
-def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: float) -> Iterator[Event]:
-    """The events of one streamed completion; a cancel stops it within one line."""
+def stream_chat(
+    response: httpx2.Response,
+    cancelled: threading.Event,
+    started: float,
+    max_tokens: int | None = None,
+    check_counts_at_end: bool = False,
+) -> Iterator[Event]:
+    """The events of one streamed completion; a cancel stops it within one line.
+
+    With `max_tokens` the stream is cut there even if the server ignores the request's
+    max_tokens: tokens are counted as streamed chunks (one token each from llama-server,
+    SGLang and vLLM) or the server's own count when its timings give one.
+    `check_counts_at_end`: final draft counts that cannot be are an error (an unknown
+    server; the managed llama-server's are trusted)."""
     splitter = ThinkSplitter()
     attribution = DraftAttribution()
     positions = StepPositions()
@@ -137,6 +178,7 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
     last_stats = 0.0
     first_at: float | None = None
     calls: dict[int, dict[str, str]] = {}
+    chunks_with_text = 0
     lines = response.iter_lines()
     while not cancelled.is_set():
         line = next(lines, None)
@@ -150,23 +192,30 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
             continue
         payload = line[5:].strip()
         if payload == "[DONE]":
+            if check_counts_at_end:
+                check_counts(stats)
             yield from splitter.flush()
             yield from finished_calls(calls)
             yield End(finish, stats.copy())
             return
-        chunk: dict[str, Any] = json.loads(payload)
+        chunk = json.loads(payload)
+        if not isinstance(chunk, dict):
+            raise StreamMalformed(f"it sent {type(chunk).__name__} where a chunk object belongs")
         drafted = attribution.drafted(chunk.get("timings"))
         positions.feed(stats, chunk.get("timings"))
         for choice in chunk.get("choices") or []:
             delta = choice.get("delta") or {}
-            thinking = delta.get("reasoning_content") or delta.get("reasoning")
-            if (thinking or delta.get("content")) and first_at is None:
-                first_at = time.monotonic()
-                stats.ttft_s = first_at - started
+            thinking = _text(delta.get("reasoning_content") or delta.get("reasoning"), "delta.reasoning_content")
+            content = _text(delta.get("content"), "delta.content")
+            if thinking or content:
+                chunks_with_text += 1
+                if first_at is None:
+                    first_at = time.monotonic()
+                    stats.ttft_s = first_at - started
             if thinking:
                 yield Delta(thinking, "thinking", drafted)
-            if delta.get("content"):
-                yield from splitter.feed(delta["content"], drafted)
+            if content:
+                yield from splitter.feed(content, drafted)
             for part in delta.get("tool_calls") or []:
                 gather_call(calls, part)
             if choice.get("finish_reason"):
@@ -175,6 +224,15 @@ def stream_chat(response: httpx2.Response, cancelled: threading.Event, started: 
             apply_timings(stats, chunk["timings"])
         if chunk.get("usage"):
             apply_usage(stats, chunk["usage"], time.monotonic() - (first_at or started))
+        if max_tokens is not None and max(chunks_with_text, stats.generated_tokens) >= max_tokens:
+            stats.generated_tokens = max(stats.generated_tokens, chunks_with_text)
+            if not stats.decode_s:
+                stats.decode_s = time.monotonic() - (first_at or started)
+            stats.verify_steps = stats.verify_steps or stats.generated_tokens
+            yield from splitter.flush()
+            yield from finished_calls(calls)
+            yield End("length", stats.copy())
+            return
         now = time.monotonic()
         if now - last_stats >= STATS_INTERVAL_S and (chunk.get("timings") or chunk.get("usage")):
             last_stats = now

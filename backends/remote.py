@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 from .base import EngineError
 from .events import End, Error, Event
-from .openai_stream import StreamBroken, chat_body, stream_chat
+from .openai_stream import StreamBroken, StreamMalformed, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
 from .stats import Stats
@@ -28,7 +28,8 @@ class RemoteEngine:
     model: str | None = None
     drafter: str | None = None
     name: str = "remote"
-    timeout: float = 600.0
+    # No data for this long (not the whole reply) is an error: a frozen server must not hang the chat.
+    read_timeout_s: float = 60.0
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
     _client: httpx2.Client | None = field(default=None, init=False, repr=False)
@@ -69,7 +70,7 @@ class RemoteEngine:
         body = chat_body(messages, think, sampling or preset(think), extra, tools)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         if self._client is None:
-            self._client = httpx2.Client(timeout=self.timeout)
+            self._client = httpx2.Client(timeout=httpx2.Timeout(30.0, read=self.read_timeout_s))
         started = time.monotonic()
         try:
             with self._client.stream(
@@ -82,9 +83,24 @@ class RemoteEngine:
                     fix = "check the API key" if status in (401, 403) else "check the URL and the server's log"
                     yield Error(f"{self.url} answered {status}: {detail}", fix)
                     return
-                yield from stream_chat(response, self._cancel, started)
+                limit = body.get("max_tokens")
+                yield from stream_chat(response, self._cancel, started, limit, check_counts_at_end=True)
         except StreamBroken:
             yield Error(f"{self.url} closed the stream mid-reply", "the conversation is kept; try again")
+        except StreamMalformed as exc:
+            yield Error(
+                f"{self.url} sent a reply that is not an OpenAI-compatible stream: {exc}",
+                "check that the URL is the server's OpenAI-compatible base (ending in /v1); the conversation is kept",
+            )
+        except httpx2.ReadTimeout:
+            if self._cancel.is_set():
+                yield End("cancelled", Stats())
+            else:
+                yield Error(
+                    f"{self.url} sent nothing for {self.read_timeout_s:g} s",
+                    "check that the server is not stuck or overloaded; a slower server needs a longer read "
+                    "timeout (dspine setting read_timeout_s)",
+                )
         except (OSError, httpx2.HTTPError, httpx2.StreamError, ValueError) as exc:
             if self._cancel.is_set():
                 yield End("cancelled", Stats())

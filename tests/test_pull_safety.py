@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
+import time
 from pathlib import Path
 
 from tests.conftest import DFLASH_REPO, DRAFTER_Q4, DSPINE_REPO, ROOT, TARGET_Q4, TARGET_REPO, dspine_cmd
@@ -92,3 +93,18 @@ def test_a_damaged_manifest_is_set_aside_and_pull_records_again(dspine, hub, mod
     assert hub.served_bytes() == 0
     assert "qwen3.8-27b" in json.loads(manifest.read_text())["pulls"]
     assert manifest.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_frozen_hub_is_an_error_after_the_read_timeout_and_the_pull_resumes(dspine, hub, models_dir):
+    hub.misbehave.freeze_after[TARGET_Q4] = 1024 * 1024
+    started = time.monotonic()
+    frozen = dspine("pull", "qwen3.8-27b", extra_env={"DSPINE_READ_TIMEOUT_S": "1"})
+    assert time.monotonic() - started < 30
+    assert frozen.returncode == 5, frozen.stderr
+    assert "sent nothing for 1 s" in frozen.stderr and TARGET_Q4 in frozen.stderr
+    assert "read_timeout_s" in frozen.stderr
+    part = models_dir / TARGET_REPO / (TARGET_Q4 + ".part")
+    assert part.stat().st_size == 1024 * 1024
+    again = dspine("pull", "qwen3.8-27b")
+    assert again.returncode == 0, again.stderr
+    assert sha(models_dir / TARGET_REPO / TARGET_Q4) == hub.repos[TARGET_REPO].sha256(TARGET_Q4)

@@ -53,6 +53,8 @@ def test_bad_value_and_bad_toml(config_file, monkeypatch):
         ("[models_dir]\nx = 1\n", "models_dir"),
         ("# comment\nfit_margin_mib = 1.5\n", "fit_margin_mib"),
         ("download_retries = true\n", "download_retries"),
+        ("read_timeout_s = 0\n", "read_timeout_s"),
+        ('read_timeout_s = "soon"\n', "read_timeout_s"),
     ],
 )
 def test_settings_are_typed_and_errors_name_the_setting_file_and_line(config_file, text, key):
@@ -76,3 +78,11 @@ def test_dspine_config_pointing_nowhere_is_an_error(tmp_path, monkeypatch):
     monkeypatch.setenv("DSPINE_CONFIG", str(tmp_path / "nowhere.toml"))
     with pytest.raises(ConfigError, match="nowhere.toml"):
         load_settings()
+
+
+def test_read_timeout_takes_seconds_with_or_without_a_unit(config_file, monkeypatch):
+    assert load_settings().read_timeout_s == 60.0
+    config_file.write_text("read_timeout_s = 2.5\n")
+    assert load_settings().read_timeout_s == 2.5
+    monkeypatch.setenv("DSPINE_READ_TIMEOUT_S", "90s")
+    assert load_settings().read_timeout_s == 90.0

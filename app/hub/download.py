@@ -31,7 +31,6 @@ from . import client as hub
 from .store import corrupt_path, part_meta_path, part_path, partial_bytes
 
 HASH_READ = 8 * 1024 * 1024
-TIMEOUT = httpx2.Timeout(30.0, read=60.0)
 
 ByteCallback = Callable[[int], None]
 
@@ -129,6 +128,7 @@ def fetch(
     on_start: ByteCallback | None = None,
     on_rehash: ByteCallback | None = None,
     retries: int = 5,
+    read_timeout_s: float = 60.0,
     client: httpx2.Client | None = None,
 ) -> FetchReport:
     """Download `remote` to `final`, resuming any earlier `.part`; verify; rename."""
@@ -142,6 +142,7 @@ def fetch(
     hasher = _BackgroundHasher(digest)
     fetched = 0
     failures = 0
+    timeout = httpx2.Timeout(30.0, read=read_timeout_s)
     try:
         with part.open("ab", buffering=0) as out:
             while have < remote.size:
@@ -150,7 +151,7 @@ def fetch(
                     headers["Range"] = f"bytes={have}-"
                 try:
                     with client.stream(
-                        "GET", hub.download_url(remote), headers=headers, follow_redirects=True, timeout=TIMEOUT
+                        "GET", hub.download_url(remote), headers=headers, follow_redirects=True, timeout=timeout
                     ) as response:
                         if response.status_code >= 500:
                             raise NetworkError(f"the hub answered {response.status_code}", "try again later")
@@ -176,6 +177,15 @@ def fetch(
                             fetched += len(chunk)
                             on_bytes(len(chunk))
                     failures = 0
+                except httpx2.ReadTimeout as exc:
+                    # A dropped connection is worth resuming at once; a silent one is a stuck
+                    # server, and waiting again `retries` times only hides that from the user.
+                    raise NetworkError(
+                        f"{hub.download_url(remote)} sent nothing for {read_timeout_s:g} s "
+                        f"({format_bytes(have)} of {format_bytes(remote.size)} saved)",
+                        "run the pull again (it resumes); a slow mirror needs a longer read timeout: "
+                        "the read_timeout_s setting (DSPINE_READ_TIMEOUT_S)",
+                    ) from exc
                 except (httpx2.TransportError, NetworkError) as exc:
                     failures += 1
                     if failures > retries:

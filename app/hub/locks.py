@@ -90,3 +90,19 @@ def held(path: Path, on_wait: WaitCallback | None = None) -> Iterator[None]:
             _unlock(fd)
     finally:
         os.close(fd)
+
+
+def is_held(path: Path) -> bool:
+    """Whether another process holds the lock for `path` right now (without waiting)."""
+    lock = lock_path(path)
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        if not _try_lock(fd):
+            return True
+        _unlock(fd)
+        return False
+    finally:
+        os.close(fd)

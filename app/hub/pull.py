@@ -24,15 +24,19 @@ from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
 from ..units import format_bytes
 from .locks import held
+from .orphans import left_behind
 from .store import (
+    UNWRITABLE_ERRNOS,
     Manifest,
     PullRecord,
     StoredFile,
+    check_writable,
     find_in_hf_cache,
     listing_from_hf_cache,
     local_path,
     partial_bytes,
     record_status,
+    unwritable,
 )
 
 if TYPE_CHECKING:
@@ -73,6 +77,8 @@ class PullResult:
     reused_bytes: int = 0
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # Files of the earlier pull of this name (another quant or drafter) that nothing owns now.
+    left_behind: list[Path] = field(default_factory=list)
 
 
 class PullProgress:
@@ -239,6 +245,7 @@ def _settle(item: PlannedFile, settings: Settings, progress: PullProgress) -> Fe
         on_start=partial(progress.resume_from, item),
         on_rehash=partial(progress.rehash, item),
         retries=settings.download_retries,
+        read_timeout_s=settings.read_timeout_s,
     )
 
 
@@ -256,23 +263,34 @@ def pull(
     except NetworkError as exc:
         return _from_manifest(request, manifest, exc)
     planned = _plan(chosen, models_dir)
+    check_writable(models_dir)
     check_disk(planned, models_dir)
     record = _record(request, planned)
+    before = manifest.records.get(request.name)
     manifest.put(record)  # before the first byte, so `dspine list` shows a partial pull
 
-    result = PullResult(record, planned, notes=list(request.notes))
+    result = PullResult(record, planned, notes=list(request.notes), left_behind=left_behind(before, manifest))
     progress.begin(planned)
     try:
         for item in planned:
-            progress.file_begin(item)
-            # One process per file: a second pull of it waits, then finds it done.
-            with held(item.local, on_wait=partial(_tell_waiting, progress, item)):
-                report = _settle(item, settings, progress)
-            if report is not None:
-                result.fetched_bytes += report.fetched_bytes
-                result.reused_bytes += report.reused_bytes
-            progress.file_end(item, report)
+            _settle_locked(item, settings, progress, result)
     finally:
         progress.end()
     result.seconds = time.monotonic() - started
     return result
+
+
+def _settle_locked(item: PlannedFile, settings: Settings, progress: PullProgress, result: PullResult) -> None:
+    try:
+        progress.file_begin(item)
+        # One process per file: a second pull of it waits, then finds it done.
+        with held(item.local, on_wait=partial(_tell_waiting, progress, item)):
+            report = _settle(item, settings, progress)
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE_ERRNOS:
+            raise
+        raise unwritable(exc.filename or item.local.parent, exc) from exc
+    if report is not None:
+        result.fetched_bytes += report.fetched_bytes
+        result.reused_bytes += report.reused_bytes
+    progress.file_end(item, report)

@@ -9,6 +9,7 @@ and never copied or deleted by dspine.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -60,7 +61,7 @@ def file_state(stored: StoredFile) -> FileState:
     local = Path(stored.local)
     try:
         size = local.stat().st_size
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         have = partial_bytes(local)
         return FileState("partial" if have else "missing", have)
     return FileState("complete" if size == stored.size else "partial", size)
@@ -74,7 +75,18 @@ def record_status(record: PullRecord) -> str:
 
 
 def local_path(models_dir: Path, remote: RemoteFile) -> Path:
-    return models_dir / remote.repo / remote.path
+    """Where a hub file lives under the models folder. Repository ids and file paths
+    come from catalogs and hub listings, so one that would lead out of the folder
+    (`..`, an absolute path) is refused before anything is written."""
+    final = models_dir / remote.repo / remote.path
+    folder = (models_dir / remote.repo).resolve()
+    inside = folder.is_relative_to(models_dir.resolve()) and final.resolve().is_relative_to(folder)
+    if Path(remote.path).is_absolute() or not inside:
+        raise UsageError(
+            f"{remote.repo}/{remote.path} would be written outside the models folder {models_dir}",
+            "check the repository id and the file name (in your catalog, or the hub's listing); nothing was written",
+        )
+    return final
 
 
 def part_path(final: Path) -> Path:
@@ -100,10 +112,33 @@ def aside_path(path: Path) -> Path:
     return candidate
 
 
+# What an OS says when a folder cannot be written: permission, read-only disk, a file in the way.
+UNWRITABLE_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST)
+
+
+def unwritable(path: Path | str, exc: OSError) -> ConfigError:
+    return ConfigError(
+        f"cannot write to {path} in the models folder ({exc.strerror})",
+        "give your user write access to it, or set models_dir (DSPINE_MODELS_DIR) to a folder you can write",
+    )
+
+
+def check_writable(models_dir: Path) -> None:
+    """Make the models folder (0700 where dspine creates it) and prove a file can be made
+    in it, before the hub is asked for anything."""
+    try:
+        private_dir(models_dir)
+        fd, probe = tempfile.mkstemp(dir=models_dir, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise unwritable(models_dir, exc) from exc
+
+
 def partial_bytes(final: Path) -> int:
     try:
         return part_path(final).stat().st_size
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         return 0
 
 
@@ -192,7 +227,8 @@ class Manifest:
         except OSError as exc:
             raise ConfigError(
                 f"the manifest {self.path} cannot be read ({exc.strerror})",
-                f"give your user read and write access to {self.path}",
+                f"give your user read and write access to {self.path}, "
+                "or set models_dir (DSPINE_MODELS_DIR) to a folder you can write",
             ) from exc
         except (ValueError, TypeError, AttributeError):
             # Damaged (junk, truncated, hand-edited): set it aside and start over; the
@@ -233,6 +269,9 @@ class Manifest:
 
         self.update(change)
 
+    def has(self, name: str) -> bool:
+        return any(key.lower() == name.lower() for key in self.records)
+
     def find(self, name: str) -> PullRecord:
         for key, record in self.records.items():
             if key.lower() == name.lower():
@@ -272,11 +311,11 @@ def plan_removal(manifest: Manifest, name: str, models_dir: Path) -> tuple[PullR
 def apply_removal(manifest: Manifest, record: PullRecord, removal: Removal, models_dir: Path) -> None:
     for path in removal.deleted:
         path.unlink(missing_ok=True)
-        _prune_empty_dirs(path.parent, models_dir)
+        prune_empty_dirs(path.parent, models_dir)
     manifest.remove(record.name)
 
 
-def _prune_empty_dirs(folder: Path, stop: Path) -> None:
+def prune_empty_dirs(folder: Path, stop: Path) -> None:
     stop = stop.resolve()
     folder = folder.resolve()
     while folder != stop and folder.is_relative_to(stop):

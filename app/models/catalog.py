@@ -21,6 +21,14 @@ from ..errors import ConfigError, UsageError
 NO_DRAFTER = "none"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def is_repo_id(repo: str) -> bool:
+    """ORG/REPO as the hub spells it. `.` and `..` parts are refused: a repository id
+    becomes a folder under the models folder, and must never lead out of it."""
+    return bool(_REPO_ID.match(repo)) and not any(part in (".", "..") for part in repo.split("/"))
+
+
 _REF_PREFIXES = ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", "hf.co/", "hf://")
 
 
@@ -118,7 +126,7 @@ def parse_repo_ref(text: str) -> RepoRef | None:
         return None
     repo, _, quant = stripped.partition(":")
     repo = repo.strip("/")
-    if not _REPO_ID.match(repo):
+    if not is_repo_id(repo):
         raise UsageError(
             f"{text!r} is not a repository name",
             "write it as ORG/REPO or ORG/REPO:QUANT, for example bartowski/Qwen_Qwen3-8B-GGUF:Q4_K_M",
@@ -132,12 +140,22 @@ def _require(table: dict[str, Any], key: str, where: str) -> Any:
     return table[key]
 
 
+def _require_repo(table: dict[str, Any], where: str) -> str:
+    repo = _require(table, "repo", where)
+    if not isinstance(repo, str) or not is_repo_id(repo):
+        raise ConfigError(
+            f"{where}: repo {repo!r} is not a repository id",
+            "write it as ORG/REPO, for example unsloth/Qwen3.8-27B-GGUF (no '.' or '..' parts)",
+        )
+    return repo
+
+
 def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
     kind = _require(table, "kind", where)
     if kind not in KINDS:
         raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(KINDS)}")
     builtin = bool(table.get("builtin", False))
-    repo = None if builtin else _require(table, "repo", where)
+    repo = None if builtin else _require_repo(table, where)
     pattern = None if builtin else _require(table, "pattern", where)
     return Drafter(
         variant=variant,
@@ -165,7 +183,7 @@ def _parse_bundle(name: str, table: dict[str, Any], where: str) -> Bundle:
     return Bundle(
         name=name,
         description=table.get("description", ""),
-        target_repo=_require(target, "repo", f"{where}.target"),
+        target_repo=_require_repo(target, f"{where}.target"),
         quants=quants,
         default_quant=default_quant,
         drafters=drafters,

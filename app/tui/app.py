@@ -30,6 +30,7 @@ from ..agent.project import Project, system_prompt
 from ..agent.toolbox import TOOLS, Done, ProposedChange, ProposedCommand, Toolbox
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
+from ..terminal_text import for_terminal
 from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
 from .full_gc import FullCollections
@@ -500,7 +501,7 @@ class ChatApp(App):
                 await view.finish(reply.figures)
             elif isinstance(event, Error):
                 await view.finish(reply.figures)
-                self.notify(event.message, severity="error", timeout=10)
+                self.notify(for_terminal(event.message), severity="error", timeout=10, markup=False)
         if stats is not None:
             self.query_one(Readout).show(stats)
         if reply.due_for_save(SAVE_S):

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
 from backends.stats import Stats
 
+from ..terminal_text import for_terminal
 from .figures import final_line
 from .tint import Spans, add_span
 
@@ -98,7 +99,10 @@ class Reply:
     _saved_at: float = field(default=0.0, repr=False)
 
     def feed(self, events: list[Event]) -> list[Event]:
-        """Take a batch of events; return it merged, for the view to draw the same pieces."""
+        """Take a batch of events; return it merged, for the view to draw the same pieces.
+        Model text loses terminal escape sequences here, before the view or the store sees it:
+        Textual strips a few control codes but passes ESC on to the terminal."""
+        events = [replace(e, text=for_terminal(e.text)) if isinstance(e, Delta) else e for e in events]
         self._note_drafted(events)
         merged = merge_deltas(events)
         for event in merged:

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from ...agent.consent import Decision
+from ...terminal_text import controls_shown
 
 
 class ConsentScreen(ModalScreen[Decision]):
@@ -28,8 +29,9 @@ class ConsentScreen(ModalScreen[Decision]):
 
     def __init__(self, question: str, body: str, always: str | None) -> None:
         super().__init__()
-        self.question = question
-        self.body = body
+        # Shown, not stripped: the user judges exactly what would run or be written.
+        self.question = controls_shown(question)
+        self.body = controls_shown(body)
         self.always = always
 
     def compose(self) -> ComposeResult:

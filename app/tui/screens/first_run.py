@@ -25,7 +25,9 @@ class FirstRun:
     """What the screen needs, as callables so the screen stays free of I/O details."""
 
     name: str  # the bundle to offer
-    describe: Callable[[], str]  # what fits here, in words (may be slow: runs in a thread)
+    # What fits here, in words (may be slow: runs in a thread); or (name, words) when the
+    # plan changes what is offered (a drafter it drops is not offered).
+    describe: Callable[[], str | tuple[str, str]]
     pull: Callable[[PullProgress], PullResult]
 
 
@@ -65,9 +67,7 @@ class FirstRunScreen(Screen[PullResult | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(
-                f"[b]Welcome to dspine.[/] No model is on disk yet; {self.first_run.name} is the one to start with."
-            )
+            yield Label(self._welcome(self.first_run.name), id="welcome")
             yield Static("Working out what fits on this machine…", id="plan")
             yield Button(f"Pull {self.first_run.name}", id="pull", variant="primary")
             yield ProgressBar(id="progress", show_eta=True)
@@ -78,13 +78,24 @@ class FirstRunScreen(Screen[PullResult | None]):
         self.query_one(ProgressBar).display = False  # shown once a pull starts
         self._describe()
 
+    @staticmethod
+    def _welcome(name: str) -> str:
+        return f"[b]Welcome to dspine.[/] No model is on disk yet; {name} is the one to start with."
+
     @work(thread=True)
     def _describe(self) -> None:
         try:
-            text = self.first_run.describe()
+            described = self.first_run.describe()
         except ERRORS_FOR_PEOPLE as exc:
-            text = f"{exc.cause}\n{exc.fix}"
-        self.app.call_from_thread(self.query_one("#plan", Static).update, text)
+            described = f"{exc.cause}\n{exc.fix}"
+        self.app.call_from_thread(self._show_plan, described)
+
+    def _show_plan(self, described: str | tuple[str, str]) -> None:
+        if isinstance(described, tuple):
+            name, described = described
+            self.query_one("#welcome", Label).update(self._welcome(name))
+            self.query_one("#pull", Button).label = f"Pull {name}"
+        self.query_one("#plan", Static).update(described)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "pull" and not self._pulling.is_set():

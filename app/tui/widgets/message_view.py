@@ -9,6 +9,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
+from ...terminal_text import for_terminal
 from ..tint import Spans
 from .streamed_markdown import StreamedMarkdown
 
@@ -32,8 +33,9 @@ class MessageView(Vertical):
         "answer" / "thinking" (the Reply's, or the store's); `tinted`: draw them tinted."""
         super().__init__(classes=f"message {role}", **kwargs)
         self.role = role
-        self.answer = text
-        self.thinking = thinking
+        # Stored text may predate the Reply's cleaning: no escape sequence reaches the terminal.
+        self.answer = for_terminal(text)
+        self.thinking = for_terminal(thinking)
         self.drafted: dict[str, Spans] = drafted if drafted is not None else {"answer": [], "thinking": []}
         self.tinted = tinted
         self.live = live

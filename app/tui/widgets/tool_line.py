@@ -9,6 +9,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
+from ...terminal_text import controls_shown, for_terminal
+
 MAX_SHOWN = 20_000  # characters of output kept on screen; the model's copy is capped apart
 
 
@@ -21,7 +23,7 @@ def call_title(name: str, arguments: str) -> str:
     if not isinstance(args, dict):
         args = {}
     main = args.get("command") or args.get("path") or args.get("pattern") or ""
-    text = f"{name} {main}".strip()
+    text = controls_shown(f"{name} {main}".strip())
     return text if len(text) <= 100 else text[:99] + "…"
 
 
@@ -30,7 +32,7 @@ class ToolLine(Vertical):
         super().__init__(classes="message tool", **kwargs)
         self.tool = name
         self.arguments = arguments
-        self.result = result
+        self.result = for_terminal(result)
         self.decision = decision
 
     def _title(self) -> str:
@@ -42,12 +44,13 @@ class ToolLine(Vertical):
 
     def append(self, text: str) -> None:
         """Streamed command output: shown as it comes, the line unfolded while it runs."""
-        self.result = (self.result + text)[-MAX_SHOWN:]
+        # Command output may colour itself or worse: no escape sequence reaches the terminal.
+        self.result = (self.result + for_terminal(text))[-MAX_SHOWN:]
         self.query_one(Collapsible).collapsed = False
         self.query_one(".tool-output", Static).update(self.result)
 
     def finish(self, result: str, decision: str) -> None:
-        self.result, self.decision = result[-MAX_SHOWN:], decision
+        self.result, self.decision = for_terminal(result)[-MAX_SHOWN:], decision
         box = self.query_one(Collapsible)
         box.title = self._title()
         box.collapsed = True

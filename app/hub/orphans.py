@@ -1,0 +1,111 @@
+"""Files in the models folder that no pull owns.
+
+Pulling a bundle again with another quant or drafter replaces its record, and
+the files of the earlier pull stay on disk (deleting gigabytes unasked would be
+worse). They are found here by walking the models folder, so that `dspine list`
+can show them with their sizes and `dspine rm --orphans` (or `rm FILE`) can
+delete them. A file and its `.part`, `.part.json`, `.corrupt` and `.lock`
+companions count as one orphan (the lock is not counted in its size).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .locks import is_held, lock_path
+from .store import Manifest, PullRecord, corrupt_path, part_meta_path, part_path
+
+# The manifest, its lock, its write-then-rename temporaries and damaged copies are not models.
+_MANIFEST_PREFIXES = ("manifest.json", ".manifest-")
+_COMPANION_SUFFIXES = (".part.json", ".part", ".corrupt", ".lock")
+
+
+@dataclass
+class Orphan:
+    final: Path  # the model file's name, whether or not it finished
+    paths: list[Path] = field(default_factory=list)  # what exists of it and its companions
+    size: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.final.name
+
+
+def _final_of(path: Path) -> Path:
+    for suffix in _COMPANION_SUFFIXES:
+        if path.name.endswith(suffix):
+            return path.with_name(path.name[: -len(suffix)])
+    return path
+
+
+def _owned(manifest: Manifest) -> set[Path]:
+    return {Path(f.local).resolve() for record in manifest.records.values() for f in record.files}
+
+
+def find_orphans(manifest: Manifest, models_dir: Path) -> list[Orphan]:
+    """Every model file under `models_dir` (with its companions) that no record names."""
+    if not models_dir.is_dir():
+        return []
+    root = models_dir.resolve()
+    owned = _owned(manifest)
+    found: dict[Path, Orphan] = {}
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        if path.parent == root and path.name.startswith(_MANIFEST_PREFIXES):
+            continue
+        if path.name.endswith(".lock"):  # what any ended pull leaves; deleted with its file
+            continue
+        final = _final_of(path)
+        # Only what a pull could have left: a GGUF at ORG/REPO/... (a models_dir shared
+        # with other tools may hold anything else, which is not dspine's to delete).
+        if final in owned or not final.name.lower().endswith(".gguf") or len(final.relative_to(root).parts) < 3:
+            continue
+        orphan = found.setdefault(final, Orphan(final))
+        orphan.paths.append(path)
+        orphan.size += path.stat().st_size
+    return list(found.values())
+
+
+def left_behind(before: PullRecord | None, manifest: Manifest) -> list[Path]:
+    """Files of an earlier record of a name that no record owns any more (after a re-pull)."""
+    if before is None:
+        return []
+    owned = _owned(manifest)
+    return [Path(f.local) for f in before.files if Path(f.local).resolve() not in owned and Path(f.local).exists()]
+
+
+def match_orphans(orphans: list[Orphan], name: str) -> list[Orphan]:
+    """The orphans a name given to `rm` means: a file name or a path, as `dspine list` shows them."""
+    wanted = Path(name).expanduser()
+    path = wanted.resolve() if wanted.is_absolute() else None
+    return [o for o in orphans if name in (o.name, str(o.final)) or o.final == path]
+
+
+@dataclass
+class OrphanRemoval:
+    deleted: list[Path] = field(default_factory=list)
+    freed: int = 0
+    busy: list[Path] = field(default_factory=list)  # a pull holds its lock right now
+
+
+def remove_orphans(orphans: list[Orphan], models_dir: Path) -> OrphanRemoval:
+    from .store import prune_empty_dirs
+
+    removal = OrphanRemoval()
+    for orphan in orphans:
+        if is_held(orphan.final):
+            removal.busy.append(orphan.final)
+            continue
+        for path in (orphan.final, part_path(orphan.final), part_meta_path(orphan.final), corrupt_path(orphan.final)):
+            try:
+                size = path.stat().st_size
+                path.unlink()
+            except FileNotFoundError:
+                continue
+            removal.deleted.append(path)
+            removal.freed += size
+        lock_path(orphan.final).unlink(missing_ok=True)
+        prune_empty_dirs(orphan.final.parent, models_dir)
+    return removal

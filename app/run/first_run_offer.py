@@ -1,0 +1,48 @@
+"""What the chat's first-run screen offers when nothing is pulled: the default bundle
+with the drafter its own fit plan keeps.
+
+The drafter recommended for this llama-server (DSpine needs a fork) is only a
+wish: the plan may drop it (a card too small for the target, where spilling to
+RAM costs more than drafting gains). The offer, the text and the pull all follow
+the plan, so the screen never recommends a drafter it then does not use, and
+the pull never downloads one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..fit.hardware import Hardware
+from ..models.catalog import NO_DRAFTER, Catalog
+from ..settings import Settings
+from ..units import format_bytes
+
+
+@dataclass
+class Offer:
+    bundle: str
+    wished: str  # the drafter recommended for this llama-server
+    drafter: str | None = None  # what the plan keeps; None until planned
+    text: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.bundle} (drafter {self.drafter or self.wished})"
+
+
+def plan_offer(offer: Offer, catalog: Catalog, settings: Settings, hardware: Hardware | None = None) -> Offer:
+    """Fit the bundle with the wished drafter; keep the drafter only if the plan does."""
+    from ..fit.service import FitRequest, fit
+
+    plan = fit(FitRequest(offer.bundle, draft=offer.wished), catalog, settings, hardware).plan
+    offer.drafter = offer.wished if plan.drafter is not None else NO_DRAFTER
+    drafter_label = plan.drafter.label if plan.drafter else "no drafter"
+    lines = [
+        f"{'Fits' if plan.fits else 'Does not fit'}: {plan.target.label} + {drafter_label}, "
+        f"context {plan.n_ctx:,}, KV {plan.kv}, {format_bytes(plan.total)} of {format_bytes(plan.budget)}"
+    ]
+    if offer.drafter != offer.wished:
+        lines.append(f"The drafter {offer.wished} is left out here (see below), so it is not pulled.")
+    offer.text = "\n".join(lines + [f"• {r}" for r in plan.reasons])
+    return offer
