@@ -270,7 +270,7 @@ def run_prompt(
         seed=seed,
         max_tokens=max_tokens,
     )
-    options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key)
+    options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key, think=thinking)
     said: list[str] = []
 
     def progress(line: str) -> None:
@@ -357,7 +357,7 @@ def chat(
     check_lengths(ctx=ctx)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
-    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key)
+    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, think=think == "on")
     store = ChatStore(settings.chats_db)  # before the engine: a bad chats_db fails fast
     if store.set_aside is not None:
         err.print(
@@ -537,7 +537,7 @@ def bench(
     setups = [Setup(PLAIN, None)]
     for label, _, kind in chosen:
         setups += [Setup(label, length) for length in (lengths or [default_n_max(kind, unknown=4)])]
-        if adaptive and engine == "inproc":
+        if adaptive and engine in ("inproc", "server"):
             setups.append(Setup(label, None, adaptive=True))
     by_label = {label: (path, kind) for label, path, kind in chosen}
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate, ToolCall
+from .server_draft import positions
 from .stats import Stats
 from .thinking import ThinkSplitter
 
@@ -54,6 +55,8 @@ def apply_timings(stats: Stats, timings: dict) -> None:
     if "draft_n" in timings:
         stats.drafted = int(timings["draft_n"])
         stats.accepted = int(timings.get("draft_n_accepted", 0))
+    if "draft_tested_per_pos" in timings:  # dspine's patched llama-server
+        stats.position_tested, stats.position_kept = positions(timings)
     # Each verify step yields its accepted draft tokens plus one of the target's own.
     stats.verify_steps = max(stats.generated_tokens - stats.accepted, 0)
 
