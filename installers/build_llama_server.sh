@@ -8,7 +8,8 @@
 # patched there. The binary lands in DEST_DIR/bin/llama-server. A second run
 # with the same source, patch, script and flags keeps the build (DEST_DIR/STAMP).
 # When the patch does not apply the server is built unpatched, and it says so.
-# Environment: JOBS (parallel compile jobs, default: all cores), CMAKE (cmake binary).
+# Environment: JOBS (parallel compile jobs, default: all cores), CMAKE (cmake binary),
+# DSPINE_BUILD_CACHE (a DEST_DIR built before: its binary is taken when its stamp matches).
 set -eu
 
 say() { printf '%s\n' "dspine build: $*"; }
@@ -33,6 +34,16 @@ SRC_SHA="$(cd "$SRC" && find CMakeLists.txt cmake common ggml src include tools/
 KEY="$SRC_SHA $(sha "$PATCH") $(sha "$0") $*"
 if [ -x "$DEST/bin/llama-server" ] && [ "$(cat "$DEST/STAMP" 2>/dev/null)" = "$KEY" ]; then
     say "llama-server in $DEST: kept ($(cat "$DEST/PATCHED"))"
+    exit 0
+fi
+CACHED="${DSPINE_BUILD_CACHE:-}"
+if [ -n "$CACHED" ] && [ -x "$CACHED/bin/llama-server" ] && [ "$(cat "$CACHED/STAMP" 2>/dev/null)" = "$KEY" ]; then
+    mkdir -p "$DEST/bin"
+    cp "$CACHED/bin/llama-server" "$DEST/bin/llama-server.new"
+    mv "$DEST/bin/llama-server.new" "$DEST/bin/llama-server"
+    cp "$CACHED/PATCHED" "$DEST/PATCHED"
+    printf '%s\n' "$KEY" > "$DEST/STAMP"
+    say "llama-server in $DEST: kept, from the build in $CACHED ($(cat "$DEST/PATCHED"))"
     exit 0
 fi
 
