@@ -42,9 +42,10 @@ def _contains(path: Path, needle: bytes) -> bool:
     try:
         with path.open("rb") as handle:
             while chunk := handle.read(_CHUNK):
-                if needle in tail + chunk:
+                window = tail + chunk
+                if needle in window:
                     return True
-                tail = chunk[-len(needle) :]
+                tail = window[-(len(needle) - 1) :]  # a marker split across reads
     except OSError:
         return False
     return False

