@@ -32,6 +32,7 @@ from their timings, and a step-time table timed through the server). llama-serve
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -66,8 +67,16 @@ def patched_binary() -> Path:
 
 
 def server_engine(binary: str, target: Path, drafter: Path, adaptive: AdaptiveDraft | None) -> LlamaServerEngine:
+    # No busy-waiting between passes: on a shared 2-core machine llama-server's OpenMP threads
+    # and polling spin against the other tenants' work (a 135M model ran at ~5 tok/s here).
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     config = ServerConfig(
-        model=str(target), draft_model=str(drafter), drafter_kind="draft", n_ctx=2048, n_max=16, n_ubatch=512
+        model=str(target),
+        draft_model=str(drafter),
+        drafter_kind="draft",
+        n_ctx=2048,
+        n_max=16,
+        extra_args=("--poll", "0", "--poll-draft", "0"),
     )
     log_dir = Path(tempfile.mkdtemp(prefix="dspine-adaptive-logs-"))
     return LlamaServerEngine(config, binary=binary, log_dir=log_dir, adaptive=adaptive).start()
