@@ -483,11 +483,13 @@ class LlamaServerEngine:
         extra: dict[str, Any] = {"timings_per_token": True}
         learning = n_max is None and self.adaptive is not None and self.per_request_draft and self.config.drafter_kind
         if learning:
+            import httpx2
+
             assert self.adaptive is not None
             try:
                 if self.adaptive.wants_calibration():
                     self.adaptive.calibrated(self.calibrate(self.adaptive.max_k))
-            except (EngineError, OSError, ValueError) as exc:
+            except (EngineError, OSError, ValueError, httpx2.HTTPError) as exc:
                 yield Error(f"draft-length calibration failed: {exc}", f"see {self._running.log_path}")
                 return
             n_max = self.adaptive.choose(think)
