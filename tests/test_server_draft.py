@@ -246,3 +246,36 @@ def test_serve_sends_the_length_learned_for_each_requests_mode():
     assert with_draft_length({"a": 1}, 3) == {"a": 1, "speculative.n_max": 3}
     assert with_draft_length({"speculative.n_max": 7}, 3) == {"speculative.n_max": 7}  # the client's own wins
     assert with_draft_length({"a": 1}, None) == {"a": 1}
+
+
+def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_server, real, tmp_path):
+    """SmolLM2-135M Q8_0 with its Q4_1 as drafter, through the patched server: each mode's
+    sampling preset (think off: presence penalty 1.5, which llama-server's drafter does
+    not apply) gives its own acceptance by position, and so its own length. The costs are
+    fixed here (a GPU-like step: verify about flat in length, drafting 5% of it), so
+    the choice depends only on what the counts taught, not on this machine's load."""
+    from backends.adaptive import Costs, best_length
+    from backends.sampling import preset
+
+    from backends.adaptive import CALIBRATIONS
+
+    # Taught only by the replies: a table as if calibrated, so no time goes into calibrating.
+    adaptive = AdaptiveDraft(default=4, max_k=8, verify_s_by_len=[0.02] * 9, verify_samples=CALIBRATIONS)
+    engine = engine_on(patched_server, real, tmp_path, drafter="q4", n_max=8, adaptive=adaptive)
+    code = [{"role": "user", "content": "Write a Python function that parses a CSV line into fields."}]
+    try:
+        for think in (True, False):
+            for seed in (1, 2):
+                end = list(engine.stream(code, think=think, sampling=preset(think).with_(seed=seed, max_tokens=64)))
+                assert isinstance(end[-1], End), end[-1]
+    finally:
+        engine.close()
+    costs = Costs(draft_per_token=0.001, verify_fixed=0.020, verify_per_token=0.0003)
+    on, off = adaptive.mode(True), adaptive.mode(False)
+    assert sum(on.tested) > 20 and sum(off.tested) > 20
+    chosen = {think: best_length(adaptive.mode(think).acceptance(), costs, 8) for think in (True, False)}
+    rates = {
+        think: [round(k / t, 2) for k, t in zip(m.kept, m.tested, strict=True) if t]
+        for think, m in ((True, on), (False, off))
+    }
+    assert chosen[True] != chosen[False], (chosen, rates)
