@@ -3,6 +3,7 @@ GPU detection faked with PATH shims; shellcheck clean."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -59,12 +60,14 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
     assert "(patched: per-request draft length)" in first.stdout
     assert server.is_file()
     doctor = subprocess.run(
-        [str(tmp_path / "bin" / "dspine"), "doctor"],
+        [str(tmp_path / "bin" / "dspine"), "doctor", "--json", "--quick"],
         capture_output=True,
         text=True,
         env={**os.environ, **user, "PATH": f"{no_gpu}{os.pathsep}{os.environ['PATH']}"},
     )
-    assert f"{server}: version" in doctor.stdout and "per-request draft length: honoured" in doctor.stdout
+    found = {check["name"]: check["detail"] for check in json.loads(doctor.stdout)}
+    assert found["llama-server (dspine build)"].startswith(f"{server}: version")
+    assert "per-request draft length: honoured" in found["llama-server (dspine build)"]
     server_built = server.stat().st_mtime
     dspine = tmp_path / "bin" / "dspine"
     version = subprocess.run([str(dspine), "--version"], capture_output=True, text=True)
