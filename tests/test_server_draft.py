@@ -254,10 +254,8 @@ def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_serve
     not apply) gives its own acceptance by position, and so its own length. The costs are
     fixed here (a GPU-like step: verify about flat in length, drafting 5% of it), so
     the choice depends only on what the counts taught, not on this machine's load."""
-    from backends.adaptive import Costs, best_length
+    from backends.adaptive import CALIBRATIONS, Costs, best_length
     from backends.sampling import preset
-
-    from backends.adaptive import CALIBRATIONS
 
     # Taught only by the replies: a table as if calibrated, so no time goes into calibrating.
     adaptive = AdaptiveDraft(default=4, max_k=8, verify_s_by_len=[0.02] * 9, verify_samples=CALIBRATIONS)
