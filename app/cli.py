@@ -447,6 +447,19 @@ def _first_run(settings, catalog):
     return FirstRun(f"{bundle.name} (drafter {drafter})", describe, pull)
 
 
+def _server_adapts(settings) -> bool:
+    """Whether the llama-server here drafts at a per-request length (dspine's patch): only
+    then does a bench row with the adaptive length measure adapting on the server engine."""
+    from backends.base import EngineError
+    from backends.llama_server import find_binary
+    from backends.server_draft import honoured_by_binary
+
+    try:
+        return honoured_by_binary(find_binary(settings.llama_server))
+    except EngineError:
+        return False
+
+
 @app.command()
 def bench(
     model: str | None = typer.Option(
@@ -535,9 +548,10 @@ def bench(
                 if files.drafter is not None and files.drafter_kind:
                     chosen.append((item, files.drafter, files.drafter_kind))
     setups = [Setup(PLAIN, None)]
+    adapts = adaptive and (engine == "inproc" or (engine == "server" and _server_adapts(settings)))
     for label, _, kind in chosen:
         setups += [Setup(label, length) for length in (lengths or [default_n_max(kind, unknown=4)])]
-        if adaptive and engine in ("inproc", "server"):
+        if adapts:
             setups.append(Setup(label, None, adaptive=True))
     by_label = {label: (path, kind) for label, path, kind in chosen}
 

@@ -277,3 +277,34 @@ def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_serve
         for think, m in ((True, on), (False, off))
     }
     assert chosen[True] != chosen[False], (chosen, rates)
+
+
+def test_bench_adapts_on_the_patched_server(patched_server, dspine, models, tmp_path):
+    files = models["dense"]
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text(json.dumps({"messages": HELLO, "category": "code"}) + "\n")
+    result = dspine(
+        "bench",
+        "--model",
+        str(files["target"]),
+        "--drafters",
+        str(files["same"]),
+        "--engine",
+        "server",
+        "--prompts",
+        str(chats),
+        "--n-max",
+        "2",
+        "--max-tokens",
+        "16",
+        "--repeat",
+        "1",
+        "--think",
+        "off",
+        "--json",
+        extra_env={"DSPINE_LLAMA_SERVER": str(patched_server)},
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    auto = [row for row in json.loads(result.stdout) if row["adaptive"]]
+    assert len(auto) == 1 and auto[0]["draft_lengths"] and all(1 <= k <= 16 for k in auto[0]["draft_lengths"])
