@@ -106,9 +106,10 @@ def open_engine(
         n_max = options.n_max
         if adaptive is not None:
             # Honoured per request: launch with the longest length it may choose. Not: launch with
-            # the one learned for the mode the session starts in (a mode switch keeps it).
+            # the one learned for the mode the session starts in (a mode switch keeps it), or,
+            # before anything was learned, the fit plan's.
             honoured = honoured_by_binary(find_binary(settings.llama_server))
-            n_max = adaptive.max_k if honoured else adaptive.choose(options.think)
+            n_max = adaptive.max_k if honoured else adaptive.learned(options.think)
             if not honoured:
                 adaptive, on_close = None, None
         config = ServerConfig(
