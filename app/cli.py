@@ -314,7 +314,7 @@ def run_prompt(
         seed=seed,
         max_tokens=max_tokens,
     )
-    options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key)
+    options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key, think=thinking)
     said: list[str] = []
 
     def progress(line: str) -> None:
@@ -401,7 +401,7 @@ def chat(
     check_lengths(ctx=ctx)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
-    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key)
+    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, think=think == "on")
     store = ChatStore(settings.chats_db)  # before the engine: a bad chats_db fails fast
     if store.set_aside is not None:
         err.print(
@@ -485,6 +485,19 @@ def _first_run(settings, catalog):
         return pull_model(make_request(DEFAULT_MODEL, catalog, None, offer.drafter), settings, progress)
 
     return FirstRun(offer.name, describe, pull)
+
+
+def _server_adapts(settings) -> bool:
+    """Whether the llama-server here drafts at a per-request length (dspine's patch): only
+    then does a bench row with the adaptive length measure adapting on the server engine."""
+    from backends.base import EngineError
+    from backends.llama_server import find_binary
+    from backends.server_draft import honoured_by_binary
+
+    try:
+        return honoured_by_binary(find_binary(settings.llama_server))
+    except EngineError:
+        return False
 
 
 @app.command()
@@ -577,9 +590,10 @@ def bench(
                 if files.drafter is not None and files.drafter_kind:
                     chosen.append((item, files.drafter, files.drafter_kind))
     setups = [Setup(PLAIN, None)]
+    adapts = adaptive and (engine == "inproc" or (engine == "server" and _server_adapts(settings)))
     for label, _, kind in chosen:
         setups += [Setup(label, length) for length in (lengths or [default_n_max(kind, unknown=4)])]
-        if adaptive and engine == "inproc":
+        if adapts:
             setups.append(Setup(label, None, adaptive=True))
     by_label = {label: (path, kind) for label, path, kind in chosen}
 

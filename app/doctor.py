@@ -74,6 +74,7 @@ def check_llama_cpp_python(hardware: Hardware) -> Check:
 def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardware | None = None) -> list[Check]:
     from backends.drafters import KINDS
     from backends.llama_server import candidates, probe, version_of
+    from backends.server_draft import honoured_by_binary
 
     found = candidates(settings.llama_server)
     if not found:
@@ -102,9 +103,14 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
         supports = not wanted or caps.runs(drafter_kind or "")
         usable = usable or supports
         devices = server_devices(path)
+        per_request = (
+            "honoured"
+            if honoured_by_binary(path)
+            else "not honoured (switching think mode keeps the launch length; installers/install.sh --with-server)"
+        )
         detail = (
             f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
-            f"DSpine: {'yes' if dspine_ok else 'no'}; "
+            f"DSpine: {'yes' if dspine_ok else 'no'}; per-request draft length: {per_request}; "
             + ("devices: ?" if devices is None else f"devices: {'; '.join(devices) or 'none (CPU only)'}")
         )
         if hardware is not None and hardware.gpus and devices == []:

@@ -151,12 +151,17 @@ class AdaptiveDraft:
     def mode(self, think: bool) -> ModeStats:
         return self.modes.setdefault("think" if think else "no_think", ModeStats())
 
-    def choose(self, think: bool) -> int:
+    def learned(self, think: bool) -> int | None:
+        """The best length for the mode from what it measured; None before it measured enough."""
         stats = self.mode(think)
         costs = costs_from(stats, self.plain_token_s, self.verify_s_by_len)
         if costs is None or sum(stats.tested) < 8:
-            return self.default
+            return None
         return best_length(stats.acceptance(), costs, self.max_k)
+
+    def choose(self, think: bool) -> int:
+        learned = self.learned(think)
+        return self.default if learned is None else learned
 
     def to_json(self) -> dict:
         return {

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
+from . import server_draft
+from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import probe as probe_template
 from .drafters import KINDS
@@ -236,6 +238,11 @@ def _private_dir(folder: Path) -> None:
         made.chmod(0o700)
 
 
+_HONOURS: dict[tuple[str, float, int], bool] = {}
+# Plain code, like most of what dspine drafts for: the calibration's drafts are mostly kept.
+_CALIBRATION_PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -259,6 +266,10 @@ class LlamaServerEngine:
     startup_timeout: float = 600.0
     on_progress: Callable[[str], None] | None = None
     name: str = "server"
+    adaptive: AdaptiveDraft | None = None  # learns the draft length per think mode when the binary honours it
+    on_close: Callable[[], None] | None = None  # e.g. save what `adaptive` learned
+    # Whether this binary drafts at a request's `speculative.n_max` (learned from /props at start).
+    per_request_draft: bool | None = field(default=None, init=False)
     _running: _Running | None = field(default=None, init=False, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
@@ -330,10 +341,56 @@ class LlamaServerEngine:
         atexit.register(self.close)
         try:
             self._wait_healthy()
+            self.per_request_draft = self._honours_per_request_draft(binary)
         except BaseException:
             self.close()
             raise
         return self
+
+    def _honours_per_request_draft(self, binary: Path) -> bool:
+        """The patch's marker in /props, asked once per binary (path, mtime, size)."""
+        stat = binary.stat()
+        key = (str(binary), stat.st_mtime, stat.st_size)
+        if key not in _HONOURS:
+            assert self._running is not None
+            response = self._running.client.get("/props", timeout=30)
+            _HONOURS[key] = response.status_code == 200 and server_draft.honoured_by_props(response.json())
+        return _HONOURS[key]
+
+    @property
+    def draft_length_note(self) -> str | None:
+        """For the readout and the log: what happens to the draft length on a mode switch."""
+        if not self.config.drafter_kind or self.per_request_draft is None:
+            return None
+        if self.per_request_draft:
+            return "per-request draft length: honoured" + (" (learned per think mode)" if self.adaptive else "")
+        return server_draft.fallback_note(self.config.n_max or 0)
+
+    def calibrate(self, max_k: int, n_predict: int = 16) -> list[float]:
+        """Seconds per step by draft length 0..max_k, timed through the server: one short
+        greedy completion at each of a few lengths, the rest interpolated."""
+        assert self._running is not None
+        measured: dict[int, float] = {}
+        for k in server_draft.calibration_lengths(max_k):
+            body = {
+                "prompt": _CALIBRATION_PROMPT,
+                "n_predict": n_predict,
+                "temperature": 0.0,
+                "cache_prompt": True,
+                "speculative.n_max": k,
+            }
+            response = self._running.client.post("/completion", json=body, timeout=600)
+            if response.status_code != 200:
+                raise EngineError(
+                    f"llama-server answered {response.status_code} to a draft-length calibration",
+                    f"see {self._running.log_path}",
+                )
+            seconds = server_draft.step_seconds(response.json().get("timings") or {})
+            if seconds is not None:
+                measured[k] = seconds
+        if not measured:
+            raise EngineError("the draft-length calibration timed nothing", f"see {self._running.log_path}")
+        return server_draft.step_table(measured, max_k)
 
     def _wait_healthy(self) -> None:
         assert self._running is not None
@@ -382,6 +439,8 @@ class LlamaServerEngine:
         running, self._running = self._running, None
         if running is None:
             return
+        if self.on_close is not None:
+            self.on_close()
         atexit.unregister(self.close)
         running.client.close()
         running.log_path.with_suffix(".key").unlink(missing_ok=True)
@@ -423,6 +482,18 @@ class LlamaServerEngine:
         assert self._running is not None
         self._cancel.clear()
         extra: dict[str, Any] = {"timings_per_token": True}
+        learning = n_max is None and self.adaptive is not None and self.per_request_draft and self.config.drafter_kind
+        if learning:
+            import httpx2
+
+            assert self.adaptive is not None
+            try:
+                if self.adaptive.wants_calibration():
+                    self.adaptive.calibrated(self.calibrate(self.adaptive.max_k))
+            except (EngineError, OSError, ValueError, httpx2.HTTPError) as exc:
+                yield Error(f"draft-length calibration failed: {exc}", f"see {self._running.log_path}")
+                return
+            n_max = self.adaptive.choose(think)
         if n_max is not None and self.config.drafter_kind:
             extra["speculative.n_max"] = n_max
         body = chat_body(messages, think, sampling or preset(think), extra, tools)
@@ -438,7 +509,10 @@ class LlamaServerEngine:
                         f"llama-server answered {response.status_code}: {detail}", f"see {self._running.log_path}"
                     )
                     return
-                yield from stream_chat(response, self._cancel, started)
+                for event in stream_chat(response, self._cancel, started):
+                    if learning and isinstance(event, End) and event.stats.position_tested:
+                        self._learn(think, event.stats)
+                    yield event
         except StreamBroken:
             yield (
                 self._died()
@@ -454,6 +528,15 @@ class LlamaServerEngine:
                 yield Error(f"the connection to llama-server broke: {exc}", f"see {self._running.log_path}")
         finally:
             self._response_in_use = None
+
+    def _learn(self, think: bool, stats: Stats) -> None:
+        """A reply's per-position counts and its step time. The server does not split
+        drafting from verifying: the whole decode time counts as verify time, which the
+        calibrated table (step time by length) matches."""
+        assert self.adaptive is not None
+        self.adaptive.mode(think).add(
+            stats.position_tested, stats.position_kept, 0.0, stats.drafted, stats.decode_s, stats.verify_steps
+        )
 
     def _exits_soon(self) -> bool:
         """A dying server closes its sockets a moment before its process is gone."""

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate, ToolCall
+from .server_draft import positions
 from .stats import Stats, count_positions
 from .thinking import ThinkSplitter
 
@@ -71,6 +72,10 @@ def apply_timings(stats: Stats, timings: dict) -> None:
     if "draft_n" in timings:
         stats.drafted = _count(timings, "draft_n", 0)
         stats.accepted = _count(timings, "draft_n_accepted", 0)
+    if "draft_tested_per_pos" in timings:
+        # dspine's patched llama-server counts by position itself: exact, so it replaces
+        # what StepPositions inferred from the rises of draft_n.
+        stats.position_tested, stats.position_kept = positions(timings)
     # Each verify step yields its accepted draft tokens plus one of the target's own.
     stats.verify_steps = max(stats.generated_tokens - stats.accepted, 0)
 

@@ -18,12 +18,21 @@ With `--real` the pair is real: SmolLM2-135M as a Q8_0 target with its own
 Q4_1 (or, `--real q2`, Q2_K) as drafter (tests/real_models.py), on a coding
 prompt, where acceptance rises and falls with the text as it does on Qwen.
 
+With `--engine server` the same runs go through dspine's patched llama-server
+(per-request draft length; `--binary PATH`, by default the one the tests build
+once per machine, tests/patched_server.py): fixed lengths as each request's
+`speculative.n_max` on a server launched at 16; adaptive, on the same server,
+learns only from the replies where it chose the length (per-position counts
+from their timings, and a step-time table timed through the server). llama-server's default length is 3.
+
     .venv/bin/python benchmarks/adaptive_draft.py [--tokens 192] [--noise 0.15] [--rounds 5] [--real q4|q2]
+                                                  [--engine inproc|server] [--binary PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import sys
@@ -34,8 +43,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from backends.adaptive import AdaptiveDraft  # noqa: E402
+from backends.base import Engine  # noqa: E402
 from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
+from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import preset  # noqa: E402
 from benchmarks.engine_speed import MESSAGES, make_pair  # noqa: E402
 from tests.real_models import smollm2_pair  # noqa: E402
@@ -43,10 +54,32 @@ from tests.real_models import smollm2_pair  # noqa: E402
 FIXED = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 
 
-def rate(engine: InprocEngine, think: bool, tokens: int, n_max: int | None) -> float:
+def rate(engine: Engine, think: bool, tokens: int, n_max: int | None) -> float:
     sampling = preset(think).with_(seed=1, max_tokens=tokens)
     end = [e for e in engine.stream(MESSAGES, think=think, sampling=sampling, n_max=n_max) if isinstance(e, End)][-1]
     return end.stats.tokens_per_s
+
+
+def patched_binary() -> Path:
+    from tests.patched_server import build_folder
+
+    return build_folder() / "bin" / "llama-server"
+
+
+def server_engine(binary: str, target: Path, drafter: Path, adaptive: AdaptiveDraft | None) -> LlamaServerEngine:
+    # No busy-waiting between passes: on a shared 2-core machine llama-server's OpenMP threads
+    # and polling spin against the other tenants' work (a 135M model ran at ~5 tok/s here).
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    config = ServerConfig(
+        model=str(target),
+        draft_model=str(drafter),
+        drafter_kind="draft",
+        n_ctx=2048,
+        n_max=16,
+        extra_args=("--poll", "0", "--poll-draft", "0"),
+    )
+    log_dir = Path(tempfile.mkdtemp(prefix="dspine-adaptive-logs-"))
+    return LlamaServerEngine(config, binary=binary, log_dir=log_dir, adaptive=adaptive).start()
 
 
 def main() -> None:
@@ -55,6 +88,8 @@ def main() -> None:
     parser.add_argument("--noise", type=float, default=0.15)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--real", choices=["q4", "q2"], help="the real SmolLM2 pair with this drafter")
+    parser.add_argument("--engine", choices=["inproc", "server"], default="inproc")
+    parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
     args = parser.parse_args()
     if args.real:
         pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
@@ -63,8 +98,18 @@ def main() -> None:
         target, drafter = make_pair(Path(tempfile.mkdtemp(prefix="dspine-adaptive-")), args.noise)
     adaptive = AdaptiveDraft(default=4)
     # Two engines on the same files: adaptive learns only from its own replies, as in use.
-    fixed_engine = InprocEngine(str(target), draft_path=str(drafter), n_ctx=2048, n_max=16).load()
-    engine = InprocEngine(str(target), draft_path=str(drafter), n_ctx=2048, n_max=16, adaptive=adaptive).load()
+    fixed_engine: Engine
+    engine: Engine
+    if args.engine == "server":
+        binary = args.binary or str(patched_binary())
+        # One server: an idle second one spins its threads on a CPU machine and skews the
+        # timings. A request with its own n_max teaches adaptive nothing.
+        engine = fixed_engine = server_engine(binary, target, drafter, adaptive)
+        assert engine.per_request_draft, f"{binary} does not honour a per-request draft length"
+    else:
+        fixed_engine = InprocEngine(str(target), draft_path=str(drafter), n_ctx=2048, n_max=16).load()
+        engine = InprocEngine(str(target), draft_path=str(drafter), n_ctx=2048, n_max=16, adaptive=adaptive).load()
+    print(f"engine: {args.engine}")
     try:
         for think in (False, True):
             mode = "think on" if think else "think off"
@@ -106,7 +151,8 @@ def main() -> None:
                 )
     finally:
         engine.close()
-        fixed_engine.close()
+        if fixed_engine is not engine:
+            fixed_engine.close()
 
 
 if __name__ == "__main__":

