@@ -23,7 +23,7 @@ from backends.errors import EngineError
 
 from . import __version__
 from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result
-from .errors import ERRORS_FOR_PEOPLE, Interrupted, UsageError
+from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
 from .settings import Settings, load_settings
@@ -162,15 +162,22 @@ def rm(
     yes: bool = typer.Option(False, "--yes", "-y", help="Do not ask."),
 ) -> None:
     """Delete a pulled model's files, or files no pull owns (asks first unless --yes)."""
-    from .hub.orphans import find_orphans, match_orphans
+    from .hub.orphans import find_orphans, match_orphans, why_orphans_cannot_be_told
 
     settings = load_settings()
     manifest = Manifest(settings.manifest_path)
     if orphans or (name is not None and not manifest.has(name)):
-        found = find_orphans(manifest, settings.models_dir)
         if orphans and name is not None:
             raise UsageError("rm takes a name or --orphans, not both", "run `dspine rm --orphans` or `dspine rm NAME`")
-        chosen = found if orphans else match_orphans(found, name or "")
+        reason = why_orphans_cannot_be_told(manifest)
+        if reason is not None:
+            raise ConfigError(
+                f"rm deletes no file as unowned now: {reason}, so pulled models would look unowned too",
+                "pull your models again (files already here are re-hashed, not downloaded), "
+                "or delete the files you no longer want yourself",
+            )
+        found = find_orphans(manifest, settings.models_dir)
+        chosen = found if orphans else match_orphans(found, name or "", settings.models_dir)
         if name is not None and not chosen:
             manifest.find(name)  # raises: names what is pulled
         _remove_orphans(chosen, settings, yes)

@@ -28,10 +28,16 @@ JOBS="${JOBS:-$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)}"
 GENERATOR=""
 command -v ninja >/dev/null 2>&1 && GENERATOR="-GNinja"
 
-sha() { sha256sum "$@" 2>/dev/null | cut -c1-64 || shasum -a 256 "$@" | cut -c1-64; }
+# sha256sum (Linux) or shasum (macOS): an empty hash would make every source and patch look the same.
+if command -v sha256sum >/dev/null 2>&1; then SHA256="sha256sum"; else SHA256="shasum -a 256"; fi
+sha() { $SHA256 "$@" | cut -c1-64; }
 # The source's identity: every file under tools/server, src, common, ggml and the top CMakeLists.
-SRC_SHA="$(cd "$SRC" && find CMakeLists.txt cmake common ggml src include tools/server -type f 2>/dev/null | LC_ALL=C sort | xargs sha256sum 2>/dev/null | sha256sum | cut -c1-64)"
-KEY="$SRC_SHA $(sha "$PATCH") $(sha "$0") $*"
+SRC_SHA="$(cd "$SRC" && find CMakeLists.txt cmake common ggml src include tools/server -type f 2>/dev/null | LC_ALL=C sort | xargs $SHA256 | $SHA256 | cut -c1-64)"
+PATCH_SHA="$(sha "$PATCH")"
+SCRIPT_SHA="$(sha "$0")"
+[ ${#SRC_SHA} -eq 64 ] && [ ${#PATCH_SHA} -eq 64 ] && [ ${#SCRIPT_SHA} -eq 64 ] ||
+    fail "could not hash the source, the patch or this script" "install sha256sum (coreutils) or shasum"
+KEY="$SRC_SHA $PATCH_SHA $SCRIPT_SHA $*"
 if [ -x "$DEST/bin/llama-server" ] && [ "$(cat "$DEST/STAMP" 2>/dev/null)" = "$KEY" ]; then
     say "llama-server in $DEST: kept ($(cat "$DEST/PATCHED"))"
     exit 0
@@ -48,12 +54,14 @@ if [ -n "$CACHED" ] && [ -x "$CACHED/bin/llama-server" ] && [ "$(cat "$CACHED/ST
 fi
 
 mkdir -p "$DEST"
-rm -rf "$DEST/src" "$DEST/STAMP"
+# The old build folder goes too: its CMakeCache would keep flags no longer given (CUDA on or off).
+rm -rf "$DEST/src" "$DEST/build" "$DEST/STAMP"
 say "copying the source to $DEST/src"
 cp -R "$SRC" "$DEST/src"
 chmod -R u+w "$DEST/src"
-if patch --dry-run -p1 -d "$DEST/src" -i "$PATCH" >"$DEST/patch.log" 2>&1; then
-    patch -p1 -d "$DEST/src" -i "$PATCH" >>"$DEST/patch.log"
+# --batch --forward: patch never stops to ask on the terminal (its questions would go to the log).
+if patch --batch --forward --dry-run -p1 -d "$DEST/src" -i "$PATCH" >"$DEST/patch.log" 2>&1 </dev/null; then
+    patch --batch --forward -p1 -d "$DEST/src" -i "$PATCH" >>"$DEST/patch.log" </dev/null
     echo "patched: per-request draft length" > "$DEST/PATCHED"
     say "patch applied: per-request draft length (speculative.n_max / n_min)"
 else

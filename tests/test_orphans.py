@@ -93,3 +93,58 @@ def test_an_orphan_a_pull_is_fetching_is_kept(tmp_path):
     assert final.with_name("a.gguf.part").exists()
     removal = remove_orphans(orphans, models)
     assert removal.freed == 10 and not Path(final.parent).exists()
+
+
+def test_a_manifest_field_from_a_newer_dspine_does_not_disown_the_pulled_files(dspine, hub, models_dir):
+    assert dspine("pull", "qwen3.8-27b").returncode == 0
+    path = models_dir / "manifest.json"
+    data = json.loads(path.read_text())
+    record = next(iter(data["pulls"].values()))
+    record["files"][0]["added_by_a_newer_dspine"] = 1
+    record["also_new"] = "x"
+    path.write_text(json.dumps(data))
+    assert Manifest(path).set_aside is None
+    assert _orphans(dspine) == []
+    assert dspine("rm", "--orphans", "--yes").returncode == 0
+    assert (models_dir / TARGET_REPO / TARGET_Q4).exists()
+
+
+def test_rm_deletes_nothing_as_unowned_when_the_manifest_cannot_say_what_is_owned(dspine, hub, models_dir):
+    assert dspine("pull", "qwen3.8-27b").returncode == 0
+    pulled = models_dir / TARGET_REPO / TARGET_Q4
+    path = models_dir / "manifest.json"
+    good = path.read_text()
+
+    path.write_text("{ not json")  # damaged: set aside on reading
+    refused = dspine("rm", "--orphans", "--yes")
+    assert refused.returncode == 8 and "set aside" in refused.stderr and "Traceback" not in refused.stderr
+    assert pulled.exists()
+
+    for leftover in models_dir.glob("manifest.json*"):
+        leftover.unlink()  # no manifest at all
+    refused = dspine("rm", TARGET_Q4, "--yes")
+    assert refused.returncode == 8 and "no manifest" in refused.stderr
+    assert pulled.exists()
+
+    moved = json.loads(good)  # the manifest names files elsewhere (the models folder was moved)
+    for record in moved["pulls"].values():
+        for stored in record["files"]:
+            stored["local"] = str(Path("/nonexistent-old-models") / Path(stored["local"]).name)
+    path.write_text(json.dumps(moved))
+    refused = dspine("rm", "--orphans", "--yes")
+    assert refused.returncode == 8 and "not where it says" in refused.stderr
+    assert pulled.exists()
+
+
+def test_rm_of_a_file_name_two_orphans_share_asks_for_its_path(dspine, hub, models_dir):
+    assert dspine("pull", "qwen3.8-27b").returncode == 0
+    first, second = models_dir / "a" / "b" / "dup.gguf", models_dir / "c" / "d" / "dup.gguf"
+    for path in (first, second):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"GGUF" + b"\0" * 60)
+    ambiguous = dspine("rm", "dup.gguf", "--yes")
+    assert ambiguous.returncode == 2 and "a/b/dup.gguf" in ambiguous.stderr and "c/d/dup.gguf" in ambiguous.stderr
+    assert first.exists() and second.exists()
+    chosen = dspine("rm", "c/d/dup.gguf", "--yes")
+    assert chosen.returncode == 0, chosen.stderr
+    assert first.exists() and not second.exists()

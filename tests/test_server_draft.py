@@ -240,9 +240,10 @@ def test_serve_sends_the_length_learned_for_each_requests_mode():
     from app.serve.modes import draft_length_for, with_draft_length
 
     learned = {True: 9, False: 3}
-    assert draft_length_for(True, learned) == 9 and draft_length_for(False, learned) == 3
-    assert draft_length_for(True, None) is None  # unpatched: the launch length
-    assert draft_length_for(None, learned) is None  # a raw completion has no mode
+    assert draft_length_for(True, learned, False) == 9 and draft_length_for(False, learned, True) == 3
+    assert draft_length_for(True, None, True) is None  # unpatched: the launch length
+    # A raw completion has no mode: the served default mode's length, never the launch maximum.
+    assert draft_length_for(None, learned, False) == 3 and draft_length_for(None, learned, True) == 9
     assert with_draft_length({"a": 1}, 3) == {"a": 1, "speculative.n_max": 3}
     assert with_draft_length({"speculative.n_max": 7}, 3) == {"speculative.n_max": 7}  # the client's own wins
     assert with_draft_length({"a": 1}, None) == {"a": 1}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import UsageError
 from .locks import is_held, lock_path
 from .store import Manifest, PullRecord, corrupt_path, part_meta_path, part_path
 
@@ -76,11 +77,43 @@ def left_behind(before: PullRecord | None, manifest: Manifest) -> list[Path]:
     return [Path(f.local) for f in before.files if Path(f.local).resolve() not in owned and Path(f.local).exists()]
 
 
-def match_orphans(orphans: list[Orphan], name: str) -> list[Orphan]:
-    """The orphans a name given to `rm` means: a file name or a path, as `dspine list` shows them."""
+def match_orphans(orphans: list[Orphan], name: str, models_dir: Path) -> list[Orphan]:
+    """The orphan a name given to `rm` means: its path as `dspine list` shows it, its path
+    in the models folder (ORG/REPO/FILE), or its file name when only one orphan has it."""
     wanted = Path(name).expanduser()
-    path = wanted.resolve() if wanted.is_absolute() else None
-    return [o for o in orphans if name in (o.name, str(o.final)) or o.final == path]
+    path = wanted.resolve() if wanted.is_absolute() else (models_dir / wanted).resolve()
+    by_path = [o for o in orphans if o.final == path or str(o.final) == name]
+    if by_path:
+        return by_path
+    by_name = [o for o in orphans if o.name == name]
+    if len(by_name) > 1:
+        paths = ", ".join(str(o.final.relative_to(models_dir.resolve())) for o in by_name)
+        raise UsageError(
+            f"{len(by_name)} files no pull owns are called {name}: {paths}",
+            "give the one to delete as ORG/REPO/FILE (its path in the models folder)",
+        )
+    return by_name
+
+
+def why_orphans_cannot_be_told(manifest: Manifest) -> str | None:
+    """Why the files no pull owns cannot be told apart from pulled ones right now, if so:
+    deleting "orphans" then could delete every pulled model."""
+    if manifest.set_aside is not None:
+        return f"the manifest was damaged and has been set aside as {manifest.set_aside}"
+    if not manifest.path.exists():
+        return f"there is no manifest at {manifest.path}"
+    missing = [
+        Path(f.local)
+        for record in manifest.records.values()
+        for f in record.files
+        if not Path(f.local).exists() and not part_path(Path(f.local)).exists()
+    ]
+    if missing:
+        return (
+            f"the manifest names {len(missing)} file(s) that are not where it says, such as {missing[0]} "
+            "(was the models folder moved?)"
+        )
+    return None
 
 
 @dataclass

@@ -14,7 +14,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
@@ -24,6 +24,13 @@ from ..private import private_dir
 from .locks import held, lock_path
 
 MANIFEST_VERSION = 1
+
+
+def _known(cls: type, raw: dict) -> dict:
+    """A record's fields this version knows: a field a newer dspine added is ignored, not
+    taken for damage (setting the manifest aside would disown every pulled file)."""
+    names = {f.name for f in fields(cls)}
+    return {key: value for key, value in raw.items() if key in names}
 
 
 @dataclass
@@ -220,8 +227,8 @@ class Manifest:
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
             for name, raw in data.get("pulls", {}).items():
-                files = [StoredFile(**f) for f in raw.pop("files", [])]
-                self.records[name] = PullRecord(**raw, files=files)
+                files = [StoredFile(**_known(StoredFile, f)) for f in raw.pop("files", [])]
+                self.records[name] = PullRecord(**_known(PullRecord, raw), files=files)
         except FileNotFoundError:
             return
         except OSError as exc:

@@ -72,13 +72,14 @@ def prepare(body: dict[str, Any], default_think: bool, chat: bool = True) -> Pre
     return Prepared(out, think)
 
 
-def draft_length_for(think: bool | None, learned: dict[bool, int] | None) -> int | None:
+def draft_length_for(think: bool | None, learned: dict[bool, int] | None, default_think: bool) -> int | None:
     """The draft length a request in this mode should get: the one learned for its
     think mode when the llama-server honours a per-request length (`learned` is None
-    when it does not). None: the server's launch length."""
-    if learned is None or think is None:
+    when it does not; None: the server's launch length). A raw completion has no mode:
+    it gets the served default mode's length, not the patched server's launch maximum."""
+    if learned is None:
         return None
-    return learned.get(think)
+    return learned.get(default_think if think is None else think)
 
 
 def with_draft_length(body: dict[str, Any], length: int | None) -> dict[str, Any]:

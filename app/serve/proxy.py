@@ -153,7 +153,7 @@ class Proxy:
         stream = bool(body.get("stream"))
         client = client_name(request.headers.get("User-Agent"), request.remote)
         figures = self.board.open(request.path, client, prepared.think, stream)
-        length = draft_length_for(prepared.think, self.config.draft_lengths)
+        length = draft_length_for(prepared.think, self.config.draft_lengths, self.config.default_think)
         data = json.dumps(with_draft_length(prepared.body, length)).encode()
         dropped = False
         try:
