@@ -111,6 +111,15 @@ def test_patched_server_skips_drafts_shorter_than_the_requests_n_min(patched_ser
         )
         timings = response.json()["timings"]
         assert timings.get("draft_n", 0) == 0  # every draft (4 at most) was under n_min 5
+        # n_max 0 asks for no drafting (not the launch maximum); an unset n_max drafts.
+        quiet = engine._running.client.post(  # type: ignore[union-attr]
+            "/completion", json={"prompt": "hello", "n_predict": 6, "temperature": 0, "speculative.n_max": 0}
+        )
+        assert quiet.json()["timings"].get("draft_n", 0) == 0
+        drafting = engine._running.client.post(  # type: ignore[union-attr]
+            "/completion", json={"prompt": "hello", "n_predict": 6, "temperature": 0}
+        )
+        assert drafting.json()["timings"].get("draft_n", 0) > 0
     finally:
         engine.close()
 
