@@ -216,9 +216,11 @@ def _remove_orphans(orphans, settings: Settings, yes: bool) -> None:
     for orphan in orphans:
         out.print(f"  delete {orphan.final}  {format_bytes(orphan.size)}")
     _confirm(f"{len(orphans)} file(s) no pull owns ({format_bytes(total)})", yes)
-    removal = remove_orphans(orphans, settings.models_dir)
+    removal = remove_orphans(orphans, settings.models_dir, settings.manifest_path)
     for path in removal.busy:
         out.print(f"  keep   {path} [dim](a pull is fetching it right now)[/]")
+    for path in removal.owned:
+        out.print(f"  keep   {path} [dim](a pull recorded it meanwhile)[/]")
     out.print(f"removed {len(removal.deleted)} file(s), freed {format_bytes(removal.freed)}")
 
 

@@ -148,3 +148,17 @@ def test_rm_of_a_file_name_two_orphans_share_asks_for_its_path(dspine, hub, mode
     chosen = dspine("rm", "c/d/dup.gguf", "--yes")
     assert chosen.returncode == 0, chosen.stderr
     assert first.exists() and not second.exists()
+
+
+def test_a_file_a_pull_recorded_after_it_was_listed_is_kept(dspine, hub, models_dir):
+    assert dspine("pull", "qwen3.8-27b").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--quant", "Q8_0").returncode == 0
+    manifest_path = models_dir / "manifest.json"
+    listed = find_orphans(Manifest(manifest_path), models_dir)
+    old = models_dir / TARGET_REPO / TARGET_Q4
+    assert [o.final for o in listed] == [old.resolve()]
+    # While the user reads rm's question, the Q4 is pulled again: it is owned once more.
+    assert dspine("pull", "qwen3.8-27b").returncode == 0
+    removal = remove_orphans(listed, models_dir, manifest_path)
+    assert removal.owned == [old.resolve()] and removal.deleted == []
+    assert old.exists()

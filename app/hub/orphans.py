@@ -121,13 +121,20 @@ class OrphanRemoval:
     deleted: list[Path] = field(default_factory=list)
     freed: int = 0
     busy: list[Path] = field(default_factory=list)  # a pull holds its lock right now
+    owned: list[Path] = field(default_factory=list)  # a pull recorded it since it was listed
 
 
-def remove_orphans(orphans: list[Orphan], models_dir: Path) -> OrphanRemoval:
+def remove_orphans(orphans: list[Orphan], models_dir: Path, manifest_path: Path | None = None) -> OrphanRemoval:
     from .store import prune_empty_dirs
 
+    # Read the manifest again: a pull that finished while the user read the question may
+    # own one of these files now.
+    owned_now = _owned(Manifest(manifest_path)) if manifest_path is not None else set()
     removal = OrphanRemoval()
     for orphan in orphans:
+        if orphan.final.resolve() in owned_now:
+            removal.owned.append(orphan.final)
+            continue
         if is_held(orphan.final):
             removal.busy.append(orphan.final)
             continue
