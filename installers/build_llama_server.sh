@@ -29,10 +29,10 @@ GENERATOR=""
 command -v ninja >/dev/null 2>&1 && GENERATOR="-GNinja"
 
 # sha256sum (Linux) or shasum (macOS): an empty hash would make every source and patch look the same.
-if command -v sha256sum >/dev/null 2>&1; then SHA256="sha256sum"; else SHA256="shasum -a 256"; fi
-sha() { $SHA256 "$@" | cut -c1-64; }
+if command -v sha256sum >/dev/null 2>&1; then SHA256=(sha256sum); else SHA256=(shasum -a 256); fi
+sha() { "${SHA256[@]}" "$@" | cut -c1-64; }
 # The source's identity: every file under tools/server, src, common, ggml and the top CMakeLists.
-SRC_SHA="$(cd "$SRC" && find CMakeLists.txt cmake common ggml src include tools/server -type f 2>/dev/null | LC_ALL=C sort | xargs $SHA256 | $SHA256 | cut -c1-64)"
+SRC_SHA="$(cd "$SRC" && find CMakeLists.txt cmake common ggml src include tools/server -type f 2>/dev/null | LC_ALL=C sort | xargs "${SHA256[@]}" | "${SHA256[@]}" | cut -c1-64)"
 PATCH_SHA="$(sha "$PATCH")"
 SCRIPT_SHA="$(sha "$0")"
 [ ${#SRC_SHA} -eq 64 ] && [ ${#PATCH_SHA} -eq 64 ] && [ ${#SCRIPT_SHA} -eq 64 ] ||
