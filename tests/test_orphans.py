@@ -71,7 +71,9 @@ def test_orphans_group_companions_and_skip_the_manifest_and_lone_locks(tmp_path)
     (folder / "a.gguf.part.json").write_text("{}")
     (folder / "a.gguf.lock").write_text("1")
     (folder / "b.gguf.lock").write_text("2")  # a finished pull's lock: not an orphan
-    (models / "manifest.json").write_text('{"version": 1, "pulls": {}}')
+    (folder / "c.gguf").write_bytes(b"GGUF")  # another tool's model: never written by a pull
+    written = [str(folder / "a.gguf"), str(folder / "b.gguf")]
+    (models / "manifest.json").write_text(json.dumps({"version": 1, "pulls": {}, "written": written}))
     (models / "manifest.json.lock").write_text("")
     (models / "manifest.json.damaged-20260101-000000").write_text("junk")
     (folder / "notes.txt").write_text("another tool's file")  # not a GGUF: not dspine's
@@ -86,6 +88,7 @@ def test_an_orphan_a_pull_is_fetching_is_kept(tmp_path):
     final = models / "org" / "repo" / "a.gguf"
     final.parent.mkdir(parents=True)
     final.with_name("a.gguf.part").write_bytes(b"x" * 10)
+    (models / "manifest.json").write_text(json.dumps({"version": 1, "pulls": {}, "written": [str(final)]}))
     orphans = find_orphans(Manifest(models / "manifest.json"), models)
     with held(final):
         removal = remove_orphans(orphans, models)
@@ -142,6 +145,10 @@ def test_rm_of_a_file_name_two_orphans_share_asks_for_its_path(dspine, hub, mode
     for path in (first, second):
         path.parent.mkdir(parents=True)
         path.write_bytes(b"GGUF" + b"\0" * 60)
+    manifest = models_dir / "manifest.json"  # as if earlier pulls had written both
+    data = json.loads(manifest.read_text())
+    data["written"] += [str(first), str(second)]
+    manifest.write_text(json.dumps(data))
     ambiguous = dspine("rm", "dup.gguf", "--yes")
     assert ambiguous.returncode == 2 and "a/b/dup.gguf" in ambiguous.stderr and "c/d/dup.gguf" in ambiguous.stderr
     assert first.exists() and second.exists()
@@ -162,3 +169,14 @@ def test_a_file_a_pull_recorded_after_it_was_listed_is_kept(dspine, hub, models_
     removal = remove_orphans(listed, models_dir, manifest_path)
     assert removal.owned == [old.resolve()] and removal.deleted == []
     assert old.exists()
+
+
+def test_another_tools_models_in_a_shared_folder_are_never_orphans(dspine, hub, models_dir):
+    assert dspine("pull", "qwen3.8-27b").returncode == 0
+    theirs = models_dir / "lmstudio-community" / "SomeModel-GGUF" / "SomeModel-Q4_K_M.gguf"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_bytes(b"GGUF" + b"\0" * 60)
+    assert _orphans(dspine) == []
+    assert dspine("rm", "--orphans", "--yes").returncode == 0
+    assert dspine("rm", theirs.name, "--yes").returncode == 2  # not dspine's: "has not been pulled"
+    assert theirs.exists()

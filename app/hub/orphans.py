@@ -5,7 +5,9 @@ the files of the earlier pull stay on disk (deleting gigabytes unasked would be
 worse). They are found here by walking the models folder, so that `dspine list`
 can show them with their sizes and `dspine rm --orphans` (or `rm FILE`) can
 delete them. A file and its `.part`, `.part.json`, `.corrupt` and `.lock`
-companions count as one orphan (the lock is not counted in its size).
+companions count as one orphan (the lock is not counted in its size). Only files
+in the manifest's ledger of what dspine's pulls wrote can be orphans (a
+manifest from before the ledger starts it from its records).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def find_orphans(manifest: Manifest, models_dir: Path) -> list[Orphan]:
         return []
     root = models_dir.resolve()
     owned = _owned(manifest)
+    written = {Path(p).resolve() for p in manifest.written}
     found: dict[Path, Orphan] = {}
     for path in sorted(root.rglob("*")):
         if not path.is_file() or path.is_symlink():
@@ -59,9 +62,9 @@ def find_orphans(manifest: Manifest, models_dir: Path) -> list[Orphan]:
         if path.name.endswith(".lock"):  # what any ended pull leaves; deleted with its file
             continue
         final = _final_of(path)
-        # Only what a pull could have left: a GGUF at ORG/REPO/... (a models_dir shared
-        # with other tools may hold anything else, which is not dspine's to delete).
-        if final in owned or not final.name.lower().endswith(".gguf") or len(final.relative_to(root).parts) < 3:
+        # Only what one of dspine's pulls wrote (the manifest's ledger): a models_dir shared
+        # with another tool (LM Studio's ORG/REPO/FILE layout is the same) holds its files too.
+        if final in owned or final not in written:
             continue
         orphan = found.setdefault(final, Orphan(final))
         orphan.paths.append(path)

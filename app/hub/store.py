@@ -220,12 +220,17 @@ class Manifest:
         self.path = path
         self.records: dict[str, PullRecord] = {}
         self.set_aside: Path | None = None  # where a damaged manifest was moved, if it was
+        # Every model file a pull of dspine's has recorded and that is still on disk: only
+        # these can be orphans, so another tool's GGUFs in a shared folder never are.
+        self.written: set[str] = set()
         self._load()
 
     def _load(self) -> None:
         self.records = {}
+        self.written = set()
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
+            self.written = {p for p in data.get("written", []) if isinstance(p, str)}
             for name, raw in data.get("pulls", {}).items():
                 files = [StoredFile(**_known(StoredFile, f)) for f in raw.pop("files", [])]
                 self.records[name] = PullRecord(**_known(PullRecord, raw), files=files)
@@ -241,14 +246,19 @@ class Manifest:
             # Damaged (junk, truncated, hand-edited): set it aside and start over; the
             # model files are untouched and the next pull of each name records it again.
             self.records = {}
+            self.written = set()
             self.set_aside = aside_path(self.path)
             os.replace(self.path, self.set_aside)
 
     def save(self) -> None:
         private_dir(self.path.parent)
+        recorded = {f.local for record in self.records.values() for f in record.files}
+        still_here = {p for p in self.written if Path(p).exists() or part_path(Path(p)).exists()}
+        self.written = recorded | still_here
         payload = {
             "version": MANIFEST_VERSION,
             "pulls": {name: asdict(record) for name, record in sorted(self.records.items())},
+            "written": sorted(self.written),
         }
         # Write then rename, so a crash never leaves half a manifest (mkstemp makes it 0600).
         fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".manifest-", suffix=".json")
