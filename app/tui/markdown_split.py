@@ -12,17 +12,10 @@ from __future__ import annotations
 
 import re
 
+from .tint import line_starts
+
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _CONTINUES = re.compile(r"^(\s|[-*+](\s|$)|\d{1,9}[.)](\s|$))")  # indented (a list's paragraph, code) or a list item
-
-
-def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    at = text.find("\n")
-    while at != -1:
-        starts.append(at + 1)
-        at = text.find("\n", at + 1)
-    return starts
 
 
 def split_point(text: str, min_lines: int) -> int | None:
@@ -31,7 +24,7 @@ def split_point(text: str, min_lines: int) -> int | None:
     be whole: its start decides whether it begins a new block, and "3" may yet become "3. "."""
     fence: str | None = None
     previous_blank = False
-    for number, start in enumerate(_line_starts(text)):
+    for number, start in enumerate(line_starts(text)):
         if start >= len(text):
             return None
         end = text.find("\n", start)
