@@ -125,8 +125,9 @@ def test_rm_deletes_nothing_as_unowned_when_the_manifest_cannot_say_what_is_owne
 
     for leftover in models_dir.glob("manifest.json*"):
         leftover.unlink()  # no manifest at all
-    refused = dspine("rm", TARGET_Q4, "--yes")
-    assert refused.returncode == 8 and "no manifest" in refused.stderr
+    refused = dspine("rm", TARGET_Q4, "--yes")  # nothing is recorded as written: not an orphan
+    assert refused.returncode == 2 and "has not been pulled" in refused.stderr
+    assert dspine("rm", "--orphans", "--yes").returncode == 0
     assert pulled.exists()
 
     moved = json.loads(good)  # the manifest names files elsewhere (the models folder was moved)

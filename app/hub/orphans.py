@@ -101,10 +101,9 @@ def match_orphans(orphans: list[Orphan], name: str, models_dir: Path) -> list[Or
 def why_orphans_cannot_be_told(manifest: Manifest) -> str | None:
     """Why the files no pull owns cannot be told apart from pulled ones right now, if so:
     deleting "orphans" then could delete every pulled model."""
+    # No manifest at all needs no refusal: its ledger is empty, so nothing counts as an orphan.
     if manifest.set_aside is not None:
         return f"the manifest was damaged and has been set aside as {manifest.set_aside}"
-    if not manifest.path.exists():
-        return f"there is no manifest at {manifest.path}"
     missing = [
         Path(f.local)
         for record in manifest.records.values()
