@@ -68,7 +68,9 @@ def apply_timings(stats: Stats, timings: dict) -> None:
     stats.prompt_cached = _count(timings, "cache_n", stats.prompt_cached)
     stats.prompt_s = float(timings.get("prompt_ms", 0.0)) / 1000
     stats.generated_tokens = _count(timings, "predicted_n", stats.generated_tokens)
-    stats.decode_s = float(timings.get("predicted_ms", 0.0)) / 1000
+    # llama-server times generation from its first token: with one token in, predicted_ms
+    # is about a microsecond, and the rate from it a meaningless million tok/s.
+    stats.decode_s = float(timings.get("predicted_ms", 0.0)) / 1000 if stats.generated_tokens > 1 else 0.0
     if "draft_n" in timings:
         stats.drafted = _count(timings, "draft_n", 0)
         stats.accepted = _count(timings, "draft_n_accepted", 0)

@@ -41,3 +41,15 @@ def test_tools_go_in_the_request_body_only_when_given():
     tools = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
     assert chat_body([], False, preset(False), tools=tools)["tools"] == tools
     assert "tools" not in chat_body([], False, preset(False))
+
+
+def test_one_token_in_gives_no_rate_yet():
+    # llama-server's first-token timings: predicted_ms about a microsecond for one token.
+    from backends.openai_stream import apply_timings
+    from backends.stats import Stats
+
+    stats = Stats()
+    apply_timings(stats, {"predicted_n": 1, "predicted_ms": 0.001, "prompt_n": 5, "prompt_ms": 10.0})
+    assert stats.tokens_per_s is None
+    apply_timings(stats, {"predicted_n": 20, "predicted_ms": 500.0, "prompt_n": 5, "prompt_ms": 10.0})
+    assert stats.tokens_per_s == 40.0
