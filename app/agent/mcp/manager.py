@@ -1,0 +1,455 @@
+"""The MCP servers of one chat: started in the background, watched, called, stopped.
+
+The MCP SDK is asyncio (anyio); the chat's tool loop runs in worker threads and the
+agent session knows no screen. So the manager runs its own event loop on a thread of
+its own: any thread can call a tool (blocking, stoppable), the SDK's cancel scopes
+never mix with Textual's loop, the servers start while the chat is already usable,
+and the same manager works without a TUI (tests, other front ends). Each server is
+one task that opens the transport, initializes within a deadline, lists its tools,
+then waits for the stop or for the server's end. A server that fails in any way is a
+notice, and its tools are left out; the others go on.
+
+On Linux every stdio server runs under `guard.py` (its own process group, killed when
+the chat's manager thread or the chat dies, `kill -9` included); everywhere the SDK
+closes stdin, then terminates the group at stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from . import results
+from .config import ConfigProblem, ServerSpec, expanded
+from .switches import Switches
+
+START_TIMEOUT_S = 30.0  # initialize + tools/list; a server installing itself (npx, uvx) needs a while
+CALL_TIMEOUT_S = 300.0
+STOP_TIMEOUT_S = 6.0  # the SDK's own shutdown: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL
+GUARD = Path(__file__).with_name("guard.py")
+MAX_NAME = 64  # OpenAI function names: ^[a-zA-Z0-9_-]{1,64}$
+
+Status = Literal["off", "starting", "ready", "failed", "stopped"]
+
+
+def tool_name(server: str, tool: str) -> str:
+    """`server__tool`, in the characters every engine's tool schema allows."""
+    clean = re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{tool}")
+    return clean[:MAX_NAME]
+
+
+@dataclass(frozen=True)
+class McpTool:
+    name: str  # what the model calls: server__tool
+    server: str
+    tool: str  # the server's own name for it
+    description: str
+    parameters: dict[str, Any]
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+def definitions_text(tools: list[McpTool]) -> str:
+    """The tools as a chat template puts them in the prompt (one JSON object a line)."""
+    return "\n".join(json.dumps(tool.schema, ensure_ascii=False) for tool in tools)
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate (about 3.5 characters a token for JSON-heavy text)."""
+    return (len(text) * 2 + 6) // 7
+
+
+@dataclass
+class Server:
+    spec: ServerSpec
+    status: Status = "off"
+    reason: str = ""  # why it failed or stopped, for people
+    tools: list[McpTool] = field(default_factory=list)
+    server_info: str = ""
+    pid: int | None = None
+    _session: Any = None
+    _wake: Any = None  # an anyio.Event in the manager's loop
+    _stopping: bool = False
+    _future: concurrent.futures.Future | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+def _parameters(schema: Any) -> dict[str, Any]:
+    if not isinstance(schema, dict):
+        return {"type": "object", "properties": {}}
+    schema = dict(schema)
+    schema.setdefault("type", "object")
+    if schema["type"] == "object":
+        schema.setdefault("properties", {})
+    return schema
+
+
+def _quiet_sdk_logs() -> None:
+    # The SDK logs a garbage line with a traceback; the chat says it in a notice instead,
+    # and nothing may write to the terminal under the TUI.
+    sdk = logging.getLogger("mcp")
+    if not any(isinstance(h, logging.NullHandler) for h in sdk.handlers):
+        sdk.addHandler(logging.NullHandler())
+    sdk.propagate = False
+
+
+class McpManager:
+    def __init__(
+        self,
+        specs: list[ServerSpec],
+        root: Path,
+        switches: Switches | None = None,
+        environ: Mapping[str, str] | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+        call_timeout_s: float = CALL_TIMEOUT_S,
+        on_notice: Callable[[str], None] | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.root = root
+        self.switches = switches
+        self.environ = dict(os.environ if environ is None else environ)
+        self.start_timeout_s = start_timeout_s
+        self.call_timeout_s = call_timeout_s
+        self.on_notice = on_notice or (lambda text: None)
+        self.on_change = on_change or (lambda: None)
+        self.servers: dict[str, Server] = {spec.name: Server(spec) for spec in specs}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._logs = Path(tempfile.mkdtemp(prefix="dspine-mcp-"))  # servers' stderr, 0700
+        self._lock = threading.Lock()
+        self.closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def enabled(self, name: str) -> bool:
+        server = self.servers[name]
+        chosen = self.switches.get().get(name) if self.switches is not None else None
+        return server.spec.enabled if chosen is None else chosen
+
+    def start(self) -> None:
+        """Start every enabled server in the background; returns at once."""
+        _quiet_sdk_logs()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp", daemon=True)
+        self._thread.start()
+        for server in self.servers.values():
+            if self.enabled(server.name):
+                self._launch(server)
+
+    def _launch(self, server: Server) -> None:
+        assert self._loop is not None
+        server.status, server.reason, server.tools = "starting", "", []
+        server._stopping = False
+        server._future = asyncio.run_coroutine_threadsafe(self._serve(server), self._loop)
+
+    def set_enabled(self, name: str, on: bool) -> None:
+        """Switch a server on or off for this project (remembered); its tools follow."""
+        server = self.servers[name]
+        if self.switches is not None:
+            self.switches.set(name, on)
+        if on and server.status not in ("starting", "ready") and not self.closed:
+            self._launch(server)
+        elif not on:
+            self._stop(server)
+            server.status, server.tools, server.reason = "off", [], ""
+            self.on_change()
+
+    def _stop(self, server: Server) -> None:
+        server._stopping = True
+        if server._wake is not None and self._loop is not None:
+            self._loop.call_soon_threadsafe(server._wake.set)
+
+    def close(self) -> None:
+        """Stop every server and the loop; a server that outstays STOP_TIMEOUT_S is killed
+        with the manager's thread (its guard's parent-death signal)."""
+        if self.closed:
+            return
+        self.closed = True
+        for server in self.servers.values():
+            self._stop(server)
+        futures = [s._future for s in self.servers.values() if s._future is not None]
+        concurrent.futures.wait(futures, timeout=STOP_TIMEOUT_S)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        shutil.rmtree(self._logs, ignore_errors=True)
+
+    # -- what the chat reads ---------------------------------------------------------------
+
+    def tools(self) -> list[McpTool]:
+        """The tools of every running, enabled server, in config order."""
+        with self._lock:
+            return [tool for s in self.servers.values() if s.status == "ready" for tool in s.tools]
+
+    def find(self, name: str) -> McpTool | None:
+        return next((t for t in self.tools() if t.name == name), None)
+
+    def cost(self, name: str, count_tokens: Callable[[str], int] | None = None) -> tuple[int, bool]:
+        """The tokens a server's tool definitions take in the prompt, and whether they were
+        counted with the model's tokenizer (False: estimated)."""
+        text = definitions_text(self.servers[name].tools)
+        if not text:
+            return 0, count_tokens is not None
+        if count_tokens is not None:
+            with contextlib.suppress(Exception):  # an engine that cannot count: estimate
+                return int(count_tokens(text)), True
+        return estimate_tokens(text), False
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def call(self, name: str, arguments: dict[str, Any], stop: threading.Event | None = None) -> str:
+        """Call `server__tool` and wait for its result (as text for the model); `stop` set
+        from another thread ends the wait at once."""
+        tool = self.find(name)
+        if tool is None or self._loop is None:
+            return f"error: the MCP tool {name} is not available now (its server stopped or was switched off)"
+        server = self.servers[tool.server]
+        future = asyncio.run_coroutine_threadsafe(self._call(server, tool.tool, arguments), self._loop)
+        while True:
+            try:
+                return future.result(timeout=0.05)
+            except concurrent.futures.TimeoutError:
+                if stop is not None and stop.is_set():
+                    future.cancel()
+                    return "the user stopped the call"
+
+    async def _call(self, server: Server, tool: str, arguments: dict[str, Any]) -> str:
+        import anyio
+        from mcp.shared.exceptions import MCPError
+
+        session = server._session
+        if session is None:
+            return f"error: the MCP server {server.name} is not running"
+        try:
+            with anyio.fail_after(self.call_timeout_s):
+                result = await session.call_tool(tool, arguments)
+        except TimeoutError:
+            return f"error: the MCP server {server.name} did not answer within {self.call_timeout_s:g} s"
+        except MCPError as exc:
+            return f"error: {exc.error.message}"
+        except Exception as exc:
+            return f"error: the MCP server {server.name} failed: {type(exc).__name__}: {exc}"[:2000]
+        return results.for_model(list(result.content or []), result.structured_content, bool(result.is_error))
+
+    # -- one server --------------------------------------------------------------------------
+
+    def _notice(self, server: Server, text: str) -> None:
+        self.on_notice(f"MCP {server.name} ({_short(server.spec.source)}): {text}")
+
+    def _stderr_tail(self, server: Server, spec: ServerSpec) -> str:
+        path = self._logs / f"{server.name}.stderr"
+        try:
+            with path.open("rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - 4000))
+                lines = [ln.strip() for ln in handle.read().decode(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        if not lines:
+            return ""
+        return _redact(lines[-1], spec)[:300]
+
+    async def _serve(self, server: Server) -> None:
+        import anyio
+
+        server._wake = anyio.Event()
+        try:
+            spec = expanded(server.spec, self.environ)
+        except ConfigProblem as exc:
+            self._fail(server, str(exc))
+            return
+        stderr_path = self._logs / f"{server.name}.stderr"
+        try:
+            with open(stderr_path, "w", encoding="utf-8") as errlog:
+                await self._session_lifetime(server, spec, errlog)
+        except Exception as exc:  # whatever the SDK or the server did: a notice, never a crash
+            leaf = _leaf(exc)
+            if isinstance(leaf, ConfigProblem | _Failed):
+                self._fail(server, str(leaf))
+            else:
+                tail = self._stderr_tail(server, spec)
+                self._fail(server, f"failed: {_describe(leaf)}" + (f" · it said: {tail}" if tail else ""))
+
+    async def _session_lifetime(self, server: Server, spec: ServerSpec, errlog: Any) -> None:
+        import anyio
+        from mcp.client.session import ClientSession
+        from mcp.shared.message import SessionMessage
+
+        ended = {"eof": False, "garbage": ""}
+        deadline = spec.timeout_s or self.start_timeout_s
+        async with contextlib.AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(self._transport(spec, errlog))
+            forward_send, forward_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+            group = await stack.enter_async_context(anyio.create_task_group())
+            stack.callback(group.cancel_scope.cancel)
+            starting = anyio.CancelScope()
+
+            async def forward() -> None:
+                # Between the transport and the session: notices the server's end (EOF) and a
+                # line that is not JSON-RPC, which the SDK would only log.
+                async with forward_send:
+                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        async for item in read:
+                            if isinstance(item, Exception):
+                                ended["garbage"] = _redact(_garbage(item), spec)
+                                break
+                            await forward_send.send(item)
+                ended["eof"] = True
+                starting.cancel()
+                server._wake.set()
+
+            group.start_soon(forward)
+            session = await stack.enter_async_context(ClientSession(forward_read, write))
+            with starting:
+                try:
+                    with anyio.fail_after(deadline):
+                        init = await session.initialize()
+                        listed = await _list_tools(session)
+                except TimeoutError:
+                    raise _Failed(f"left out: no answer to initialize within {deadline:g} s") from None
+            if ended["garbage"]:
+                raise _Failed(f"left out: it wrote something that is not MCP on stdout: {ended['garbage']}")
+            if ended["eof"]:
+                tail = self._stderr_tail(server, spec)
+                raise _Failed("left out: it exited at start" + (f" · it said: {tail}" if tail else ""))
+            tools = [
+                McpTool(tool_name(server.name, t.name), server.name, t.name, t.description or "", _parameters(t.input_schema))
+                for t in listed
+            ]
+            with self._lock:
+                server._session, server.tools, server.status = session, _unique(tools), "ready"
+                info = init.server_info
+                server.server_info = f"{info.name} {info.version}" if info else ""
+            self._notice(server, f"ready, {len(tools)} tools")
+            self.on_change()
+            if not server._stopping:
+                await server._wake.wait()
+            with self._lock:
+                server._session = None
+            if not server._stopping:
+                with self._lock:
+                    server.status, server.tools = "stopped", []
+                what = f"it wrote something that is not MCP on stdout: {ended['garbage']}" if ended["garbage"] else "the server exited"
+                tail = self._stderr_tail(server, spec)
+                server.reason = what + (f" · it said: {tail}" if tail else "")
+                self._notice(server, f"stopped: {server.reason}; its tools are left out from the next turn")
+                self.on_change()
+
+    def _fail(self, server: Server, reason: str) -> None:
+        with self._lock:
+            server.status, server.reason, server.tools, server._session = "failed", reason, [], None
+        self._notice(server, reason)
+        self.on_change()
+
+    def _transport(self, spec: ServerSpec, errlog: Any):
+        if spec.transport == "http":
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            return _http(streamable_http_client, create_mcp_http_client(headers=dict(spec.headers)), spec.url)
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        command, args = spec.command, list(spec.args)
+        if sys.platform.startswith("linux"):
+            command, args = sys.executable, ["-I", "-S", str(GUARD), str(os.getpid()), command, *args]
+        params = StdioServerParameters(command=command, args=args, env=dict(spec.env), cwd=self.root)
+        return stdio_client(params, errlog=errlog)
+
+
+class _Failed(Exception):
+    """A server left out, with the reason for people."""
+
+
+@contextlib.asynccontextmanager
+async def _http(open_client, http_client, url: str):
+    async with http_client, open_client(url, http_client=http_client) as streams:
+        yield streams
+
+
+async def _list_tools(session: Any) -> list[Any]:
+    from mcp_types import PaginatedRequestParams
+
+    tools: list[Any] = []
+    cursor = None
+    for _ in range(100):  # a server that pages forever is cut off
+        result = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(result.tools)
+        cursor = result.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _unique(tools: list[McpTool]) -> list[McpTool]:
+    """Two tools whose names clean to the same `server__tool`: the later gets a number."""
+    seen: set[str] = set()
+    out = []
+    for tool in tools:
+        name, n = tool.name, 2
+        while name in seen:
+            suffix = f"_{n}"
+            name, n = tool.name[: MAX_NAME - len(suffix)] + suffix, n + 1
+        seen.add(name)
+        out.append(tool if name == tool.name else McpTool(name, tool.server, tool.tool, tool.description, tool.parameters))
+    return out
+
+
+def _redact(text: str, spec: ServerSpec) -> str:
+    """A secret from the config that the server printed never reaches the screen."""
+    for value in [*spec.env.values(), *spec.headers.values()]:
+        if len(value) >= 4:
+            text = text.replace(value, "***")
+    return text
+
+
+def _garbage(exc: Exception) -> str:
+    """What the server wrote instead of a JSON-RPC message, shortened."""
+    errors = getattr(exc, "errors", None)
+    try:
+        first = errors()[0] if callable(errors) else None
+    except Exception:
+        first = None
+    if not first:
+        return _describe(exc)
+    shown = first.get("input")
+    shown = shown if isinstance(shown, str) else json.dumps(shown, default=str)
+    kind = "not JSON" if first.get("type") == "json_invalid" else "JSON, but not a JSON-RPC message"
+    return f"{shown[:80]!r} ({kind})"
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}"[:200] if first else type(exc).__name__
+
+
+def _short(source: str) -> str:
+    return Path(source).name if "/" in source or os.sep in source else source

@@ -1,0 +1,293 @@
+"""MCP servers without the TUI: the config files and their order, a real server from the
+package index (mcp-server-time) listed with its cost and called, servers that fail in
+every way as notices while the rest goes on, secrets kept to the server, and no server
+left behind when the process that runs the chat is killed (asserted by pid)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.agent.mcp import results
+from app.agent.mcp.config import SETTINGS_SOURCE, ConfigProblem, ServerSpec, discover, expand
+from app.agent.mcp.manager import McpManager, tool_name
+from app.agent.mcp.switches import Switches
+from tests.conftest import ROOT, wait_for
+from tests.mcp_servers import entry, write_mcp_json, write_server
+
+TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return fields[0] != "Z"
+
+
+def pids(pidfile: Path) -> list[int]:
+    wait_for(pidfile.exists, 20, f"{pidfile.name}")
+    return [int(p) for p in pidfile.read_text().split()]
+
+
+def settled(manager: McpManager, timeout: float = 30) -> None:
+    wait_for(lambda: all(s.status != "starting" for s in manager.servers.values()), timeout, "the servers to settle")
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+def test_config_files_are_read_in_order_and_each_server_knows_its_file(project):
+    write_mcp_json(
+        project,
+        {
+            "git": {"command": "uvx", "args": ["mcp-server-git"], "env": {"TOKEN": "${GIT_TOKEN}"}},
+            "docs": {"type": "http", "url": "https://docs.example/mcp", "headers": {"Authorization": "Bearer x"}},
+            "broken": {"args": ["no command"]},
+        },
+    )
+    (project / "opencode.json").write_text(
+        json.dumps(
+            {
+                "mcp": {
+                    "git": {"type": "local", "command": ["other-git"]},
+                    "fs": {"type": "local", "command": ["npx", "-y", "fs"], "environment": {"A": "1"}, "enabled": False},
+                    "remote": {"type": "remote", "url": "http://127.0.0.1:9/mcp", "timeout": 2500},
+                }
+            }
+        )
+    )
+    specs, problems = discover(project, {"time": {"command": "mcp-server-time"}, "fs": {"command": "late"}})
+    by_name = {s.name: s for s in specs}
+    assert list(by_name) == ["git", "docs", "fs", "remote", "time"]
+    assert by_name["git"].source == str(project / ".mcp.json") and by_name["git"].command == "uvx"
+    assert by_name["docs"].transport == "http" and by_name["docs"].headers == {"Authorization": "Bearer x"}
+    assert by_name["fs"].source == str(project / "opencode.json") and by_name["fs"].args == ("-y", "fs")
+    assert by_name["fs"].enabled is False and by_name["fs"].env == {"A": "1"}
+    assert by_name["remote"].transport == "http" and by_name["remote"].timeout_s == 2.5
+    assert by_name["time"].source == SETTINGS_SOURCE
+    said = [str(p) for p in problems]
+    assert any("'broken' left out" in p and '"command"' in p for p in said)
+    assert any("'git' is also in" in p and ".mcp.json" in p for p in said)
+    assert any("'fs' is also in" in p for p in said)
+
+
+def test_a_broken_file_is_a_notice_and_the_other_files_still_count(project):
+    (project / ".mcp.json").write_text('{"mcpServers": {"a": ')
+    (project / "opencode.json").write_text(json.dumps({"mcp": {"b": {"type": "local", "command": ["b"]}}}))
+    specs, problems = discover(project)
+    assert [s.name for s in specs] == ["b"]
+    assert len(problems) == 1 and ".mcp.json" in str(problems[0]) and "not valid JSON (line 1" in str(problems[0])
+
+
+def test_variables_expand_with_defaults_and_a_missing_one_is_named():
+    environ = {"HOME": "/home/me", "EMPTY": ""}
+    assert expand("${HOME}/x ${NOPE:-fallback} ${EMPTY:-d} {env:HOME}", environ) == "/home/me/x fallback d /home/me"
+    with pytest.raises(ConfigProblem, match=r"\$\{API_KEY\} is not set"):
+        expand("Bearer ${API_KEY}", environ)
+
+
+def test_tool_names_are_server__tool_in_the_allowed_characters():
+    assert tool_name("time", "get_current_time") == "time__get_current_time"
+    assert tool_name("my server", "do.it/now") == "my_server__do_it_now"
+    assert len(tool_name("s" * 50, "t" * 50)) == 64
+
+
+@pytest.mark.skipif(TIME_SERVER is None, reason="mcp-server-time is not installed (pip install -e .[test])")
+def test_the_real_time_server_is_listed_with_its_cost_and_answers(project):
+    notices: list[str] = []
+    spec = ServerSpec("time", "test", "stdio", command=TIME_SERVER, args=("--local-timezone", "UTC"))
+    manager = McpManager([spec], project, on_notice=notices.append)
+    started = time.monotonic()
+    manager.start()
+    assert time.monotonic() - started < 1  # in the background: the chat is usable at once
+    try:
+        settled(manager)
+        assert [t.name for t in manager.tools()] == ["time__get_current_time", "time__convert_time"]
+        assert manager.servers["time"].server_info.startswith("mcp-time")
+        estimate, exact = manager.cost("time")
+        assert not exact and 150 < estimate < 1000
+        counted, exact = manager.cost("time", lambda text: len(text.split()))
+        assert exact and counted == len("\n".join(json.dumps(t.schema) for t in manager.tools()).split())
+        answer = json.loads(manager.call("time__get_current_time", {"timezone": "Asia/Kathmandu"}))
+        assert answer["timezone"] == "Asia/Kathmandu" and answer["datetime"].endswith("+05:45")
+        assert "Invalid timezone" in manager.call("time__get_current_time", {"timezone": "Nowhere/Land"})
+        assert notices == ["MCP time (test): ready, 2 tools"]
+    finally:
+        manager.close()
+
+
+def test_servers_that_fail_are_notices_and_the_rest_goes_on(project, tmp_path):
+    script = write_server(tmp_path)
+    specs = [
+        ServerSpec(name, "test", "stdio", command=sys.executable, args=(str(script), behaviour, str(tmp_path / name)))
+        for name, behaviour in (("good", "ok"), ("exits", "exit"), ("hangs", "hang"), ("garbage", "garbage"))
+    ] + [ServerSpec("nowhere", "test", "stdio", command=str(tmp_path / "no-such-server"))]
+    notices: list[str] = []
+    manager = McpManager(specs, project, start_timeout_s=2, on_notice=notices.append)
+    manager.start()
+    try:
+        settled(manager)
+        status = {s.name: (s.status, s.reason) for s in manager.servers.values()}
+        assert status["good"] == ("ready", "")
+        assert status["exits"] == ("failed", "left out: it exited at start · it said: fatal: no database configured")
+        assert status["hangs"] == ("failed", "left out: no answer to initialize within 2 s")
+        assert status["garbage"][0] == "failed" and "'Welcome to my server! v1.0' (not JSON)" in status["garbage"][1]
+        assert status["nowhere"][0] == "failed" and "No such file or directory" in status["nowhere"][1]
+        assert [t.name for t in manager.tools()] == ["good__echo", "good__picture"]
+        assert manager.call("good__echo", {"text": "hi"}) == "echo: hi"
+        assert manager.call("hangs__anything", {}).startswith("error: the MCP tool hangs__anything is not available")
+        assert len(notices) == 5 and any(n.startswith("MCP hangs (test): left out") for n in notices)
+        # The hung and the garbage servers were stopped, not left running.
+        for name in ("hangs", "garbage"):
+            wait_for(lambda name=name: not alive(pids(tmp_path / name)[0]), 10, f"{name} to be stopped")
+    finally:
+        manager.close()
+
+
+def test_a_server_that_dies_later_loses_its_tools_with_a_notice(project, tmp_path):
+    script = write_server(tmp_path)
+    spec = ServerSpec("fragile", "test", "stdio", command=sys.executable, args=(str(script), "die", str(tmp_path / "p")))
+    notices: list[str] = []
+    changes: list[int] = []
+    manager = McpManager([spec], project, on_notice=notices.append, on_change=lambda: changes.append(1))
+    manager.start()
+    try:
+        settled(manager)
+        assert [t.name for t in manager.tools()] == ["fragile__echo", "fragile__picture"]
+        result = manager.call("fragile__echo", {"text": "x"})
+        assert result.startswith("error: ")
+        wait_for(lambda: manager.servers["fragile"].status == "stopped", 10, "the death to be noticed")
+        assert manager.tools() == [] and len(changes) == 2
+        assert notices[-1] == (
+            "MCP fragile (test): stopped: the server exited · it said: segfault (pretend); "
+            "its tools are left out from the next turn"
+        )
+    finally:
+        manager.close()
+
+
+def test_results_keep_text_describe_images_and_are_capped(project, tmp_path):
+    script = write_server(tmp_path)
+    spec = ServerSpec("t", "test", "stdio", command=sys.executable, args=(str(script), "ok", str(tmp_path / "p")))
+    manager = McpManager([spec], project)
+    manager.start()
+    try:
+        settled(manager)
+        assert manager.call("t__picture", {}) == "[image image/png, 600 bytes: not shown to the model]"
+    finally:
+        manager.close()
+    long = results.head_tail("a" * 10_000 + "END", 1000)
+    assert len(long) < 1100 and long.endswith("END") and "characters cut here" in long
+
+
+def test_the_environment_reaches_the_server_only(project, tmp_path):
+    script = write_server(tmp_path)
+    secret = "s3cr3t-value-123"
+    spec = ServerSpec(
+        "keyed",
+        "test",
+        "stdio",
+        command=sys.executable,
+        args=(str(script), "secret-exit", str(tmp_path / "p")),
+        env={"SECRET_TOKEN": "${MY_TOKEN}"},
+    )
+    notices: list[str] = []
+    manager = McpManager([spec], project, environ={"MY_TOKEN": secret}, on_notice=notices.append)
+    manager.start()
+    try:
+        settled(manager)
+    finally:
+        manager.close()
+    # The server printed it (so it got it); the notice shows *** in its place.
+    (notice,) = notices
+    assert "my token is ***" in notice and secret not in notice
+    assert secret not in spec.describe() and secret not in repr(manager.servers["keyed"].reason)
+
+
+def test_a_missing_variable_leaves_the_server_out_and_names_it(project):
+    spec = ServerSpec("api", "test", "http", url="https://x.example/mcp", headers={"Authorization": "Bearer ${NO_KEY}"})
+    notices: list[str] = []
+    manager = McpManager([spec], project, environ={}, on_notice=notices.append)
+    manager.start()
+    try:
+        settled(manager)
+    finally:
+        manager.close()
+    assert notices == ["MCP api (test): ${NO_KEY} is not set: export it, or write ${NO_KEY:-default}"]
+
+
+def test_switches_are_remembered_per_project_in_a_private_file(project, tmp_path):
+    path = tmp_path / "data" / "mcp-switches.json"
+    switches = Switches(path, project)
+    switches.set("time", False)
+    assert Switches(path, project).get() == {"time": False}
+    assert Switches(path, tmp_path).get() == {}  # another project
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    script = write_server(tmp_path)
+    spec = ServerSpec("t", "test", "stdio", command=sys.executable, args=(str(script), "ok", str(tmp_path / "p")))
+    manager = McpManager([spec], project, switches=Switches(path, project))
+    Switches(path, project).set("t", False)
+    manager.start()
+    try:
+        assert manager.servers["t"].status == "off" and not (tmp_path / "p").exists()
+        manager.set_enabled("t", True)
+        settled(manager)
+        assert manager.servers["t"].status == "ready" and Switches(path, project).get()["t"] is True
+        manager.set_enabled("t", False)
+        assert manager.tools() == []
+        wait_for(lambda: not alive(pids(tmp_path / "p")[0]), 10, "the switched-off server to stop")
+    finally:
+        manager.close()
+
+
+HOST = """
+import sys, time
+from pathlib import Path
+from app.agent.mcp.config import ServerSpec
+from app.agent.mcp.manager import McpManager
+script, pidfile = sys.argv[1], sys.argv[2]
+spec = ServerSpec("kid", "test", "stdio", command=sys.executable, args=(script, "ok-child", pidfile))
+manager = McpManager([spec], Path.cwd())
+manager.start()
+try:
+    while True:
+        time.sleep(0.1)
+finally:
+    manager.close()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
+def test_no_server_or_its_child_outlives_the_chat_process(project, tmp_path, how):
+    script, pidfile = write_server(tmp_path), tmp_path / "pids"
+    host = subprocess.Popen(
+        [sys.executable, "-c", HOST, str(script), str(pidfile)],
+        cwd=project,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        server, child = pids(pidfile)
+        assert alive(server) and alive(child)
+        host.send_signal(how)
+        host.wait(timeout=20)
+        wait_for(lambda: not alive(server) and not alive(child), 10, "the server and its child to be gone")
+    finally:
+        host.kill()
