@@ -18,6 +18,7 @@ How it works (llama architecture, one block, F32 weights):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import gguf
@@ -39,6 +40,23 @@ ANSWER_TOKENS = ("The README says the word is ", MARKER, ".")
 TOOL_CALL_TEXT = "".join(TOOL_CALL_TOKENS)
 ANSWER_TEXT = "".join(ANSWER_TOKENS)
 TOOL_RESPONSE = "<tool_response>"
+
+
+@dataclass(frozen=True)
+class Script:
+    """What the model says: one call (its tokens), then, once `marker` is in its context,
+    the answer (its tokens; the last one a single ASCII character)."""
+
+    call: tuple[str, ...] = TOOL_CALL_TOKENS
+    answer: tuple[str, ...] = ANSWER_TOKENS
+    marker: str = MARKER
+
+    @property
+    def answer_text(self) -> str:
+        return "".join(self.answer)
+
+
+README_SCRIPT = Script()
 
 # Qwen3-Coder's shape, cut down: tools listed in the system turn, calls as
 # <tool_call><function=...><parameter=...>, results in a user turn as <tool_response>.
@@ -89,7 +107,7 @@ BIG = 10.0  # logit weight of a bigram step (the hidden state is about 5 per dim
 SCORE = 2.5  # query and key size: a score of about 50 on the marker, 0 elsewhere
 
 
-def shape() -> Shape:
+def shape(script: Script = README_SCRIPT) -> Shape:
     return Shape(
         arch="llama",
         n_layer=1,
@@ -101,19 +119,20 @@ def shape() -> Shape:
         n_vocab=300,
         weight_type=QTYPE.F32,
         chat_template=CHAT_TEMPLATE,
-        user_tokens=(*TOOL_CALL_TOKENS, *ANSWER_TOKENS[:-1], TOOL_RESPONSE),
+        user_tokens=tuple(dict.fromkeys((*script.call, *script.answer[:-1], script.marker, TOOL_RESPONSE))),
     )
 
 
-def _weights(tokens: list[str]) -> dict[str, np.ndarray]:
+def _weights(tokens: list[str], script: Script) -> dict[str, np.ndarray]:
     ids = {text: i for i, text in enumerate(tokens)}
     start = ids["\u010a"]  # "\n", the last token of the generation prompt (byte-level BPE)
     end = ids["<|im_end|>"]
-    call = [ids[t] for t in TOOL_CALL_TOKENS]
-    answer = [ids[t] for t in ANSWER_TOKENS[:-1]] + [ord(".")]
-    marker = ids[MARKER]
+    call = [ids[t] for t in script.call]
+    assert len(script.answer[-1]) == 1 and script.answer[-1].isascii()
+    answer = [ids[t] for t in script.answer[:-1]] + [ord(script.answer[-1])]
+    marker = ids[script.marker]
     steps = list(zip([start, *call], [*call, end], strict=True)) + list(zip(answer, [*answer[1:], end], strict=True))
-    dims = {token: FIRST_TOKEN_DIM + i for i, token in enumerate(dict.fromkeys([start, *call, *answer]))}
+    dims = {token: FIRST_TOKEN_DIM + i for i, token in enumerate(dict.fromkeys([start, *call, *answer, marker]))}
     assert FIRST_TOKEN_DIM + len(dims) <= N_EMBD
 
     embedding = np.zeros((len(tokens), N_EMBD), np.float32)
@@ -150,10 +169,10 @@ def _weights(tokens: list[str]) -> dict[str, np.ndarray]:
     }
 
 
-def write_script_model(path: Path) -> Path:
-    model = shape()
+def write_script_model(path: Path, script: Script = README_SCRIPT) -> Path:
+    model = shape(script)
     tokens, _, _ = vocabulary(model.n_vocab, model.user_tokens)
-    weights = _weights(tokens)
+    weights = _weights(tokens, script)
     writer = gguf.GGUFWriter(str(path), model.arch)
     metadata(writer, model)
     for name, ne, _ in tensor_table(model):

@@ -122,8 +122,8 @@ def test_the_real_time_server_is_listed_with_its_cost_and_answers(project):
         assert manager.servers["time"].server_info.startswith("mcp-time")
         estimate, exact = manager.cost("time")
         assert not exact and 150 < estimate < 1000
-        counted, exact = manager.cost("time", lambda text: len(text.split()))
-        assert exact and counted == len("\n".join(json.dumps(t.schema) for t in manager.tools()).split())
+        counted, exact = manager.cost("time", lambda tools: 100 + len(json.dumps(tools).split()))
+        assert exact and counted == len(json.dumps([t.schema for t in manager.tools()]).split()) - 1  # less the empty list
         answer = json.loads(manager.call("time__get_current_time", {"timezone": "Asia/Kathmandu"}))
         assert answer["timezone"] == "Asia/Kathmandu" and answer["datetime"].endswith("+05:45")
         assert "Invalid timezone" in manager.call("time__get_current_time", {"timezone": "Nowhere/Land"})

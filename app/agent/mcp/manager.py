@@ -206,16 +206,17 @@ class McpManager:
     def find(self, name: str) -> McpTool | None:
         return next((t for t in self.tools() if t.name == name), None)
 
-    def cost(self, name: str, count_tokens: Callable[[str], int] | None = None) -> tuple[int, bool]:
-        """The tokens a server's tool definitions take in the prompt, and whether they were
-        counted with the model's tokenizer (False: estimated)."""
-        text = definitions_text(self.servers[name].tools)
-        if not text:
-            return 0, count_tokens is not None
-        if count_tokens is not None:
+    def cost(self, name: str, counter: Callable[[list[dict]], int] | None = None) -> tuple[int, bool]:
+        """The tokens a server's tool definitions add to the prompt, and whether they were
+        counted with the model's tokenizer (False: estimated). `counter(tools)`: the tokens of
+        a prompt with these tool schemas added to the others (the engine's count)."""
+        tools = self.servers[name].tools
+        if not tools:
+            return 0, counter is not None
+        if counter is not None:
             with contextlib.suppress(Exception):  # an engine that cannot count: estimate
-                return int(count_tokens(text)), True
-        return estimate_tokens(text), False
+                return max(0, int(counter([t.schema for t in tools])) - int(counter([]))), True
+        return estimate_tokens(definitions_text(tools)), False
 
     # -- calls -------------------------------------------------------------------------------
 
