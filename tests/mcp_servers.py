@@ -74,3 +74,39 @@ def write_mcp_json(root: Path, servers: dict[str, dict]) -> Path:
     path = root / ".mcp.json"
     path.write_text(json.dumps({"mcpServers": servers}, indent=2))
     return path
+
+
+HTTP_SERVER = r'''
+import sys
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+
+port, token = int(sys.argv[1]), sys.argv[2]
+server = MCPServer("http-test")
+
+
+@server.tool(name="shout", description="Upper-case the text.")
+def shout(text: str) -> str:
+    return text.upper()
+
+
+app = server.streamable_http_app()
+
+
+async def guarded(scope, receive, send):
+    # Only a client that sends the right bearer token gets in.
+    if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != f"Bearer {token}".encode():
+        await send({"type": "http.response.start", "status": 401, "headers": []})
+        await send({"type": "http.response.body", "body": b"unauthorized"})
+        return
+    await app(scope, receive, send)
+
+
+uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
+'''
+
+
+def write_http_server(folder: Path) -> Path:
+    path = folder / "mcp_http_server.py"
+    path.write_text(HTTP_SERVER)
+    return path

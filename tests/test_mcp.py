@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from app.agent.mcp.config import SETTINGS_SOURCE, ConfigProblem, ServerSpec, dis
 from app.agent.mcp.manager import McpManager, tool_name
 from app.agent.mcp.switches import Switches
 from tests.conftest import ROOT, wait_for
-from tests.mcp_servers import entry, write_mcp_json, write_server
+from tests.mcp_servers import write_http_server, write_mcp_json, write_server
 
 TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
 
@@ -254,6 +255,47 @@ def test_switches_are_remembered_per_project_in_a_private_file(project, tmp_path
         wait_for(lambda: not alive(pids(tmp_path / "p")[0]), 10, "the switched-off server to stop")
     finally:
         manager.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_http_server_gets_its_headers_with_variables_filled_in(project, tmp_path):
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, str(write_http_server(tmp_path)), str(port), "tok-123"], stdin=subprocess.DEVNULL
+    )
+    try:
+
+        def listening() -> bool:
+            with socket.socket() as probe:
+                return probe.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(listening, 30, "the HTTP server to listen")
+        url = f"http://127.0.0.1:{port}/mcp"
+        specs = [
+            ServerSpec("web", "test", "http", url=url, headers={"Authorization": "Bearer ${WEB_TOKEN}"}),
+            ServerSpec("wrong", "test", "http", url=url, headers={"Authorization": "Bearer nope"}),
+        ]
+        notices: list[str] = []
+        manager = McpManager(specs, project, environ={"WEB_TOKEN": "tok-123"}, start_timeout_s=10, on_notice=notices.append)
+        manager.start()
+        try:
+            settled(manager)
+            assert [t.name for t in manager.tools()] == ["web__shout"]
+            assert manager.call("web__shout", {"text": "hello"}) == "HELLO"
+            assert manager.servers["wrong"].status == "failed" and manager.servers["wrong"].reason == (
+                "left out: it answered HTTP 401 (check its headers: a token?)"
+            )
+            assert not any("tok-123" in n for n in notices)
+        finally:
+            manager.close()
+    finally:
+        server.kill()
+        server.wait()
 
 
 HOST = """

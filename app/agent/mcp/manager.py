@@ -84,7 +84,7 @@ class Server:
     reason: str = ""  # why it failed or stopped, for people
     tools: list[McpTool] = field(default_factory=list)
     server_info: str = ""
-    pid: int | None = None
+    http_error: str = ""  # the last HTTP error status an http server answered
     _session: Any = None
     _wake: Any = None  # an anyio.Event in the manager's loop
     _stopping: bool = False
@@ -159,7 +159,7 @@ class McpManager:
 
     def _launch(self, server: Server) -> None:
         assert self._loop is not None
-        server.status, server.reason, server.tools = "starting", "", []
+        server.status, server.reason, server.tools, server.http_error = "starting", "", [], ""
         server._stopping = False
         server._future = asyncio.run_coroutine_threadsafe(self._serve(server), self._loop)
 
@@ -289,6 +289,8 @@ class McpManager:
             leaf = _leaf(exc)
             if isinstance(leaf, ConfigProblem | _Failed):
                 self._fail(server, str(leaf))
+            elif server.http_error:
+                self._fail(server, f"left out: it answered {server.http_error}")
             else:
                 tail = self._stderr_tail(server, spec)
                 self._fail(server, f"failed: {_describe(leaf)}" + (f" · it said: {tail}" if tail else ""))
@@ -301,7 +303,7 @@ class McpManager:
         ended = {"eof": False, "garbage": ""}
         deadline = spec.timeout_s or self.start_timeout_s
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(self._transport(spec, errlog))
+            read, write = await stack.enter_async_context(self._transport(server, spec, errlog))
             forward_send, forward_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(group.cancel_scope.cancel)
@@ -364,12 +366,21 @@ class McpManager:
         self._notice(server, reason)
         self.on_change()
 
-    def _transport(self, spec: ServerSpec, errlog: Any):
+    def _transport(self, server: Server, spec: ServerSpec, errlog: Any):
         if spec.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
 
-            return _http(streamable_http_client, create_mcp_http_client(headers=dict(spec.headers)), spec.url)
+            client = create_mcp_http_client(headers=dict(spec.headers))
+
+            async def note_error(response: Any) -> None:
+                # The SDK reports any HTTP error as "Server returned an error response": keep the status.
+                if response.status_code >= 400:
+                    hint = " (check its headers: a token?)" if response.status_code in (401, 403) else ""
+                    server.http_error = f"HTTP {response.status_code}{hint}"
+
+            client.event_hooks["response"].append(note_error)
+            return _http(streamable_http_client, client, spec.url)
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         command, args = spec.command, list(spec.args)
