@@ -134,6 +134,8 @@ class McpManager:
         self.on_notice = on_notice or (lambda text: None)
         self.on_change = on_change or (lambda: None)
         self.servers: dict[str, Server] = {spec.name: Server(spec) for spec in specs}
+        # Each server's stderr, by position: a name from a config file is never part of a path.
+        self._stderr = {spec.name: f"{i}.stderr" for i, spec in enumerate(specs)}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._logs = Path(tempfile.mkdtemp(prefix="dspine-mcp-"))  # servers' stderr, 0700
@@ -199,9 +201,10 @@ class McpManager:
     # -- what the chat reads ---------------------------------------------------------------
 
     def tools(self) -> list[McpTool]:
-        """The tools of every running, enabled server, in config order."""
+        """The tools of every running, enabled server, in config order (names made unique across
+        servers: `a` with `b__c` and `a__b` with `c` would both be `a__b__c`)."""
         with self._lock:
-            return [tool for s in self.servers.values() if s.status == "ready" for tool in s.tools]
+            return _unique([tool for s in self.servers.values() if s.status == "ready" for tool in s.tools])
 
     def find(self, name: str) -> McpTool | None:
         return next((t for t in self.tools() if t.name == name), None)
@@ -260,7 +263,7 @@ class McpManager:
         self.on_notice(f"MCP {server.name} ({_short(server.spec.source)}): {text}")
 
     def _stderr_tail(self, server: Server, spec: ServerSpec) -> str:
-        path = self._logs / f"{server.name}.stderr"
+        path = self._logs / self._stderr[server.name]
         try:
             with path.open("rb") as handle:
                 handle.seek(0, os.SEEK_END)
@@ -281,7 +284,7 @@ class McpManager:
         except ConfigProblem as exc:
             self._fail(server, str(exc))
             return
-        stderr_path = self._logs / f"{server.name}.stderr"
+        stderr_path = self._logs / self._stderr[server.name]
         try:
             with open(stderr_path, "w", encoding="utf-8") as errlog:
                 await self._session_lifetime(server, spec, errlog)
