@@ -1,0 +1,60 @@
+"""MCP tools as records of the toolbox: one ToolSpec per server tool, named
+`server__tool`, waiting for consent like run_command (an MCP server can do anything).
+
+The toolbox's MCP records change only when `sync` is called, which the session does
+at the start of a user's turn: within a reply and its tool rounds the tool list, and
+so the prompt's prefix, stays the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from ..toolbox import ProposedCall, Step, ToolSpec, Toolbox
+from .manager import McpManager, McpTool
+
+SOURCE = "mcp:"  # a record's source: "mcp:" + the server's name
+
+
+def _record(tool: McpTool, manager: McpManager) -> ToolSpec:
+    def handler(box: Toolbox, args: dict[str, Any]) -> Step:
+        def run(stop: threading.Event | None) -> str:
+            return manager.call(tool.name, args, stop)
+
+        # The user consents to exactly this: the server, its tool, these arguments.
+        body = json.dumps(args, indent=2, ensure_ascii=False) if args else "(no arguments)"
+        return ProposedCall(f"Call {tool.tool} on the MCP server {tool.server}?", body, run)
+
+    return ToolSpec(tool.name, tool.description, tool.parameters, handler, needs_consent=True, source=SOURCE + tool.server)
+
+
+class McpTools:
+    """Keeps the toolbox's MCP records in step with the servers that are running."""
+
+    def __init__(self, manager: McpManager) -> None:
+        self.manager = manager
+        self._sent: list[dict[str, Any]] = []  # the schemas the toolbox holds now
+
+    def sync(self, toolbox: Toolbox) -> str | None:
+        """Bring the toolbox up to date; what changed, for the user (None: nothing)."""
+        tools = self.manager.tools()
+        schemas = [tool.schema for tool in tools]
+        if schemas == self._sent:
+            return None
+        before = {s["function"]["name"] for s in self._sent}
+        after = {t.name for t in tools}
+        toolbox.replace_source(SOURCE, [_record(tool, self.manager) for tool in tools])
+        self._sent = schemas
+        added, removed = sorted(after - before), sorted(before - after)
+        parts = []
+        if added:
+            parts.append(f"{len(added)} added ({_servers(added)})")
+        if removed:
+            parts.append(f"{len(removed)} removed ({_servers(removed)})")
+        return "MCP tools for this turn: " + ("; ".join(parts) if parts else "definitions changed")
+
+
+def _servers(names: list[str]) -> str:
+    return ", ".join(dict.fromkeys(name.split("__", 1)[0] for name in names))
