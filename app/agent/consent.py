@@ -10,8 +10,6 @@ from typing import Literal
 
 Decision = Literal["yes", "no", "always"]
 
-# Reads never wait; everything that changes the project or runs something does.
-NEEDS_CONSENT = frozenset({"edit_file", "write_file", "run_command"})
 # A command with any of these is more than one program: "always for git" must not let
 # `git status; rm -rf ~` through.
 _SHELL_CONTROL = re.compile(r"[;&|`<>\n]|\$\(")
@@ -35,8 +33,8 @@ class Consent:
     always_commands: set[str] = field(default_factory=set)
 
     def must_ask(self, tool: str, command: str = "") -> bool:
-        if tool not in NEEDS_CONSENT:
-            return False
+        """For a tool whose record says it waits for consent (toolbox.ToolSpec.needs_consent):
+        whether this call still asks, or an "always" covers it."""
         if tool == "run_command":
             word = leading_word(command)
             return word is None or word not in self.always_commands
