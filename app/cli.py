@@ -502,6 +502,12 @@ def chat(
             + "\n".join(f"- {r}" for r in plan.reasons)
         )
 
+    project = open_project(Path.cwd())
+    mcp = None
+    if not no_tools:  # --no-tools: no MCP server starts either
+        from .agent.mcp.setup import for_project
+
+        mcp = for_project(project.root, settings.mcp_servers)
     try:
         ChatApp(
             opened,
@@ -511,14 +517,17 @@ def chat(
             first_run=first_run,
             open_engine=open_after_pull,
             fit_summary=fit_summary if files and files.target else None,
-            project=open_project(Path.cwd()),
+            project=project,
             tools=not no_tools,
             chain_limit=max(1, settings.tool_chain_limit),
             n_ctx=ctx,
             open_chat=resume,
             continue_last=continue_last,
+            mcp=mcp,
         ).run()
     finally:
+        if mcp is not None:
+            mcp.close()
         for running in engines:
             if running is not None:
                 running.close()

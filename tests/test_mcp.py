@@ -113,7 +113,7 @@ def test_tool_names_are_server__tool_in_the_allowed_characters():
 def test_the_real_time_server_is_listed_with_its_cost_and_answers(project):
     notices: list[str] = []
     spec = ServerSpec("time", "test", "stdio", command=TIME_SERVER, args=("--local-timezone", "UTC"))
-    manager = McpManager([spec], project, on_notice=notices.append)
+    manager = McpManager([spec], project, on_notice=lambda text, warning: notices.append(text))
     started = time.monotonic()
     manager.start()
     assert time.monotonic() - started < 1  # in the background: the chat is usable at once
@@ -140,7 +140,7 @@ def test_servers_that_fail_are_notices_and_the_rest_goes_on(project, tmp_path):
         for name, behaviour in (("good", "ok"), ("exits", "exit"), ("hangs", "hang"), ("garbage", "garbage"))
     ] + [ServerSpec("nowhere", "test", "stdio", command=str(tmp_path / "no-such-server"))]
     notices: list[str] = []
-    manager = McpManager(specs, project, start_timeout_s=2, on_notice=notices.append)
+    manager = McpManager(specs, project, start_timeout_s=2, on_notice=lambda text, warning: notices.append(text))
     manager.start()
     try:
         settled(manager)
@@ -166,7 +166,7 @@ def test_a_server_that_dies_later_loses_its_tools_with_a_notice(project, tmp_pat
     spec = ServerSpec("fragile", "test", "stdio", command=sys.executable, args=(str(script), "die", str(tmp_path / "p")))
     notices: list[str] = []
     changes: list[int] = []
-    manager = McpManager([spec], project, on_notice=notices.append, on_change=lambda: changes.append(1))
+    manager = McpManager([spec], project, on_notice=lambda text, warning: notices.append(text), on_change=lambda: changes.append(1))
     manager.start()
     try:
         settled(manager)
@@ -209,7 +209,7 @@ def test_the_environment_reaches_the_server_only(project, tmp_path):
         env={"SECRET_TOKEN": "${MY_TOKEN}"},
     )
     notices: list[str] = []
-    manager = McpManager([spec], project, environ={"MY_TOKEN": secret}, on_notice=notices.append)
+    manager = McpManager([spec], project, environ={"MY_TOKEN": secret}, on_notice=lambda text, warning: notices.append(text))
     manager.start()
     try:
         settled(manager)
@@ -224,7 +224,7 @@ def test_the_environment_reaches_the_server_only(project, tmp_path):
 def test_a_missing_variable_leaves_the_server_out_and_names_it(project):
     spec = ServerSpec("api", "test", "http", url="https://x.example/mcp", headers={"Authorization": "Bearer ${NO_KEY}"})
     notices: list[str] = []
-    manager = McpManager([spec], project, environ={}, on_notice=notices.append)
+    manager = McpManager([spec], project, environ={}, on_notice=lambda text, warning: notices.append(text))
     manager.start()
     try:
         settled(manager)
@@ -281,7 +281,7 @@ def test_an_http_server_gets_its_headers_with_variables_filled_in(project, tmp_p
             ServerSpec("wrong", "test", "http", url=url, headers={"Authorization": "Bearer nope"}),
         ]
         notices: list[str] = []
-        manager = McpManager(specs, project, environ={"WEB_TOKEN": "tok-123"}, start_timeout_s=10, on_notice=notices.append)
+        manager = McpManager(specs, project, environ={"WEB_TOKEN": "tok-123"}, start_timeout_s=10, on_notice=lambda text, warning: notices.append(text))
         manager.start()
         try:
             settled(manager)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
 from backends.stats import Stats
@@ -35,7 +35,7 @@ from .compaction import Compaction, compact, engine_summariser
 from .consent import Consent
 from .context import Budget, Usage, is_overflow
 from .paths import ToolRefused
-from .toolbox import Done, ProposedChange, Step, Toolbox, parse_arguments
+from .toolbox import Done, ProposedCall, ProposedChange, Step, Toolbox, parse_arguments
 
 DEFAULT_CHAIN_LIMIT = 10  # tool rounds in one reply before the session asks whether to go on
 # A tool result takes at most this share of the context the model has; the rest is saved.
@@ -131,6 +131,10 @@ SessionEvent = (
     | Notice
 )
 Emit = Callable[[SessionEvent], Awaitable[None]]
+
+
+class ToolSource(Protocol):
+    def sync(self, toolbox: Toolbox) -> str | None: ...  # bring its tools in; what changed, for people
 Ask = Callable[[Question], Awaitable[Answer]]
 
 
@@ -230,9 +234,12 @@ class Session:
         chain_limit: int = DEFAULT_CHAIN_LIMIT,
         n_ctx: int | None = None,
         history: list[dict[str, Any]] | None = None,
+        tool_sources: list[ToolSource] | None = None,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
-        bytes every request; `n_ctx`: the context when the engine cannot say (a remote server)."""
+        bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
+        `tool_sources`: tools from elsewhere (MCP servers), brought into the toolbox at the start
+        of each user turn only, so a reply and its tool rounds see one tool list (prefix cache)."""
         self.engine = engine
         self.toolbox = toolbox
         self.ask = ask
@@ -251,6 +258,7 @@ class Session:
         self._pending_meter: ContextMeter | None = None
         self._tool_running = False
         self._streaming = False
+        self.tool_sources = list(tool_sources or [])
 
     # -- settings the chat changes between turns -------------------------------------------
 
@@ -313,7 +321,17 @@ class Session:
         """The user's prompt, then replies and tool rounds until the model stops, the user
         stops it, or the chain limit is declined."""
         self.history.append({"role": "user", "content": text})
+        await self.sync_tools()
         await self.run_turn()
+
+    async def sync_tools(self) -> None:
+        """Tools from elsewhere, as they are now (between turns); a change is said."""
+        if self.toolbox is None:
+            return
+        for source in self.tool_sources:
+            change = source.sync(self.toolbox)
+            if change:
+                await self.emit(Notice(change))
 
     async def run_turn(self) -> None:
         """Replies and tool rounds from the history as it stands (after a prompt)."""
@@ -546,6 +564,9 @@ class Session:
         if isinstance(step, ProposedChange):
             question = Question(f"{step.change.summary}?", step.change.diff, tool=call.name)
             command = ""
+        elif isinstance(step, ProposedCall):
+            question = Question(step.title, step.body, tool=call.name)
+            command = ""
         else:
             question = Question(f"Run this in {toolbox.root}?", step.command, tool=call.name)
             command = step.command
@@ -561,6 +582,11 @@ class Session:
             change = step.change
             applied = await self._until_stopped(_thread(loop, lambda: toolbox.apply(change)))
             return (applied if applied is not None else STOPPED), decision, None
+        if isinstance(step, ProposedCall):
+            self._stop.clear()
+            run = step.run
+            answered = await self._until_stopped(_thread(loop, lambda: run(self._stop)))
+            return (answered if answered is not None else STOPPED), decision, None
         # A command stops itself when asked (its process group is killed), so it is awaited whole.
         self._stop.clear()
 

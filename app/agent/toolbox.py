@@ -12,6 +12,7 @@ names its source and whether it waits for consent.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,18 @@ class ProposedCommand:
     timeout_s: float
 
 
-Step = Done | ProposedChange | ProposedCommand
+@dataclass(frozen=True)
+class ProposedCall:
+    """A call to something outside dspine (an MCP server's tool): the user sees `title` and
+    `body` (exactly what will be sent), then `run(stop)` makes the call; `stop` set from
+    another thread ends the wait."""
+
+    title: str
+    body: str
+    run: Callable[[threading.Event | None], str]
+
+
+Step = Done | ProposedChange | ProposedCommand | ProposedCall
 
 
 def parse_arguments(arguments: str | dict) -> dict[str, Any]:
@@ -211,6 +223,13 @@ class Toolbox:
         if spec.name in self.specs:
             raise ValueError(f"a tool named {spec.name!r} exists already (from {self.specs[spec.name].source})")
         self.specs[spec.name] = spec
+
+    def replace_source(self, prefix: str, specs: list[ToolSpec]) -> None:
+        """Swap every record whose source starts with `prefix` (an MCP server's tools) for
+        `specs`, which keep their order after the built-in ones."""
+        self.specs = {name: spec for name, spec in self.specs.items() if not spec.source.startswith(prefix)}
+        for spec in specs:
+            self.add(spec)
 
     def schemas(self) -> list[dict[str, Any]]:
         """What the engine is told, in a fixed order: the same bytes every request (prefix cache)."""

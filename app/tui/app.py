@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import ClassVar
@@ -40,6 +41,9 @@ from ..agent.session import (
     ToolOutput,
     ToolStarted,
 )
+from ..agent.mcp.manager import McpManager
+from ..agent.mcp.tools import McpTools
+from ..agent.mcp.view import describe as describe_mcp
 from ..agent.toolbox import Toolbox
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
@@ -76,6 +80,9 @@ HELP = """**dspine chat**
 - `/undo` reverts the last applied edit or write; `/tools off` (or `on`) switches the tools
 - `/context` shows what fills the model's context; `/compact [focus]` summarises the older part now
   (it also happens by itself before the context would overflow; the meter in the readout shows how full it is)
+- `/mcp` lists the MCP servers (from `.mcp.json`, `opencode.json`, dspine's settings), their tools and
+  what their definitions cost in tokens; `/mcp off NAME` / `/mcp on NAME` switches one for this project.
+  Every MCP call waits for **y**, **n** or **a** (always that server's tool, this chat)
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
 """
 
@@ -109,16 +116,19 @@ class ChatApp(App):
         n_ctx: int | None = None,
         open_chat: int | None = None,
         continue_last: bool = False,
+        mcp: McpManager | None = None,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
         say (a remote server). `open_chat`: the saved chat to resume; `continue_last`: the last
-        chat of this project (else: the newest chat, as before)."""
+        chat of this project (else: the newest chat, as before). `mcp`: the project's MCP servers,
+        not started yet (the chat starts them once it is on screen and stops them when it ends)."""
         super().__init__()
         self.project = project
         self.tools_on = project is not None and tools
         self.toolbox = Toolbox(project.root) if project is not None else None
         self.consent = Consent()
+        self.mcp = mcp if self.toolbox is not None else None
         self.chain_limit = chain_limit
         self.open_chat = open_chat
         self.continue_last = continue_last
@@ -134,6 +144,7 @@ class ChatApp(App):
             think=think,
             chain_limit=chain_limit,
             n_ctx=n_ctx,
+            tool_sources=[McpTools(self.mcp)] if self.mcp is not None else None,
         )
         self._live: tuple[Reply, MessageView, int] | None = None  # the reply streaming now
         self._tool_lines: dict[str, ToolLine] = {}
@@ -176,6 +187,9 @@ class ChatApp(App):
             self.push_screen(FirstRunScreen(self.first_run), self._pulled)
         self._refresh_gpu()
         self.set_interval(2.0, self._refresh_gpu)
+        if self.mcp is not None:
+            self.mcp.on_notice = self._mcp_notice
+            self.mcp.start()  # in the background: the chat is usable now
 
     def _project_key(self) -> str:
         return str(self.project.root) if self.project is not None else ""
@@ -466,6 +480,49 @@ class ChatApp(App):
         self.sub_title = self._subtitle()
         self.notify(f"tools {word}")
 
+    # -- MCP servers -------------------------------------------------------------------------
+
+    def _mcp_notice(self, text: str, warning: bool) -> None:
+        """From the MCP manager's thread, or this one (a switch)."""
+        severity = "warning" if warning else "information"
+        if threading.get_ident() == self._thread_id:
+            self.notify(text, severity=severity, timeout=10, markup=False)
+            return
+        with contextlib.suppress(RuntimeError):  # the chat is closing
+            self.call_from_thread(self.notify, text, severity=severity, timeout=10, markup=False)
+
+    async def _slash_mcp(self, argument: str) -> None:
+        words = argument.split()
+        if not words:
+            self._show_mcp()
+            return
+        if self.mcp is None:
+            self.notify("no MCP servers in this chat (none configured, or --no-tools)", severity="warning")
+            return
+        if words[0] not in ("on", "off") or len(words) != 2 or words[1] not in self.mcp.servers:
+            names = ", ".join(self.mcp.servers)
+            self.notify(f"/mcp lists the servers; /mcp on NAME or /mcp off NAME switches one ({names})", severity="warning")
+            return
+        self.mcp.set_enabled(words[1], words[0] == "on")
+        self.notify(f"MCP {words[1]} {words[0]} for this project; its tools change from your next message")
+
+    @work(thread=True, exclusive=True, group="mcp")
+    def _show_mcp(self) -> None:
+        engine, toolbox = self.engine, self.toolbox
+        counter = None
+        # Only the server and in-process engines count with the model's tokenizer; a remote
+        # engine's count is an estimate, shown as one (~).
+        if engine is not None and toolbox is not None and self.session.budget.exact:
+            builtin = [spec.schema for spec in toolbox.specs.values() if spec.source == "dspine"]
+            probe = [{"role": "user", "content": "."}]
+
+            def counter(tools: list[dict]) -> int:
+                assert engine is not None
+                return engine.count_tokens(probe, builtin + tools, self.think)
+
+        text = describe_mcp(self.mcp, counter, self.session.budget.n_ctx or None, self.session.tools_on)
+        self.call_from_thread(self._post_note, text)  # type: ignore[arg-type]
+
     async def _slash_drafts(self, argument: str) -> None:
         word = argument.strip().lower()
         if word not in ("", "on", "off"):
@@ -517,6 +574,7 @@ class ChatApp(App):
         "/help": _slash_help,
         "/context": _slash_context,
         "/compact": _slash_compact,
+        "/mcp": _slash_mcp,
     }
 
     # -- a turn: the session runs it, the chat draws what it says ----------------------------

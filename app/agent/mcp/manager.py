@@ -123,15 +123,19 @@ class McpManager:
         environ: Mapping[str, str] | None = None,
         start_timeout_s: float = START_TIMEOUT_S,
         call_timeout_s: float = CALL_TIMEOUT_S,
-        on_notice: Callable[[str], None] | None = None,
+        on_notice: Callable[[str, bool], None] | None = None,
         on_change: Callable[[], None] | None = None,
+        problems: list[str] | None = None,
     ) -> None:
+        """`on_notice(text, warning)` and `on_change()` are called from the manager's thread (or
+        the caller's, for set_enabled); `problems`: what was wrong in the config files, said at start."""
         self.root = root
         self.switches = switches
         self.environ = dict(os.environ if environ is None else environ)
         self.start_timeout_s = start_timeout_s
         self.call_timeout_s = call_timeout_s
-        self.on_notice = on_notice or (lambda text: None)
+        self.on_notice = on_notice or (lambda text, warning: None)
+        self.problems = list(problems or [])
         self.on_change = on_change or (lambda: None)
         self.servers: dict[str, Server] = {spec.name: Server(spec) for spec in specs}
         # Each server's stderr, by position: a name from a config file is never part of a path.
@@ -152,6 +156,8 @@ class McpManager:
     def start(self) -> None:
         """Start every enabled server in the background; returns at once."""
         _quiet_sdk_logs()
+        for problem in self.problems:
+            self.on_notice(problem, True)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp", daemon=True)
         self._thread.start()
@@ -259,8 +265,8 @@ class McpManager:
 
     # -- one server --------------------------------------------------------------------------
 
-    def _notice(self, server: Server, text: str) -> None:
-        self.on_notice(f"MCP {server.name} ({_short(server.spec.source)}): {text}")
+    def _notice(self, server: Server, text: str, warning: bool = False) -> None:
+        self.on_notice(f"MCP {server.name} ({_short(server.spec.source)}): {text}", warning)
 
     def _stderr_tail(self, server: Server, spec: ServerSpec) -> str:
         path = self._logs / self._stderr[server.name]
@@ -360,13 +366,13 @@ class McpManager:
                 what = f"it wrote something that is not MCP on stdout: {ended['garbage']}" if ended["garbage"] else "the server exited"
                 tail = self._stderr_tail(server, spec)
                 server.reason = what + (f" · it said: {tail}" if tail else "")
-                self._notice(server, f"stopped: {server.reason}; its tools are left out from the next turn")
+                self._notice(server, f"stopped: {server.reason}; its tools are left out from the next turn", True)
                 self.on_change()
 
     def _fail(self, server: Server, reason: str) -> None:
         with self._lock:
             server.status, server.reason, server.tools, server._session = "failed", reason, [], None
-        self._notice(server, reason)
+        self._notice(server, reason, True)
         self.on_change()
 
     def _transport(self, server: Server, spec: ServerSpec, errlog: Any):

@@ -36,17 +36,21 @@ class McpTools:
     def __init__(self, manager: McpManager) -> None:
         self.manager = manager
         self._sent: list[dict[str, Any]] = []  # the schemas the toolbox holds now
+        self._synced = False  # the first turn's tools were announced as each server got ready
 
     def sync(self, toolbox: Toolbox) -> str | None:
         """Bring the toolbox up to date; what changed, for the user (None: nothing)."""
         tools = self.manager.tools()
         schemas = [tool.schema for tool in tools]
-        if schemas == self._sent:
+        first, self._synced = not self._synced, True
+        if schemas == self._sent and not first:
             return None
         before = {s["function"]["name"] for s in self._sent}
         after = {t.name for t in tools}
         toolbox.replace_source(SOURCE, [_record(tool, self.manager) for tool in tools])
         self._sent = schemas
+        if first:
+            return None
         added, removed = sorted(after - before), sorted(before - after)
         parts = []
         if added:
