@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-SERVER = r'''
+SERVER = r"""
 import json, os, subprocess, sys, time
 behaviour, pidfile = sys.argv[1], sys.argv[2]
 pids = [os.getpid()]
@@ -56,7 +56,7 @@ for line in sys.stdin:
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": content, "isError": False}})
     else:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no such method"}})
-'''
+"""
 
 
 def write_server(folder: Path) -> Path:
@@ -76,7 +76,7 @@ def write_mcp_json(root: Path, servers: dict[str, dict]) -> Path:
     return path
 
 
-HTTP_SERVER = r'''
+HTTP_SERVER = r"""
 import sys
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -103,7 +103,7 @@ async def guarded(scope, receive, send):
 
 
 uvicorn.run(guarded, host="127.0.0.1", port=port, log_level="warning")
-'''
+"""
 
 
 def write_http_server(folder: Path) -> Path:

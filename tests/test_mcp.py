@@ -67,7 +67,12 @@ def test_config_files_are_read_in_order_and_each_server_knows_its_file(project):
             {
                 "mcp": {
                     "git": {"type": "local", "command": ["other-git"]},
-                    "fs": {"type": "local", "command": ["npx", "-y", "fs"], "environment": {"A": "1"}, "enabled": False},
+                    "fs": {
+                        "type": "local",
+                        "command": ["npx", "-y", "fs"],
+                        "environment": {"A": "1"},
+                        "enabled": False,
+                    },
                     "remote": {"type": "remote", "url": "http://127.0.0.1:9/mcp", "timeout": 2500},
                 }
             }
@@ -124,7 +129,9 @@ def test_the_real_time_server_is_listed_with_its_cost_and_answers(project):
         estimate, exact = manager.cost("time")
         assert not exact and 150 < estimate < 1000
         counted, exact = manager.cost("time", lambda tools: 100 + len(json.dumps(tools).split()))
-        assert exact and counted == len(json.dumps([t.schema for t in manager.tools()]).split()) - 1  # less the empty list
+        assert (
+            exact and counted == len(json.dumps([t.schema for t in manager.tools()]).split()) - 1
+        )  # less the empty list
         answer = json.loads(manager.call("time__get_current_time", {"timezone": "Asia/Kathmandu"}))
         assert answer["timezone"] == "Asia/Kathmandu" and answer["datetime"].endswith("+05:45")
         assert "Invalid timezone" in manager.call("time__get_current_time", {"timezone": "Nowhere/Land"})
@@ -163,10 +170,14 @@ def test_servers_that_fail_are_notices_and_the_rest_goes_on(project, tmp_path):
 
 def test_a_server_that_dies_later_loses_its_tools_with_a_notice(project, tmp_path):
     script = write_server(tmp_path)
-    spec = ServerSpec("fragile", "test", "stdio", command=sys.executable, args=(str(script), "die", str(tmp_path / "p")))
+    spec = ServerSpec(
+        "fragile", "test", "stdio", command=sys.executable, args=(str(script), "die", str(tmp_path / "p"))
+    )
     notices: list[str] = []
     changes: list[int] = []
-    manager = McpManager([spec], project, on_notice=lambda text, warning: notices.append(text), on_change=lambda: changes.append(1))
+    manager = McpManager(
+        [spec], project, on_notice=lambda text, warning: notices.append(text), on_change=lambda: changes.append(1)
+    )
     manager.start()
     try:
         settled(manager)
@@ -209,7 +220,9 @@ def test_the_environment_reaches_the_server_only(project, tmp_path):
         env={"SECRET_TOKEN": "${MY_TOKEN}"},
     )
     notices: list[str] = []
-    manager = McpManager([spec], project, environ={"MY_TOKEN": secret}, on_notice=lambda text, warning: notices.append(text))
+    manager = McpManager(
+        [spec], project, environ={"MY_TOKEN": secret}, on_notice=lambda text, warning: notices.append(text)
+    )
     manager.start()
     try:
         settled(manager)
@@ -281,7 +294,13 @@ def test_an_http_server_gets_its_headers_with_variables_filled_in(project, tmp_p
             ServerSpec("wrong", "test", "http", url=url, headers={"Authorization": "Bearer nope"}),
         ]
         notices: list[str] = []
-        manager = McpManager(specs, project, environ={"WEB_TOKEN": "tok-123"}, start_timeout_s=10, on_notice=lambda text, warning: notices.append(text))
+        manager = McpManager(
+            specs,
+            project,
+            environ={"WEB_TOKEN": "tok-123"},
+            start_timeout_s=10,
+            on_notice=lambda text, warning: notices.append(text),
+        )
         manager.start()
         try:
             settled(manager)

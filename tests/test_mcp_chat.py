@@ -132,7 +132,11 @@ async def test_always_covers_that_server_tool_only(repo, store, tmp_path):
             assert app.screen.question == "Call picture on the MCP server s0?"
             await pilot.press("y")
             await until(pilot, lambda: not app.streaming and len(engine.calls) == 4, what="the end")
-            assert tool_results(engine) == ["echo: 1", "echo: 2", "[image image/png, 600 bytes: not shown to the model]"]
+            assert tool_results(engine) == [
+                "echo: 1",
+                "echo: 2",
+                "[image image/png, 600 bytes: not shown to the model]",
+            ]
             assert [line.decision for line in app.query(ToolLine)] == ["always", "always (this chat)", "yes"]
     finally:
         manager.close()

@@ -132,10 +132,11 @@ SessionEvent = (
 )
 Emit = Callable[[SessionEvent], Awaitable[None]]
 
+Ask = Callable[[Question], Awaitable[Answer]]
+
 
 class ToolSource(Protocol):
     def sync(self, toolbox: Toolbox) -> str | None: ...  # bring its tools in; what changed, for people
-Ask = Callable[[Question], Awaitable[Answer]]
 
 
 @dataclass

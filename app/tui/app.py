@@ -10,7 +10,7 @@ import re
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -23,6 +23,9 @@ from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
 from ..agent.consent import Consent
+from ..agent.mcp.manager import McpManager
+from ..agent.mcp.tools import McpTools
+from ..agent.mcp.view import describe as describe_mcp
 from ..agent.paths import ToolRefused
 from ..agent.project import Project, system_prompt
 from ..agent.session import (
@@ -41,9 +44,6 @@ from ..agent.session import (
     ToolOutput,
     ToolStarted,
 )
-from ..agent.mcp.manager import McpManager
-from ..agent.mcp.tools import McpTools
-from ..agent.mcp.view import describe as describe_mcp
 from ..agent.toolbox import Toolbox
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
@@ -484,7 +484,7 @@ class ChatApp(App):
 
     def _mcp_notice(self, text: str, warning: bool) -> None:
         """From the MCP manager's thread, or this one (a switch)."""
-        severity = "warning" if warning else "information"
+        severity: Literal["warning", "information"] = "warning" if warning else "information"
         if threading.get_ident() == self._thread_id:
             self.notify(text, severity=severity, timeout=10, markup=False)
             return
@@ -501,7 +501,9 @@ class ChatApp(App):
             return
         if words[0] not in ("on", "off") or len(words) != 2 or words[1] not in self.mcp.servers:
             names = ", ".join(self.mcp.servers)
-            self.notify(f"/mcp lists the servers; /mcp on NAME or /mcp off NAME switches one ({names})", severity="warning")
+            self.notify(
+                f"/mcp lists the servers; /mcp on NAME or /mcp off NAME switches one ({names})", severity="warning"
+            )
             return
         self.mcp.set_enabled(words[1], words[0] == "on")
         self.notify(f"MCP {words[1]} {words[0]} for this project; its tools change from your next message")

@@ -219,9 +219,7 @@ def discover(root: Path, settings_servers: Mapping[str, Any] | None = None) -> t
                 problems.append(Problem(source, f"server {name!r} left out: {exc}"))
                 continue
             if spec.name in specs:
-                problems.append(
-                    Problem(source, f"server {name!r} is also in {specs[spec.name].source}, which is used")
-                )
+                problems.append(Problem(source, f"server {name!r} is also in {specs[spec.name].source}, which is used"))
                 continue
             specs[spec.name] = spec
 

@@ -347,7 +347,13 @@ class McpManager:
                 tail = self._stderr_tail(server, spec)
                 raise _Failed("left out: it exited at start" + (f" · it said: {tail}" if tail else ""))
             tools = [
-                McpTool(tool_name(server.name, t.name), server.name, t.name, t.description or "", _parameters(t.input_schema))
+                McpTool(
+                    tool_name(server.name, t.name),
+                    server.name,
+                    t.name,
+                    t.description or "",
+                    _parameters(t.input_schema),
+                )
                 for t in listed
             ]
             with self._lock:
@@ -363,7 +369,11 @@ class McpManager:
             if not server._stopping:
                 with self._lock:
                     server.status, server.tools = "stopped", []
-                what = f"it wrote something that is not MCP on stdout: {ended['garbage']}" if ended["garbage"] else "the server exited"
+                what = (
+                    f"it wrote something that is not MCP on stdout: {ended['garbage']}"
+                    if ended["garbage"]
+                    else "the server exited"
+                )
                 tail = self._stderr_tail(server, spec)
                 server.reason = what + (f" · it said: {tail}" if tail else "")
                 self._notice(server, f"stopped: {server.reason}; its tools are left out from the next turn", True)
@@ -433,7 +443,9 @@ def _unique(tools: list[McpTool]) -> list[McpTool]:
             suffix = f"_{n}"
             name, n = tool.name[: MAX_NAME - len(suffix)] + suffix, n + 1
         seen.add(name)
-        out.append(tool if name == tool.name else McpTool(name, tool.server, tool.tool, tool.description, tool.parameters))
+        out.append(
+            tool if name == tool.name else McpTool(name, tool.server, tool.tool, tool.description, tool.parameters)
+        )
     return out
 
 

@@ -12,7 +12,7 @@ import json
 import threading
 from typing import Any
 
-from ..toolbox import ProposedCall, Step, ToolSpec, Toolbox
+from ..toolbox import ProposedCall, Step, Toolbox, ToolSpec
 from .manager import McpManager, McpTool
 
 SOURCE = "mcp:"  # a record's source: "mcp:" + the server's name
@@ -27,7 +27,9 @@ def _record(tool: McpTool, manager: McpManager) -> ToolSpec:
         body = json.dumps(args, indent=2, ensure_ascii=False) if args else "(no arguments)"
         return ProposedCall(f"Call {tool.tool} on the MCP server {tool.server}?", body, run)
 
-    return ToolSpec(tool.name, tool.description, tool.parameters, handler, needs_consent=True, source=SOURCE + tool.server)
+    return ToolSpec(
+        tool.name, tool.description, tool.parameters, handler, needs_consent=True, source=SOURCE + tool.server
+    )
 
 
 class McpTools:
