@@ -352,3 +352,22 @@ def test_no_server_or_its_child_outlives_the_chat_process(project, tmp_path, how
         wait_for(lambda: not alive(server) and not alive(child), 10, "the server and its child to be gone")
     finally:
         host.kill()
+
+
+def test_a_servers_stderr_is_kept_to_its_tail_in_memory(project, tmp_path):
+    # 20 MB on stderr, then the last word: nothing on disk, a few KiB in memory, the line shown.
+    noisy = tmp_path / "noisy.py"
+    noisy.write_text(
+        "import sys\nfor _ in range(20_000):\n    sys.stderr.write('x' * 1000 + '\\n')\nsys.exit('gave up: no API key')\n"
+    )
+    spec = ServerSpec("noisy", "test", "stdio", command=sys.executable, args=(str(noisy),))
+    notices: list[str] = []
+    manager = McpManager([spec], project, on_notice=lambda text, warning: notices.append(text))
+    manager.start()
+    try:
+        settled(manager)
+        tail = manager.servers["noisy"]._tail
+        assert tail is not None and len(tail._kept) <= 4096
+    finally:
+        manager.close()
+    assert notices == ["MCP noisy (test): left out: it exited at start · it said: gave up: no API key"]

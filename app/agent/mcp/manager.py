@@ -23,17 +23,18 @@ import json
 import logging
 import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
+
 from . import results
 from .config import ConfigProblem, ServerSpec, expanded
+from .stderr_tail import StderrTail
 from .switches import Switches
 
 START_TIMEOUT_S = 30.0  # initialize + tools/list; a server installing itself (npx, uvx) needs a while
@@ -89,6 +90,7 @@ class Server:
     _wake: Any = None  # an anyio.Event in the manager's loop
     _stopping: bool = False
     _future: concurrent.futures.Future | None = None
+    _tail: StderrTail | None = None
 
     @property
     def name(self) -> str:
@@ -138,11 +140,8 @@ class McpManager:
         self.problems = list(problems or [])
         self.on_change = on_change or (lambda: None)
         self.servers: dict[str, Server] = {spec.name: Server(spec) for spec in specs}
-        # Each server's stderr, by position: a name from a config file is never part of a path.
-        self._stderr = {spec.name: f"{i}.stderr" for i, spec in enumerate(specs)}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._logs = Path(tempfile.mkdtemp(prefix="dspine-mcp-"))  # servers' stderr, 0700
         self._lock = threading.Lock()
         self.closed = False
 
@@ -202,7 +201,6 @@ class McpManager:
             self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=2)
-        shutil.rmtree(self._logs, ignore_errors=True)
 
     # -- what the chat reads ---------------------------------------------------------------
 
@@ -246,7 +244,6 @@ class McpManager:
                     return "the user stopped the call"
 
     async def _call(self, server: Server, tool: str, arguments: dict[str, Any]) -> str:
-        import anyio
         from mcp.shared.exceptions import MCPError
 
         session = server._session
@@ -268,32 +265,27 @@ class McpManager:
     def _notice(self, server: Server, text: str, warning: bool = False) -> None:
         self.on_notice(f"MCP {server.name} ({_short(server.spec.source)}): {text}", warning)
 
-    def _stderr_tail(self, server: Server, spec: ServerSpec) -> str:
-        path = self._logs / self._stderr[server.name]
-        try:
-            with path.open("rb") as handle:
-                handle.seek(0, os.SEEK_END)
-                handle.seek(max(0, handle.tell() - 4000))
-                lines = [ln.strip() for ln in handle.read().decode(errors="replace").splitlines() if ln.strip()]
-        except OSError:
+    async def _stderr_tail(self, server: Server, spec: ServerSpec) -> str:
+        """The last line the server wrote on stderr (secrets from its config masked), once the
+        pipe has drained (a moment at most: a child of the server may still hold it)."""
+        tail = server._tail
+        if tail is None:
             return ""
-        if not lines:
-            return ""
-        return _redact(lines[-1], spec)[:300]
+        with anyio.move_on_after(0.5):
+            while not tail.ended.is_set():
+                await asyncio.sleep(0.01)
+        return _redact(tail.last_line(), spec)[:300]
 
     async def _serve(self, server: Server) -> None:
-        import anyio
-
         server._wake = anyio.Event()
         try:
             spec = expanded(server.spec, self.environ)
         except ConfigProblem as exc:
             self._fail(server, str(exc))
             return
-        stderr_path = self._logs / self._stderr[server.name]
+        server._tail = StderrTail() if spec.transport == "stdio" else None
         try:
-            with open(stderr_path, "w", encoding="utf-8") as errlog:
-                await self._session_lifetime(server, spec, errlog)
+            await self._session_lifetime(server, spec)
         except Exception as exc:  # whatever the SDK or the server did: a notice, never a crash
             leaf = _leaf(exc)
             if isinstance(leaf, ConfigProblem | _Failed):
@@ -301,18 +293,22 @@ class McpManager:
             elif server.http_error:
                 self._fail(server, f"left out: it answered {server.http_error}")
             else:
-                tail = self._stderr_tail(server, spec)
+                tail = await self._stderr_tail(server, spec)
                 self._fail(server, f"failed: {_describe(leaf)}" + (f" · it said: {tail}" if tail else ""))
+        finally:
+            if server._tail is not None:
+                server._tail.close()
 
-    async def _session_lifetime(self, server: Server, spec: ServerSpec, errlog: Any) -> None:
-        import anyio
+    async def _session_lifetime(self, server: Server, spec: ServerSpec) -> None:
         from mcp.client.session import ClientSession
         from mcp.shared.message import SessionMessage
 
         ended = {"eof": False, "garbage": ""}
         deadline = spec.timeout_s or self.start_timeout_s
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(self._transport(server, spec, errlog))
+            read, write = await stack.enter_async_context(self._transport(server, spec))
+            if server._tail is not None:
+                server._tail.spawned()
             forward_send, forward_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(group.cancel_scope.cancel)
@@ -344,7 +340,7 @@ class McpManager:
             if ended["garbage"]:
                 raise _Failed(f"left out: it wrote something that is not MCP on stdout: {ended['garbage']}")
             if ended["eof"]:
-                tail = self._stderr_tail(server, spec)
+                tail = await self._stderr_tail(server, spec)
                 raise _Failed("left out: it exited at start" + (f" · it said: {tail}" if tail else ""))
             tools = [
                 McpTool(
@@ -374,7 +370,7 @@ class McpManager:
                     if ended["garbage"]
                     else "the server exited"
                 )
-                tail = self._stderr_tail(server, spec)
+                tail = await self._stderr_tail(server, spec)
                 server.reason = what + (f" · it said: {tail}" if tail else "")
                 self._notice(server, f"stopped: {server.reason}; its tools are left out from the next turn", True)
                 self.on_change()
@@ -385,7 +381,7 @@ class McpManager:
         self._notice(server, reason, True)
         self.on_change()
 
-    def _transport(self, server: Server, spec: ServerSpec, errlog: Any):
+    def _transport(self, server: Server, spec: ServerSpec):
         if spec.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
@@ -406,7 +402,8 @@ class McpManager:
         if sys.platform.startswith("linux"):
             command, args = sys.executable, ["-I", "-S", str(GUARD), str(os.getpid()), command, *args]
         params = StdioServerParameters(command=command, args=args, env=dict(spec.env), cwd=self.root)
-        return stdio_client(params, errlog=errlog)
+        assert server._tail is not None
+        return stdio_client(params, errlog=server._tail.writer)
 
 
 class _Failed(Exception):
