@@ -358,7 +358,8 @@ def test_a_servers_stderr_is_kept_to_its_tail_in_memory(project, tmp_path):
     # 20 MB on stderr, then the last word: nothing on disk, a few KiB in memory, the line shown.
     noisy = tmp_path / "noisy.py"
     noisy.write_text(
-        "import sys\nfor _ in range(20_000):\n    sys.stderr.write('x' * 1000 + '\\n')\nsys.exit('gave up: no API key')\n"
+        "import sys\nfor _ in range(20_000):\n    sys.stderr.write('x' * 1000 + '\\n')\n"
+        "sys.exit('gave up: no API key')\n"
     )
     spec = ServerSpec("noisy", "test", "stdio", command=sys.executable, args=(str(noisy),))
     notices: list[str] = []
