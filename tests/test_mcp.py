@@ -135,7 +135,7 @@ def test_the_real_time_server_is_listed_with_its_cost_and_answers(project):
         answer = json.loads(manager.call("time__get_current_time", {"timezone": "Asia/Kathmandu"}))
         assert answer["timezone"] == "Asia/Kathmandu" and answer["datetime"].endswith("+05:45")
         assert "Invalid timezone" in manager.call("time__get_current_time", {"timezone": "Nowhere/Land"})
-        assert notices == ["MCP time (test): ready, 2 tools"]
+        assert notices == [f"MCP time (test): ready, 2 tools (~{estimate:,} tokens of definitions; /mcp counts them)"]
     finally:
         manager.close()
 

@@ -356,7 +356,8 @@ class McpManager:
                 server._session, server.tools, server.status = session, _unique(tools), "ready"
                 info = init.server_info
                 server.server_info = f"{info.name} {info.version}" if info else ""
-            self._notice(server, f"ready, {len(tools)} tools")
+            cost = estimate_tokens(definitions_text(server.tools))
+            self._notice(server, f"ready, {len(tools)} tools (~{cost:,} tokens of definitions; /mcp counts them)")
             self.on_change()
             if not server._stopping:
                 await server._wake.wait()
