@@ -79,18 +79,27 @@ def estimate_tokens(text: str) -> int:
 
 
 @dataclass
+class _Run:
+    """One start of a server, to its end: a switch off and on again makes a new one, and an
+    old run still winding down never touches the server's state."""
+
+    stopping: bool = False
+    wake: anyio.Event | None = None  # set when asked to stop or when the server's output ends
+    starting: anyio.CancelScope | None = None  # initialize and tools/list, until ready
+    tail: StderrTail | None = None
+    future: concurrent.futures.Future | None = None
+    http_error: str = ""  # the last HTTP error status an http server answered
+
+
+@dataclass
 class Server:
     spec: ServerSpec
     status: Status = "off"
     reason: str = ""  # why it failed or stopped, for people
     tools: list[McpTool] = field(default_factory=list)
     server_info: str = ""
-    http_error: str = ""  # the last HTTP error status an http server answered
     _session: Any = None
-    _wake: Any = None  # an anyio.Event in the manager's loop
-    _stopping: bool = False
-    _future: concurrent.futures.Future | None = None
-    _tail: StderrTail | None = None
+    _run: _Run | None = None
 
     @property
     def name(self) -> str:
@@ -166,9 +175,9 @@ class McpManager:
 
     def _launch(self, server: Server) -> None:
         assert self._loop is not None
-        server.status, server.reason, server.tools, server.http_error = "starting", "", [], ""
-        server._stopping = False
-        server._future = asyncio.run_coroutine_threadsafe(self._serve(server), self._loop)
+        server.status, server.reason, server.tools = "starting", "", []
+        run = server._run = _Run()
+        run.future = asyncio.run_coroutine_threadsafe(self._serve(server, run), self._loop)
 
     def set_enabled(self, name: str, on: bool) -> None:
         """Switch a server on or off for this project (remembered); its tools follow."""
@@ -183,9 +192,18 @@ class McpManager:
             self.on_change()
 
     def _stop(self, server: Server) -> None:
-        server._stopping = True
-        if server._wake is not None and self._loop is not None:
-            self._loop.call_soon_threadsafe(server._wake.set)
+        run = server._run
+        if run is None or self._loop is None:
+            return
+        run.stopping = True
+
+        def wake() -> None:
+            if run.starting is not None:
+                run.starting.cancel()  # a server stuck in initialize is not waited for
+            if run.wake is not None:
+                run.wake.set()
+
+        self._loop.call_soon_threadsafe(wake)
 
     def close(self) -> None:
         """Stop every server and the loop; a server that outstays STOP_TIMEOUT_S is killed
@@ -195,7 +213,7 @@ class McpManager:
         self.closed = True
         for server in self.servers.values():
             self._stop(server)
-        futures = [s._future for s in self.servers.values() if s._future is not None]
+        futures = [s._run.future for s in self.servers.values() if s._run is not None and s._run.future is not None]
         concurrent.futures.wait(futures, timeout=STOP_TIMEOUT_S)
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -265,10 +283,10 @@ class McpManager:
     def _notice(self, server: Server, text: str, warning: bool = False) -> None:
         self.on_notice(f"MCP {server.name} ({_short(server.spec.source)}): {text}", warning)
 
-    async def _stderr_tail(self, server: Server, spec: ServerSpec) -> str:
+    async def _stderr_tail(self, run: _Run, spec: ServerSpec) -> str:
         """The last line the server wrote on stderr (secrets from its config masked), once the
         pipe has drained (a moment at most: a child of the server may still hold it)."""
-        tail = server._tail
+        tail = run.tail
         if tail is None:
             return ""
         with anyio.move_on_after(0.5):
@@ -276,43 +294,45 @@ class McpManager:
                 await asyncio.sleep(0.01)
         return _redact(tail.last_line(), spec)[:300]
 
-    async def _serve(self, server: Server) -> None:
-        server._wake = anyio.Event()
+    async def _serve(self, server: Server, run: _Run) -> None:
+        run.wake = anyio.Event()
+        run.starting = anyio.CancelScope()
         try:
             spec = expanded(server.spec, self.environ)
         except ConfigProblem as exc:
-            self._fail(server, str(exc))
+            self._fail(server, run, str(exc))
             return
-        server._tail = StderrTail() if spec.transport == "stdio" else None
+        run.tail = StderrTail() if spec.transport == "stdio" else None
         try:
-            await self._session_lifetime(server, spec)
+            await self._session_lifetime(server, run, spec)
         except Exception as exc:  # whatever the SDK or the server did: a notice, never a crash
             leaf = _leaf(exc)
             if isinstance(leaf, ConfigProblem | _Failed):
-                self._fail(server, str(leaf))
-            elif server.http_error:
-                self._fail(server, f"left out: it answered {server.http_error}")
+                self._fail(server, run, str(leaf))
+            elif run.http_error:
+                self._fail(server, run, f"left out: it answered {run.http_error}")
             else:
-                tail = await self._stderr_tail(server, spec)
-                self._fail(server, f"failed: {_describe(leaf)}" + (f" · it said: {tail}" if tail else ""))
+                tail = await self._stderr_tail(run, spec)
+                self._fail(server, run, f"failed: {_describe(leaf)}" + (f" · it said: {tail}" if tail else ""))
         finally:
-            if server._tail is not None:
-                server._tail.close()
+            if run.tail is not None:
+                run.tail.close()
 
-    async def _session_lifetime(self, server: Server, spec: ServerSpec) -> None:
+    async def _session_lifetime(self, server: Server, run: _Run, spec: ServerSpec) -> None:
         from mcp.client.session import ClientSession
         from mcp.shared.message import SessionMessage
 
         ended = {"eof": False, "garbage": ""}
         deadline = spec.timeout_s or self.start_timeout_s
         async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(self._transport(server, spec))
-            if server._tail is not None:
-                server._tail.spawned()
+            read, write = await stack.enter_async_context(self._transport(run, spec))
+            if run.tail is not None:
+                run.tail.spawned()
             forward_send, forward_read = anyio.create_memory_object_stream[SessionMessage | Exception](0)
             group = await stack.enter_async_context(anyio.create_task_group())
             stack.callback(group.cancel_scope.cancel)
-            starting = anyio.CancelScope()
+            starting, wake = run.starting, run.wake
+            assert starting is not None and wake is not None
 
             async def forward() -> None:
                 # Between the transport and the session: notices the server's end (EOF) and a
@@ -326,7 +346,7 @@ class McpManager:
                             await forward_send.send(item)
                 ended["eof"] = True
                 starting.cancel()
-                server._wake.set()
+                wake.set()
 
             group.start_soon(forward)
             session = await stack.enter_async_context(ClientSession(forward_read, write))
@@ -337,10 +357,12 @@ class McpManager:
                         listed = await _list_tools(session)
                 except TimeoutError:
                     raise _Failed(f"left out: no answer to initialize within {deadline:g} s") from None
+            if run.stopping:
+                return  # switched off or the chat ends: no notice
             if ended["garbage"]:
                 raise _Failed(f"left out: it wrote something that is not MCP on stdout: {ended['garbage']}")
             if ended["eof"]:
-                tail = await self._stderr_tail(server, spec)
+                tail = await self._stderr_tail(run, spec)
                 raise _Failed("left out: it exited at start" + (f" · it said: {tail}" if tail else ""))
             tools = [
                 McpTool(
@@ -352,37 +374,44 @@ class McpManager:
                 )
                 for t in listed
             ]
+            if server._run is not run:
+                return
+            tools = _unique(tools)
+            cost = estimate_tokens(definitions_text(tools))
+            self._notice(server, f"ready, {len(tools)} tools (~{cost:,} tokens of definitions; /mcp counts them)")
             with self._lock:
-                server._session, server.tools, server.status = session, _unique(tools), "ready"
+                server._session, server.tools, server.status = session, tools, "ready"
                 info = init.server_info
                 server.server_info = f"{info.name} {info.version}" if info else ""
-            cost = estimate_tokens(definitions_text(server.tools))
-            self._notice(server, f"ready, {len(tools)} tools (~{cost:,} tokens of definitions; /mcp counts them)")
             self.on_change()
-            if not server._stopping:
-                await server._wake.wait()
+            if not run.stopping:
+                await wake.wait()
             with self._lock:
-                server._session = None
-            if not server._stopping:
-                with self._lock:
-                    server.status, server.tools = "stopped", []
+                if server._run is run:
+                    server._session = None
+            if not run.stopping and server._run is run:
                 what = (
                     f"it wrote something that is not MCP on stdout: {ended['garbage']}"
                     if ended["garbage"]
                     else "the server exited"
                 )
-                tail = await self._stderr_tail(server, spec)
-                server.reason = what + (f" · it said: {tail}" if tail else "")
-                self._notice(server, f"stopped: {server.reason}; its tools are left out from the next turn", True)
+                tail = await self._stderr_tail(run, spec)
+                reason = what + (f" · it said: {tail}" if tail else "")
+                self._notice(server, f"stopped: {reason}; its tools are left out from the next turn", True)
+                with self._lock:
+                    server.status, server.tools, server.reason = "stopped", [], reason
                 self.on_change()
 
-    def _fail(self, server: Server, reason: str) -> None:
+    def _fail(self, server: Server, run: _Run, reason: str) -> None:
+        if run.stopping or server._run is not run:
+            return  # an end that was asked for, or an old run: nothing to say
+        # Said first: whoever sees the new state finds the notice already given.
+        self._notice(server, reason, True)
         with self._lock:
             server.status, server.reason, server.tools, server._session = "failed", reason, [], None
-        self._notice(server, reason, True)
         self.on_change()
 
-    def _transport(self, server: Server, spec: ServerSpec):
+    def _transport(self, run: _Run, spec: ServerSpec):
         if spec.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
             from mcp.shared._httpx_utils import create_mcp_http_client
@@ -393,7 +422,7 @@ class McpManager:
                 # The SDK reports any HTTP error as "Server returned an error response": keep the status.
                 if response.status_code >= 400:
                     hint = " (check its headers: a token?)" if response.status_code in (401, 403) else ""
-                    server.http_error = f"HTTP {response.status_code}{hint}"
+                    run.http_error = f"HTTP {response.status_code}{hint}"
 
             client.event_hooks["response"].append(note_error)
             return _http(streamable_http_client, client, spec.url)
@@ -403,8 +432,8 @@ class McpManager:
         if sys.platform.startswith("linux"):
             command, args = sys.executable, ["-I", "-S", str(GUARD), str(os.getpid()), command, *args]
         params = StdioServerParameters(command=command, args=args, env=dict(spec.env), cwd=self.root)
-        assert server._tail is not None
-        return stdio_client(params, errlog=server._tail.writer)
+        assert run.tail is not None
+        return stdio_client(params, errlog=run.tail.writer)
 
 
 class _Failed(Exception):
