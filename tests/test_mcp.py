@@ -22,6 +22,7 @@ from app.agent.mcp import results
 from app.agent.mcp.config import SETTINGS_SOURCE, ConfigProblem, ServerSpec, discover, expand
 from app.agent.mcp.manager import McpManager, tool_name
 from app.agent.mcp.switches import Switches
+from app.errors import ConfigError
 from tests.conftest import ROOT, wait_for
 from tests.mcp_servers import write_http_server, write_mcp_json, write_server
 
@@ -388,3 +389,27 @@ def test_the_chat_ends_at_once_while_a_server_hangs_on_initialize(project, tmp_p
     assert time.monotonic() - started < 5
     wait_for(lambda: not alive(server), 5, "the stuck server to be gone")
     assert notices == []  # an end that was asked for is not a failure
+
+
+def test_dspine_settings_hold_servers_and_config_shows_only_their_names(tmp_path, monkeypatch, project):
+    from rich.console import Console
+
+    from app.cli_views import config_table
+    from app.settings import load_settings
+
+    path = tmp_path / "config.toml"
+    path.write_text('[mcp_servers.time]\ncommand = "mcp-server-time"\nenv = { API_KEY = "secret-in-file" }\n')
+    monkeypatch.setenv("DSPINE_CONFIG", str(path))
+    monkeypatch.delenv("DSPINE_MCP_SERVERS", raising=False)
+    settings = load_settings()
+    specs, problems = discover(project, settings.mcp_servers)
+    assert [(s.name, s.source, s.env) for s in specs] == [("time", SETTINGS_SOURCE, {"API_KEY": "secret-in-file"})]
+    console = Console(record=True, width=300)
+    console.print(config_table(settings))
+    shown = console.export_text()
+    assert "mcp_servers" in shown and "secret-in-file" not in shown
+    monkeypatch.setenv("DSPINE_MCP_SERVERS", '{"web": {"type": "http", "url": "http://127.0.0.1:1/mcp"}}')
+    assert list(load_settings().mcp_servers) == ["web"]
+    monkeypatch.setenv("DSPINE_MCP_SERVERS", "[1, 2]")
+    with pytest.raises(ConfigError, match="mcp_servers"):
+        load_settings()
