@@ -57,3 +57,26 @@ def test_no_mcp_server_outlives_the_chat(env, stand_in, tmp_path, how):  # noqa:
         wait_for(lambda: not any(alive(p) for p in (server, child, guard)), 15, "the server, its child and its guard")
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_no_tools_starts_no_mcp_server(env, stand_in, tmp_path):  # noqa: F811
+    repo = tmp_path / "scratch"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    pidfile = tmp_path / "pids"
+    write_mcp_json(repo, {"kid": entry(write_server(tmp_path), "ok", pidfile)})
+    variables = {k: env[k] for k in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME") if k in env}
+    variables |= {"DSPINE_CHATS_DB": str(tmp_path / "chats.db"), "PYTHONPATH": str(ROOT)}
+    command = shlex.join(dspine_cmd("chat", "--engine", "remote", "--url", stand_in, "--no-tools"))
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
+    session = f"dspine-mcp-off-{tmp_path.name}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "110", "-y", "32", "-c", str(repo)], check=True)
+    try:
+        keys(session, f"env {exports} {command}", "Enter")
+        wait_for(lambda: "Ask about code" in screen(session), 60, "the chat to open")
+        keys(session, "/mcp", "Enter")
+        wait_for(lambda: "None started: the chat began with --no-tools" in screen(session), 30, "the /mcp note")
+        assert not pidfile.exists()
+        keys(session, "C-q")
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

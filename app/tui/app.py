@@ -129,6 +129,7 @@ class ChatApp(App):
         self.toolbox = Toolbox(project.root) if project is not None else None
         self.consent = Consent()
         self.mcp = mcp if self.toolbox is not None else None
+        self.started_without_tools = not tools  # --no-tools: no MCP server starts either
         self.chain_limit = chain_limit
         self.open_chat = open_chat
         self.continue_last = continue_last
@@ -522,7 +523,10 @@ class ChatApp(App):
                 assert engine is not None
                 return engine.count_tokens(probe, builtin + tools, self.think)
 
-        text = describe_mcp(self.mcp, counter, self.session.budget.n_ctx or None, self.session.tools_on)
+        if self.mcp is None and self.started_without_tools:
+            text = "**MCP servers**\n\nNone started: the chat began with --no-tools."
+        else:
+            text = describe_mcp(self.mcp, counter, self.session.budget.n_ctx or None, self.session.tools_on)
         self.call_from_thread(self._post_note, text)  # type: ignore[arg-type]
 
     async def _slash_drafts(self, argument: str) -> None:
