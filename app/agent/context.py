@@ -100,17 +100,21 @@ Counter = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], int]
 class Budget:
     """Counts prompts for one engine and remembers how far its counts were off."""
 
-    def __init__(self, engine: Any, think: bool = True, n_ctx: int | None = None) -> None:
+    def __init__(
+        self, engine: Any, think: bool = True, n_ctx: int | None = None, max_tokens: int | None = None
+    ) -> None:
         self.engine = engine
         self.think = think
+        self.max_tokens = max_tokens
         self.n_ctx = getattr(engine, "context_size", None) or n_ctx or FALLBACK_CONTEXT
-        self.exact = engine is not None and getattr(engine, "name", "") in ("server", "inproc")
+        # Only a remote server has no tokenizer to ask: its counts are estimates, corrected by its reports.
+        self.exact = getattr(engine, "name", "") != "remote"
         self.correction = 1.0  # reported / counted, from the last reply (estimates only)
         self._last_counted = 0
 
     @property
     def reserve(self) -> int:
-        return reply_reserve(self.n_ctx, self.think)
+        return reply_reserve(self.n_ctx, self.think, self.max_tokens)
 
     @property
     def available(self) -> int:

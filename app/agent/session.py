@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
+from backends.sampling import Sampling
 from backends.stats import Stats
 
 from ..terminal_text import for_terminal
@@ -230,9 +231,12 @@ class Session:
         chain_limit: int = DEFAULT_CHAIN_LIMIT,
         n_ctx: int | None = None,
         history: list[dict[str, Any]] | None = None,
+        sampling: Sampling | None = None,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
-        bytes every request; `n_ctx`: the context when the engine cannot say (a remote server)."""
+        bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
+        `sampling`: fixed sampling for every reply (None: the engine's preset for the think mode);
+        its max_tokens is the room kept for the reply."""
         self.engine = engine
         self.toolbox = toolbox
         self.ask = ask
@@ -242,7 +246,8 @@ class Session:
         self.tools_on = tools_on and toolbox is not None
         self.chain_limit = chain_limit
         self.history: list[dict[str, Any]] = list(history or [])
-        self.budget = Budget(engine, think, n_ctx)
+        self.sampling = sampling
+        self.budget = Budget(engine, think, n_ctx, sampling.max_tokens if sampling else None)
         self.requests: list[int] = []  # prompt tokens counted for each request (benchmarks, tests)
         self.compactions: list[Compaction] = []
         self._futile: tuple[int, str] | None = None  # the history a compaction could not shrink
@@ -264,7 +269,7 @@ class Session:
 
     def set_engine(self, engine: Any) -> None:
         self.engine = engine
-        self.budget = Budget(engine, self.budget.think, self.budget.n_ctx)
+        self.budget = Budget(engine, self.budget.think, self.budget.n_ctx, self.budget.max_tokens)
 
     def restore(self, history: list[dict[str, Any]]) -> None:
         """The model's context of a saved chat (compacted as it was)."""
@@ -473,11 +478,10 @@ class Session:
             batch: list[Event] = []
             flushed = time.monotonic()
             try:
-                events = (
-                    self.engine.stream(messages, think=think, tools=tools)
-                    if tools
-                    else self.engine.stream(messages, think=think)
-                )
+                extra: dict[str, Any] = {"tools": tools} if tools else {}
+                if self.sampling is not None:
+                    extra["sampling"] = self.sampling
+                events = self.engine.stream(messages, think=think, **extra)
                 for event in events:
                     if isinstance(event, Error) and not reply.started and not batch and is_overflow(event):
                         reply.overflow = True
@@ -588,16 +592,26 @@ class Session:
             return Done(f"error: the tool failed: {exc}")
 
     def result_cap(self) -> int:
-        """Characters one tool result may take: a share of the context the model has."""
-        return max(1000, min(MAX_RESULT_CHARS, int(self.budget.available * RESULT_SHARE * CHARS_PER_TOKEN)))
+        """Characters one tool result may take at first sight: a share of the context the model has
+        (at a few characters a token; `_fit_result` then checks it in the model's own tokens)."""
+        return max(500, min(MAX_RESULT_CHARS, int(self.result_tokens() * CHARS_PER_TOKEN)))
+
+    def result_tokens(self) -> int:
+        return int(self.budget.available * RESULT_SHARE)
 
     def _fit_result(self, call: ToolCall, result: str, saved: str | None) -> str:
         """A result over its cap keeps its head and tail (a test run's summary is at its end). A
         command's whole output was saved as it streamed; a read points back at its file; anything
-        else is saved now, for read_file."""
+        else is saved now, for read_file. The cap is checked in the model's tokens: a vocabulary
+        that spends a token a byte gets fewer characters."""
         cap = self.result_cap()
-        if len(result) <= cap or self.toolbox is None:
+        if self.toolbox is None:
             return result
+        if len(result) <= cap:
+            tokens = self.budget.count([{"role": "tool", "content": result}])
+            if tokens <= self.result_tokens():
+                return result
+            cap = max(200, int(len(result) * self.result_tokens() / tokens))
         if call.name == "read_file":
             return head_tail(result, cap, "read the lines you need with read_file start_line and end_line")
         if saved is None:
