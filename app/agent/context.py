@@ -35,6 +35,19 @@ def is_overflow(error: Error) -> bool:
     return error.overflow or bool(_OVERFLOW_WORDS.search(error.message))
 
 
+_REPORTED_CONTEXT = re.compile(
+    r'"n_ctx":\s*(\d+)|available context size \((\d+) tokens\)|maximum context length is (\d+)|the context (\d+)'
+)
+
+
+def reported_context(error: Error) -> int | None:
+    """The context an overflow error names (llama-server's n_ctx, OpenAI's and vLLM's wording)."""
+    found = _REPORTED_CONTEXT.search(error.message)
+    if found is None:
+        return None
+    return int(next(g for g in found.groups() if g))
+
+
 def reply_reserve(n_ctx: int, think: bool, max_tokens: int | None = None) -> int:
     """Room kept for the reply: its max output where one is set, else a share of the context
     (a larger one with thinking on: the thinking comes before the answer)."""
@@ -138,6 +151,15 @@ class Budget:
         if not self.exact:
             counted = int(counted * self.correction)
         return counted
+
+    def overflowed(self, error: Error) -> None:
+        """The engine refused a prompt this budget let through: believe the context it names, and
+        count estimates fuller from now on."""
+        named = reported_context(error)
+        if named and named < self.n_ctx:
+            self.n_ctx = named
+        if not self.exact:
+            self.correction = min(self.correction * 1.25, 4.0)
 
     def counted_request(self, counted: int) -> None:
         self._last_counted = counted

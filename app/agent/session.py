@@ -432,6 +432,8 @@ class Session:
         loop = asyncio.get_running_loop()
         summariser = engine_summariser(self.engine, self.budget.n_ctx) if self.engine is not None else None
         history = list(self.history)
+        self._stop.clear()
+        self._streaming = True  # Esc stops the summary as it would a reply
         try:
             done = await _thread(
                 loop,
@@ -439,6 +441,11 @@ class Session:
             )
         except Exception as exc:  # counting or summarising broke: the history stays as it was
             await self.emit(Notice(f"compaction failed: {exc}; the conversation is unchanged", "error"))
+            return None
+        finally:
+            self._streaming = False
+        if self._stop.is_set():
+            await self.emit(Notice("compaction stopped; the conversation is unchanged", "warning"))
             return None
         self.compactions.append(done)
         if not done.gained:
