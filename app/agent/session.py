@@ -353,6 +353,7 @@ class Session:
             reply = await self._stream()
             if not reply.overflow:
                 self._keep(reply)
+                await self._flush_meter()
                 return reply
             if attempt == 1:
                 await self.emit(

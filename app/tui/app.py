@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Awaitable, Callable
+from datetime import date
 from pathlib import Path
 from typing import ClassVar
 
@@ -129,7 +130,7 @@ class ChatApp(App):
             self._ask,
             self._on_session_event,
             consent=self.consent,
-            system=system_prompt(project, True) if project is not None else None,
+            system=system_prompt(project, True, date.today().isoformat()) if project is not None else None,
             tools_on=self.tools_on,
             think=think,
             chain_limit=chain_limit,
