@@ -159,3 +159,26 @@ def test_resume_of_a_chat_that_does_not_exist_is_a_clear_error(dspine):
     assert "no saved chat 999" in result.stderr and "Traceback" not in result.stderr
     both = dspine("chat", "--resume", "1", "--continue")
     assert both.returncode == 2 and "--continue and --resume" in both.stderr
+
+
+def test_the_start_says_the_context_and_what_the_fit_plan_allows(tmp_path, monkeypatch):
+    from app.cli import _context_note
+    from app.fit.hardware import Gpu, Hardware
+    from app.run.engines import ModelFiles
+    from app.settings import load_settings
+    from tests.gguf_models import QTYPE, qwen38_27b, write_header_only
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no settings of this machine's user
+    monkeypatch.delenv("DSPINE_CONFIG", raising=False)
+    target = write_header_only(tmp_path / "q4.gguf", qwen38_27b(QTYPE.Q4_K))
+    files = ModelFiles("qwen3.8-27b", target, None, None)
+    card = Hardware([Gpu(0, "RTX 3090", 24 * 2**30, 24 * 2**30)], 64 * 2**30, 60 * 2**30, "nvml")
+    monkeypatch.setattr("app.fit.hardware.detect", lambda: card)
+    note = _context_note(files, 8192, load_settings())
+    assert note is not None and note.startswith("context 8,192 tokens; the fit plan allows up to ")
+    most = int(note.rsplit("--ctx ", 1)[1].rstrip(")"))
+    assert most > 8192
+    over = _context_note(files, most * 2, load_settings())
+    assert over is not None and "more than the fit plan allows" in over and f"--ctx {most}" in over
+    monkeypatch.setattr("app.fit.hardware.detect", lambda: Hardware([], 0, 0, "none"))
+    assert "no GPU found" in (_context_note(files, 8192, load_settings()) or "")
