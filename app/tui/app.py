@@ -73,7 +73,7 @@ HELP = """**dspine chat**
 - **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
 - `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
 - Tools (when the chat has a project): the model reads and searches at once; edits, writes and
-  commands wait for **y** yes, **n** no or **a** always (this chat); **Esc** stops a running command
+  commands wait for **y** yes, **n** no or **a** always (this chat); **Esc** stops a running tool or command
 - `/undo` reverts the last applied edit or write; `/tools off` (or `on`) switches the tools
 - `/context` shows what fills the model's context; `/compact [focus]` summarises the older part now
   (it also happens by itself before the context would overflow; the meter in the readout shows how full it is)
