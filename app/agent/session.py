@@ -254,6 +254,7 @@ class Session:
         self._stop = threading.Event()
         self._stopped = asyncio.Event()
         self._pending_meter: ContextMeter | None = None
+        self._round_calls = 1  # tool calls in the round running: they share the results' room
         self._tool_running = False
         self._streaming = False
 
@@ -329,6 +330,7 @@ class Session:
                 return
             if self.toolbox is None:
                 return
+            self._round_calls = len(reply.tool_calls)
             for call in reply.tool_calls:
                 await self._run_tool(call)
             rounds += 1
@@ -605,7 +607,9 @@ class Session:
         return max(500, min(MAX_RESULT_CHARS, int(self.result_tokens() * CHARS_PER_TOKEN)))
 
     def result_tokens(self) -> int:
-        return int(self.budget.available * RESULT_SHARE)
+        """A round's results share a quarter of the context (a round of many calls, down to a
+        sixteenth each), so the newest round always fits beside the rest."""
+        return int(self.budget.available * RESULT_SHARE / min(max(self._round_calls, 1), 4))
 
     def _fit_result(self, call: ToolCall, result: str, saved: str | None) -> str:
         """A result over its cap keeps its head and tail (a test run's summary is at its end). A
