@@ -35,6 +35,19 @@ def is_overflow(error: Error) -> bool:
     return error.overflow or bool(_OVERFLOW_WORDS.search(error.message))
 
 
+_REPORTED_CONTEXT = re.compile(
+    r'"n_ctx":\s*(\d+)|available context size \((\d+) tokens\)|maximum context length is (\d+)|the context (\d+)'
+)
+
+
+def reported_context(error: Error) -> int | None:
+    """The context an overflow error names (llama-server's n_ctx, OpenAI's and vLLM's wording)."""
+    found = _REPORTED_CONTEXT.search(error.message)
+    if found is None:
+        return None
+    return int(next(g for g in found.groups() if g))
+
+
 def reply_reserve(n_ctx: int, think: bool, max_tokens: int | None = None) -> int:
     """Room kept for the reply: its max output where one is set, else a share of the context
     (a larger one with thinking on: the thinking comes before the answer)."""
@@ -100,17 +113,21 @@ Counter = Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], int]
 class Budget:
     """Counts prompts for one engine and remembers how far its counts were off."""
 
-    def __init__(self, engine: Any, think: bool = True, n_ctx: int | None = None) -> None:
+    def __init__(
+        self, engine: Any, think: bool = True, n_ctx: int | None = None, max_tokens: int | None = None
+    ) -> None:
         self.engine = engine
         self.think = think
+        self.max_tokens = max_tokens
         self.n_ctx = getattr(engine, "context_size", None) or n_ctx or FALLBACK_CONTEXT
-        self.exact = engine is not None and getattr(engine, "name", "") in ("server", "inproc")
+        # Only a remote server has no tokenizer to ask: its counts are estimates, corrected by its reports.
+        self.exact = getattr(engine, "name", "") != "remote"
         self.correction = 1.0  # reported / counted, from the last reply (estimates only)
         self._last_counted = 0
 
     @property
     def reserve(self) -> int:
-        return reply_reserve(self.n_ctx, self.think)
+        return reply_reserve(self.n_ctx, self.think, self.max_tokens)
 
     @property
     def available(self) -> int:
@@ -134,6 +151,15 @@ class Budget:
         if not self.exact:
             counted = int(counted * self.correction)
         return counted
+
+    def overflowed(self, error: Error) -> None:
+        """The engine refused a prompt this budget let through: believe the context it names, and
+        count estimates fuller from now on."""
+        named = reported_context(error)
+        if named and named < self.n_ctx:
+            self.n_ctx = named
+        if not self.exact:
+            self.correction = min(self.correction * 1.25, 4.0)
 
     def counted_request(self, counted: int) -> None:
         self._last_counted = counted

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
+from backends.sampling import Sampling
 from backends.stats import Stats
 
 from ..terminal_text import for_terminal
@@ -235,12 +236,15 @@ class Session:
         chain_limit: int = DEFAULT_CHAIN_LIMIT,
         n_ctx: int | None = None,
         history: list[dict[str, Any]] | None = None,
+        sampling: Sampling | None = None,
         tool_sources: list[ToolSource] | None = None,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
         bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
-        `tool_sources`: tools from elsewhere (MCP servers), brought into the toolbox at the start
-        of each user turn only, so a reply and its tool rounds see one tool list (prefix cache)."""
+        `sampling`: fixed sampling for every reply (None: the engine's preset for the think mode);
+        its max_tokens is the room kept for the reply; `tool_sources`: tools from elsewhere (MCP
+        servers), brought into the toolbox at the start of each user turn only, so a reply and its
+        tool rounds see one tool list (prefix cache)."""
         self.engine = engine
         self.toolbox = toolbox
         self.ask = ask
@@ -250,13 +254,15 @@ class Session:
         self.tools_on = tools_on and toolbox is not None
         self.chain_limit = chain_limit
         self.history: list[dict[str, Any]] = list(history or [])
-        self.budget = Budget(engine, think, n_ctx)
+        self.sampling = sampling
+        self.budget = Budget(engine, think, n_ctx, sampling.max_tokens if sampling else None)
         self.requests: list[int] = []  # prompt tokens counted for each request (benchmarks, tests)
         self.compactions: list[Compaction] = []
         self._futile: tuple[int, str] | None = None  # the history a compaction could not shrink
         self._stop = threading.Event()
         self._stopped = asyncio.Event()
         self._pending_meter: ContextMeter | None = None
+        self._round_calls = 1  # tool calls in the round running: they share the results' room
         self._tool_running = False
         self._streaming = False
         self.tool_sources = list(tool_sources or [])
@@ -273,7 +279,7 @@ class Session:
 
     def set_engine(self, engine: Any) -> None:
         self.engine = engine
-        self.budget = Budget(engine, self.budget.think, self.budget.n_ctx)
+        self.budget = Budget(engine, self.budget.think, self.budget.n_ctx, self.budget.max_tokens)
 
     def restore(self, history: list[dict[str, Any]]) -> None:
         """The model's context of a saved chat (compacted as it was)."""
@@ -343,6 +349,7 @@ class Session:
                 return
             if self.toolbox is None:
                 return
+            self._round_calls = len(reply.tool_calls)
             for call in reply.tool_calls:
                 await self._run_tool(call)
             rounds += 1
@@ -367,6 +374,7 @@ class Session:
             reply = await self._stream()
             if not reply.overflow:
                 self._keep(reply)
+                await self._flush_meter()
                 return reply
             if attempt == 1:
                 await self.emit(
@@ -446,6 +454,8 @@ class Session:
         loop = asyncio.get_running_loop()
         summariser = engine_summariser(self.engine, self.budget.n_ctx) if self.engine is not None else None
         history = list(self.history)
+        self._stop.clear()
+        self._streaming = True  # Esc stops the summary as it would a reply
         try:
             done = await _thread(
                 loop,
@@ -453,6 +463,11 @@ class Session:
             )
         except Exception as exc:  # counting or summarising broke: the history stays as it was
             await self.emit(Notice(f"compaction failed: {exc}; the conversation is unchanged", "error"))
+            return None
+        finally:
+            self._streaming = False
+        if self._stop.is_set():
+            await self.emit(Notice("compaction stopped; the conversation is unchanged", "warning"))
             return None
         self.compactions.append(done)
         if not done.gained:
@@ -492,11 +507,10 @@ class Session:
             batch: list[Event] = []
             flushed = time.monotonic()
             try:
-                events = (
-                    self.engine.stream(messages, think=think, tools=tools)
-                    if tools
-                    else self.engine.stream(messages, think=think)
-                )
+                extra: dict[str, Any] = {"tools": tools} if tools else {}
+                if self.sampling is not None:
+                    extra["sampling"] = self.sampling
+                events = self.engine.stream(messages, think=think, **extra)
                 for event in events:
                     if isinstance(event, Error) and not reply.started and not batch and is_overflow(event):
                         reply.overflow = True
@@ -615,16 +629,28 @@ class Session:
             return Done(f"error: the tool failed: {exc}")
 
     def result_cap(self) -> int:
-        """Characters one tool result may take: a share of the context the model has."""
-        return max(1000, min(MAX_RESULT_CHARS, int(self.budget.available * RESULT_SHARE * CHARS_PER_TOKEN)))
+        """Characters one tool result may take at first sight: a share of the context the model has
+        (at a few characters a token; `_fit_result` then checks it in the model's own tokens)."""
+        return max(500, min(MAX_RESULT_CHARS, int(self.result_tokens() * CHARS_PER_TOKEN)))
+
+    def result_tokens(self) -> int:
+        """A round's results share a quarter of the context (a round of many calls, down to a
+        sixteenth each), so the newest round always fits beside the rest."""
+        return int(self.budget.available * RESULT_SHARE / min(max(self._round_calls, 1), 4))
 
     def _fit_result(self, call: ToolCall, result: str, saved: str | None) -> str:
         """A result over its cap keeps its head and tail (a test run's summary is at its end). A
         command's whole output was saved as it streamed; a read points back at its file; anything
-        else is saved now, for read_file."""
+        else is saved now, for read_file. The cap is checked in the model's tokens: a vocabulary
+        that spends a token a byte gets fewer characters."""
         cap = self.result_cap()
-        if len(result) <= cap or self.toolbox is None:
+        if self.toolbox is None:
             return result
+        if len(result) <= cap:
+            tokens = self.budget.count([{"role": "tool", "content": result}])
+            if tokens <= self.result_tokens():
+                return result
+            cap = max(200, int(len(result) * self.result_tokens() / tokens))
         if call.name == "read_file":
             return head_tail(result, cap, "read the lines you need with read_file start_line and end_line")
         if saved is None:

@@ -9,6 +9,7 @@ import contextlib
 import re
 import threading
 from collections.abc import Awaitable, Callable
+from datetime import date
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -76,7 +77,7 @@ HELP = """**dspine chat**
 - **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
 - `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
 - Tools (when the chat has a project): the model reads and searches at once; edits, writes and
-  commands wait for **y** yes, **n** no or **a** always (this chat); **Esc** stops a running command
+  commands wait for **y** yes, **n** no or **a** always (this chat); **Esc** stops a running tool or command
 - `/undo` reverts the last applied edit or write; `/tools off` (or `on`) switches the tools
 - `/context` shows what fills the model's context; `/compact [focus]` summarises the older part now
   (it also happens by itself before the context would overflow; the meter in the readout shows how full it is)
@@ -140,7 +141,7 @@ class ChatApp(App):
             self._ask,
             self._on_session_event,
             consent=self.consent,
-            system=system_prompt(project, True) if project is not None else None,
+            system=system_prompt(project, True, date.today().isoformat()) if project is not None else None,
             tools_on=self.tools_on,
             think=think,
             chain_limit=chain_limit,
