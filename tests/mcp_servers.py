@@ -45,6 +45,8 @@ for line in sys.stdin:
     elif method == "tools/list":
         send({"jsonrpc": "2.0", "id": rid, "result": {"tools": TOOLS}})
     elif method == "tools/call":
+        if behaviour == "garbage-later":
+            sys.stdout.write("Traceback (most recent call last): oops\n"); sys.stdout.flush(); time.sleep(600)
         if "die" in behaviour:
             print("segfault (pretend)", file=sys.stderr, flush=True)
             os._exit(1)

@@ -184,13 +184,37 @@ def test_a_server_that_dies_later_loses_its_tools_with_a_notice(project, tmp_pat
         settled(manager)
         assert [t.name for t in manager.tools()] == ["fragile__echo", "fragile__picture"]
         result = manager.call("fragile__echo", {"text": "x"})
-        assert result.startswith("error: ")
+        assert result == "error: the MCP server fragile stopped during the call; its tools are gone"
         wait_for(lambda: len(changes) == 2, 10, "the death to be noticed")
         assert manager.servers["fragile"].status == "stopped" and manager.tools() == []
         assert notices[-1] == (
             "MCP fragile (test): stopped: the server exited · it said: segfault (pretend); "
             "its tools are left out from the next turn"
         )
+    finally:
+        manager.close()
+
+
+def test_garbage_after_start_ends_the_server_and_the_call_with_notices(project, tmp_path):
+    script = write_server(tmp_path)
+    spec = ServerSpec(
+        "odd", "test", "stdio", command=sys.executable, args=(str(script), "garbage-later", str(tmp_path / "p"))
+    )
+    notices: list[str] = []
+    manager = McpManager([spec], project, on_notice=lambda text, warning: notices.append(text))
+    manager.start()
+    try:
+        settled(manager)
+        started = time.monotonic()
+        answer = manager.call("odd__echo", {"text": "x"})
+        assert answer == "error: the MCP server odd stopped during the call; its tools are gone"
+        assert time.monotonic() - started < 10  # the call ends with the server, it does not hang
+        wait_for(lambda: manager.servers["odd"].status == "stopped", 10, "the server to be dropped")
+        assert notices[-1].startswith(
+            "MCP odd (test): stopped: it wrote something that is not MCP on stdout: "
+            "'Traceback (most recent call last): oops' (not JSON)"
+        )
+        wait_for(lambda: not alive(pids(tmp_path / "p")[0]), 10, "the server process to be stopped")
     finally:
         manager.close()
 

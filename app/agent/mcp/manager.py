@@ -263,6 +263,7 @@ class McpManager:
 
     async def _call(self, server: Server, tool: str, arguments: dict[str, Any]) -> str:
         from mcp.shared.exceptions import MCPError
+        from mcp_types import CONNECTION_CLOSED
 
         session = server._session
         if session is None:
@@ -273,6 +274,8 @@ class McpManager:
         except TimeoutError:
             return f"error: the MCP server {server.name} did not answer within {self.call_timeout_s:g} s"
         except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED:
+                return f"error: the MCP server {server.name} stopped during the call; its tools are gone"
             return f"error: {exc.error.message}"
         except Exception as exc:
             return f"error: the MCP server {server.name} failed: {type(exc).__name__}: {exc}"[:2000]
