@@ -143,9 +143,16 @@ async def test_always_covers_that_server_tool_only(repo, store, tmp_path):
 
 
 async def test_the_tool_list_changes_only_between_turns_and_is_announced(repo, store, tmp_path):
-    # s1 dies on its first call: within that turn the list stays as it was; the next turn has
-    # s1's tools gone, with a notice.
-    engine = ScriptedEngine(turns=[[call("s1__echo", text="x")], [call("s0__echo", text="y")], ["ok"], ["next"]])
+    # s1 dies on its first call: within that turn the list stays as it was (a second call to s1
+    # is told at once that it is gone, no dialog); the next turn has s1's tools gone, with a notice.
+    engine = ScriptedEngine(
+        turns=[
+            [call("s1__echo", text="x")],
+            [ToolCall("c_again", "s1__echo", json.dumps({"text": "again"})), call("s0__echo", text="y")],
+            ["ok"],
+            ["next"],
+        ]
+    )
     manager = manager_for(repo, tmp_path, "ok", "die")
     app = ChatApp(engine, store, model="test", project=open_project(repo), mcp=manager)
     notices: list[str] = []
@@ -163,6 +170,12 @@ async def test_the_tool_list_changes_only_between_turns_and_is_announced(repo, s
             first_turn = [[t["function"]["name"] for t in c["tools"]] for c in engine.calls]
             assert first_turn[0] == first_turn[1] == first_turn[2]  # fixed within the turn
             assert "s1__echo" in first_turn[0]
+            assert tool_results(engine) == [
+                "error: the MCP server s1 stopped during the call; its tools are gone",
+                "error: the MCP server s1 is not running now; its tools are gone",
+                "echo: y",
+            ]
+            assert [line.decision for line in app.query(ToolLine)] == ["yes", "auto", "yes"]
             assert any("MCP s1 (.mcp.json): stopped" in n for n in notices)
             await send(pilot, "again")
             await until(pilot, lambda: not app.streaming and len(engine.calls) == 4, what="the next turn")

@@ -12,7 +12,7 @@ import json
 import threading
 from typing import Any
 
-from ..toolbox import ProposedCall, Step, Toolbox, ToolSpec
+from ..toolbox import Done, ProposedCall, Step, Toolbox, ToolSpec
 from .manager import McpManager, McpTool
 
 SOURCE = "mcp:"  # a record's source: "mcp:" + the server's name
@@ -20,6 +20,8 @@ SOURCE = "mcp:"  # a record's source: "mcp:" + the server's name
 
 def _record(tool: McpTool, manager: McpManager) -> ToolSpec:
     def handler(box: Toolbox, args: dict[str, Any]) -> Step:
+        if manager.find(tool.name) is None:  # its server stopped since this turn began: nothing to ask
+            return Done(f"error: the MCP server {tool.server} is not running now; its tools are gone")
         def run(stop: threading.Event | None) -> str:
             return manager.call(tool.name, args, stop)
 
