@@ -50,6 +50,7 @@ class Script:
     call: tuple[str, ...] = TOOL_CALL_TOKENS
     answer: tuple[str, ...] = ANSWER_TOKENS
     marker: str = MARKER
+    n_ctx_train: int = 4096  # engines cap their context at it
 
     @property
     def answer_text(self) -> str:
@@ -120,6 +121,7 @@ def shape(script: Script = README_SCRIPT) -> Shape:
         weight_type=QTYPE.F32,
         chat_template=CHAT_TEMPLATE,
         user_tokens=tuple(dict.fromkeys((*script.call, *script.answer[:-1], script.marker, TOOL_RESPONSE))),
+        n_ctx_train=script.n_ctx_train,
     )
 
 
