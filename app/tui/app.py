@@ -57,7 +57,7 @@ from .reply import Reply
 from .screens.chat_list import ChatList
 from .screens.consent import ConsentScreen
 from .screens.first_run import FirstRun, FirstRunScreen
-from .widgets.compaction_note import CompactionNote, note_title
+from .widgets.compaction_note import CompactionNote, note_title, saved_note_title
 from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
@@ -353,7 +353,7 @@ class ChatApp(App):
         self.session.restore(self.store.context(self.chat.id))
         notes: dict[int, list] = {}
         for saved in self.store.compactions(self.chat.id):
-            title = note_title(saved.before_tokens, saved.after_tokens, 0, 0, True).replace(" automatically", "")
+            title = saved_note_title(saved.before_tokens, saved.after_tokens)
             notes.setdefault(saved.upto, []).append(CompactionNote(title, saved.summary))
         views: list = notes.pop(0, [])
         for message in self.store.messages(self.chat.id):

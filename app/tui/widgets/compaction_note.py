@@ -24,6 +24,14 @@ def note_title(before: int, after: int, pruned: int, summarised: int, automatic:
     )
 
 
+def saved_note_title(before: int, after: int) -> str:
+    """A compaction of a reopened chat: what the saved record tells."""
+    return (
+        f"✂ Context compacted: {before:,} → {after:,} tokens; "
+        "the system prompt, AGENTS.md and the newest turns were kept verbatim"
+    )
+
+
 class CompactionNote(Vertical):
     def __init__(self, title: str, summary: str, **kwargs) -> None:
         super().__init__(classes="message compaction", **kwargs)
