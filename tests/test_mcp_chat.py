@@ -207,3 +207,12 @@ async def test_slash_mcp_lists_servers_tools_and_costs_and_switches_them(repo, s
             assert "s0__echo" not in [t["function"]["name"] for t in engine.calls[0]["tools"]]
     finally:
         manager.close()
+
+
+def test_an_mcp_call_line_shows_its_first_arguments():
+    from app.tui.widgets.tool_line import call_title
+
+    assert call_title("time__get_current_time", json.dumps({"timezone": "Asia/Kathmandu"})) == (
+        "time__get_current_time timezone=Asia/Kathmandu"
+    )
+    assert call_title("db__query", json.dumps({"limit": 5, "sql": "select 1"})) == "db__query limit=5 sql=select 1"

@@ -23,6 +23,8 @@ def call_title(name: str, arguments: str) -> str:
     if not isinstance(args, dict):
         args = {}
     main = args.get("command") or args.get("path") or args.get("pattern") or ""
+    if not main and "__" in name:  # an MCP server's tool: its first arguments, key=value
+        main = " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in list(args.items())[:3])
     text = controls_shown(f"{name} {main}".strip())
     return text if len(text) <= 100 else text[:99] + "…"
 
