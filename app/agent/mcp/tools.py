@@ -22,6 +22,7 @@ def _record(tool: McpTool, manager: McpManager) -> ToolSpec:
     def handler(box: Toolbox, args: dict[str, Any]) -> Step:
         if manager.find(tool.name) is None:  # its server stopped since this turn began: nothing to ask
             return Done(f"error: the MCP server {tool.server} is not running now; its tools are gone")
+
         def run(stop: threading.Event | None) -> str:
             return manager.call(tool.name, args, stop)
 
