@@ -15,7 +15,6 @@ entry is a Problem (a notice), never a crash: the other servers still start.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -235,9 +234,3 @@ def discover(root: Path, settings_servers: Mapping[str, Any] | None = None) -> t
         add(str(path), block, parse)
     add(SETTINGS_SOURCE, settings_servers or {}, _claude_entry)
     return list(specs.values()), problems
-
-
-def environment_for(spec: ServerSpec, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The variables a stdio server gets beyond the SDK's safe defaults (HOME, PATH, ...):
-    exactly its own `env`, expanded. Nothing is logged."""
-    return dict(expanded(spec, os.environ if environ is None else environ).env)
