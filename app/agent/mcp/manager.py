@@ -314,6 +314,8 @@ class McpManager:
                 self._fail(server, run, str(leaf))
             elif run.http_error:
                 self._fail(server, run, f"left out: it answered {run.http_error}")
+            elif spec.transport == "http":
+                self._fail(server, run, f"left out: {server.spec.url}: {_describe(leaf)}")  # as written: no secret
             else:
                 tail = await self._stderr_tail(run, spec)
                 self._fail(server, run, f"failed: {_describe(leaf)}" + (f" · it said: {tail}" if tail else ""))
