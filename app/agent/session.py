@@ -43,6 +43,8 @@ DEFAULT_CHAIN_LIMIT = 10  # tool rounds in one reply before the session asks whe
 RESULT_SHARE = 0.25
 MAX_RESULT_CHARS = 16_000
 CHARS_PER_TOKEN = 3
+RESULT_OVERHEAD = 64  # tokens a call and its result's framing take in the prompt
+MIN_RESULT_TOKENS = 64  # a result is never cut below this: the model needs its first lines
 STOPPED = "the user stopped this tool before it finished"
 DECLINED = "the user declined this; ask what they want instead, or try something else"
 
@@ -635,27 +637,42 @@ class Session:
 
     def result_tokens(self) -> int:
         """A round's results share a quarter of the context (a round of many calls, down to a
-        sixteenth each), so the newest round always fits beside the rest."""
-        return int(self.budget.available * RESULT_SHARE / min(max(self._round_calls, 1), 4))
+        sixteenth each), and never more than the room the last request left, so the newest round
+        fits beside the rest (older rounds can be compacted; the newest cannot)."""
+        calls = min(max(self._round_calls, 1), 4)
+        share = self.budget.available * RESULT_SHARE / calls
+        if self.requests:
+            left = self.budget.available - self.requests[-1] - RESULT_OVERHEAD * self._round_calls
+            share = min(share, max(left, 0) * 0.8 / max(self._round_calls, 1))
+        return max(int(share), MIN_RESULT_TOKENS)
 
     def _fit_result(self, call: ToolCall, result: str, saved: str | None) -> str:
         """A result over its cap keeps its head and tail (a test run's summary is at its end). A
         command's whole output was saved as it streamed; a read points back at its file; anything
         else is saved now, for read_file. The cap is checked in the model's tokens: a vocabulary
         that spends a token a byte gets fewer characters."""
-        cap = self.result_cap()
         if self.toolbox is None:
             return result
-        if len(result) <= cap:
-            tokens = self.budget.count([{"role": "tool", "content": result}])
-            if tokens <= self.result_tokens():
-                return result
-            cap = max(200, int(len(result) * self.result_tokens() / tokens))
-        if call.name == "read_file":
-            return head_tail(result, cap, "read the lines you need with read_file start_line and end_line")
-        if saved is None:
-            try:
-                saved = self.toolbox.scratch.shown(self.toolbox.scratch.save(call.name, result))
-            except OSError:
-                saved = None
-        return head_tail(result, cap, saved_hint(saved))
+        toolbox = self.toolbox
+        hint: str | None = None
+
+        def cut(limit: int) -> str:
+            nonlocal hint, saved
+            if hint is None:
+                if call.name == "read_file":
+                    hint = "read the lines you need with read_file start_line and end_line"
+                else:
+                    if saved is None:
+                        try:
+                            saved = toolbox.scratch.shown(toolbox.scratch.save(call.name, result))
+                        except OSError:
+                            saved = None
+                    hint = saved_hint(saved)
+            return head_tail(result, limit, hint)
+
+        room = self.result_tokens()
+        text = result if len(result) <= self.result_cap() else cut(self.result_cap())
+        tokens = self.budget.count([{"role": "tool", "content": text}])
+        if tokens > room:
+            text = cut(max(200, int(len(text) * room / tokens * 0.95)))
+        return text
