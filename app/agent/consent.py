@@ -45,9 +45,6 @@ class Consent:
         if tool == "run_command":
             word = leading_word(command)
             return f"always run `{word}` in this chat" if word else None
-        if "__" in tool:  # an MCP server's tool (server__tool): "always" covers that one tool
-            server, name = tool.split("__", 1)
-            return f"always call {server}'s {name} in this chat"
         return f"always {tool.replace('_', ' ')} in this chat"
 
     def remember(self, tool: str, decision: Decision, command: str = "") -> None:

@@ -134,7 +134,6 @@ SessionEvent = (
     | Notice
 )
 Emit = Callable[[SessionEvent], Awaitable[None]]
-
 Ask = Callable[[Question], Awaitable[Answer]]
 
 
@@ -589,7 +588,9 @@ class Session:
             command = step.command
         decision = "always (this chat)"
         if toolbox.needs_consent(call.name) and self.consent.must_ask(call.name, command):
-            question = Question(question.title, question.body, self.consent.always_label(call.name, command), call.name)
+            # A call elsewhere (an MCP server's tool) says itself what "always" covers.
+            always = step.always if isinstance(step, ProposedCall) else self.consent.always_label(call.name, command)
+            question = Question(question.title, question.body, always, call.name)
             answer = await self.ask(question)
             self.consent.remember(call.name, answer, command)
             decision = answer

@@ -47,11 +47,12 @@ class ProposedCommand:
 class ProposedCall:
     """A call to something outside dspine (an MCP server's tool): the user sees `title` and
     `body` (exactly what will be sent), then `run(stop)` makes the call; `stop` set from
-    another thread ends the wait."""
+    another thread ends the wait. "Always" covers this tool (by name) in this chat."""
 
     title: str
     body: str
     run: Callable[[threading.Event | None], str]
+    always: str  # what "always" would cover, for the key's label
 
 
 Step = Done | ProposedChange | ProposedCommand | ProposedCall

@@ -28,7 +28,12 @@ def _record(tool: McpTool, manager: McpManager) -> ToolSpec:
 
         # The user consents to exactly this: the server, its tool, these arguments.
         body = json.dumps(args, indent=2, ensure_ascii=False) if args else "(no arguments)"
-        return ProposedCall(f"Call {tool.tool} on the MCP server {tool.server}?", body, run)
+        return ProposedCall(
+            f"Call {tool.tool} on the MCP server {tool.server}?",
+            body,
+            run,
+            f"always call {tool.server}'s {tool.tool} in this chat",
+        )
 
     return ToolSpec(
         tool.name, tool.description, tool.parameters, handler, needs_consent=True, source=SOURCE + tool.server
