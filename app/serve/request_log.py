@@ -63,7 +63,12 @@ class RequestLog:
         os.chmod(path, 0o600)  # an older file made with wider rights
 
     def write(self, figures: RequestFigures, body: dict[str, Any]) -> None:
-        os.write(self._fd, (json.dumps(log_line(figures, body), ensure_ascii=False) + "\n").encode())
+        line = log_line(figures, body)
+        try:
+            text = json.dumps(line, ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800") is no UTF-8: keep it escaped
+            text = json.dumps(line).encode()
+        os.write(self._fd, text + b"\n")
 
     def close(self) -> None:
         os.close(self._fd)
