@@ -55,6 +55,7 @@ def test_a_damaged_database_is_set_aside_and_chats_start_fresh(tmp_path, damage)
     again = ChatStore(path)
     assert again.set_aside is not None and again.set_aside.read_bytes() == damaged
     assert again.set_aside.name.startswith("chats.db.damaged-")
+    assert path.stat().st_mode & 0o777 == 0o600  # the fresh database is private as well
     assert again.chats() == []
     again.new_chat("fresh")
     assert [c.title for c in again.chats()] == ["fresh"]

@@ -5,12 +5,15 @@ body budget hands out memory."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 
 import pytest
 
+from app.serve.figures import RequestFigures
 from app.serve.guards import check, host_allowed, origin_allowed
 from app.serve.intake import BodyBudget
+from app.serve.request_log import RequestLog
 from app.serve.validate import body_problem
 
 
@@ -177,3 +180,15 @@ async def test_a_request_that_leaves_the_queue_gives_its_turn_on():
     async with budget.hold(100):
         assert budget.free == 0
     assert budget.free == 100
+
+
+def test_a_lone_surrogate_keeps_its_log_line(tmp_path):
+    log = RequestLog(tmp_path / "requests.jsonl")
+    figures = RequestFigures(1, "/v1/chat/completions", "curl", False, False)
+    figures.finish()
+    log.write(figures, {"messages": [{"role": "user", "content": "a\ud800b é"}]})
+    log.write(figures, {"messages": [{"role": "user", "content": "plain é"}]})
+    log.close()
+    first, second = (tmp_path / "requests.jsonl").read_text(encoding="utf-8").splitlines()
+    assert json.loads(first)["messages"][0]["content"] == "a\ud800b é"
+    assert "plain é" in second  # UTF-8 as it was, where it can be

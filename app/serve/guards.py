@@ -118,12 +118,14 @@ def check(
     return None
 
 
-def cors_headers(origin: str) -> dict[str, str]:
-    """For an allowed origin's requests and preflights."""
+def cors_headers(origin: str, requested_headers: str | None = None) -> dict[str, str]:
+    """For an allowed origin's requests and preflights. The headers its preflight asks
+    for are allowed as asked (SDKs add their own, such as openai's x-stainless-*): the
+    origin is trusted, and which headers it sends changes nothing here."""
     return {
         "Access-Control-Allow-Origin": origin,
         "Access-Control-Allow-Methods": ALLOWED_METHODS,
-        "Access-Control-Allow-Headers": ALLOWED_HEADERS,
+        "Access-Control-Allow-Headers": requested_headers or ALLOWED_HEADERS,
         "Access-Control-Max-Age": "600",
         "Vary": "Origin",
     }

@@ -137,7 +137,7 @@ class Proxy:
     async def _cors(self, request: web.BaseRequest, response: web.StreamResponse) -> None:
         origin = request.headers.get("Origin")
         if origin is not None and guards.origin_allowed(origin, self.config.origins):
-            response.headers.update(guards.cors_headers(origin))
+            response.headers.update(guards.cors_headers(origin, request.headers.get("Access-Control-Request-Headers")))
 
     @web.middleware
     async def _stoppable(self, request: web.Request, handler):

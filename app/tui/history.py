@@ -130,7 +130,10 @@ class ChatStore:
             if not (isinstance(exc, _Corrupt) or _primary_code(exc) in CORRUPT_CODES):
                 raise self._unwritable(exc) from exc
             self._set_aside()
-            self._open_when_free()
+            try:
+                self._open_when_free()
+            except sqlite3.DatabaseError as again:
+                raise self._unwritable(again) from again
 
     def _open_when_free(self) -> None:
         """Open, retrying while another program holds the database locked (SQLite's busy
@@ -205,6 +208,7 @@ class ChatStore:
             for suffix in SIDE_FILES:
                 if self._beside(self.path, suffix).exists():
                     os.replace(self._beside(self.path, suffix), self._beside(self.set_aside, suffix))
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))  # the fresh one private too
         except OSError as exc:
             raise self._unwritable(exc) from exc
 
