@@ -123,8 +123,11 @@ class ServeProcess:
         import re
         import subprocess
 
+        from backends.llama_server import free_port
         from tests.conftest import ROOT, dspine_cmd, wait_for
 
+        if "--port" not in args:
+            args = (*args, "--port", str(free_port()))
         self.process = subprocess.Popen(
             dspine_cmd("serve", *args),
             env={**env, **(extra_env or {})},

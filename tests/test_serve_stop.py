@@ -64,7 +64,7 @@ def _gone(process: psutil.Process) -> bool:
 
 @pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C to the process group"])
 def test_a_stream_in_flight_ends_and_serve_exits_within_5_s(env, models, how):
-    served = ServeProcess(env, str(models["dense"]["target"]), "--ctx", "65536", "--port", "0", "--think", "off")
+    served = ServeProcess(env, str(models["dense"]["target"]), "--ctx", "65536", "--think", "off")
     try:
         servers = served.llama_servers()
         assert servers

@@ -32,12 +32,9 @@ def test_on_loopback_a_web_page_gets_nothing_and_an_allowed_one_gets_answers(env
         str(models["dense"]["target"]),
         "--ctx",
         "2048",
-        "--port",
-        "0",
         extra_env={"DSPINE_SERVE_ORIGINS": "http://localhost:3000"},
     )
     try:
-        assert served.port != 0 and httpx2.get(served.url.removesuffix("/v1") + "/health").status_code == 200
         chat = served.url + "/chat/completions"
         # A page on evil.example: a simple POST (no preflight), and a rebinding of its name to 127.0.0.1.
         page = httpx2.post(
@@ -64,7 +61,7 @@ def test_on_loopback_a_web_page_gets_nothing_and_an_allowed_one_gets_answers(env
         served.kill()
 
 
-def test_a_readable_key_file_a_bad_key_header_and_a_lone_surrogate_in_the_log(env, models, tmp_path):
+def test_port_0_a_readable_key_file_a_bad_key_header_and_a_lone_surrogate_in_the_log(env, models, tmp_path):
     key_file = tmp_path / "key"
     key_file.write_text("k-" + "y" * 30 + "\n")
     key_file.chmod(0o644)
@@ -82,6 +79,7 @@ def test_a_readable_key_file_a_bad_key_header_and_a_lone_surrogate_in_the_log(en
         str(log),
     )
     try:
+        assert served.port != 0 and httpx2.get(served.url.removesuffix("/v1") + "/health").status_code == 200
         warned = "\n".join(served.errors)
         assert str(key_file) in warned and "other users" in warned and "chmod 600" in warned
         assert "k-" + "y" * 30 not in warned
@@ -118,7 +116,7 @@ def _peak_rss_kib(pid: int) -> int:
 def test_six_60_mib_bodies_are_not_all_held_at_once(env, models):
     """Each body waits unread for its share of the budget: the peak memory grows by
     about one body's worth, not six (1.3 GB before)."""
-    served = ServeProcess(env, str(models["dense"]["target"]), "--ctx", "2048", "--port", "0")
+    served = ServeProcess(env, str(models["dense"]["target"]), "--ctx", "2048")
     try:
         chat = served.url + "/chat/completions"
         assert httpx2.post(chat, json=CHAT, timeout=60).status_code == 200  # warm: every module loaded
