@@ -46,7 +46,7 @@ class Deadlines(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._headers_timer is not None:
             seen = self._tail + data
-            if END_OF_HEADERS in seen:
+            if END_OF_HEADERS in seen or b"\n\n" in seen:  # (a lenient client's bare newlines)
                 self._headers_timer.cancel()
                 self._headers_timer = None
             self._tail = seen[-3:]
