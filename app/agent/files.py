@@ -101,7 +101,7 @@ def list_files(root: Path, path: str = ".", glob: str | None = None) -> str:
 
 
 def search(
-    root: Path, pattern: str, path: str = ".", glob: str | None = None, budget_s: float = SEARCH_BUDGET_S
+    root: Path, pattern: str, path: str = ".", glob: str | None = None, budget_s: float | None = None
 ) -> str:
     # `regex`, not `re`: the same syntax, and its matching can be given a timeout.
     try:
@@ -110,6 +110,7 @@ def search(
         raise ToolRefused(f"the pattern {pattern!r} is not a valid Python regular expression: {exc}") from None
     under = resolve(root, path or ".")
     files = [under] if under.is_file() else project_files(root, under)
+    budget_s = SEARCH_BUDGET_S if budget_s is None else budget_s
     deadline = time.monotonic() + budget_s
     hits: list[str] = []
     for file in files:
