@@ -183,9 +183,9 @@ def test_a_folder_swapped_after_the_path_check_is_met_by_o_nofollow(plain, tmp_p
     real = plain.resolve() / "sub" / "new.txt"
     (plain / "sub").rename(plain / "sub.moved")
     (plain / "sub").symlink_to(outside, target_is_directory=True)
-    with pytest.raises(ToolRefused, match="changed"):
+    with pytest.raises(ToolRefused, match="became a symlink"):
         safe_files.replace(plain, real, "sub/new.txt", None, b"pwned\n")
-    with pytest.raises(ToolRefused, match="changed"):
+    with pytest.raises(ToolRefused, match="became a symlink"):
         safe_files.read_bytes(plain, plain.resolve() / "sub" / "old.txt", "sub/old.txt", 1000)
     assert list(outside.iterdir()) == []
 
@@ -281,3 +281,14 @@ def test_names_that_only_look_like_dot_git_are_written(tmp_path, name):
     root.mkdir()
     step = Toolbox(root).prepare("write_file", {"path": name, "content": "ok\n"})
     assert isinstance(step, ProposedChange), step
+
+
+def test_a_symlink_loop_and_a_nul_are_refusals_not_crashes(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "loop").symlink_to(root / "loop")
+    toolbox = Toolbox(root)
+    assert run(toolbox, "read_file", path="loop").startswith("error:")
+    assert run(toolbox, "write_file", path="loop/x", content="x").startswith("error:")
+    assert run(toolbox, "read_file", path="a\0b").startswith("error:")
+    assert "loop" not in run(toolbox, "list_files")

@@ -81,7 +81,10 @@ def resolve(root: Path, name: str, *, write: bool = False) -> Path:
     root = root.resolve()
     candidate = raw if raw.is_absolute() else root / raw
     # strict=False: a file to be written may not exist yet; existing links are still followed.
-    real = candidate.resolve(strict=False)
+    try:
+        real = candidate.resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        raise ToolRefused(f"{name!r} cannot be resolved ({exc}): give another path") from None
     if not real.is_relative_to(root):
         where = "is outside" if raw.is_absolute() else "leads outside (through a symlink)"
         raise ToolRefused(f"{name!r} {where} the project {root}: only paths inside it are allowed")

@@ -29,8 +29,8 @@ _AT_SUPPORTED = os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
 
 def _moved(name: str) -> ToolRefused:
     return ToolRefused(
-        f"{name!r}: a folder on its path changed (it is now a symlink or not a folder) since the path was "
-        "checked; nothing was read or written: look at the project again"
+        f"{name!r}: a part of its path is not a plain folder (it is a file, or it became a symlink after "
+        "the path was checked); nothing was read or written: look at the project again"
     )
 
 
