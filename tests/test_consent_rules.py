@@ -1,4 +1,4 @@
-""""Always" covers what the user saw, not a program name (issue 22, item 1).
+""" "Always" covers what the user saw, not a program name (issue 22, item 1).
 
 Each row of HOSTILE is a command that runs another program, writes outside the
 project or hides what it does; after the user said "always" to an ordinary

@@ -100,9 +100,7 @@ def list_files(root: Path, path: str = ".", glob: str | None = None) -> str:
     return listing + (f"\n… and {more} more (narrow it with path or glob)" if more > 0 else "")
 
 
-def search(
-    root: Path, pattern: str, path: str = ".", glob: str | None = None, budget_s: float | None = None
-) -> str:
+def search(root: Path, pattern: str, path: str = ".", glob: str | None = None, budget_s: float | None = None) -> str:
     # `regex`, not `re`: the same syntax, and its matching can be given a timeout.
     try:
         compiled = regex.compile(pattern)

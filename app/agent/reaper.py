@@ -18,6 +18,7 @@ imported, so it starts in tens of milliseconds.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -66,10 +67,8 @@ def end_all(me: int) -> None:
     (we are their subreaper), so the loop reaches every descendant."""
     while True:
         for pid in children(me):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         try:
             reaped, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
@@ -81,10 +80,8 @@ def end_all(me: int) -> None:
 def _stop(signum: int, frame: object) -> None:
     _state["stopped"] = 1
     if _state["shell"]:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(_state["shell"], signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def _run_shell(command: str) -> int:
