@@ -12,13 +12,12 @@ each one, and exits with the shell's status. Why not psutil snapshots of the
 tree: a grandchild whose parent already exited has left the tree (init adopted
 it) and no snapshot finds it again; the subreaper keeps it.
 
-Run by its path with `python -I -S`: standard library only, nothing of dspine
-imported, so it starts in tens of milliseconds.
+Run by its path with `python -I -S`: a few built-in modules and ctypes, nothing of
+dspine, so it starts as fast as Python can (about 50-100 ms on a busy two-core machine).
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
 import signal
@@ -62,26 +61,32 @@ def children(parent: int) -> list[int]:
     return found
 
 
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return  # it ended meanwhile
+
+
 def end_all(me: int) -> None:
     """SIGKILL every child until none is left. Killing one re-parents its children to us
     (we are their subreaper), so the loop reaches every descendant."""
     while True:
-        for pid in children(me):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
         try:
             reaped, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return  # no children at all: every descendant has ended
-        if reaped == 0:
-            time.sleep(0.002)  # killed ones are still dying; look again
+            return  # no children at all: every descendant has ended (the usual case: no scan)
+        if reaped:
+            continue
+        for pid in children(me):
+            _kill(pid)
+        time.sleep(0.002)  # killed ones are still dying; look again
 
 
 def _stop(signum: int, frame: object) -> None:
     _state["stopped"] = 1
     if _state["shell"]:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(_state["shell"], signal.SIGKILL)
+        _kill(_state["shell"])
 
 
 def _run_shell(command: str) -> int:
