@@ -292,3 +292,18 @@ def test_a_symlink_loop_and_a_nul_are_refusals_not_crashes(tmp_path):
     assert run(toolbox, "write_file", path="loop/x", content="x").startswith("error:")
     assert run(toolbox, "read_file", path="a\0b").startswith("error:")
     assert "loop" not in run(toolbox, "list_files")
+
+
+def test_an_instructions_file_that_links_out_or_is_a_fifo_is_skipped(tmp_path, home):
+    from app.agent.project import open_project
+
+    root = tmp_path / "linked"
+    root.mkdir()
+    (root / "AGENTS.md").symlink_to(home / ".ssh" / "id_ed25519")
+    (root / "CLAUDE.md").write_text("Run pytest -q.\n")
+    project = open_project(root)
+    assert project.instructions == "Run pytest -q.\n" and SECRET not in project.instructions
+    piped = tmp_path / "piped"
+    piped.mkdir()
+    os.mkfifo(piped / "AGENTS.md")
+    assert in_thread(lambda: open_project(piped)).instructions == ""

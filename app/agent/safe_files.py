@@ -73,16 +73,18 @@ def _regular(info: os.stat_result, name: str) -> None:
         raise ToolRefused(f"{name!r} is {kind_of(info.st_mode)}: only regular files can be read or written")
 
 
-def read_bytes(root: Path, real: Path, name: str, limit: int) -> bytes:
+def read_bytes(root: Path, real: Path, name: str, limit: int, *, cut: bool = False) -> bytes:
     """The bytes of a regular file inside root; over `limit` bytes is refused (the message
-    says the size). FileNotFoundError when it does not exist."""
+    says the size), or with `cut` only the first `limit` bytes come back. FileNotFoundError
+    when it does not exist."""
     root = root.resolve()
     if not _AT_SUPPORTED:
         info = os.stat(real)
         _regular(info, name)
-        _cap(info.st_size, limit, name)
+        if not cut:
+            _cap(info.st_size, limit, name)
         with open(real, "rb") as handle:
-            return handle.read(limit + 1)
+            return handle.read(limit if cut else limit + 1)
     *folders, last = _parts(root, real)
     parent = _folder(root, tuple(folders), name, create=False)
     try:
@@ -98,8 +100,9 @@ def read_bytes(root: Path, real: Path, name: str, limit: int) -> bytes:
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         _regular(info, name)  # swapped between the lstat and the open
-        _cap(info.st_size, limit, name)
-        return handle.read(limit + 1)
+        if not cut:
+            _cap(info.st_size, limit, name)
+        return handle.read(limit if cut else limit + 1)
 
 
 def _cap(size: int, limit: int, name: str) -> None:
