@@ -80,7 +80,7 @@ def _stop_all(process: subprocess.Popen) -> None:
 def _has_exited(process: subprocess.Popen) -> bool:
     """Whether the command ended, without reaping it on POSIX: while its zombie holds the pid,
     its process group id cannot be reused, so the group can still be killed safely."""
-    if os.name != "posix":
+    if os.name != "posix" or not hasattr(os, "waitid"):
         return process.poll() is not None
     if process.returncode is not None:
         return True
