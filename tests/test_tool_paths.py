@@ -307,3 +307,18 @@ def test_an_instructions_file_that_links_out_or_is_a_fifo_is_skipped(tmp_path, h
     piped.mkdir()
     os.mkfifo(piped / "AGENTS.md")
     assert in_thread(lambda: open_project(piped)).instructions == ""
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads and writes whatever the mode says")
+def test_unreadable_and_unwritable_files_are_refusals_not_crashes(plain):
+    secret = plain / "sub" / "old.txt"
+    toolbox = Toolbox(plain)
+    step = toolbox.prepare("write_file", {"path": "sub/old.txt", "content": "new\n"})
+    assert isinstance(step, ProposedChange)
+    secret.chmod(0o400)
+    try:
+        assert toolbox.apply(step.change).startswith("error:")
+        secret.chmod(0o000)
+        assert run(toolbox, "read_file", path="sub/old.txt").startswith("error:")
+    finally:
+        secret.chmod(0o600)

@@ -29,6 +29,8 @@ def read_text(root: Path, path: Path, name: str) -> str:
         data = safe_files.read_bytes(root, path, name, MAX_FILE_BYTES)
     except FileNotFoundError:
         raise ToolRefused(f"{name!r} does not exist: use list_files or search to find the file") from None
+    except OSError as exc:  # permission denied, an I/O error
+        raise ToolRefused(f"{name!r} cannot be read ({exc.strerror}): choose another file") from None
     if b"\0" in data[:8192]:
         raise ToolRefused(f"{name!r} is a binary file: only text files can be read or edited")
     try:

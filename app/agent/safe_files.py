@@ -117,6 +117,15 @@ def replace(root: Path, real: Path, name: str, expect: bytes | None, new: bytes 
     """Write `new` into the file (None: remove it) only if it holds `expect` now (None: it
     must not exist). Refused through a changed folder, a symlink, a special file or a
     file with a second hard link; missing folders are made (without following links)."""
+    try:
+        _replace(root, real, name, expect, new)
+    except FileNotFoundError:
+        raise ToolRefused(f"{name!r} was removed while the change waited: read the project again") from None
+    except OSError as exc:  # permission denied, a full disk, a read-only file system
+        raise ToolRefused(f"{name!r} could not be written ({exc.strerror}); nothing was changed") from None
+
+
+def _replace(root: Path, real: Path, name: str, expect: bytes | None, new: bytes | None) -> None:
     root = root.resolve()
     *folders, last = _parts(root, real)
     if not _AT_SUPPORTED:
