@@ -100,6 +100,10 @@ HOSTILE = [
     "pytest -q [ab]",
     "pytest -q ~/tests",
     "pytest -q ~",
+    "pytest -q --basetemp=~",
+    "pytest -q --basetemp=~/x",
+    "git -c core.hooksPath=:~/hooks status",
+    "git status '~'",
     "git log HEAD@{1}",
     "git status \\; rm -rf ~",
     "git status 'unclosed",
@@ -157,6 +161,7 @@ def test_environment_prefixes_always_ask(command):
         ("pytest -q -k 'add and not slow'", 'pytest -q -k "add and not slow"'),
         ("git log --oneline -n 5", "git log --oneline -n 5"),
         ("git show HEAD^", "git show HEAD^"),
+        ("git show HEAD~1", "git show HEAD~1"),
     ],
 )
 def test_the_same_words_again_do_not_ask(seen, again):

@@ -24,10 +24,11 @@ Decision = Literal["yes", "no", "always"]
 # Reads never wait; everything that changes the project or runs something does.
 NEEDS_CONSENT = frozenset({"edit_file", "write_file", "run_command"})
 # Characters after which the shell runs something other than the words shown, or turns a word
-# into other words (expansions, globs, braces, tilde, comments, escapes): a command holding any
-# of them is never covered by "always". Quotes and spaces are fine: with none of these inside,
+# into other words (expansions, globs, braces, comments, escapes, and a tilde where some shell
+# expands it: a word's start, after `=` or `:`): a command holding any of them is never covered
+# by "always" (`HEAD~1` is fine). Quotes and spaces are fine: with none of these inside,
 # `git  'status'` is the same argv as `git status`.
-_SHELL_SYNTAX = re.compile(r"""[;&|<>()`$\\*?\[\]{}~#!]""")
+_SHELL_SYNTAX = re.compile(r"""[;&|<>()`$\\*?\[\]{}#!]|(?:^|[\s=:'"])~""")
 # `NAME=value` in front of the program: an environment assignment, which can make any program
 # run another (LD_PRELOAD, PATH, GIT_EXTERNAL_DIFF, GIT_CONFIG_PARAMETERS, PYTEST_ADDOPTS, ...).
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
