@@ -3,6 +3,7 @@ line stops within it, and the model is told why and what to do."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -10,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from app.agent import files
+from app.agent.project import open_project
 from app.agent.toolbox import Done, Toolbox
+from app.tui.app import ChatApp
+from app.tui.history import ChatStore
+from backends.events import ToolCall
+from tests.scripted_engine import ScriptedEngine
 
 EVIL = r"(a+)+$"
 
@@ -61,3 +67,25 @@ def test_an_ordinary_search_is_unchanged(root):
 def test_an_invalid_pattern_is_still_a_clear_refusal(root):
     result = _result(Toolbox(root), "(unclosed")
     assert result.startswith("error: the pattern '(unclosed' is not a valid Python regular expression")
+
+
+async def test_the_chat_gets_the_budget_message_and_goes_on(root, tmp_path_factory, monkeypatch):
+    """In the chat: the model's catastrophic search comes back as an error it can act on,
+    and its next turn follows. (Esc and a responsive screen while a tool runs come with
+    moving tools off the event loop: the long-sessions work.)"""
+    monkeypatch.setattr(files, "SEARCH_BUDGET_S", 0.5)
+    engine = ScriptedEngine(turns=[[ToolCall("c1", "search", json.dumps({"pattern": EVIL}))], ["Simpler then."]])
+    store = ChatStore(tmp_path_factory.mktemp("chats") / "chats.db")
+    app = ChatApp(engine, store, model="test", project=open_project(root))
+    try:
+        async with app.run_test() as pilot:
+            app.query_one("#prompt").load_text("find it")
+            await pilot.press("enter")
+            deadline = time.monotonic() + 10
+            while len(engine.calls) < 2 or app.streaming:
+                assert time.monotonic() < deadline, "the chat did not go on after the search"
+                await pilot.pause(0.02)
+        [result] = [m for m in engine.calls[-1]["messages"] if m["role"] == "tool"]
+        assert result["content"].startswith("error: the search ran out of its 0.5 s budget")
+    finally:
+        store.close()
