@@ -154,3 +154,20 @@ def test_the_command_ends_when_the_chat_dies(tmp_path):
     finally:
         chat.kill()
         chat.wait()
+
+
+def test_a_shell_killed_by_a_signal_reports_it_and_the_reaper_dumps_no_core(tmp_path):
+    """The reaper ends itself with the shell's signal (so the code is Popen's -11), and must not
+    leave a core file of its own in the project. The shell's own core is switched off."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    if hard == 0:
+        pytest.skip("core files are off for this user: nothing to show")
+    resource.setrlimit(resource.RLIMIT_CORE, (hard, hard))  # what the reaper inherits
+    try:
+        result = run_command(tmp_path, "ulimit -c 0; kill -SEGV $$")
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))
+    assert result.exit_code == -signal.SIGSEGV
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -114,7 +114,11 @@ def _end_like(status: int) -> int:
     """Exit as the shell did: with its code, or killed by its signal, so the caller's
     returncode is what a plain shell=True Popen would give (-9 for `kill -9 $$`)."""
     if os.WIFSIGNALED(status):
+        import resource  # only here: a start costs every command
+
         signum = os.WTERMSIG(status)
+        # No core file of ours (it would land in the project) for a shell that dumped one.
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if signum != signal.SIGKILL:
             signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
