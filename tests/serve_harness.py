@@ -14,6 +14,7 @@ from aiohttp import web
 from app.serve.board import Board
 from app.serve.proxy import Proxy, ProxyConfig
 from backends.llama_server import LlamaServerEngine, free_port
+from backends.message_order import MERGE
 
 
 @dataclass
@@ -43,6 +44,7 @@ class ProxyThread:
             self.default_think,
             self.parallel,
             self.api_key,
+            system_rule=self.engine.template_choice.rule if self.engine.template_choice else MERGE,
         )
         proxy = Proxy(config, self.board, on_done=lambda f, body: self.logged.append((f, body)))
         self.port = free_port()

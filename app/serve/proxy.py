@@ -18,9 +18,13 @@ from typing import Any
 import httpx2
 from aiohttp import web
 
+from backends.message_order import MERGE, SystemRule
+
 from .board import Board
 from .figures import DONE, DROPPED, FAILED, RequestFigures, client_name
 from .modes import draft_length_for, prepare, split_model_name, with_draft_length
+from .system_messages import SystemMessageError
+from .system_messages import apply as order_system_messages
 
 # Endpoints with figures: path -> whether a chat template (and so a think mode) applies.
 GENERATING = {
@@ -46,6 +50,8 @@ class ProxyConfig:
     api_key: str | None = None  # what clients must send; None on loopback without one
     # Draft length per think mode, when llama-server honours one per request (learned by chat/run/bench).
     draft_lengths: dict[bool, int] | None = None
+    # Where later system/developer messages go for the template in force (backends/message_order.py).
+    system_rule: SystemRule = MERGE
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -135,6 +141,11 @@ class Proxy:
             return error(400, f"{request.path}: the request body is not JSON")
         if isinstance(body, dict) and "model" in body:
             body["model"] = split_model_name(body["model"])[0]
+        if isinstance(body, dict):  # count_tokens and apply-template render the template too
+            try:
+                body = order_system_messages(request.path, body, self.config.system_rule)
+            except SystemMessageError as exc:
+                return error(400, str(exc))
         try:
             reply = await self.upstream.post(request.path, json=body)
         except httpx2.HTTPError as exc:
@@ -149,7 +160,11 @@ class Proxy:
             return error(400, f"{request.path}: the request body is not JSON")
         if not isinstance(body, dict):
             return error(400, f"{request.path}: the request body must be a JSON object")
-        prepared = prepare(body, self.config.default_think, chat=GENERATING[request.path])
+        try:
+            ordered = order_system_messages(request.path, body, self.config.system_rule)
+        except SystemMessageError as exc:
+            return error(400, str(exc))
+        prepared = prepare(ordered, self.config.default_think, chat=GENERATING[request.path])
         stream = bool(body.get("stream"))
         client = client_name(request.headers.get("User-Agent"), request.remote)
         figures = self.board.open(request.path, client, prepared.think, stream)
