@@ -41,9 +41,9 @@ from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import probe as probe_template
 from .chat_template import render
-from .message_order import normalise
 from .events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
+from .message_order import normalise
 from .sampling import Sampling, preset
 from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats

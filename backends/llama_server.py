@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,16 +28,16 @@ from . import server_draft
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
 from .chat_template import probe as probe_template
-from .message_order import normalise
 from .drafters import KINDS
 from .events import End, Error, Event
 from .gguf_header import read_local
+from .message_order import normalise
 from .openai_stream import StreamBroken, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
 from .server_log import cause_line
 from .stats import Stats
-from .template_choice import TemplateChoice, choose
+from .template_choice import TemplateChoice, choose, for_original
 
 if TYPE_CHECKING:
     import httpx2
@@ -363,10 +363,6 @@ class LlamaServerEngine:
     def _choose_template(self, original: str | None, caps: Capabilities, log_dir: Path) -> None:
         """The template to run (the GGUF's, or dspine's corrected copy through
         --chat-template-file, written beside the log) and the rule for later system messages."""
-        from dataclasses import replace
-
-        from .template_choice import for_original
-
         choice = choose(original)
         if choice.corrected and choice.text is not None:
             if not caps.has("--chat-template-file"):

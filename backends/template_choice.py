@@ -38,7 +38,9 @@ _IN_PLACE_BLOCK = (
     "            {{- '<|im_start|>system\\n' + content + '<|im_end|>\\n' }}\n"
     "        {%- endif %}"
 )
-CORRECTED_MARK = "{#- dspine: a later system message is rendered where it stands (see backends/template_choice.py) -#}\n"
+CORRECTED_MARK = (
+    "{#- dspine: a later system message is rendered where it stands (see backends/template_choice.py) -#}\n"
+)
 
 _PROBE = [
     {"role": "system", "content": "You are a coding assistant."},

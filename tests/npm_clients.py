@@ -205,7 +205,7 @@ def codex_env(printed: str, home: Path, key: str | None = None, base: dict[str, 
     config = "\n".join(line for line in printed.splitlines() if not line.startswith("#"))
     # Top-level keys must come before the first [table]: put ours first.
     quiet = "check_for_update_on_startup = false\nhide_agent_reasoning = false\n"
-    tables = "\n[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n\n[otel]\nexporter = \"none\"\n"
+    tables = '\n[analytics]\nenabled = false\n\n[feedback]\nenabled = false\n\n[otel]\nexporter = "none"\n'
     (codex_home / "config.toml").write_text(quiet + config.strip() + "\n" + tables)
     env["CODEX_HOME"] = str(codex_home)
     env_key = re.search(r'^env_key = "(\w+)"', printed, flags=re.MULTILINE)

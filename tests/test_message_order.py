@@ -128,7 +128,10 @@ def test_responses_merge_folds_developer_items_into_instructions():
 @pytest.mark.parametrize(
     ("shape", "body"),
     [
-        (anthropic, {"messages": [{"role": "user", "content": "u"}, {"role": "system", "content": [{"type": "image"}]}]}),
+        (
+            anthropic,
+            {"messages": [{"role": "user", "content": "u"}, {"role": "system", "content": [{"type": "image"}]}]},
+        ),
         (responses, {"input": [{"role": "developer", "content": [{"type": "input_image", "image_url": "x"}]}]}),
     ],
 )

@@ -63,10 +63,17 @@ BODIES = [
     [user("hi"), assistant("hello"), user("how are you?")],
     [user("2+2?"), assistant("4", reasoning_content="Adding two and two."), user("and 3+3?")],
     [user("2+2?"), assistant("<think>\nAdding.\n</think>\n\n4"), user("thanks")],
-    [user("What is in a.txt?"), assistant(tool_calls=[call("read_file", {"path": "a.txt"}, "c1")]), tool("hello", "c1")],
+    [
+        user("What is in a.txt?"),
+        assistant(tool_calls=[call("read_file", {"path": "a.txt"}, "c1")]),
+        tool("hello", "c1"),
+    ],
     [
         user("Compare a.txt and b.txt."),
-        assistant("Let me look.", tool_calls=[call("read_file", {"path": "a.txt"}, "c1"), call("read_file", {"path": "b.txt"}, "c2")]),
+        assistant(
+            "Let me look.",
+            tool_calls=[call("read_file", {"path": "a.txt"}, "c1"), call("read_file", {"path": "b.txt"}, "c2")],
+        ),
         tool("one", "c1"),
         tool("two", "c2"),
         assistant("They differ."),
@@ -80,7 +87,11 @@ BODIES = [
         ),
         tool("a.txt\nb.txt", "c9"),
     ],
-    [user([{"type": "text", "text": "Parts "}, {"type": "text", "text": "of a question."}]), assistant("ok"), user("go")],
+    [
+        user([{"type": "text", "text": "Parts "}, {"type": "text", "text": "of a question."}]),
+        assistant("ok"),
+        user("go"),
+    ],
     [
         user("Fix the bug."),
         assistant("", reasoning_content="Look first.", tool_calls=[call("read_file", {"path": "main.c"}, "c3")]),
@@ -179,7 +190,8 @@ def test_other_templates_keep_their_own_text_and_get_the_rule_their_text_earns()
     assert choose(strict).rule == MERGE and choose(strict).text == strict
     dropping = (
         "{% if messages[0].role == 'system' %}{{ messages[0].content }}{% endif %}"
-        "{% for m in messages %}{% if m.role != 'system' %}{{ m.role + ': ' + m.content + '\\n' }}{% endif %}{% endfor %}"
+        "{% for m in messages %}{% if m.role != 'system' %}{{ m.role + ': ' + m.content + '\\n' }}{% endif %}"
+        "{% endfor %}"
     )
     assert choose(dropping).rule == MERGE  # silently losing the reminder is no better than refusing it
     assert "no --chat-template-file" in for_original(strict, "this llama-server has no --chat-template-file").why
