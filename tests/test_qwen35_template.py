@@ -312,6 +312,67 @@ def test_llama_cpps_tool_call_parser_works_with_the_corrected_template(script_se
     assert (content.strip(), calls, finish) == (ANSWER_TEXT, [], "stop")
 
 
+def anthropic_round(proxy: ProxyThread, messages: list[dict], stream: bool) -> tuple[str, list[dict], str]:
+    """(text, tool_use blocks as {name, input}, stop reason) from /v1/messages."""
+    body = {
+        "model": SERVED,
+        "max_tokens": 64,
+        "temperature": 0,
+        "system": "You are a coding assistant.",
+        "tools": [
+            {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
+            for f in (READ["function"], RUN["function"])
+        ],
+        "messages": messages,
+        "stream": stream,
+    }
+    reply = httpx2.post(proxy.url + "/messages", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    if not stream:
+        message = reply.json()
+        text = "".join(b.get("text", "") for b in message["content"] if b["type"] == "text")
+        uses = [{"name": b["name"], "input": b["input"]} for b in message["content"] if b["type"] == "tool_use"]
+        return text, uses, message["stop_reason"]
+    text, uses, stop, partial = "", [], "", ""
+    for event in sse_events(reply):
+        if event["type"] == "content_block_start" and event["content_block"]["type"] == "tool_use":
+            uses.append({"name": event["content_block"]["name"]})
+            partial = ""
+        elif event["type"] == "content_block_delta":
+            delta = event["delta"]
+            text += delta.get("text", "")
+            partial += delta.get("partial_json", "")
+            if uses and delta["type"] == "input_json_delta":
+                uses[-1]["input"] = partial
+        elif event["type"] == "message_delta":
+            stop = event["delta"]["stop_reason"]
+    return text, [{**u, "input": json.loads(u.get("input") or "{}")} for u in uses], stop
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_anthropic_tool_use_with_the_corrected_template(script_server, stream):
+    from tests.script_model import ANSWER_TEXT, MARKER
+
+    _, proxy = script_server
+    messages: list[dict] = [
+        {"role": "user", "content": "hello"},
+        {"role": "assistant", "content": "Hello."},
+        {"role": "system", "content": REMINDER},
+        {"role": "user", "content": "What does the README say?"},
+    ]
+    text, uses, stop = anthropic_round(proxy, messages, stream)
+    assert (uses, stop) == ([{"name": "read_file", "input": {"path": "README.md"}}], "tool_use")
+    messages += [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", **uses[0]}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": f"The word is {MARKER}."}],
+        },
+    ]
+    text, uses, stop = anthropic_round(proxy, messages, stream)
+    assert (text.strip(), uses, stop) == (ANSWER_TEXT, [], "end_turn")
+
+
 def test_the_in_process_engine_takes_the_same_conversations(qwen35_model):
     pytest.importorskip("llama_cpp")
     from backends.inproc import InprocEngine
