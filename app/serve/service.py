@@ -136,7 +136,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
         )
         if engine.template_choice is not None:
-            err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False)
+            err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
         if access.warning:
