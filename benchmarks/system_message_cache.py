@@ -10,7 +10,7 @@ conversation of --turns user turns; before the user message of turn --at, a
 system reminder as Claude Code sends one. Two cases: the reminder stays in the
 history (`kept`), or rides only that one turn (`once`, as per-turn context does).
 
-    .venv/bin/python benchmarks/system_message_cache.py [--turns 6] [--at 4] [--words 60]
+    .venv/bin/python benchmarks/system_message_cache.py [--turns 6] [--at 4] [--words 60] [--engines ...]
 """
 
 from __future__ import annotations
@@ -72,6 +72,7 @@ def main() -> None:
     parser.add_argument("--at", type=int, default=4, help="the turn whose user message follows the reminder")
     parser.add_argument("--words", type=int, default=60)
     parser.add_argument("--tokens", type=int, default=24)
+    parser.add_argument("--engines", default="llama-server,in-process", help="which engines, comma-separated")
     args = parser.parse_args()
     source = smollm2_source()
     if source is None:
@@ -85,6 +86,7 @@ def main() -> None:
         ).start(),
         "in-process": lambda: InprocEngine(str(model), n_ctx=8192).load(),
     }
+    engines = {name: start for name, start in engines.items() if name in args.engines.split(",")}
     results: dict[tuple[str, str, str], list[tuple[int, int]]] = {}
     for name, start in engines.items():
         engine = start()
