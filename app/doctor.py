@@ -223,8 +223,8 @@ def model_target(settings: Settings, model: str) -> Path | None:
 
 def check_chat_template(settings: Settings, model: str) -> list[Check]:
     """Which chat template the engines run for this model, and why (backends/template_choice.py)."""
-    from backends.errors import BackendError
     from backends.chat_template import probe
+    from backends.errors import BackendError
     from backends.gguf_header import read_local
     from backends.template_choice import choose
 

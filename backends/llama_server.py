@@ -364,13 +364,13 @@ class LlamaServerEngine:
         """The template to run (the GGUF's, or dspine's corrected copy through
         --chat-template-file, written beside the log) and the rule for later system messages."""
         choice = choose(original)
-        if choice.corrected and choice.text is not None:
-            if not caps.has("--chat-template-file"):
-                choice = for_original(original, "this llama-server has no --chat-template-file")
-            else:
-                path = log_dir / f"chat-template-{choice.original_sha256 or 'none'}.jinja"
-                path.write_text(choice.text)
-                self.config = replace(self.config, chat_template_file=str(path))
+        corrected = choice.text if choice.corrected else None
+        if corrected is not None and not caps.has("--chat-template-file"):
+            choice = for_original(original, "this llama-server has no --chat-template-file")
+        elif corrected is not None:
+            path = log_dir / f"chat-template-{choice.original_sha256 or 'none'}.jinja"
+            path.write_text(corrected)
+            self.config = replace(self.config, chat_template_file=str(path))
         self.template_choice = choice
 
     def _honours_per_request_draft(self, binary: Path) -> bool:
