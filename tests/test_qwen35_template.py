@@ -380,8 +380,9 @@ def test_the_in_process_engine_takes_the_same_conversations(qwen35_model):
     engine = InprocEngine(str(qwen35_model), n_ctx=2048).load()
     try:
         assert engine.template_choice is not None and engine.template_choice.corrected
+        # Control tokens (<|im_start|>, <|im_end|>) print as nothing: the turns in their order.
         prompt = engine.text_of(engine.prompt_tokens(MID_SYSTEM, think=False))
-        assert f"<|im_start|>system\n{REMINDER}<|im_end|>\n<|im_start|>user\nName one" in prompt
+        assert f"assistant\nPython is a programming language.\nsystem\n{REMINDER}\nuser\nName one" in prompt
         developer = [
             {"role": "developer", "content": "You run in a read-only sandbox."},
             {"role": "user", "content": "What is Python?"},
