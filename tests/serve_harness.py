@@ -17,6 +17,7 @@ from app.serve.board import Board
 from app.serve.connections import HEADER_S, IDLE_S, WRITE_STALL_S, listen, runner
 from app.serve.proxy import Proxy, ProxyConfig
 from backends.llama_server import LlamaServerEngine
+from backends.message_order import MERGE
 
 
 class AppThread:
@@ -104,6 +105,7 @@ class ProxyThread:
             self.parallel,
             self.api_key,
             origins=self.origins,
+            system_rule=self.engine.template_choice.rule if self.engine.template_choice else MERGE,
         )
         self.proxy = Proxy(config, self.board, on_done=lambda f, body: self.logged.append((f, body)))
         self._app = AppThread(self.proxy.app(), before_cleanup=self.proxy.stop).start()

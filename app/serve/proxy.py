@@ -18,12 +18,16 @@ from typing import Any
 import httpx2
 from aiohttp import web
 
+from backends.message_order import MERGE, SystemRule
+
 from . import guards
 from .board import Board
 from .figures import DONE, DROPPED, FAILED, RequestFigures, client_name
 from .intake import BODY_IDLE_S, MAX_BODY, BodyBudget, read_body, reservation, too_large
 from .modes import draft_length_for, prepare, split_model_name, with_draft_length
 from .stopping import STOPPING, Stopping, end_stream
+from .system_messages import SystemMessageError
+from .system_messages import apply as order_system_messages
 from .validate import body_problem
 
 # Endpoints with figures: path -> whether a chat template (and so a think mode) applies.
@@ -52,6 +56,8 @@ class ProxyConfig:
     draft_lengths: dict[bool, int] | None = None
     bind_host: str = "127.0.0.1"  # the --host: a request's Host header must name it (or loopback)
     origins: tuple[str, ...] = ()  # web page origins allowed to call (the serve_origins setting)
+    # Where later system/developer messages go for the template in force (backends/message_order.py).
+    system_rule: SystemRule = MERGE
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -207,6 +213,11 @@ class Proxy:
             return error(400, problem)
         if isinstance(body, dict) and "model" in body:
             body["model"] = split_model_name(body["model"])[0]
+        if isinstance(body, dict):  # count_tokens and apply-template render the template too
+            try:
+                body = order_system_messages(request.path, body, self.config.system_rule)
+            except SystemMessageError as exc:
+                return error(400, str(exc))
         try:
             reply = await self.upstream.post(request.path, json=body)
         except httpx2.HTTPError as exc:
@@ -223,7 +234,11 @@ class Proxy:
         problem = body_problem(request.path, body)
         if problem:
             return error(400, problem)
-        prepared = prepare(body, self.config.default_think, chat=GENERATING[request.path])
+        try:
+            ordered = order_system_messages(request.path, body, self.config.system_rule)
+        except SystemMessageError as exc:
+            return error(400, str(exc))
+        prepared = prepare(ordered, self.config.default_think, chat=GENERATING[request.path])
         stream = bool(body.get("stream"))
         client = client_name(request.headers.get("User-Agent"), request.remote)
         figures = self.board.open(request.path, client, prepared.think, stream)

@@ -35,6 +35,8 @@ def bench_messages(endpoint: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     if endpoint == "/v1/messages" and body.get("system"):
         out.append({"role": "system", "content": _text(body["system"])})
     for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict) and message.get("role") == "developer":
+            message = {**message, "role": "system"}  # Codex's instructions: replayed as what they are
         if isinstance(message, dict) and message.get("role") in ("system", "user", "assistant", "tool"):
             kept = dict(message)
             if endpoint == "/v1/messages":

@@ -16,6 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from backends.message_order import MERGE
+
 from ..errors import UsageError
 from ..settings import Settings
 from .access import Access, resolve_access
@@ -100,7 +102,12 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         engine = open_engine(
             files,
             EngineOptions(
-                engine="server", ctx=options.ctx, n_max=options.n_max, parallel=options.parallel, think=options.think
+                engine="server",
+                ctx=options.ctx,
+                n_max=options.n_max,
+                parallel=options.parallel,
+                think=options.think,
+                served_name=model_id(files.label),
             ),
             settings,
         )
@@ -130,7 +137,10 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             {True: learned.choose(True), False: learned.choose(False)} if learned else None,
             bind_host=options.host,
             origins=settings.serve_origins,
+            system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
         )
+        if engine.template_choice is not None:
+            err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
         if access.warning:
