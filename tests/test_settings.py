@@ -9,7 +9,7 @@ def config_file(tmp_path, monkeypatch):
     path = tmp_path / "config.toml"
     path.write_text("")  # DSPINE_CONFIG naming a missing file is an error
     monkeypatch.setenv("DSPINE_CONFIG", str(path))
-    for key in ("DSPINE_MODELS_DIR", "DSPINE_DOWNLOAD_RETRIES", "DSPINE_CATALOG", "DSPINE_DEBUG"):
+    for key in ("DSPINE_MODELS_DIR", "DSPINE_DOWNLOAD_RETRIES", "DSPINE_CATALOG", "DSPINE_DEBUG", "DSPINE_SPECULATION"):
         monkeypatch.delenv(key, raising=False)
     return path
 
@@ -55,6 +55,7 @@ def test_bad_value_and_bad_toml(config_file, monkeypatch):
         ("download_retries = true\n", "download_retries"),
         ("read_timeout_s = 0\n", "read_timeout_s"),
         ('read_timeout_s = "soon"\n', "read_timeout_s"),
+        ('speculation = "sometimes"\n', "speculation"),
     ],
 )
 def test_settings_are_typed_and_errors_name_the_setting_file_and_line(config_file, text, key):
@@ -86,3 +87,11 @@ def test_read_timeout_takes_seconds_with_or_without_a_unit(config_file, monkeypa
     assert load_settings().read_timeout_s == 2.5
     monkeypatch.setenv("DSPINE_READ_TIMEOUT_S", "90s")
     assert load_settings().read_timeout_s == 90.0
+
+
+def test_speculation_is_auto_unless_pinned(config_file, monkeypatch):
+    assert load_settings().speculation == "auto"
+    config_file.write_text('speculation = "Off"\n')
+    assert load_settings().speculation == "off"
+    monkeypatch.setenv("DSPINE_SPECULATION", "on")
+    assert load_settings().speculation == "on"
