@@ -148,7 +148,9 @@ def explore_length(stats: ModeStats, acceptance: list[float], costs: Costs, best
     if stats.replies % every != every - 1:
         return best
     rates = rates_by_length(acceptance, costs, max_k)
-    near = [k for k in range(best + 1, min(max_k, best + EXPLORE_REACH) + 1) if rates[k] >= (1 - EXPLORE_LOSS) * rates[best]]
+    near = [
+        k for k in range(best + 1, min(max_k, best + EXPLORE_REACH) + 1) if rates[k] >= (1 - EXPLORE_LOSS) * rates[best]
+    ]
     return max(near, default=best)
 
 

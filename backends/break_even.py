@@ -60,9 +60,7 @@ class BreakEven:
         if speed.off_left > 0:
             return False
         # Nothing to compare with yet, or a stale plain figure: one reply without drafts.
-        return not (
-            (speed.plain is None and speed.drafting is not None) or speed.since_probe >= self.probe_every
-        )
+        return not ((speed.plain is None and speed.drafting is not None) or speed.since_probe >= self.probe_every)
 
     def observed(self, think: bool, drafted: bool, tokens: int, seconds: float) -> str | None:
         """A finished reply's speed; returns a sentence when drafting turns off or back on."""

@@ -38,8 +38,8 @@ import numpy as np
 import psutil
 
 from .adaptive import AdaptiveDraft
-from .break_even import BreakEven
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .chat_template import render
 from .events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall

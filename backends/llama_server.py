@@ -26,8 +26,8 @@ import platformdirs
 
 from . import server_draft
 from .adaptive import AdaptiveDraft
-from .break_even import BreakEven
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .drafters import KINDS
 from .events import End, Error, Event

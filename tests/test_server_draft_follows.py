@@ -7,6 +7,8 @@ writes. Upstream's drafter sampled with its own top-k and lost 30% of these draf
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from backends.events import ToolCall
@@ -150,23 +152,20 @@ def test_a_tool_call_turn_keeps_its_drafts_as_in_process(patched_server, tmp_pat
 
 
 def test_smollm2_forced_into_a_tool_call_keeps_its_drafts(plain, drafting):
-    """`tool_choice: required`: llama-server's grammar holds the reply to a tool call from the
-    first token; the drafts follow it, so a copy of the target keeps them all, as in process."""
-    request = {
-        "messages": [{"role": "user", "content": "Read the file README.md and tell me what it says."}],
-        "tools": [READ_FILE],
-        "tool_choice": "required",
-        "temperature": 0,
-        "max_tokens": 64,
-        "cache_prompt": False,
+    """A JSON schema for the call: llama-server's grammar holds the reply to it from the
+    first token. The drafts follow the grammar, so a copy of the target keeps them all, as
+    in process (upstream's drafter, blind to the grammar, kept 20 of 168 here)."""
+    call = {
+        "type": "object",
+        "properties": {
+            "tool": {"const": "read_file"},
+            "arguments": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+        },
+        "required": ["tool", "arguments"],
     }
-    replies = {}
-    for name, engine in (("plain", plain), ("drafting", drafting)):
-        assert engine._running is not None
-        response = engine._running.client.post("/v1/chat/completions", json=request)
-        assert response.status_code == 200, response.text
-        replies[name] = response.json()
-    calls = [r["choices"][0]["message"].get("tool_calls") for r in replies.values()]
-    assert calls[0] and calls[0] == calls[1]
-    timings = replies["drafting"]["timings"]
+    prompt = "<|im_start|>user\nRead the file README.md and tell me what it says.<|im_end|>\n<|im_start|>assistant\n"
+    request = {"prompt": prompt, "json_schema": call, "temperature": 0, "n_predict": 64, "cache_prompt": False}
+    expected, _ = complete(plain, request)
+    text, timings = complete(drafting, request)
+    assert text == expected and json.loads(text)["tool"] == "read_file"
     assert timings["draft_n"] > 0 and timings["draft_n_accepted"] / timings["draft_n"] >= 0.99, timings

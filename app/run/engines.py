@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.adaptive import AdaptiveDraft
-from backends.break_even import BreakEven
 from backends.base import Engine, EngineError
+from backends.break_even import BreakEven
 from backends.drafters import KINDS
 from backends.gguf_header import read_local
 
