@@ -42,7 +42,7 @@ class BreakEven:
     """Per think mode: draft or not for the next reply, and what changed."""
 
     setting: str = "auto"  # one of SETTINGS
-    patience: int = 2  # drafting replies in a row below plain before drafting stops
+    patience: int = 2  # drafting replies before the first plain probe; in a row below plain before it stops
     retry_after: int = 8  # plain replies before the first try again
     max_wait: int = 64  # the longest wait between tries
     probe_every: int = 32  # a plain reply after this many drafting ones keeps the plain figure fresh
@@ -59,8 +59,10 @@ class BreakEven:
         speed = self.mode(think)
         if speed.off_left > 0:
             return False
-        # Nothing to compare with yet, or a stale plain figure: one reply without drafts.
-        return not ((speed.plain is None and speed.drafting is not None) or speed.since_probe >= self.probe_every)
+        # After `patience` drafting replies with nothing to compare them with, or with a stale
+        # plain figure: one reply without drafts.
+        due = self.patience if speed.plain is None else self.probe_every
+        return speed.since_probe < due
 
     def observed(self, think: bool, drafted: bool, tokens: int, seconds: float) -> str | None:
         """A finished reply's speed; returns a sentence when drafting turns off or back on."""
@@ -76,6 +78,10 @@ class BreakEven:
                 speed.off_left -= 1
                 if speed.off_left == 0:
                     speed.retrying = True
+                return None
+            if speed.drafting is not None and speed.drafting < speed.plain * (1 + self.margin):
+                # a probe: the drafting replies before it (an average of several) ran below it
+                return self._switch_off(speed, label)
             return None
         speed.drafting = _average(speed.drafting if not speed.retrying else None, rate)
         speed.since_probe += 1
@@ -94,13 +100,17 @@ class BreakEven:
             return f"speculation stays off for {label} mode ({figures}); trying again after {speed.wait} replies"
         speed.below = 0 if pays else speed.below + 1
         if speed.below >= self.patience:
-            speed.below = 0
-            speed.off_left = speed.wait
-            return (
-                f"speculation off for {label} mode: slower than plain decoding ({figures}); "
-                f"trying again after {speed.wait} replies"
-            )
+            return self._switch_off(speed, label)
         return None
+
+    def _switch_off(self, speed: ModeSpeed, label: str) -> str:
+        speed.below = 0
+        speed.off_left = speed.wait
+        return (
+            f"speculation off for {label} mode: slower than plain decoding "
+            f"({speed.drafting or 0:.1f} tok/s drafting, {speed.plain or 0:.1f} plain); "
+            f"trying again after {speed.wait} replies"
+        )
 
     def note(self, think: bool) -> str | None:
         """What a readout says about this mode while drafting is pinned or off; None while on."""
