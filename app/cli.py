@@ -618,7 +618,8 @@ def bench(
     def open_for(setup: Setup):
         path, kind = by_label.get(setup.drafter, (None, None))
         files = ModelFiles(plain_files.label, plain_files.target, path, kind)
-        return open_engine(files, EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max), settings)
+        options = EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max, break_even=False)
+        return open_engine(files, options, settings)
 
     for skip in skipped:
         err.print(f"[yellow]depth {skip.depth:,} skipped: {skip.reason}[/]")

@@ -88,6 +88,13 @@ def _positive_seconds(value: Any) -> float:
     return number
 
 
+def _speculation(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("auto", "on", "off"):
+        raise ValueError("must be auto, on or off")
+    return text
+
+
 def _bool(value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -172,6 +179,13 @@ SPECS: tuple[SettingSpec, ...] = (
         lambda: (),
         "web page origins that may call `dspine serve` (e.g. http://localhost:3000; * for any); "
         "requests from any other page are refused",
+    ),
+    SettingSpec(
+        "speculation",
+        _speculation,
+        lambda: "auto",
+        "drafting per think mode: auto (off where it runs slower than plain decoding, tried again "
+        "after a while), on, or off",
     ),
     SettingSpec(
         "debug",

@@ -39,6 +39,7 @@ import psutil
 
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .chat_template import render
 from .events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
@@ -309,6 +310,7 @@ class InprocEngine:
     n_max: int = 4
     adaptive: AdaptiveDraft | None = None  # learns the draft length per think mode when given
     on_close: Callable[[], None] | None = None  # e.g. save what `adaptive` learned
+    break_even: BreakEven | None = None  # stops drafting in a mode where it runs below plain decoding
     name: str = "inproc"
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
@@ -412,7 +414,7 @@ class InprocEngine:
         k = max(1, n_max or self.n_max)
         if target.rollback_limit is not None:
             k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
-        drafter = self._drafter
+        drafter = None if n_max == 0 else self._drafter  # 0: no drafting (as llama-server's request field)
         history = History(target.n_vocab)
 
         started = time.monotonic()
@@ -541,6 +543,8 @@ class InprocEngine:
             return
         self._cancel.clear()
         sampling = sampling or preset(think)
+        if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
+            n_max = 0
         if n_max is None and self.adaptive is not None and self._drafter is not None:
             if self.adaptive.wants_calibration():
                 self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))
@@ -619,6 +623,10 @@ class InprocEngine:
                     stats.verify_s,
                     stats.verify_steps,
                 )
+            if self.break_even is not None and self._drafter is not None:
+                stats.draft_note = self.break_even.observed(
+                    think, stats.drafted > 0, stats.generated_tokens, stats.decode_s
+                ) or self.break_even.note(think)
             yield End(reason, stats.copy())
         except EngineError as exc:
             yield Error(exc.cause, exc.fix)

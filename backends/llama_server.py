@@ -27,6 +27,7 @@ import platformdirs
 from . import server_draft
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary
+from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .drafters import KINDS
 from .events import End, Error, Event
@@ -196,6 +197,9 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
             args += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
         if config.n_max:
             args += ["--spec-draft-n-max" if has("--spec-draft-n-max") else "--draft-max", str(config.n_max)]
+        kind = KINDS.get(config.drafter_kind)
+        if kind is not None and kind.p_min is not None and has("--spec-draft-p-min"):
+            args += ["--spec-draft-p-min", str(kind.p_min)]  # extra_args may give another: the last wins
     return args + list(config.extra_args)
 
 
@@ -277,6 +281,8 @@ class LlamaServerEngine:
     name: str = "server"
     adaptive: AdaptiveDraft | None = None  # learns the draft length per think mode when the binary honours it
     on_close: Callable[[], None] | None = None  # e.g. save what `adaptive` learned
+    # Stops drafting in a mode where it runs below plain decoding (needs a per-request length).
+    break_even: BreakEven | None = None
     # Whether this binary drafts at a request's `speculative.n_max` (learned from /props at start).
     per_request_draft: bool | None = field(default=None, init=False)
     # The chat template in force and where later system messages go (decided at start).
@@ -520,6 +526,9 @@ class LlamaServerEngine:
                 yield Error(f"draft-length calibration failed: {exc}", f"see {self._running.log_path}")
                 return
             n_max = self.adaptive.choose(think)
+        judged = self.break_even if self.per_request_draft and self.config.drafter_kind else None
+        if judged is not None and not judged.drafting(think):
+            n_max = 0
         if n_max is not None and self.config.drafter_kind:
             extra["speculative.n_max"] = n_max
         if self.template_choice is not None:
@@ -540,6 +549,11 @@ class LlamaServerEngine:
                 for event in stream_chat(response, self._cancel, started):
                     if learning and isinstance(event, End) and event.stats.position_tested:
                         self._learn(think, event.stats)
+                    if judged is not None and isinstance(event, End) and event.reason != "cancelled":
+                        stats = event.stats
+                        stats.draft_note = judged.observed(
+                            think, stats.drafted > 0, stats.generated_tokens, stats.decode_s
+                        ) or judged.note(think)
                     yield event
         except StreamBroken:
             yield (

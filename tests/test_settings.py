@@ -24,6 +24,7 @@ def config_file(tmp_path, monkeypatch):
         "DSPINE_CHATS_DB",
         "DSPINE_LLAMA_SERVER",
         "DSPINE_SERVE_ORIGINS",
+        "DSPINE_SPECULATION",
     ):
         monkeypatch.delenv(key, raising=False)
     return path
@@ -70,6 +71,7 @@ def test_bad_value_and_bad_toml(config_file, monkeypatch):
         ("download_retries = true\n", "download_retries"),
         ("read_timeout_s = 0\n", "read_timeout_s"),
         ('read_timeout_s = "soon"\n', "read_timeout_s"),
+        ('speculation = "sometimes"\n', "speculation"),
     ],
 )
 def test_settings_are_typed_and_errors_name_the_setting_file_and_line(config_file, text, key):
@@ -182,3 +184,11 @@ def test_serve_origins_from_the_file_or_the_environment(config_file, monkeypatch
     config_file.write_text("serve_origins = 5\n")
     with pytest.raises(ConfigError, match="serve_origins"):
         load_settings()
+
+
+def test_speculation_is_auto_unless_pinned(config_file, monkeypatch):
+    assert load_settings().speculation == "auto"
+    config_file.write_text('speculation = "Off"\n')
+    assert load_settings().speculation == "off"
+    monkeypatch.setenv("DSPINE_SPECULATION", "on")
+    assert load_settings().speculation == "on"

@@ -18,6 +18,7 @@ from typing import Any
 import httpx2
 from aiohttp import web
 
+from backends.break_even import BreakEven
 from backends.message_order import MERGE, SystemRule
 
 from . import guards
@@ -71,10 +72,15 @@ class Proxy:
         config: ProxyConfig,
         board: Board,
         on_done: Callable[[RequestFigures, dict[str, Any]], None] | None = None,
+        break_even: BreakEven | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.board = board
         self.on_done = on_done
+        # Per think mode, drafting stops where it runs below plain (needs a per-request draft length).
+        self.break_even = break_even if config.draft_lengths is not None else None
+        self.on_note = on_note
         self.slots = asyncio.Semaphore(config.parallel)  # FIFO: waiters are served in arrival order
         self.upstream: httpx2.AsyncClient | None = None
         self.stopping = Stopping()
@@ -243,6 +249,11 @@ class Proxy:
         client = client_name(request.headers.get("User-Agent"), request.remote)
         figures = self.board.open(request.path, client, prepared.think, stream)
         length = draft_length_for(prepared.think, self.config.draft_lengths, self.config.default_think)
+        mode = self.config.default_think if prepared.think is None else prepared.think
+        # A client's own speculative.n_max is left alone, and its reply judges nothing.
+        judged = self.break_even if "speculative.n_max" not in prepared.body else None
+        if judged is not None and not judged.drafting(mode):
+            length = 0
         data = json.dumps(with_draft_length(prepared.body, length)).encode()
         dropped = False
         try:
@@ -258,6 +269,11 @@ class Proxy:
             if figures.finished is None:
                 figures.finish(DROPPED if dropped else FAILED)
             self.board.close(figures)
+            if judged is not None and figures.state == DONE:
+                stats = figures.stats
+                note = judged.observed(mode, stats.drafted > 0, stats.generated_tokens, stats.decode_s)
+                if note and self.on_note is not None:
+                    self.on_note(note)
             if self.on_done is not None:
                 self.on_done(figures, body)
 

@@ -8,6 +8,7 @@ import contextlib
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,7 +151,8 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         out.print(f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops")
         live = out.is_terminal
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(proxy_config, sock, info, out, log, live, engine))
+            speculation = getattr(settings, "speculation", "auto")
+            asyncio.run(_run(proxy_config, sock, info, out, log, live, engine, speculation))
     finally:
         sock.close()
         if engine is not None:
@@ -161,7 +163,14 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
 
 
 async def _run(
-    config: ProxyConfig, sock: socket.socket, info: ServeInfo, out: Console, log, live: bool, engine
+    config: ProxyConfig,
+    sock: socket.socket,
+    info: ServeInfo,
+    out: Console,
+    log,
+    live: bool,
+    engine,
+    speculation: str = "auto",
 ) -> None:
     from .gpu_status import GpuWatch
 
@@ -173,7 +182,13 @@ async def _run(
         if not live:
             print(request_line(figures), flush=True)
 
-    proxy = Proxy(config, board, on_done=done)
+    def note(line: str) -> None:
+        # serve's log: what changed about drafting, between the request lines
+        print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
+
+    from backends.break_even import BreakEven
+
+    proxy = Proxy(config, board, on_done=done, break_even=BreakEven(setting=speculation), on_note=note)
     app_runner = runner(proxy.app())
     await app_runner.setup()
     server = await listen(app_runner, sock)
