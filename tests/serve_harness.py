@@ -23,6 +23,7 @@ class ProxyThread:
     default_think: bool = True
     parallel: int = 1
     api_key: str | None = None
+    cache_rules: bool = True
     board: Board = field(default_factory=Board)
     logged: list[tuple[Any, dict]] = field(default_factory=list)
     port: int = 0
@@ -43,6 +44,7 @@ class ProxyThread:
             self.default_think,
             self.parallel,
             self.api_key,
+            cache_rules=self.cache_rules,
         )
         proxy = Proxy(config, self.board, on_done=lambda f, body: self.logged.append((f, body)))
         self.port = free_port()

@@ -19,8 +19,11 @@ import httpx2
 from aiohttp import web
 
 from .board import Board
+from .cache_rules import clean
 from .figures import DONE, DROPPED, FAILED, RequestFigures, client_name
+from .model_list import model_list
 from .modes import draft_length_for, prepare, split_model_name, with_draft_length
+from .overflow import translate_error
 
 # Endpoints with figures: path -> whether a chat template (and so a think mode) applies.
 GENERATING = {
@@ -46,6 +49,12 @@ class ProxyConfig:
     api_key: str | None = None  # what clients must send; None on loopback without one
     # Draft length per think mode, when llama-server honours one per request (learned by chat/run/bench).
     draft_lengths: dict[bool, int] | None = None
+    window: int = 0  # one slot's context (what one request holds); 0: n_ctx over the slots
+    cache_rules: bool = True  # cache_rules.py: volatile system lines out (off only to measure without)
+
+    @property
+    def slot_window(self) -> int:
+        return self.window or self.n_ctx // max(self.parallel, 1)
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -114,15 +123,7 @@ class Proxy:
         return web.json_response({"status": "ok"})
 
     async def _models(self, _request: web.Request) -> web.Response:
-        name = self.config.model_name
-        meta = {"n_ctx": self.config.n_ctx, "think": self.config.default_think}
-        ids = [name, f"{name}:think", f"{name}:no-think"]
-        return web.json_response(
-            {
-                "object": "list",
-                "data": [{"id": i, "object": "model", "created": 0, "owned_by": "dspine", "meta": meta} for i in ids],
-            }
-        )
+        return web.json_response(model_list(self.config.model_name, self.config.slot_window, self.config.default_think))
 
     # -- pass-through ------------------------------------------------------------
 
@@ -154,7 +155,8 @@ class Proxy:
         client = client_name(request.headers.get("User-Agent"), request.remote)
         figures = self.board.open(request.path, client, prepared.think, stream)
         length = draft_length_for(prepared.think, self.config.draft_lengths, self.config.default_think)
-        data = json.dumps(with_draft_length(prepared.body, length)).encode()
+        upstream_body = clean(prepared.body)[0] if self.config.cache_rules else prepared.body
+        data = json.dumps(with_draft_length(upstream_body, length)).encode()
         dropped = False
         try:
             async with self.slots:
@@ -181,6 +183,9 @@ class Proxy:
             return error(502, f"llama-server did not answer: {exc}", "api_error")
         figures.status = reply.status_code
         figures.finish(DONE if reply.status_code == 200 else FAILED, body=reply.content)
+        if reply.status_code != 200:
+            status, body = translate_error(request.path, reply.status_code, reply.content)
+            return web.Response(body=body, status=status, content_type="application/json")
         return web.Response(
             body=reply.content,
             status=reply.status_code,
@@ -200,8 +205,8 @@ class Proxy:
         try:
             figures.status = reply.status_code
             if reply.status_code != 200:
-                body = await reply.aread()
-                return web.Response(body=body, status=reply.status_code, content_type="application/json")
+                status, body = translate_error(request.path, reply.status_code, await reply.aread())
+                return web.Response(body=body, status=status, content_type="application/json")
             response = web.StreamResponse(
                 status=200,
                 headers={
