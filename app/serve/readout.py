@@ -87,7 +87,18 @@ def gpu_line(gpus: list[GpuStatus]) -> str:
 
 
 COLUMNS = (
-    "req", "state", "client", "endpoint", "mode", "tokens", "tok/s", "acc len", "acc", "drafted", "ttft s", "prompt"
+    "req",
+    "state",
+    "client",
+    "endpoint",
+    "mode",
+    "tokens",
+    "tok/s",
+    "acc len",
+    "acc",
+    "drafted",
+    "ttft s",
+    "prompt",
 )
 NUMERIC = {"tokens", "tok/s", "acc len", "acc", "drafted"}
 
