@@ -142,7 +142,7 @@ class Toolbox:
         if name == "read_file":
             path_name = _text(args, "path")
             path = resolve(self.root, path_name)
-            text = files.read_text(path, path_name)
+            text = files.read_text(self.root, path, path_name)
             self.changes.saw(path, text)
             return Done(
                 files.numbered(
