@@ -758,7 +758,8 @@ def serve(
     print_config: str | None = typer.Option(
         None,
         "--print-config",
-        help="Print how to point a tool here and exit: aider, opencode, continue, codex, claude-code, llm, zed, curl.",
+        help="Print how to point a tool here (its window and compaction point too) and exit: "
+        "aider, opencode, continue, codex, claude-code, qwen-code, llm, zed, curl.",
     ),
 ) -> None:
     """Serve the fitted engine to coding agents and editors (OpenAI and Anthropic APIs), with a live readout."""

@@ -84,6 +84,7 @@ class ProxyThread:
     parallel: int = 1
     api_key: str | None = None
     origins: tuple[str, ...] = ()
+    cache_rules: bool = True
     board: Board = field(default_factory=Board)
     logged: list[tuple[Any, dict]] = field(default_factory=list)
     port: int = 0
@@ -106,6 +107,7 @@ class ProxyThread:
             self.api_key,
             origins=self.origins,
             system_rule=self.engine.template_choice.rule if self.engine.template_choice else MERGE,
+            cache_rules=self.cache_rules,
         )
         self.proxy = Proxy(config, self.board, on_done=lambda f, body: self.logged.append((f, body)))
         self._app = AppThread(self.proxy.app(), before_cleanup=self.proxy.stop).start()

@@ -23,9 +23,12 @@ from backends.message_order import MERGE, SystemRule
 
 from . import guards
 from .board import Board
+from .cache_rules import clean
 from .figures import DONE, DROPPED, FAILED, RequestFigures, client_name
 from .intake import BODY_IDLE_S, MAX_BODY, BodyBudget, read_body, reservation, too_large
+from .model_list import model_list
 from .modes import draft_length_for, prepare, split_model_name, with_draft_length
+from .overflow import translate_error
 from .stopping import STOPPING, Stopping, end_stream
 from .system_messages import SystemMessageError
 from .system_messages import apply as order_system_messages
@@ -59,6 +62,12 @@ class ProxyConfig:
     origins: tuple[str, ...] = ()  # web page origins allowed to call (the serve_origins setting)
     # Where later system/developer messages go for the template in force (backends/message_order.py).
     system_rule: SystemRule = MERGE
+    window: int = 0  # one slot's context (what one request holds); 0: n_ctx over the slots
+    cache_rules: bool = True  # cache_rules.py: volatile system lines out (off only to measure without)
+
+    @property
+    def slot_window(self) -> int:
+        return self.window or self.n_ctx // max(self.parallel, 1)
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -195,15 +204,7 @@ class Proxy:
         return web.json_response({"status": "ok"})
 
     async def _models(self, _request: web.Request) -> web.Response:
-        name = self.config.model_name
-        meta = {"n_ctx": self.config.n_ctx, "think": self.config.default_think}
-        ids = [name, f"{name}:think", f"{name}:no-think"]
-        return web.json_response(
-            {
-                "object": "list",
-                "data": [{"id": i, "object": "model", "created": 0, "owned_by": "dspine", "meta": meta} for i in ids],
-            }
-        )
+        return web.json_response(model_list(self.config.model_name, self.config.slot_window, self.config.default_think))
 
     # -- pass-through ------------------------------------------------------------
 
@@ -254,7 +255,8 @@ class Proxy:
         judged = self.break_even if "speculative.n_max" not in prepared.body else None
         if judged is not None and not judged.drafting(mode):
             length = 0
-        data = json.dumps(with_draft_length(prepared.body, length)).encode()
+        upstream_body = clean(prepared.body)[0] if self.config.cache_rules else prepared.body
+        data = json.dumps(with_draft_length(upstream_body, length)).encode()
         dropped = False
         try:
             async with self.slots:
@@ -286,6 +288,9 @@ class Proxy:
             return error(502, f"llama-server did not answer: {exc}", "api_error")
         figures.status = reply.status_code
         figures.finish(DONE if reply.status_code == 200 else FAILED, body=reply.content)
+        if reply.status_code != 200:
+            status, body = translate_error(request.path, reply.status_code, reply.content)
+            return web.Response(body=body, status=status, content_type="application/json")
         return web.Response(
             body=reply.content,
             status=reply.status_code,
@@ -305,8 +310,8 @@ class Proxy:
         try:
             figures.status = reply.status_code
             if reply.status_code != 200:
-                body = await reply.aread()
-                return web.Response(body=body, status=reply.status_code, content_type="application/json")
+                status, body = translate_error(request.path, reply.status_code, await reply.aread())
+                return web.Response(body=body, status=status, content_type="application/json")
             response = web.StreamResponse(
                 status=200,
                 headers={

@@ -28,6 +28,7 @@ from .connections import listen, runner
 from .figures import RequestFigures
 from .proxy import Proxy, ProxyConfig
 from .readout import ServeInfo, render, request_line
+from .window import slot_context
 
 READOUT_S = 0.25  # readout refresh; GPU figures every fourth
 
@@ -74,12 +75,28 @@ def check_options(options: ServeOptions) -> Access:
     return resolve_access(options.host, options.api_key)
 
 
+def trained_context(target: Path | None) -> int:
+    """The model's trained context from its GGUF header (0 when unknown): llama-server
+    caps each slot there."""
+    from backends.gguf_header import GgufError, read_local
+
+    if target is None:
+        return 0
+    try:
+        header = read_local(target)
+    except (GgufError, OSError):
+        return 0
+    value = header.arch_key("context_length", 0)
+    return int(value) if isinstance(value, int) else 0
+
+
 def client_endpoint(options: ServeOptions, settings: Settings, access_has_key: bool) -> Endpoint:
     from ..models.catalog import load_catalog
     from ..run.engines import resolve_files
 
     files = resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings)
-    return Endpoint(endpoint_url(options.host, options.port), model_id(files.label), options.ctx, access_has_key)
+    window = slot_context(options.ctx, options.parallel, trained_context(files.target))
+    return Endpoint(endpoint_url(options.host, options.port), model_id(files.label), window, access_has_key)
 
 
 def serve(options: ServeOptions, settings: Settings, out: Console, err: Console) -> None:
@@ -139,6 +156,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             bind_host=options.host,
             origins=settings.serve_origins,
             system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
+            window=slot_context(config.n_ctx, config.n_parallel, trained_context(files.target)),
         )
         if engine.template_choice is not None:
             err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
