@@ -18,6 +18,7 @@ import click
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from backends.errors import EngineError
 
@@ -27,7 +28,7 @@ from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
 from .settings import Settings, load_settings
-from .terminal_text import for_terminal
+from .terminal_text import controls_shown, for_terminal
 from .units import format_bytes
 
 app = typer.Typer(
@@ -838,7 +839,7 @@ def config(
     if path:  # without reading it: this is how people find a file that does not parse
         from .settings import config_file
 
-        out.print(str(config_file()))
+        out.print(Text(controls_shown(str(config_file()))))
         return
     settings = load_settings()
     out.print(config_table(settings))
@@ -847,9 +848,10 @@ def config(
 def _report(exc: BaseException, code: int, cause: str, fix: str) -> int:
     if _debug["on"]:
         traceback.print_exception(exc)
+    cause = controls_shown(cause)  # a path or value from a file or the environment may hold escapes
     err.print(f"[bold red]error:[/] {cause}", soft_wrap=True)
     if fix:
-        err.print(f"[bold]fix:[/] {fix}", soft_wrap=True)
+        err.print(f"[bold]fix:[/] {controls_shown(fix)}", soft_wrap=True)
     return code
 
 

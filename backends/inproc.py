@@ -43,10 +43,12 @@ from .chat_template import probe as probe_template
 from .chat_template import render
 from .events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
+from .message_order import normalise
 from .sampling import Sampling, preset
 from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats
 from .stats import count_positions as _count_positions
+from .template_choice import TemplateChoice, choose
 from .thinking import ThinkSplitter
 from .tool_call_text import ToolCallParser
 
@@ -311,6 +313,8 @@ class InprocEngine:
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
     _template: str | None = field(default=None, init=False, repr=False)
+    # The chat template in force and where later system messages go (decided at load).
+    template_choice: TemplateChoice | None = field(default=None, init=False)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     notes: list[str] = field(default_factory=list, init=False)
 
@@ -326,7 +330,8 @@ class InprocEngine:
         target = check_model_file(self.model_path, "model")
         if self.draft_path:
             check_same_vocabulary(target, check_model_file(self.draft_path, "drafter"))
-        self._template = read_local(target).get("tokenizer.chat_template")
+        self.template_choice = choose(read_local(target).get("tokenizer.chat_template"))
+        self._template = self.template_choice.text
         probe_template(self._template, str(target))
         n_batch = max(512, self.n_max + 1)
         self._target = _Model(self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=self.n_max + 1)
@@ -389,9 +394,14 @@ class InprocEngine:
     def prompt_tokens(self, messages: list[dict[str, Any]], think: bool, reply_start: str = "") -> list[int]:
         """`reply_start`: text the assistant's reply is made to begin with (the model goes on from it)."""
         assert self._target is not None
+        messages = self._ordered(messages)
         return self._target.tokenize(
             render(self._template, messages, enable_thinking=think, source=self.model_path) + reply_start
         )
+
+    def _ordered(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Later system and developer messages where the template takes them (message_order)."""
+        return normalise(messages, self.template_choice.rule) if self.template_choice else messages
 
     def text_of(self, tokens: list[int]) -> str:
         assert self._target is not None
@@ -548,6 +558,7 @@ class InprocEngine:
             if self.adaptive.wants_calibration():
                 self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))
             n_max = self.adaptive.choose(think)
+        messages = self._ordered(messages)
         prompt_text = render(self._template, messages, enable_thinking=think, tools=tools, source=self.model_path)
         # Where the next turn's prompt will branch off: the end of these messages, before
         # the generation prompt (a hybrid saves its state there).

@@ -89,7 +89,7 @@ BIG = 10.0  # logit weight of a bigram step (the hidden state is about 5 per dim
 SCORE = 2.5  # query and key size: a score of about 50 on the marker, 0 elsewhere
 
 
-def shape() -> Shape:
+def shape(chat_template: str = CHAT_TEMPLATE) -> Shape:
     return Shape(
         arch="llama",
         n_layer=1,
@@ -100,7 +100,7 @@ def shape() -> Shape:
         n_ff=N_EMBD,
         n_vocab=300,
         weight_type=QTYPE.F32,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
         user_tokens=(*TOOL_CALL_TOKENS, *ANSWER_TOKENS[:-1], TOOL_RESPONSE),
     )
 
@@ -150,8 +150,9 @@ def _weights(tokens: list[str]) -> dict[str, np.ndarray]:
     }
 
 
-def write_script_model(path: Path) -> Path:
-    model = shape()
+def write_script_model(path: Path, chat_template: str = CHAT_TEMPLATE) -> Path:
+    """`chat_template`: another template whose generation prompt also ends in a newline."""
+    model = shape(chat_template)
     tokens, _, _ = vocabulary(model.n_vocab, model.user_tokens)
     weights = _weights(tokens)
     writer = gguf.GGUFWriter(str(path), model.arch)

@@ -83,6 +83,7 @@ class EngineOptions:
     gpu_layers: int | None = None
     parallel: int = 1  # llama-server slots (dspine serve --parallel)
     think: bool = True  # the mode a session starts in (an unpatched llama-server keeps its draft length)
+    served_name: str | None = None  # the `model` of llama-server's responses (default: the file's stem)
 
 
 def open_engine(
@@ -127,6 +128,7 @@ def open_engine(
             draft_gpu_layers=gpu_layers,
             n_max=n_max,
             n_parallel=options.parallel,
+            alias=options.served_name,
         )
         config = _planned(config, files, options, settings)
         return LlamaServerEngine(

@@ -16,11 +16,14 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from backends.message_order import MERGE
+
 from ..errors import UsageError
 from ..settings import Settings
 from .access import Access, resolve_access
 from .board import Board
 from .client_config import Endpoint
+from .connections import listen, runner
 from .figures import RequestFigures
 from .proxy import Proxy, ProxyConfig
 from .readout import ServeInfo, render, request_line
@@ -87,6 +90,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
     access = check_options(options)
     files = resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings)
     sock = bind(options.host, options.port)
+    port = sock.getsockname()[1]  # --port 0: the one the system chose
     log = None
     engine = None
     try:
@@ -98,7 +102,12 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         engine = open_engine(
             files,
             EngineOptions(
-                engine="server", ctx=options.ctx, n_max=options.n_max, parallel=options.parallel, think=options.think
+                engine="server",
+                ctx=options.ctx,
+                n_max=options.n_max,
+                parallel=options.parallel,
+                think=options.think,
+                served_name=model_id(files.label),
             ),
             settings,
         )
@@ -113,7 +122,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
                 f"GPU layers {config.gpu_layers}, KV {config.kv}, draft length "
                 f"{config.n_max or 'server default'}"
             ),
-            endpoint=endpoint_url(options.host, options.port),
+            endpoint=endpoint_url(options.host, port),
             think=options.think,
         )
         learned = engine.adaptive if engine.per_request_draft else None
@@ -126,7 +135,12 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             options.parallel,
             access.key,
             {True: learned.choose(True), False: learned.choose(False)} if learned else None,
+            bind_host=options.host,
+            origins=settings.serve_origins,
+            system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
         )
+        if engine.template_choice is not None:
+            err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
         if access.warning:
@@ -149,8 +163,6 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
 async def _run(
     config: ProxyConfig, sock: socket.socket, info: ServeInfo, out: Console, log, live: bool, engine
 ) -> None:
-    from aiohttp import web
-
     from .gpu_status import GpuWatch
 
     board = Board()
@@ -162,12 +174,14 @@ async def _run(
             print(request_line(figures), flush=True)
 
     proxy = Proxy(config, board, on_done=done)
-    runner = web.AppRunner(proxy.app(), access_log=None, handler_cancellation=True)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
+    app_runner = runner(proxy.app())
+    await app_runner.setup()
+    server = await listen(app_runner, sock)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # Ctrl-C too: a stop in order (streams told, then llama-server), not a KeyboardInterrupt
+    # wherever the loop happens to be.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
     gpu = GpuWatch()
@@ -178,7 +192,9 @@ async def _run(
             await _watch(stop, lambda: engine.alive)
     finally:
         gpu.close()
-        await runner.cleanup()
+        server.close()  # no new connections
+        await proxy.stop()  # requests in flight end now, streams with a last event
+        await app_runner.cleanup()
 
 
 async def _watch(stop: asyncio.Event, alive: Callable[[], bool]) -> None:
