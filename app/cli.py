@@ -380,6 +380,33 @@ def run_prompt(
             err.print(f"[dim]{opened.name}: {stats.summary()}[/]", soft_wrap=True)
 
 
+def _context_note(files, ctx: int, settings) -> str | None:
+    """The context this chat opens with, and how much the fit plan allows on this GPU (where
+    there is one): --ctx can take that much."""
+    from .fit.hardware import detect
+    from .fit.service import FitRequest
+    from .fit.service import fit as fit_model
+
+    if files.target is None:
+        return None
+    try:
+        hardware = detect()
+        if not hardware.gpus:
+            return f"context {ctx:,} tokens (no GPU found: no fit plan to compare with)"
+        drafter = str(files.drafter) if files.drafter else "none"
+        request = FitRequest(str(files.target), draft=drafter, measure=False)
+        plan = fit_model(request, load_catalog(settings.catalog), settings, hardware).plan
+    except Exception:  # the note is a help: a plan that cannot be made must not stop the chat
+        return None
+    if ctx > plan.n_ctx:
+        return (
+            f"[yellow]notice:[/] context {ctx:,} tokens is more than the fit plan allows on this GPU "
+            f"({plan.n_ctx:,}); it may not fit. --ctx {plan.n_ctx} is what fits."
+        )
+    more = f"; the fit plan allows up to {plan.n_ctx:,} (--ctx {plan.n_ctx})" if plan.n_ctx > ctx else ""
+    return f"context {ctx:,} tokens{more}"
+
+
 @app.command()
 def chat(
     model: str | None = typer.Option(
@@ -391,10 +418,18 @@ def chat(
     ),
     url: str | None = typer.Option(None, "--url", help="Base URL for --engine remote."),
     api_key: str | None = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
-    ctx: int = typer.Option(8192, "--ctx", help="Context length."),
+    ctx: int = typer.Option(
+        8192, "--ctx", help="Context length per conversation; the start says how much the fit plan allows."
+    ),
     think: str = typer.Option("on", "--think", help="Start with thinking on or off (Ctrl+T switches)."),
     no_tools: bool = typer.Option(
         False, "--no-tools", help="A plain chat: no project tools (read, search, edit, run); /tools on switches."
+    ),
+    continue_last: bool = typer.Option(
+        False, "--continue", "-c", help="Go on with the last chat of this project, the model's context as it was."
+    ),
+    resume: int | None = typer.Option(
+        None, "--resume", help="Go on with the saved chat of this number (Ctrl+L lists them), its context as it was."
     ),
 ) -> None:
     """Open the coding chat on the project here: it reads, searches, edits and runs with your consent;
@@ -418,6 +453,17 @@ def chat(
             f"[yellow]notice:[/] the chats database was damaged; it was set aside as {store.set_aside} "
             "and the chat starts fresh"
         )
+    if continue_last and resume is not None:
+        store.close()
+        raise UsageError(
+            "--continue and --resume together", "give one: --continue (this project's last chat) or --resume N"
+        )
+    if resume is not None and store.chat(resume) is None:
+        known = ", ".join(str(c.id) for c in store.chats()[:10]) or "none yet"
+        store.close()
+        raise UsageError(
+            f"there is no saved chat {resume}", f"give one of the saved chats ({known}), or leave --resume out"
+        )
     first_run = None
     opened = None
     if engine == "remote":
@@ -429,6 +475,9 @@ def chat(
         files = resolve_files(model, draft, catalog, settings)
     if files is not None:
         err.print(f"starting the {engine} engine for {files.label}…")
+        note = _context_note(files, ctx, settings) if engine != "remote" else None
+        if note:
+            err.print(note)
         opened = open_engine(files, options, settings)
     engines = [opened]
 
@@ -466,6 +515,9 @@ def chat(
             project=open_project(Path.cwd()),
             tools=not no_tools,
             chain_limit=max(1, settings.tool_chain_limit),
+            n_ctx=ctx,
+            open_chat=resume,
+            continue_last=continue_last,
         ).run()
     finally:
         for running in engines:

@@ -4,6 +4,8 @@ engine = open_engine(...)            # a running engine
 for event in engine.stream(messages, think=False, sampling=..., tools=[...]):
     ...                               # Delta, ToolCall, StatsUpdate, End or Error
 engine.cancel()                       # from another thread: stop mid-reply
+engine.count_tokens(messages, tools)  # prompt tokens these would take (the model's own tokenizer)
+engine.context_size                   # tokens one conversation may hold (None: unknown)
 engine.close()
 """
 
@@ -14,12 +16,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from .errors import EngineError
+from .errors import ContextFull, EngineError
 from .events import Event
 from .gguf_header import ArrayInfo, items_sha256, read_local
 from .sampling import Sampling
 
-__all__ = ["Engine", "EngineError", "check_model_file", "check_same_vocabulary"]
+__all__ = ["ContextFull", "Engine", "EngineError", "check_model_file", "check_same_vocabulary", "estimate_tokens"]
+
+# Where no tokenizer is at hand (a remote server): about 3 characters a token for code and
+# English in BPE vocabularies, rounded down so the estimate errs on the full side.
+CHARS_PER_TOKEN = 3.0
+TOKENS_PER_MESSAGE = 6  # role markers and separators a chat template adds per message
+
+
+def estimate_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+    """A tokenizer-free guess at a prompt's size, on the full side."""
+    import json
+
+    chars = sum(len(json.dumps(m, ensure_ascii=False)) for m in messages)
+    if tools:
+        chars += len(json.dumps(tools, ensure_ascii=False))
+    return int(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages)
 
 
 class Engine(Protocol):
@@ -44,6 +61,13 @@ class Engine(Protocol):
     def cancel(self) -> None: ...
 
     def close(self) -> None: ...
+
+    def count_tokens(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, think: bool = True
+    ) -> int: ...  # the prompt these would make, in the model's tokens (an estimate where none can be had)
+
+    @property
+    def context_size(self) -> int | None: ...  # tokens one conversation may hold (per slot); None: unknown
 
 
 def check_model_file(path: str | Path, role: str = "model") -> Path:

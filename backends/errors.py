@@ -24,6 +24,11 @@ class EngineError(BackendError):
     exit_code = 11
 
 
+class ContextFull(EngineError):
+    """The prompt, or the reply growing after it, does not fit in the context: the caller
+    may shorten the conversation and try again."""
+
+
 class GgufError(BackendError):
     """Not a GGUF file, or a damaged one."""
 

@@ -49,6 +49,9 @@ class End:
 class Error:
     message: str
     fix: str = ""
+    # The prompt did not fit in the context (llama-server's exceed_context_size_error, a
+    # llama.cpp decode failure, a remote's 400 about the context): shorten it and try again.
+    overflow: bool = False
 
 
 Event = Delta | ToolCall | StatsUpdate | End | Error

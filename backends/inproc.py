@@ -38,7 +38,7 @@ import numpy as np
 import psutil
 
 from .adaptive import AdaptiveDraft
-from .base import EngineError, check_model_file, check_same_vocabulary
+from .base import ContextFull, EngineError, check_model_file, check_same_vocabulary, estimate_tokens
 from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .chat_template import render
@@ -194,7 +194,7 @@ class _Model:
                 batch.seq_id[i][0] = seq
                 batch.logits[i] = all_logits or (last_chunk and i == len(chunk) - 1)
             if llama.llama_decode(self.ctx, batch) != 0:
-                raise EngineError(
+                raise ContextFull(
                     "llama.cpp failed to decode (the context may be full)", "start a new chat or raise --ctx"
                 )
             if seq == SEQ_MAIN:
@@ -361,6 +361,19 @@ class InprocEngine:
 
     def cancel(self) -> None:
         self._cancel.set()
+
+    @property
+    def context_size(self) -> int | None:
+        return self._target.n_ctx if self._target is not None else self.n_ctx
+
+    def count_tokens(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, think: bool = True
+    ) -> int:
+        """The model's own template and tokenizer, as `stream` renders the prompt."""
+        if self._target is None:
+            return estimate_tokens(messages, tools)
+        text = render(self._template, messages, enable_thinking=think, tools=tools, source=self.model_path)
+        return len(self._target.tokenize(text))
 
     def _verify_costs(self, longest: int, rounds: int = 3) -> list[float]:
         """How long a target pass of 1..longest tokens takes (all logits, as a verify pass).
@@ -572,7 +585,9 @@ class InprocEngine:
             prompt = self._target.tokenize(prompt_text)
             if len(prompt) >= self.n_ctx:
                 yield Error(
-                    f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}", "raise --ctx or shorten the chat"
+                    f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}",
+                    "raise --ctx or shorten the chat",
+                    overflow=True,
                 )
                 return
             save_at = None
@@ -629,4 +644,4 @@ class InprocEngine:
                 ) or self.break_even.note(think)
             yield End(reason, stats.copy())
         except EngineError as exc:
-            yield Error(exc.cause, exc.fix)
+            yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))

@@ -26,7 +26,7 @@ import platformdirs
 
 from . import server_draft
 from .adaptive import AdaptiveDraft
-from .base import EngineError, check_model_file, check_same_vocabulary
+from .base import EngineError, check_model_file, check_same_vocabulary, estimate_tokens
 from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .drafters import KINDS
@@ -290,10 +290,44 @@ class LlamaServerEngine:
     _running: _Running | None = field(default=None, init=False, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
+    _slot_ctx: int | None = field(default=None, init=False, repr=False)
 
     @property
     def drafter(self) -> str | None:
         return self.config.drafter_kind
+
+    @property
+    def context_size(self) -> int | None:
+        """A slot's context, as the server reports it (it caps -c at the trained context and
+        shares it among the slots)."""
+        if self._slot_ctx:
+            return self._slot_ctx
+        return self.config.n_ctx // max(1, self.config.n_parallel) if self.config.n_ctx else None
+
+    def count_tokens(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, think: bool = True
+    ) -> int:
+        """The server's own template and tokenizer: /apply-template, then /tokenize."""
+        import httpx2
+
+        if not self.alive:
+            return estimate_tokens(messages, tools)
+        assert self._running is not None
+        body: dict[str, Any] = {"messages": messages, "chat_template_kwargs": {"enable_thinking": think}}
+        if tools:
+            body["tools"] = tools
+        try:
+            rendered = self._running.client.post("/apply-template", json=body, timeout=60)
+            prompt = rendered.json()["prompt"] if rendered.status_code == 200 else None
+            if not isinstance(prompt, str):
+                return estimate_tokens(messages, tools)
+            tokens = self._running.client.post(
+                "/tokenize", json={"content": prompt, "add_special": True, "parse_special": True}, timeout=60
+            )
+            counted = tokens.json().get("tokens") if tokens.status_code == 200 else None
+        except (OSError, httpx2.HTTPError, ValueError, KeyError):
+            return estimate_tokens(messages, tools)
+        return len(counted) if isinstance(counted, list) else estimate_tokens(messages, tools)
 
     @property
     def drafter_name(self) -> str | None:
@@ -361,6 +395,7 @@ class LlamaServerEngine:
         try:
             self._wait_healthy()
             self.per_request_draft = self._honours_per_request_draft(binary)
+            self._slot_ctx = self._read_slot_ctx()
         except BaseException:
             self.close()
             raise
@@ -388,6 +423,17 @@ class LlamaServerEngine:
             response = self._running.client.get("/props", timeout=30)
             _HONOURS[key] = response.status_code == 200 and server_draft.honoured_by_props(response.json())
         return _HONOURS[key]
+
+    def _read_slot_ctx(self) -> int | None:
+        import httpx2
+
+        assert self._running is not None
+        try:
+            response = self._running.client.get("/props", timeout=30)
+            n_ctx = (response.json().get("default_generation_settings") or {}).get("n_ctx")
+        except (OSError, httpx2.HTTPError, ValueError, AttributeError):
+            return None
+        return int(n_ctx) if isinstance(n_ctx, int) and n_ctx > 0 else None
 
     @property
     def draft_length_note(self) -> str | None:
@@ -543,7 +589,9 @@ class LlamaServerEngine:
                 if response.status_code != 200:
                     detail = response.read().decode(errors="replace")[:500]
                     yield Error(
-                        f"llama-server answered {response.status_code}: {detail}", f"see {self._running.log_path}"
+                        f"llama-server answered {response.status_code}: {detail}",
+                        f"see {self._running.log_path}",
+                        overflow=response.status_code == 400 and "exceed_context_size" in detail,
                     )
                     return
                 for event in stream_chat(response, self._cancel, started):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from .base import EngineError
+from .base import EngineError, estimate_tokens
 from .events import End, Error, Event
 from .openai_stream import StreamBroken, StreamMalformed, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
@@ -19,6 +19,22 @@ from .stats import Stats
 
 if TYPE_CHECKING:
     import httpx2
+
+
+# How OpenAI-compatible servers say a prompt is too long: OpenAI's code, llama-server's type,
+# vLLM's and SGLang's wording, Anthropic's.
+_OVERFLOW = (
+    "context_length_exceeded",
+    "exceed_context_size",
+    "maximum context length",
+    "prompt is too long",
+    "context length",
+    "context window",
+)
+
+
+def _overflow(status: int, detail: str) -> bool:
+    return status in (400, 413) and any(words in detail.lower() for words in _OVERFLOW)
 
 
 @dataclass
@@ -30,6 +46,7 @@ class RemoteEngine:
     name: str = "remote"
     # No data for this long (not the whole reply) is an error: a frozen server must not hang the chat.
     read_timeout_s: float = 60.0
+    n_ctx: int | None = None  # the server's context, when the user said it (--ctx): not asked of the server
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
     _client: httpx2.Client | None = field(default=None, init=False, repr=False)
@@ -48,6 +65,17 @@ class RemoteEngine:
     def cancel(self) -> None:
         self._cancel.set()
         _interrupt(self._response_in_use)
+
+    @property
+    def context_size(self) -> int | None:
+        return self.n_ctx
+
+    def count_tokens(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, think: bool = True
+    ) -> int:
+        """An estimate: an OpenAI-compatible server has no tokenize endpoint to ask. The session
+        corrects it with the prompt tokens the server reports after each reply."""
+        return estimate_tokens(messages, tools)
 
     def close(self) -> None:
         self.cancel()
@@ -81,7 +109,7 @@ class RemoteEngine:
                     detail = response.read().decode(errors="replace")[:500]
                     status = response.status_code
                     fix = "check the API key" if status in (401, 403) else "check the URL and the server's log"
-                    yield Error(f"{self.url} answered {status}: {detail}", fix)
+                    yield Error(f"{self.url} answered {status}: {detail}", fix, overflow=_overflow(status, detail))
                     return
                 limit = body.get("max_tokens")
                 yield from stream_chat(response, self._cancel, started, limit, check_counts_at_end=True)

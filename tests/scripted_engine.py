@@ -6,6 +6,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from backends.base import estimate_tokens
 from backends.events import Delta, End, StatsUpdate, ToolCall
 from backends.stats import Stats
 
@@ -24,6 +25,7 @@ class ScriptedEngine:
     # every reply is `answer`.
     turns: list[list[str | ToolCall]] = field(default_factory=list)
     last_token_at: float = 0.0
+    context_size: int | None = 8192  # what the session's budget counts against
     _cancel: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -32,6 +34,9 @@ class ScriptedEngine:
 
     def cancel(self) -> None:
         self._cancel.set()
+
+    def count_tokens(self, messages, tools=None, think=True) -> int:
+        return estimate_tokens(messages, tools)
 
     def close(self) -> None:
         pass

@@ -13,7 +13,7 @@ from app.agent.consent import Consent, command_words
 from app.agent.files import MAX_FILE_BYTES
 from app.agent.paths import ToolRefused, resolve
 from app.agent.project import find_root, open_project, system_prompt
-from app.agent.toolbox import Done, ProposedChange, ProposedCommand, Toolbox
+from app.agent.toolbox import NEEDS_CONSENT, Done, ProposedChange, ProposedCommand, Toolbox
 
 
 @pytest.fixture
@@ -159,7 +159,7 @@ def test_command_runs_in_the_project_streams_and_has_no_stdin(repo):
     lines: list[str] = []
     result = run_command(repo, "pwd; cat; echo done", on_output=lines.append)
     assert result.exit_code == 0
-    assert lines == [f"{repo.resolve()}\n", "done\n"]
+    assert "".join(lines) == f"{repo.resolve()}\ndone\n"  # streamed in chunks as they come
     assert "exit code 0" in result.for_model()
 
 
@@ -184,7 +184,8 @@ def test_command_output_is_capped(repo):
 
 def test_consent_rules():
     consent = Consent()
-    assert not consent.must_ask("read_file")
+    # Which tools wait at all is the tool record's to say; Consent says whether this call still asks.
+    assert "read_file" not in NEEDS_CONSENT and {"edit_file", "run_command"} <= NEEDS_CONSENT
     assert consent.must_ask("edit_file") and consent.must_ask("run_command", "git status")
     consent.remember("edit_file", "yes")
     assert consent.must_ask("edit_file")

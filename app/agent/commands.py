@@ -1,8 +1,11 @@
 """run_command: one shell command in the project, with a timeout, no stdin and
-capped output, streamed line by line to whoever shows it; stoppable at once."""
+capped output, streamed to whoever shows it; stoppable at once. The output is read
+in bounded memory (capture.OutputCapture): its head and tail for the model, the
+whole of it in the project's scratch folder when it was cut."""
 
 from __future__ import annotations
 
+import codecs
 import os
 import signal
 import subprocess
@@ -13,9 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .capture import OutputCapture
+from .scratch import Scratch
+
 DEFAULT_TIMEOUT_S = 120
 MAX_TIMEOUT_S = 1800
-MAX_OUTPUT_CHARS = 16_000
+MAX_SHOWN_CHARS = 20_000  # of output waiting to be shown: a flood shows its newest part
+READ_BYTES = 65_536
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,7 @@ class CommandResult:
     output: str
     timed_out: bool = False
     stopped: bool = False
+    saved: str | None = None  # where the whole output is, when `output` is only its head and tail
 
     def for_model(self) -> str:
         if self.timed_out:
@@ -96,7 +104,9 @@ def run_command(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_output: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
+    scratch: Scratch | None = None,
 ) -> CommandResult:
+    """`scratch`: where the whole output goes when it is longer than what the model gets."""
     timeout_s = max(1.0, min(float(timeout_s), MAX_TIMEOUT_S))
     argv, through_shell = _popen_command(command)
     process = subprocess.Popen(
@@ -109,22 +119,32 @@ def run_command(
         start_new_session=os.name == "posix",
     )
     assert process.stdout is not None
-    pieces: list[str] = []
-    size = 0
-    cut = False
+    capture = OutputCapture(scratch, "command")
+    shown: list[str] = []  # decoded output not yet handed to on_output
+    shown_lock = threading.Lock()
 
     def read() -> None:
-        nonlocal size, cut
         assert process.stdout is not None
-        for raw in iter(process.stdout.readline, b""):
-            line = raw.decode(errors="replace")
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        fd = process.stdout.fileno()
+        while data := os.read(fd, READ_BYTES):
+            capture.feed(data)
             if on_output is not None:
-                on_output(line)
-            if size < MAX_OUTPUT_CHARS:
-                pieces.append(line[: MAX_OUTPUT_CHARS - size])
-                size += len(pieces[-1])
-            else:
-                cut = True
+                text = decoder.decode(data)
+                with shown_lock:
+                    shown.append(text)
+                    if sum(map(len, shown)) > MAX_SHOWN_CHARS:
+                        joined = "".join(shown)[-MAX_SHOWN_CHARS:]
+                        shown[:] = [joined]
+
+    def show() -> None:
+        if on_output is None:
+            return
+        with shown_lock:
+            text = "".join(shown)
+            shown.clear()
+        if text:
+            on_output(text)
 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
@@ -138,6 +158,7 @@ def run_command(
         if stopped or timed_out:
             _stop_all(process)
             break
+        show()
         # Wake at once when asked to stop; otherwise look at the process every 50 ms.
         if stop is not None:
             stop.wait(0.05)
@@ -148,6 +169,8 @@ def run_command(
     _kill_group(process)
     process.wait()
     reader.join(timeout=2)
-    output = "".join(pieces) + (f"\n… output cut at {MAX_OUTPUT_CHARS:,} characters" if cut else "")
+    show()
+    capture.close()
+    saved = scratch.shown(capture.path) if scratch is not None and capture.path is not None else None
     code = None if (stopped or timed_out) else process.returncode
-    return CommandResult(command, code, output, timed_out, stopped)
+    return CommandResult(command, code, capture.text(), timed_out, stopped, saved)

@@ -21,8 +21,6 @@ from typing import Literal
 
 Decision = Literal["yes", "no", "always"]
 
-# Reads never wait; everything that changes the project or runs something does.
-NEEDS_CONSENT = frozenset({"edit_file", "write_file", "run_command"})
 # Characters after which the shell runs something other than the words shown, or turns a word
 # into other words (expansions, globs, braces, comments, escapes, and a tilde where some shell
 # expands it: a word's start, after `=` or `:`): a command holding any of them is never covered
@@ -62,8 +60,8 @@ class Consent:
     always_commands: set[tuple[str, ...]] = field(default_factory=set)
 
     def must_ask(self, tool: str, command: str = "") -> bool:
-        if tool not in NEEDS_CONSENT:
-            return False
+        """For a tool whose record says it waits for consent (toolbox.ToolSpec.needs_consent):
+        whether this call still asks, or an "always" covers it."""
         if tool == "run_command":
             words = command_words(command)
             return words is None or words not in self.always_commands

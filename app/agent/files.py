@@ -13,6 +13,7 @@ from pathlib import Path
 import regex
 
 from . import safe_files
+from .capture import head_tail
 from .paths import ToolRefused, resolve, shown
 
 MAX_FILE_BYTES = 256 * 1024
@@ -47,9 +48,8 @@ def numbered(text: str, start_line: int = 1, end_line: int | None = None) -> str
     if start_line > max(len(lines), 1):
         raise ToolRefused(f"start_line {start_line} is past the end of the file ({len(lines)} lines)")
     body = "\n".join(f"{n:>5}\t{lines[n - 1]}" for n in range(start_line, end + 1))
-    if len(body) > MAX_OUTPUT_CHARS:
-        body = body[:MAX_OUTPUT_CHARS] + "\n… (cut: read a smaller range with start_line and end_line)"
-    return body
+    # Head and tail: the end of a file (a log's last lines) matters as much as its start.
+    return head_tail(body, MAX_OUTPUT_CHARS, "read the lines you need with start_line and end_line")
 
 
 def _stays_inside(root: Path, path: Path) -> bool:

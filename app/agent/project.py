@@ -47,8 +47,12 @@ def open_project(cwd: Path) -> Project:
     return Project(root)
 
 
-def system_prompt(project: Project, tools: bool) -> str:
+def system_prompt(project: Project, tools: bool, today: str | None = None) -> str:
+    """`today`: a date (never a time of day): the prompt stays the same bytes all day, so the
+    engine's prefix cache holds across the whole session."""
     lines = [f"You are a coding assistant working in the project at {project.root}."]
+    if today:
+        lines.append(f"Today is {today}.")
     if tools:
         lines.append(
             "Use the tools to read, search, edit and run things in the project instead of asking the user "

@@ -1,13 +1,18 @@
-"""The tools offered to the model (OpenAI function-tool schemas) and their dispatch.
+"""The tools offered to the model: one record per tool (name, schema, whether it
+waits for consent, handler) feeds the schemas sent to the engine, the dispatch and
+consent, so the three can never drift apart.
 
 `Toolbox.prepare(name, arguments)` turns one tool call into a Step: a result
 at once (reads, refusals), a Change waiting for consent (edit, write), or a
-command waiting for consent. Nothing here asks or draws: the chat does that.
+command waiting for consent. Nothing here asks or draws: the session does that.
+A tool from elsewhere (an MCP server, later) joins with `Toolbox.add`: its record
+names its source and whether it waits for consent.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,60 +21,7 @@ from . import files
 from .changes import Change, Changes
 from .commands import DEFAULT_TIMEOUT_S
 from .paths import ToolRefused, resolve
-
-
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required},
-        },
-    }
-
-
-_STR = {"type": "string"}
-_INT = {"type": "integer"}
-TOOLS: list[dict] = [
-    _function(
-        "read_file",
-        "Read a text file of the project, with line numbers. Optional 1-based start_line and end_line.",
-        {"path": _STR, "start_line": _INT, "end_line": _INT},
-        ["path"],
-    ),
-    _function(
-        "list_files",
-        "List the project's files (what .gitignore ignores is left out), under path, matching glob.",
-        {"path": _STR, "glob": _STR},
-        [],
-    ),
-    _function(
-        "search",
-        "Search the project's text files for a Python regular expression; prints path:line: text.",
-        {"pattern": _STR, "path": _STR, "glob": _STR},
-        ["pattern"],
-    ),
-    _function(
-        "edit_file",
-        "Replace old_text, which must occur exactly once in the file, with new_text. The user sees a diff first.",
-        {"path": _STR, "old_text": _STR, "new_text": _STR},
-        ["path", "old_text", "new_text"],
-    ),
-    _function(
-        "write_file",
-        "Create or overwrite a file with content. The user sees a diff first.",
-        {"path": _STR, "content": _STR},
-        ["path", "content"],
-    ),
-    _function(
-        "run_command",
-        "Run a shell command in the project root (no input, output capped). The user consents first.",
-        {"command": _STR, "timeout_s": _INT},
-        ["command"],
-    ),
-]
-TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOLS)
+from .scratch import Scratch, read_lines
 
 
 @dataclass(frozen=True)
@@ -123,53 +75,162 @@ def _text(args: dict[str, Any], name: str, required: bool = True) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool: what the model is told (name, description, JSON-schema parameters), whether a
+    call waits for the user's consent, and the handler that turns a call into a Step."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    handler: Callable[[Toolbox, dict[str, Any]], Step]
+    needs_consent: bool = False
+    source: str = "dspine"  # where the tool comes from: "dspine", or an MCP server's name
+    # The same work needing only the project root, run by the session in a process of its own
+    # (apart.call), so a runaway can be killed: a catastrophic regex holds Python's lock.
+    apart: Callable[[Path, dict[str, Any]], Done] | None = None
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI function-tool schema sent to the engine."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _read_file(box: Toolbox, args: dict[str, Any]) -> Step:
+    path_name = _text(args, "path")
+    path = resolve(box.root, path_name)
+    start, end = _int(args.get("start_line"), "start_line") or 1, _int(args.get("end_line"), "end_line")
+    if box.scratch.holds(path) and path.is_file():
+        return Done(read_lines(path, start, end, box.result_chars))  # a saved output: read as a stream, any size
+    text = files.read_text(box.root, path, path_name)
+    box.changes.saw(path, text)
+    return Done(files.numbered(text, start, end))
+
+
+def _list_files(box: Toolbox, args: dict[str, Any]) -> Step:
+    return Done(files.list_files(box.root, _text(args, "path", False) or ".", args.get("glob") or None))
+
+
+def search_in(root: Path, args: dict[str, Any]) -> Done:
+    return Done(files.search(root, _text(args, "pattern"), _text(args, "path", False) or ".", args.get("glob") or None))
+
+
+def _search(box: Toolbox, args: dict[str, Any]) -> Step:
+    return search_in(box.root, args)
+
+
+def _edit_file(box: Toolbox, args: dict[str, Any]) -> Step:
+    return ProposedChange(
+        box.changes.propose_edit(_text(args, "path"), _text(args, "old_text"), _text(args, "new_text", False))
+    )
+
+
+def _write_file(box: Toolbox, args: dict[str, Any]) -> Step:
+    return ProposedChange(box.changes.propose_write(_text(args, "path"), _text(args, "content", False)))
+
+
+def _run_command(box: Toolbox, args: dict[str, Any]) -> Step:
+    command = _text(args, "command").strip()
+    if not command:
+        raise ToolRefused("the command is empty")
+    return ProposedCommand(command, float(_int(args.get("timeout_s"), "timeout_s") or DEFAULT_TIMEOUT_S))
+
+
+_STR = {"type": "string"}
+_INT = {"type": "integer"}
+BUILTIN: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "read_file",
+        "Read a text file of the project, with line numbers. Optional 1-based start_line and end_line.",
+        _object({"path": _STR, "start_line": _INT, "end_line": _INT}, ["path"]),
+        _read_file,
+    ),
+    ToolSpec(
+        "list_files",
+        "List the project's files (what .gitignore ignores is left out), under path, matching glob.",
+        _object({"path": _STR, "glob": _STR}, []),
+        _list_files,
+    ),
+    ToolSpec(
+        "search",
+        "Search the project's text files for a Python regular expression; prints path:line: text.",
+        _object({"pattern": _STR, "path": _STR, "glob": _STR}, ["pattern"]),
+        _search,
+        apart=search_in,
+    ),
+    ToolSpec(
+        "edit_file",
+        "Replace old_text, which must occur exactly once in the file, with new_text. The user sees a diff first.",
+        _object({"path": _STR, "old_text": _STR, "new_text": _STR}, ["path", "old_text", "new_text"]),
+        _edit_file,
+        needs_consent=True,
+    ),
+    ToolSpec(
+        "write_file",
+        "Create or overwrite a file with content. The user sees a diff first.",
+        _object({"path": _STR, "content": _STR}, ["path", "content"]),
+        _write_file,
+        needs_consent=True,
+    ),
+    ToolSpec(
+        "run_command",
+        "Run a shell command in the project root (no input, output capped). The user consents first.",
+        _object({"command": _STR, "timeout_s": _INT}, ["command"]),
+        _run_command,
+        needs_consent=True,
+    ),
+)
+TOOLS: list[dict] = [spec.schema for spec in BUILTIN]
+TOOL_NAMES = frozenset(spec.name for spec in BUILTIN)
+NEEDS_CONSENT = frozenset(spec.name for spec in BUILTIN if spec.needs_consent)
+
+
 @dataclass
 class Toolbox:
     root: Path
     changes: Changes = field(init=False)
+    specs: dict[str, ToolSpec] = field(init=False)
+    scratch: Scratch = field(init=False)  # where cut outputs are kept whole
+    result_chars: int = 20_000  # how much of a saved output one read returns (the session sets it)
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
         self.changes = Changes(self.root)
+        self.scratch = Scratch(self.root)
+        self.specs = {spec.name: spec for spec in BUILTIN}
+
+    def add(self, spec: ToolSpec) -> None:
+        """A tool from elsewhere (an MCP server): it may not take a built-in's name."""
+        if spec.name in self.specs:
+            raise ValueError(f"a tool named {spec.name!r} exists already (from {self.specs[spec.name].source})")
+        self.specs[spec.name] = spec
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """What the engine is told, in a fixed order: the same bytes every request (prefix cache)."""
+        return [spec.schema for spec in self.specs.values()]
+
+    def needs_consent(self, name: str) -> bool:
+        spec = self.specs.get(name)
+        return spec is not None and spec.needs_consent
+
+    def spec(self, name: str) -> ToolSpec | None:
+        return self.specs.get(name)
 
     def prepare(self, name: str, arguments: str | dict) -> Step:
         try:
-            return self._prepare(name, parse_arguments(arguments))
+            spec = self.specs.get(name)
+            if spec is None:
+                raise ToolRefused(f"there is no tool {name!r}; the tools are {', '.join(sorted(self.specs))}")
+            return spec.handler(self, parse_arguments(arguments))
         except ToolRefused as exc:
             return Done(f"error: {exc}")
-
-    def _prepare(self, name: str, args: dict[str, Any]) -> Step:
-        if name == "read_file":
-            path_name = _text(args, "path")
-            path = resolve(self.root, path_name)
-            text = files.read_text(self.root, path, path_name)
-            self.changes.saw(path, text)
-            return Done(
-                files.numbered(
-                    text, _int(args.get("start_line"), "start_line") or 1, _int(args.get("end_line"), "end_line")
-                )
-            )
-        if name == "list_files":
-            return Done(files.list_files(self.root, _text(args, "path", False) or ".", args.get("glob") or None))
-        if name == "search":
-            return Done(
-                files.search(
-                    self.root, _text(args, "pattern"), _text(args, "path", False) or ".", args.get("glob") or None
-                )
-            )
-        if name == "edit_file":
-            change = self.changes.propose_edit(
-                _text(args, "path"), _text(args, "old_text"), _text(args, "new_text", False)
-            )
-            return ProposedChange(change)
-        if name == "write_file":
-            return ProposedChange(self.changes.propose_write(_text(args, "path"), _text(args, "content", False)))
-        if name == "run_command":
-            command = _text(args, "command").strip()
-            if not command:
-                raise ToolRefused("the command is empty")
-            return ProposedCommand(command, float(_int(args.get("timeout_s"), "timeout_s") or DEFAULT_TIMEOUT_S))
-        raise ToolRefused(f"there is no tool {name!r}; the tools are {', '.join(sorted(TOOL_NAMES))}")
 
     def apply(self, change: Change) -> str:
         try:

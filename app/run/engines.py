@@ -100,7 +100,11 @@ def open_engine(
         if not options.url:
             raise UsageError("--engine remote needs --url", "give the server's base URL, e.g. http://host:30000/v1")
         return RemoteEngine(
-            options.url, options.api_key, drafter=files.drafter_kind, read_timeout_s=settings.read_timeout_s
+            options.url,
+            options.api_key,
+            drafter=files.drafter_kind,
+            read_timeout_s=settings.read_timeout_s,
+            n_ctx=options.ctx,
         )
     assert files.target is not None
     gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999

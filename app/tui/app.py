@@ -5,11 +5,10 @@ and the store saves the Reply as it grows."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
-import threading
 from collections.abc import Awaitable, Callable
+from datetime import date
 from pathlib import Path
 from typing import ClassVar
 
@@ -20,14 +19,29 @@ from textual.css.query import NoMatches
 from textual.widgets import Footer, Header
 
 from backends.base import Engine
-from backends.events import Delta, End, Error, Event, StatsUpdate, ToolCall
+from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
-from ..agent.commands import run_command
 from ..agent.consent import Consent
 from ..agent.paths import ToolRefused
 from ..agent.project import Project, system_prompt
-from ..agent.toolbox import TOOLS, Done, ProposedChange, ProposedCommand, Toolbox
+from ..agent.session import (
+    DEFAULT_CHAIN_LIMIT,
+    Answer,
+    Compacted,
+    ContextMeter,
+    Notice,
+    Question,
+    ReplyEnded,
+    ReplyEvents,
+    ReplyStarted,
+    Session,
+    SessionEvent,
+    ToolFinished,
+    ToolOutput,
+    ToolStarted,
+)
+from ..agent.toolbox import Toolbox
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
 from ..terminal_text import for_terminal
@@ -35,10 +49,11 @@ from .attachments import AttachmentError, expand_mentions
 from .figures import final_line, stats_from
 from .full_gc import FullCollections
 from .history import Chat, ChatStore
-from .reply import Batcher, Reply
+from .reply import Reply
 from .screens.chat_list import ChatList
 from .screens.consent import ConsentScreen
 from .screens.first_run import FirstRun, FirstRunScreen
+from .widgets.compaction_note import CompactionNote, note_title, saved_note_title
 from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
@@ -58,11 +73,12 @@ HELP = """**dspine chat**
 - **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
 - `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
 - Tools (when the chat has a project): the model reads and searches at once; edits, writes and
-  commands wait for **y** yes, **n** no or **a** always (this chat); **Esc** stops a running command
+  commands wait for **y** yes, **n** no or **a** always (this chat); **Esc** stops a running tool or command
 - `/undo` reverts the last applied edit or write; `/tools off` (or `on`) switches the tools
+- `/context` shows what fills the model's context; `/compact [focus]` summarises the older part now
+  (it also happens by itself before the context would overflow; the meter in the readout shows how full it is)
 - `/new` starts a chat, `/clear` clears the screen, `/help` shows this
 """
-DEFAULT_CHAIN_LIMIT = 10  # tool rounds in one reply before the chat asks whether to go on
 
 
 class ChatApp(App):
@@ -91,24 +107,43 @@ class ChatApp(App):
         tools: bool = True,
         chain_limit: int = DEFAULT_CHAIN_LIMIT,
         show_drafts: bool = False,
+        n_ctx: int | None = None,
+        open_chat: int | None = None,
+        continue_last: bool = False,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
-        with them off (/tools on switches them on)."""
+        with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
+        say (a remote server). `open_chat`: the saved chat to resume; `continue_last`: the last
+        chat of this project (else: the newest chat, as before)."""
         super().__init__()
         self.project = project
         self.tools_on = project is not None and tools
         self.toolbox = Toolbox(project.root) if project is not None else None
         self.consent = Consent()
         self.chain_limit = chain_limit
-        self.rounds = 0  # tool rounds since the user's last prompt
-        self._command_stop: threading.Event | None = None
+        self.open_chat = open_chat
+        self.continue_last = continue_last
+        # The system prompt is made once: the same bytes every request keep the prefix cache warm.
+        self.session = Session(
+            engine,
+            self.toolbox,
+            self._ask,
+            self._on_session_event,
+            consent=self.consent,
+            system=system_prompt(project, True, date.today().isoformat()) if project is not None else None,
+            tools_on=self.tools_on,
+            think=think,
+            chain_limit=chain_limit,
+            n_ctx=n_ctx,
+        )
+        self._live: tuple[Reply, MessageView, int] | None = None  # the reply streaming now
+        self._tool_lines: dict[str, ToolLine] = {}
         self.engine = engine
         self.first_run = first_run
         self.open_engine = open_engine
         self.fit_summary = fit_summary
         self.store = store
         self.model = model
-        self.think = think
         self.chat: Chat | None = None
         self.streaming = False
         self.last_end: End | None = None
@@ -135,14 +170,31 @@ class ChatApp(App):
             self.notify(f"{name} in the system prompt ({self.project.instructions_size:,} bytes)")
         if self.store.set_aside is not None:
             self.notify(f"The chats database was damaged; it was set aside as {self.store.set_aside}", timeout=30)
-        chats = self.store.chats()
-        self.chat = chats[0] if chats else self.store.new_chat(model=self.model)
+        self.chat = self._first_chat()
         await self._show_chat()
         self.query_one(PromptArea).focus()
         if self.engine is None and self.first_run is not None:
             self.push_screen(FirstRunScreen(self.first_run), self._pulled)
         self._refresh_gpu()
         self.set_interval(2.0, self._refresh_gpu)
+
+    def _project_key(self) -> str:
+        return str(self.project.root) if self.project is not None else ""
+
+    def _new_chat(self) -> Chat:
+        return self.store.new_chat(model=self.model, project=self._project_key())
+
+    def _first_chat(self) -> Chat:
+        if self.open_chat is not None:
+            chat = self.store.chat(self.open_chat)
+            if chat is not None:
+                return chat
+            self.notify(f"there is no saved chat {self.open_chat}; a new chat starts", severity="warning")
+            return self._new_chat()
+        chats = self.store.chats(self._project_key()) if self.continue_last else self.store.chats()
+        if self.continue_last and not chats:
+            self.notify("no saved chat of this project yet; a new chat starts")
+        return chats[0] if chats else self._new_chat()
 
     def on_unmount(self) -> None:
         self.full_collections.release(collect=False)  # the thresholds are the process's, not the app's
@@ -194,6 +246,7 @@ class ChatApp(App):
 
     def _engine_ready(self, engine: Engine) -> None:
         self.engine = engine
+        self.session.set_engine(engine)
         self._show_mode()
         self.notify("ready")
 
@@ -207,6 +260,14 @@ class ChatApp(App):
         )
 
     # -- actions ---------------------------------------------------------------------------
+
+    @property
+    def think(self) -> bool:
+        return self.session.think
+
+    @think.setter
+    def think(self, on: bool) -> None:
+        self.session.think = on
 
     def action_toggle_think(self) -> None:
         self.think = not self.think
@@ -223,10 +284,9 @@ class ChatApp(App):
         self.notify("drafted text tinted" if on else "drafted text not tinted")
 
     def action_cancel(self) -> None:
-        if self._command_stop is not None:
-            self._command_stop.set()
-        elif self.streaming and self.engine is not None:
-            self.engine.cancel()
+        """Esc: the session stops what runs (a reply, a tool); the chat stays as it is."""
+        if self.streaming:
+            self.session.stop()
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
@@ -265,7 +325,7 @@ class ChatApp(App):
             if chat_id is not None and chat_id in chats:
                 self.chat = chats[chat_id]
             elif self.chat is not None and self.chat.id not in chats:
-                self.chat = self.store.new_chat(model=self.model)  # the open chat was deleted
+                self.chat = self._new_chat()  # the open chat was deleted
             else:
                 return
             await self._show_chat()
@@ -273,37 +333,45 @@ class ChatApp(App):
         self.push_screen(ChatList(self.store), opened)
 
     async def _show_chat(self) -> None:
+        """The chat's transcript on screen, and the model's context (compacted as it was) in the session."""
         assert self.chat is not None
-        views: list = []
+        self.session.restore(self.store.context(self.chat.id))
+        notes: dict[int, list] = {}
+        for saved in self.store.compactions(self.chat.id):
+            title = saved_note_title(saved.before_tokens, saved.after_tokens)
+            notes.setdefault(saved.upto, []).append(CompactionNote(title, saved.summary))
+        views: list = notes.pop(0, [])
         for message in self.store.messages(self.chat.id):
-            if message.role == "tool":
-                function = (message.tool_calls or [{}])[0].get("function", {})
-                views.append(
-                    ToolLine(
-                        function.get("name", "?"), function.get("arguments", ""), message.content, message.decision
-                    )
-                )
-                continue
-            stats = stats_from(message.stats)
-            figures = (
-                final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
-            )
-            views.append(
-                MessageView(
-                    message.role,
-                    message.content,
-                    message.thinking,
-                    figures,
-                    drafted=message.drafted,
-                    tinted=self.show_drafts,
-                )
-            )
+            views += self._message_views(message)
+            views += notes.pop(message.id, [])
+        for rest in notes.values():
+            views += rest
         await self.query_one(Conversation).show(views)
+
+    def _message_views(self, message) -> list:
+        if message.role == "tool":
+            function = (message.tool_calls or [{}])[0].get("function", {})
+            return [
+                ToolLine(function.get("name", "?"), function.get("arguments", ""), message.content, message.decision)
+            ]
+        stats = stats_from(message.stats)
+        figures = final_line(stats, None if message.complete else "cancelled") if message.role == "assistant" else ""
+        return [
+            MessageView(
+                message.role,
+                message.content,
+                message.thinking,
+                figures,
+                drafted=message.drafted,
+                tinted=self.show_drafts,
+            )
+        ]
 
     async def action_new_chat(self) -> None:
         if self.streaming:
             return
-        self.chat = self.store.new_chat(model=self.model)
+        self.chat = self._new_chat()
+        self.session.restore([])
         await self.query_one(Conversation).remove_children()
 
     async def on_prompt_area_submitted(self, message: PromptArea.Submitted) -> None:
@@ -395,7 +463,7 @@ class ChatApp(App):
         if word not in ("on", "off"):
             self.notify(f"tools are {'on' if self.tools_on else 'off'}; /tools on or /tools off switches them")
             return
-        self.tools_on = word == "on"
+        self.tools_on = self.session.tools_on = word == "on"
         self.sub_title = self._subtitle()
         self.notify(f"tools {word}")
 
@@ -408,6 +476,32 @@ class ChatApp(App):
 
     async def _slash_help(self, argument: str) -> None:
         await self._post_note(HELP)
+
+    async def _slash_context(self, argument: str) -> None:
+        usage = await self.session.usage()
+        self.query_one(Readout).show_context(usage.used, usage.available, usage.exact)
+        await self._post_note("**What fills the context**\n\n" + usage.breakdown())
+
+    async def _slash_compact(self, argument: str) -> None:
+        if self.streaming:
+            self.notify("a reply is still streaming: Esc stops it, then /compact", severity="warning")
+            return
+        if self.engine is None:
+            self.notify("no model is loaded yet", severity="warning")
+            return
+        if not self.session.history:
+            self.notify("nothing to compact yet")
+            return
+        self.streaming = True
+        self._compact(argument.strip())
+
+    @work(exclusive=True, group="session")
+    async def _compact(self, focus: str) -> None:
+        self.notify("compacting…" + (f" (focus: {focus})" if focus else ""))
+        try:
+            await self.session.compact(focus)
+        finally:
+            self._turn_over()
 
     SLASH_COMMANDS: ClassVar[dict[str, Callable[[ChatApp, str], Awaitable[None]]]] = {
         "/think": _slash_think,
@@ -422,9 +516,11 @@ class ChatApp(App):
         "/tools": _slash_tools,
         "/drafts": _slash_drafts,
         "/help": _slash_help,
+        "/context": _slash_context,
+        "/compact": _slash_compact,
     }
 
-    # -- a reply ---------------------------------------------------------------------------
+    # -- a turn: the session runs it, the chat draws what it says ----------------------------
 
     async def _send(self, text: str) -> None:
         assert self.chat is not None
@@ -432,57 +528,74 @@ class ChatApp(App):
             self.store.rename(self.chat.id, text[:60])
         self.store.add_message(self.chat.id, "user", text)
         await self.query_one(Conversation).mount(MessageView("user", text))
-        self.rounds = 0
-        await self._reply()
+        self.streaming = True
+        self._turn(text)
 
-    def _for_engine(self) -> list[dict]:
-        """The conversation as sent: the project's system prompt first while tools are on
-        (off: the plain chat, nothing added)."""
-        assert self.chat is not None
-        messages = self.store.conversation(self.chat.id)
-        if self.project is not None and self.tools_on:
-            messages = [{"role": "system", "content": system_prompt(self.project, self.tools_on)}, *messages]
-        return messages
+    @work(exclusive=True, group="session")
+    async def _turn(self, text: str) -> None:
+        try:
+            await self.session.send(text)
+        finally:
+            self._turn_over()
 
-    async def _reply(self) -> None:
-        """One assistant turn: after the user's prompt, or after tool results."""
+    def _turn_over(self) -> None:
+        self.streaming = False
+        self._live = None
+        self._tool_lines.clear()
+
+    async def _ask(self, question: Question) -> Answer:
+        return await self.push_screen_wait(ConsentScreen(question.title, question.body, question.always_label))
+
+    async def _on_session_event(self, event: SessionEvent) -> None:
+        """Everything the session says, drawn and saved; nothing here decides what happens next."""
         assert self.chat is not None
         conversation = self.query_one(Conversation)
-        reply_id = self.store.add_message(self.chat.id, "assistant", "", complete=False)
-        reply = Reply()
-        view = MessageView("assistant", live=True, drafted=reply.drafted, tinted=self.show_drafts)
-        await conversation.mount(view)
-        conversation.follow(to_the_end=True)
-        self.streaming = True
-        self.full_collections.hold()
-        self.query_one(Readout).start()
-        tools = TOOLS if self.tools_on and self.toolbox is not None else None
-        self._stream_reply(self._for_engine(), self.think, reply, view, reply_id, tools)
-
-    @work(thread=True, exclusive=True)
-    def _stream_reply(
-        self,
-        messages: list[dict],
-        think: bool,
-        reply: Reply,
-        view: MessageView,
-        reply_id: int,
-        tools: list[dict] | None = None,
-    ) -> None:
-        assert self.engine is not None
-        batcher = Batcher(lambda batch: self.call_from_thread(self._apply, batch, reply, view, reply_id))  # type: ignore[arg-type]
-        try:
-            events = (
-                self.engine.stream(messages, think=think, tools=tools)
-                if tools
-                else self.engine.stream(messages, think=think)
-            )
-            for event in events:
-                batcher.add(event)
-        except Exception as exc:  # an engine bug must not take the conversation down
-            batcher.add(Error(f"the engine failed: {exc}", "the conversation is kept; try again"))
-        batcher.flush()
-        self.call_from_thread(self._done, reply, reply_id)
+        if isinstance(event, ReplyStarted):
+            reply_id = self.store.add_message(self.chat.id, "assistant", "", complete=False)
+            reply = Reply()
+            view = MessageView("assistant", live=True, drafted=reply.drafted, tinted=self.show_drafts)
+            self._live = (reply, view, reply_id)
+            await conversation.mount(view)
+            conversation.follow(to_the_end=True)
+            self.full_collections.hold()
+            self.query_one(Readout).start()
+        elif isinstance(event, ReplyEvents) and self._live is not None:
+            await self._apply(event.events, *self._live)
+        elif isinstance(event, ReplyEnded) and self._live is not None:
+            reply, _, reply_id = self._live
+            self.store.save_reply(reply_id, reply)
+            if reply.tool_calls:
+                self.store.set_tool_calls(reply_id, [call.as_message_part() for call in reply.tool_calls])
+            # The full collection that waited runs once the reply's last frame is drawn.
+            self.call_after_refresh(self.full_collections.release)
+            self._live = None
+        elif isinstance(event, ToolStarted):
+            line = ToolLine(event.call.name, event.call.arguments)
+            self._tool_lines[event.call.id] = line
+            await conversation.mount(line)
+            conversation.follow(to_the_end=True)
+        elif isinstance(event, ToolOutput):
+            if event.call.id in self._tool_lines:
+                self._tool_lines[event.call.id].append(event.text)
+        elif isinstance(event, ToolFinished):
+            finished = self._tool_lines.pop(event.call.id, None)
+            if finished is not None:
+                finished.finish(event.result, event.decision)
+            self.store.add_tool_result(self.chat.id, event.call.as_message_part(), event.result, event.decision)
+        elif isinstance(event, ContextMeter):
+            self.query_one(Readout).show_context(event.used, event.available, event.exact)
+        elif isinstance(event, Compacted):
+            done = event.compaction
+            self.store.save_context(self.chat.id, event.history, done.summary, done.before, done.after)
+            title = note_title(done.before, done.after, done.pruned, done.summarised, event.automatic)
+            await conversation.mount(CompactionNote(title, done.summary))
+            conversation.follow(to_the_end=True)
+            if done.note:
+                self.notify(done.note, severity="warning", timeout=10)
+        elif isinstance(event, Notice):
+            self.notify(for_terminal(event.text), severity=event.severity, timeout=20, markup=False)
+            if event.severity == "error":
+                await self._post_note(event.text)
 
     async def _apply(self, events: list[Event], reply: Reply, view: MessageView, reply_id: int) -> None:
         """The model takes the batch first; the view draws what it took; the store saves the model."""
@@ -507,85 +620,3 @@ class ChatApp(App):
         if reply.due_for_save(SAVE_S):
             self.store.save_reply(reply_id, reply)
         self.query_one(Conversation).follow()
-
-    def _done(self, reply: Reply | None = None, reply_id: int | None = None) -> None:
-        # The full collection that waited runs once the reply's last frame is drawn.
-        self.call_after_refresh(self.full_collections.release)
-        if reply is None or reply_id is None or not reply.tool_calls or reply.end is None or self.toolbox is None:
-            self.streaming = False
-            return
-        if reply.end.reason == "cancelled":
-            self.streaming = False
-            return
-        # Still busy: the calls run (some wait for the user), then the model's next turn.
-        self.store.set_tool_calls(reply_id, [call.as_message_part() for call in reply.tool_calls])
-        self._run_tools(list(reply.tool_calls))
-
-    # -- tool calls ------------------------------------------------------------------------
-
-    @work(exclusive=True, group="tools")
-    async def _run_tools(self, calls: list[ToolCall]) -> None:
-        try:
-            for call in calls:
-                await self._run_tool(call)
-            self.rounds += 1
-            if self.rounds >= self.chain_limit:
-                go_on = await self.push_screen_wait(
-                    ConsentScreen(
-                        f"The model has chained {self.rounds} rounds of tool calls. Go on?",
-                        "It may be looping; n stops here and the chat waits for you.",
-                        None,
-                    )
-                )
-                if go_on != "yes":
-                    self.streaming = False
-                    return
-                self.rounds = 0
-            await self._reply()
-        except Exception:
-            self.streaming = False
-            raise
-
-    async def _run_tool(self, call: ToolCall) -> None:
-        assert self.toolbox is not None and self.chat is not None
-        conversation = self.query_one(Conversation)
-        line = ToolLine(call.name, call.arguments)
-        await conversation.mount(line)
-        conversation.follow(to_the_end=True)
-        step = self.toolbox.prepare(call.name, call.arguments)
-        decision = "auto"
-        if isinstance(step, Done):
-            result = step.result
-        else:
-            if isinstance(step, ProposedChange):
-                question, body, command = f"{step.change.summary}?", step.change.diff, ""
-            else:
-                question, body, command = f"Run this in {self.toolbox.root}?", step.command, step.command
-            decision = "always (this chat)"
-            if self.consent.must_ask(call.name, command):
-                answer = await self.push_screen_wait(
-                    ConsentScreen(question, body, self.consent.always_label(call.name, command))
-                )
-                self.consent.remember(call.name, answer, command)
-                decision = answer
-            if decision == "no":
-                result = "the user declined this; ask what they want instead, or try something else"
-            elif isinstance(step, ProposedChange):
-                result = self.toolbox.apply(step.change)
-            else:
-                result = await self._run_command(step, line)
-        line.finish(result, decision)
-        self.store.add_tool_result(self.chat.id, call.as_message_part(), result, decision)
-
-    async def _run_command(self, step: ProposedCommand, line: ToolLine) -> str:
-        assert self.toolbox is not None
-        self._command_stop = stop = threading.Event()
-
-        def show(text: str) -> None:
-            self.call_from_thread(line.append, text)
-
-        try:
-            ran = await asyncio.to_thread(run_command, self.toolbox.root, step.command, step.timeout_s, show, stop)
-        finally:
-            self._command_stop = None
-        return ran.for_model()

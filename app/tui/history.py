@@ -52,6 +52,23 @@ SCHEMA = [
     """
     ALTER TABLE messages ADD COLUMN drafted TEXT;
     """,
+    # version 4: the model's context apart from the transcript. A compaction saves the context
+    # it made (the system prompt apart) and the last message it covers: the model's context is
+    # that, then every message after it. `project`: the folder a chat worked on (--continue).
+    """
+    CREATE TABLE contexts (
+        id INTEGER PRIMARY KEY,
+        chat_id INTEGER NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+        upto INTEGER NOT NULL,
+        messages TEXT NOT NULL,
+        summary TEXT NOT NULL DEFAULT '',
+        before_tokens INTEGER NOT NULL DEFAULT 0,
+        after_tokens INTEGER NOT NULL DEFAULT 0,
+        created REAL NOT NULL
+    );
+    CREATE INDEX contexts_by_chat ON contexts(chat_id, id);
+    ALTER TABLE chats ADD COLUMN project TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
@@ -89,6 +106,22 @@ class Chat:
     id: int
     title: str
     model: str
+    project: str = ""  # the project root the chat worked on ("" for older chats)
+
+
+@dataclass(frozen=True)
+class SavedCompaction:
+    id: int
+    upto: int  # the last transcript message it covers
+    summary: str
+    before_tokens: int
+    after_tokens: int
+
+
+def _sent(message: Message) -> bool:
+    """Whether a saved message goes to the engine: an empty reply (stopped before its first
+    token) does not."""
+    return bool(message.content or message.tool_calls or message.role == "tool")
 
 
 def _aside_path(path: Path) -> Path:
@@ -230,17 +263,63 @@ class ChatStore:
     def close(self) -> None:
         self.db.close()
 
-    def new_chat(self, title: str = "New chat", model: str = "") -> Chat:
+    def new_chat(self, title: str = "New chat", model: str = "", project: str = "") -> Chat:
         with self.db:
             cursor = self.db.execute(
-                "INSERT INTO chats (title, model, created) VALUES (?, ?, ?)", (title, model, time.time())
+                "INSERT INTO chats (title, model, created, project) VALUES (?, ?, ?, ?)",
+                (title, model, time.time(), project),
             )
         assert cursor.lastrowid is not None
-        return Chat(cursor.lastrowid, title, model)
+        return Chat(cursor.lastrowid, title, model, project)
 
-    def chats(self) -> list[Chat]:
-        rows = self.db.execute("SELECT id, title, model FROM chats ORDER BY id DESC").fetchall()
+    def chats(self, project: str | None = None) -> list[Chat]:
+        """Newest first; with `project`, only the chats that worked on it."""
+        if project is None:
+            rows = self.db.execute("SELECT id, title, model, project FROM chats ORDER BY id DESC").fetchall()
+        else:
+            rows = self.db.execute(
+                "SELECT id, title, model, project FROM chats WHERE project = ? ORDER BY id DESC", (project,)
+            ).fetchall()
         return [Chat(*row) for row in rows]
+
+    def chat(self, chat_id: int) -> Chat | None:
+        row = self.db.execute("SELECT id, title, model, project FROM chats WHERE id = ?", (chat_id,)).fetchone()
+        return Chat(*row) if row else None
+
+    # -- the model's context (compacted) ---------------------------------------------------
+
+    def save_context(
+        self, chat_id: int, messages: list[dict], summary: str = "", before: int = 0, after: int = 0
+    ) -> int:
+        """A compaction's context: it covers every message saved so far."""
+        upto = self.db.execute("SELECT COALESCE(MAX(id), 0) FROM messages WHERE chat_id = ?", (chat_id,)).fetchone()[0]
+        with self.db:
+            cursor = self.db.execute(
+                "INSERT INTO contexts (chat_id, upto, messages, summary, before_tokens, after_tokens, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (chat_id, upto, json.dumps(messages), summary, before, after, time.time()),
+            )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def compactions(self, chat_id: int) -> list[SavedCompaction]:
+        rows = self.db.execute(
+            "SELECT id, upto, summary, before_tokens, after_tokens FROM contexts WHERE chat_id = ? ORDER BY id",
+            (chat_id,),
+        ).fetchall()
+        return [SavedCompaction(*row) for row in rows]
+
+    def context(self, chat_id: int) -> list[dict]:
+        """What the model sees of this chat: the last compaction's context, then every message
+        after it (the whole conversation when it was never compacted)."""
+        row = self.db.execute(
+            "SELECT upto, messages FROM contexts WHERE chat_id = ? ORDER BY id DESC LIMIT 1", (chat_id,)
+        ).fetchone()
+        if row is None:
+            return self.conversation(chat_id)
+        upto, saved = row
+        later = [m for m in self.messages(chat_id) if m.id > upto]
+        return json.loads(saved) + [m.for_engine() for m in later if _sent(m)]
 
     def rename(self, chat_id: int, title: str) -> None:
         with self.db:
@@ -325,7 +404,7 @@ class ChatStore:
 
     def conversation(self, chat_id: int) -> list[dict]:
         """What the engine is sent: every message with content or tool calls, tool results included."""
-        return [m.for_engine() for m in self.messages(chat_id) if m.content or m.tool_calls or m.role == "tool"]
+        return [m.for_engine() for m in self.messages(chat_id) if _sent(m)]
 
     def export_prompts(self, chat_ids: list[int] | None = None) -> str:
         """Every turn the model answered (after a prompt, or after tool results), with the

@@ -1,5 +1,5 @@
 """Live figures while a reply streams: tok/s, TTFT, acceptance, a sparkline of
-tok/s over the reply, and the mode in force."""
+tok/s over the reply, the mode in force, and how full the model's context is."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ class Readout(Horizontal):
     def compose(self) -> ComposeResult:
         yield Static("", id="mode")
         yield Static("ready", id="figures-live")
+        yield Static("", id="context")
         yield Sparkline([], id="rate-sparkline")
         yield Static("", id="gpu")
 
@@ -38,6 +39,15 @@ class Readout(Horizontal):
         text = "GPU -" if not total or used is None else f"GPU {used / 2**30:.1f}/{total / 2**30:.1f} GiB"
         self.query_one("#gpu", Static).update(text)
 
+    def show_context(self, used: int, available: int, exact: bool = True) -> None:
+        """`ctx 2.1k/6.1k`: the prompt's tokens against what the model may take before it replies;
+        marked `~` when estimated, warned from 80% (compaction comes before 100%)."""
+        share = used / available if available else 0.0
+        text = f"ctx {_k(used)}/{_k(available)}{'' if exact else '~'} "
+        meter = self.query_one("#context", Static)
+        meter.set_class(share >= 0.8, "full")
+        meter.update(text)
+
     def start(self) -> None:
         self.rates = []
         self.query_one("#rate-sparkline", Sparkline).data = []
@@ -50,3 +60,7 @@ class Readout(Horizontal):
         if stats.tokens_per_s:
             self.rates.append(stats.tokens_per_s)
             self.query_one("#rate-sparkline", Sparkline).data = self.rates[-60:]
+
+
+def _k(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)

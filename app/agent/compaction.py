@@ -1,0 +1,319 @@
+"""Compaction: the conversation made to fit its context again, in two steps, each only
+when it gains something.
+
+1. Prune: tool results older than the newest rounds become one-line stubs saying what
+   was read or run and how to get it again.
+2. Summarise: the older part of the conversation becomes one summary written by the
+   same engine (think off, a short preset of its own), asked to keep the goal,
+   decisions, every file path, commands and their outcomes, and open problems. The
+   paths and commands are also listed by dspine itself under the summary, so a small
+   model that drops them loses nothing.
+
+The system prompt (with AGENTS.md) is never part of the history handed here: the
+session re-inserts it as it was. The newest turns stay verbatim.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from backends.base import estimate_tokens
+from backends.events import Delta, Error
+from backends.sampling import NON_THINKING
+
+KEEP_ROUNDS = 2  # the tool results of this many newest assistant rounds are never pruned
+STUB_MIN_CHARS = 200  # a result shorter than this costs less than the stub that would replace it
+SUMMARY_PREFIX = "Summary of the earlier conversation (compacted by dspine to fit the context):"
+ACK = "Understood: I have the summary of the earlier conversation and go on from it."
+SUMMARY_PROMPT = """You compact a coding session so that it can go on in a smaller context.
+Write a summary another assistant can continue the work from, under these headings:
+
+## Goal
+## Decisions
+## Files (every path read, changed or created, and what was learned or changed in it)
+## Commands (every command run and its outcome: pass, fail, the error)
+## Open problems and next steps
+
+Keep paths, names, numbers and error messages exactly as they were. No preamble."""
+_KEPT_ARGUMENTS = ("path", "command", "pattern", "glob", "start_line", "end_line")
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """What a compaction did: the new history and what it cost and gained."""
+
+    history: list[dict[str, Any]]
+    before: int  # prompt tokens before
+    after: int  # and after
+    pruned: int = 0  # tool results made stubs
+    summarised: int = 0  # messages folded into the summary
+    summary: str = ""  # the summary message's text, for the user to open
+    summary_input: str = ""  # what the summariser was given (tests check it keeps every path)
+    note: str = ""  # something the user should know (the summariser failed, ...)
+
+    @property
+    def gained(self) -> bool:
+        return self.after < self.before
+
+
+def _arguments(call: dict[str, Any]) -> dict[str, Any]:
+    raw = call.get("function", {}).get("arguments", "")
+    if isinstance(raw, dict):
+        return raw
+    try:
+        parsed = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def calls_by_id(history: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {call.get("id", ""): call for m in history for call in m.get("tool_calls") or []}
+
+
+def call_line(call: dict[str, Any] | None) -> str:
+    """`read_file path=src/a.py`: a call in one line, its main arguments whole."""
+    if call is None:
+        return "a tool"
+    args = _arguments(call)
+    shown = " ".join(
+        f"{k}={json.dumps(args[k]) if not isinstance(args[k], str) else args[k]}" for k in _KEPT_ARGUMENTS if k in args
+    )
+    return f"{call.get('function', {}).get('name', '?')} {shown}".strip()
+
+
+def stub(call: dict[str, Any] | None, content: str) -> str:
+    """One line in place of an old tool result: what it was and how to get it again."""
+    first = content.split("\n", 1)[0][:120]
+    name = (call or {}).get("function", {}).get("name", "")
+    outcome = f" (it began: {first})" if name == "run_command" or first.startswith("error") else ""
+    return (
+        f"[pruned to save context: the result of {call_line(call)}, {len(content):,} characters{outcome}; "
+        "call the tool again if you need it]"
+    )
+
+
+def is_stub(content: str) -> bool:
+    return content.startswith("[pruned to save context:")
+
+
+def prune(history: list[dict[str, Any]], keep_rounds: int = KEEP_ROUNDS) -> tuple[list[dict[str, Any]], int]:
+    """Tool results before the newest `keep_rounds` assistant rounds become stubs."""
+    rounds = [i for i, m in enumerate(history) if m.get("role") == "assistant" and m.get("tool_calls")]
+    keep_from = rounds[-keep_rounds] if len(rounds) >= keep_rounds else 0
+    if keep_rounds and len(rounds) < keep_rounds:
+        return list(history), 0
+    calls = calls_by_id(history)
+    pruned = 0
+    out = []
+    for index, message in enumerate(history):
+        content = message.get("content") or ""
+        if (
+            index < keep_from
+            and message.get("role") == "tool"
+            and len(content) > STUB_MIN_CHARS
+            and not is_stub(content)
+        ):
+            message = {**message, "content": stub(calls.get(message.get("tool_call_id", "")), content)}
+            pruned += 1
+        out.append(message)
+    return out, pruned
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    return text[:head] + f"\n… ({len(text) - limit:,} characters left out) …\n" + text[-(limit - head) :]
+
+
+def transcript(history: list[dict[str, Any]], per_item: int) -> str:
+    """The older part as plain text for the summariser: every call's paths and commands whole,
+    long texts cut to `per_item` characters (head and tail)."""
+    calls = calls_by_id(history)
+    lines = []
+    for message in history:
+        role = message.get("role", "?")
+        content = message.get("content") or ""
+        if role == "tool":
+            call = calls.get(message.get("tool_call_id", ""))
+            lines.append(f"TOOL RESULT of {call_line(call)}:\n{_cut(content, per_item)}")
+            continue
+        if content:
+            lines.append(f"{role.upper()}:\n{_cut(content, per_item)}")
+        for call in message.get("tool_calls") or []:
+            lines.append(f"TOOL CALL {call_line(call)}")
+    return "\n\n".join(lines)
+
+
+@dataclass
+class Facts:
+    """What the work touched, listed by dspine itself (not by the model)."""
+
+    read: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+
+    def add(self, kind: list[str], item: str) -> None:
+        if item and item not in kind:
+            kind.append(item)
+
+    def text(self) -> str:
+        parts = []
+        if self.read:
+            parts.append("Files read: " + ", ".join(self.read))
+        if self.changed:
+            parts.append("Files changed: " + ", ".join(self.changed))
+        if self.commands:
+            parts.append("Commands run:\n" + "\n".join(f"- {c}" for c in self.commands))
+        return "\n".join(parts)
+
+
+def facts(history: list[dict[str, Any]]) -> Facts:
+    found = Facts()
+    results = {m.get("tool_call_id", ""): m.get("content") or "" for m in history if m.get("role") == "tool"}
+    for message in history:
+        content = message.get("content") or ""
+        if message.get("role") == "user" and content.startswith(SUMMARY_PREFIX):
+            # An earlier summary's own lists carry on.
+            for line in content.splitlines():
+                if line.startswith("Files read: "):
+                    for path in line[len("Files read: ") :].split(", "):
+                        found.add(found.read, path)
+                elif line.startswith("Files changed: "):
+                    for path in line[len("Files changed: ") :].split(", "):
+                        found.add(found.changed, path)
+                elif line.startswith("- `"):
+                    found.add(found.commands, line[2:])
+        for call in message.get("tool_calls") or []:
+            name = call.get("function", {}).get("name", "")
+            args = _arguments(call)
+            path = str(args.get("path") or "")
+            if name == "read_file":
+                found.add(found.read, path)
+            elif name in ("edit_file", "write_file"):
+                found.add(found.changed, path)
+            elif name == "run_command" and args.get("command"):
+                outcome = results.get(call.get("id", ""), "").split("\n", 1)[0][:80]
+                found.add(found.commands, f"`{args['command']}`" + (f": {outcome}" if outcome else ""))
+    return found
+
+
+def split_point(history: list[dict[str, Any]], tail_budget: int, sizes: list[int]) -> int:
+    """Where the verbatim tail begins: as many of the newest messages as fit in `tail_budget`,
+    starting at a message that is not a tool result (a call keeps its results). At least the
+    newest round stays."""
+    starts = [i for i, m in enumerate(history) if m.get("role") != "tool"]
+    if not starts:
+        return 0
+    best = starts[-1]
+    total = 0
+    index = len(history)
+    for start in reversed(starts):
+        total += sum(sizes[start:index])
+        index = start
+        if total > tail_budget:
+            break
+        best = start
+    return best
+
+
+Summariser = Callable[[list[dict[str, Any]], int], str]
+
+
+def summary_message(summary: str, found: Facts) -> str:
+    listed = found.text()
+    return f"{SUMMARY_PREFIX}\n\n{summary.strip()}" + (f"\n\n{listed}" if listed else "")
+
+
+def engine_summariser(engine: Any, n_ctx: int) -> Summariser:
+    """The chat's own engine as summariser: think off, a short preset, no tools."""
+
+    def summarise(messages: list[dict[str, Any]], max_tokens: int) -> str:
+        sampling = NON_THINKING.with_(max_tokens=max_tokens, temperature=0.3, presence_penalty=0.0)
+        answer: list[str] = []
+        for event in engine.stream(messages, think=False, sampling=sampling):
+            if isinstance(event, Delta) and event.kind == "answer":
+                answer.append(event.text)
+            elif isinstance(event, Error):
+                raise RuntimeError(event.message)
+        return "".join(answer)
+
+    return summarise
+
+
+def summary_request(older: list[dict[str, Any]], focus: str, room: int) -> tuple[list[dict[str, Any]], str]:
+    """The summariser's messages, cut to fit `room` tokens (estimated): long texts are cut
+    shorter until it fits; paths and commands are never cut."""
+    per_item = 4000
+    while True:
+        text = transcript(older, per_item)
+        ask = "Summarise this conversation." + (f" Focus on: {focus}" if focus else "")
+        messages = [
+            {"role": "system", "content": SUMMARY_PROMPT},
+            {"role": "user", "content": f"{ask}\n\n<conversation>\n{text}\n</conversation>"},
+        ]
+        if estimate_tokens(messages) <= room or per_item <= 100:
+            return messages, text
+        per_item //= 2
+
+
+def compact(
+    history: list[dict[str, Any]],
+    count: Callable[[list[dict[str, Any]]], int],
+    target: int,
+    summariser: Summariser | None,
+    n_ctx: int,
+    focus: str = "",
+    force: bool = False,
+) -> Compaction:
+    """Bring `history` under `target` tokens (as `count` counts the whole prompt it makes).
+    `force`: summarise even when pruning alone would do (the user asked, or the engine
+    overflowed though the count said it fits)."""
+    before = count(history)
+    pruned, n_pruned = prune(history)
+    after_prune = count(pruned) if n_pruned else before
+    if not force and after_prune <= target:
+        return Compaction(pruned, before, after_prune, n_pruned)
+    if summariser is None:
+        return Compaction(pruned, before, after_prune, n_pruned)
+    # Sizes by estimate, scaled to the counter's own total: cheap to sum for any split.
+    raw = [estimate_tokens([m]) for m in pruned]
+    scale = after_prune / max(sum(raw), 1)
+    sizes = [int(r * scale) + 1 for r in raw]
+    cut = split_point(pruned, target // 2, sizes)
+    older, tail = pruned[:cut], pruned[cut:]
+    if not older:
+        return Compaction(pruned, before, after_prune, n_pruned, note="nothing older than the newest turn to summarise")
+    # The request being worked on stays verbatim, after the summary, even when its turn's older
+    # tool rounds are summarised.
+    index = next((i for i in range(len(older) - 1, -1, -1) if older[i].get("role") == "user"), None)
+    current: list[dict[str, Any]] = []
+    if (
+        index is not None
+        and not any(m.get("role") == "user" for m in tail)
+        and not (older[index].get("content") or "").startswith(SUMMARY_PREFIX)
+    ):
+        current = [older[index]]
+        older = older[:index] + older[index + 1 :]
+    max_tokens = max(128, min(1024, n_ctx // 6))
+    request, text = summary_request(older, focus, n_ctx - max_tokens - 64)
+    note = ""
+    try:
+        summary = summariser(request, max_tokens).strip()
+    except Exception as exc:  # the summary is a help, not a must: the listed facts still carry on
+        summary, note = "", f"the summary could not be written ({exc}); kept the list of files and commands"
+    if not summary:
+        firsts = [m.get("content", "") for m in older if m.get("role") == "user"][:1]
+        summary = "The user's first request: " + _cut(firsts[0], 1500) if firsts else "(no summary)"
+        note = note or "the model wrote no summary; kept the first request and the list of files and commands"
+    message = summary_message(summary, facts(older))
+    compacted: list[dict[str, Any]] = [{"role": "user", "content": message}, {"role": "assistant", "content": ACK}]
+    compacted += current + tail
+    after = count(compacted)
+    if after >= after_prune:  # the summary gained nothing over pruning alone
+        return Compaction(pruned, before, after_prune, n_pruned, summary_input=text, note=note)
+    return Compaction(compacted, before, after, n_pruned, len(older), message, text, note)

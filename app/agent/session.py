@@ -1,0 +1,651 @@
+"""An agent session: the loop between the user, the model and the project's tools.
+
+Engine, toolbox, consent and an async `ask` callback go in; events come out through
+an async `emit` callback (the chat draws them, a test records them). The session runs
+the tool rounds, the chain limit, consent, and the context budget: before every
+request the prompt is counted against what the engine holds, and the conversation is
+compacted when it would not fit. It never draws anything itself, so it runs the same
+under Textual, in a test, or in a benchmark.
+
+Engine streams and tool work run on threads of their own, never on the caller's event
+loop: a tool that hangs (a catastrophic regex) leaves the chat responsive, and `stop()`
+abandons it (a command's process group is killed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
+from backends.sampling import Sampling
+from backends.stats import Stats
+
+from ..terminal_text import for_terminal
+from . import apart
+from .capture import head_tail, saved_hint
+from .commands import run_command
+from .compaction import Compaction, compact, engine_summariser
+from .consent import Consent
+from .context import Budget, Usage, is_overflow
+from .paths import ToolRefused
+from .toolbox import Done, ProposedChange, Step, Toolbox, parse_arguments
+
+DEFAULT_CHAIN_LIMIT = 10  # tool rounds in one reply before the session asks whether to go on
+# A tool result takes at most this share of the context the model has; the rest is saved.
+RESULT_SHARE = 0.25
+MAX_RESULT_CHARS = 16_000
+CHARS_PER_TOKEN = 3
+RESULT_OVERHEAD = 64  # tokens a call and its result's framing take in the prompt
+MIN_RESULT_TOKENS = 64  # a result is never cut below this: the model needs its first lines
+STOPPED = "the user stopped this tool before it finished"
+DECLINED = "the user declined this; ask what they want instead, or try something else"
+
+Answer = Literal["yes", "no", "always"]
+T = TypeVar("T")
+
+
+# -- what the session asks and says ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Question:
+    """Something only the user can answer: a change or command to consent to, or whether to go on."""
+
+    title: str
+    body: str
+    always_label: str | None = None  # what "always" would cover; None: not offered
+    tool: str = ""  # the tool asking ("" for the chain limit)
+
+
+@dataclass(frozen=True)
+class ReplyStarted:
+    pass
+
+
+@dataclass(frozen=True)
+class ReplyEvents:
+    events: list[Event]  # a batch of the engine's events, in order
+
+
+@dataclass(frozen=True)
+class ReplyEnded:
+    answer: str
+    tool_calls: list[ToolCall]
+    end: End | None
+    error: Error | None
+
+
+@dataclass(frozen=True)
+class ToolStarted:
+    call: ToolCall
+
+
+@dataclass(frozen=True)
+class ToolOutput:
+    call: ToolCall
+    text: str  # streamed command output
+
+
+@dataclass(frozen=True)
+class ToolFinished:
+    call: ToolCall
+    result: str  # what the model gets
+    decision: str  # "auto", "yes", "always (this chat)", "no", "stopped"
+
+
+@dataclass(frozen=True)
+class ContextMeter:
+    used: int
+    available: int
+    n_ctx: int
+    exact: bool = True
+
+
+@dataclass(frozen=True)
+class Compacted:
+    compaction: Compaction
+    history: list[dict[str, Any]]  # the model's context now (system prompt apart)
+    automatic: bool
+
+
+@dataclass(frozen=True)
+class Notice:
+    text: str
+    severity: Literal["information", "warning", "error"] = "information"
+
+
+SessionEvent = (
+    ReplyStarted
+    | ReplyEvents
+    | ReplyEnded
+    | ToolStarted
+    | ToolOutput
+    | ToolFinished
+    | ContextMeter
+    | Compacted
+    | Notice
+)
+Emit = Callable[[SessionEvent], Awaitable[None]]
+Ask = Callable[[Question], Awaitable[Answer]]
+
+
+@dataclass
+class _Reply:
+    """What one reply brought, as the history keeps it."""
+
+    answer: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    end: End | None = None
+    error: Error | None = None
+    started: bool = False  # something was handed to the view
+    overflow: bool = False  # the engine refused the prompt as too long, before any text
+
+    @property
+    def stats(self) -> Stats | None:
+        return self.end.stats if self.end is not None else None
+
+    def take(self, event: Event) -> None:
+        if isinstance(event, Delta) and event.kind == "answer":
+            self.answer += for_terminal(event.text)
+        elif isinstance(event, ToolCall):
+            self.tool_calls.append(event)
+        elif isinstance(event, End):
+            self.end = event
+        elif isinstance(event, Error):
+            self.error = event
+
+
+def _thread(loop: asyncio.AbstractEventLoop, work: Callable[[], T]) -> asyncio.Future[T]:
+    """`work` on a daemon thread of its own: a hung tool never holds up the loop, nor the exit."""
+    future: asyncio.Future[T] = loop.create_future()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return  # abandoned (stopped)
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def run() -> None:
+        value, error = None, None
+        try:
+            value = work()
+        except BaseException as exc:
+            error = exc
+        # The loop may be gone (the chat closed while abandoned work went on): nobody waits then.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(settle, value, error)
+
+    # The thread runs in a copy of the caller's context, knowing that context for what it hands back.
+    caller = contextvars.copy_context()
+    context = caller.copy()
+    context.run(_loop_context.set, caller)
+    threading.Thread(target=lambda: context.run(run), daemon=True, name="dspine-session").start()
+    return future
+
+
+def _emit_from_thread(loop: asyncio.AbstractEventLoop, emit: Emit, event: SessionEvent) -> None:
+    """Hand `event` to `emit` on the loop and wait until it is handled (the view keeps up with the
+    stream). The task runs in the caller's context as it was when the work began: a UI's context
+    variables (Textual's active app) hold there as they do on the loop."""
+    context = _loop_context.get()
+    handled: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def finished(task: asyncio.Task) -> None:
+        if task.cancelled():
+            handled.cancel()
+        elif task.exception() is not None:
+            handled.set_exception(task.exception())
+        else:
+            handled.set_result(None)
+
+    def start() -> None:
+        loop.create_task(emit(event)).add_done_callback(finished)  # type: ignore[arg-type]
+
+    loop.call_soon_threadsafe(start, context=context)
+    handled.result()
+
+
+# The loop-side context a worker thread hands its events back into (set by `_thread`).
+_loop_context: contextvars.ContextVar[contextvars.Context | None] = contextvars.ContextVar("loop_context", default=None)
+
+
+class Session:
+    def __init__(
+        self,
+        engine: Any,
+        toolbox: Toolbox | None,
+        ask: Ask,
+        emit: Emit,
+        consent: Consent | None = None,
+        system: str | None = None,
+        tools_on: bool = True,
+        think: bool = True,
+        chain_limit: int = DEFAULT_CHAIN_LIMIT,
+        n_ctx: int | None = None,
+        history: list[dict[str, Any]] | None = None,
+        sampling: Sampling | None = None,
+    ) -> None:
+        """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
+        bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
+        `sampling`: fixed sampling for every reply (None: the engine's preset for the think mode);
+        its max_tokens is the room kept for the reply."""
+        self.engine = engine
+        self.toolbox = toolbox
+        self.ask = ask
+        self.emit = emit
+        self.consent = consent or Consent()
+        self.system = system
+        self.tools_on = tools_on and toolbox is not None
+        self.chain_limit = chain_limit
+        self.history: list[dict[str, Any]] = list(history or [])
+        self.sampling = sampling
+        self.budget = Budget(engine, think, n_ctx, sampling.max_tokens if sampling else None)
+        self.requests: list[int] = []  # prompt tokens counted for each request (benchmarks, tests)
+        self.compactions: list[Compaction] = []
+        self._futile: tuple[int, str] | None = None  # the history a compaction could not shrink
+        self._stop = threading.Event()
+        self._stopped = asyncio.Event()
+        self._pending_meter: ContextMeter | None = None
+        self._round_calls = 1  # tool calls in the round running: they share the results' room
+        self._tool_running = False
+        self._streaming = False
+
+    # -- settings the chat changes between turns -------------------------------------------
+
+    @property
+    def think(self) -> bool:
+        return self.budget.think
+
+    @think.setter
+    def think(self, on: bool) -> None:
+        self.budget.think = on
+
+    def set_engine(self, engine: Any) -> None:
+        self.engine = engine
+        self.budget = Budget(engine, self.budget.think, self.budget.n_ctx, self.budget.max_tokens)
+
+    def restore(self, history: list[dict[str, Any]]) -> None:
+        """The model's context of a saved chat (compacted as it was)."""
+        self.history = list(history)
+        self._futile = None
+
+    # -- what the engine is sent ---------------------------------------------------------
+
+    def tools(self) -> list[dict[str, Any]] | None:
+        return self.toolbox.schemas() if self.tools_on and self.toolbox is not None else None
+
+    def _system_messages(self) -> list[dict[str, Any]]:
+        if self.system is not None and self.tools_on:
+            return [{"role": "system", "content": self.system}]
+        return []
+
+    def messages(self, history: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        return self._system_messages() + (self.history if history is None else history)
+
+    def _count(self, history: list[dict[str, Any]]) -> int:
+        return self.budget.count(self.messages(history), self.tools())
+
+    async def usage(self) -> Usage:
+        """The breakdown for /context: system prompt + AGENTS.md, tools, history, this turn."""
+        last_user = max((i for i, m in enumerate(self.history) if m.get("role") == "user"), default=len(self.history))
+        before, turn = self.history[:last_user], self.history[last_user:]
+        loop = asyncio.get_running_loop()
+        return await _thread(loop, lambda: self.budget.usage(self._system_messages(), self.tools(), before, turn))
+
+    # -- stopping ------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._streaming or self._tool_running
+
+    def stop(self) -> None:
+        """Esc: stop the reply streaming, or the tool running (abandoned; a command is killed)."""
+        self._stop.set()
+        self._stopped.set()
+        if self._streaming and self.engine is not None:
+            self.engine.cancel()
+
+    # -- a turn --------------------------------------------------------------------------
+
+    async def send(self, text: str) -> None:
+        """The user's prompt, then replies and tool rounds until the model stops, the user
+        stops it, or the chain limit is declined."""
+        self.history.append({"role": "user", "content": text})
+        await self.run_turn()
+
+    async def run_turn(self) -> None:
+        """Replies and tool rounds from the history as it stands (after a prompt)."""
+        rounds = 0
+        while True:
+            reply = await self._reply()
+            if reply is None or not reply.tool_calls or reply.end is None or reply.end.reason == "cancelled":
+                return
+            if self.toolbox is None:
+                return
+            self._round_calls = len(reply.tool_calls)
+            for call in reply.tool_calls:
+                await self._run_tool(call)
+            rounds += 1
+            if rounds >= self.chain_limit:
+                go_on = await self.ask(
+                    Question(
+                        f"The model has chained {rounds} rounds of tool calls. Go on?",
+                        "It may be looping; n stops here and the chat waits for you.",
+                    )
+                )
+                if go_on != "yes":
+                    return
+                rounds = 0
+
+    async def _reply(self) -> _Reply | None:
+        """One request: made to fit first, retried once after a compaction if the engine
+        still says it overflowed."""
+        for attempt in (1, 2):
+            fits = await self._fit(force=attempt == 2)
+            if not fits:
+                return None
+            reply = await self._stream()
+            if not reply.overflow:
+                self._keep(reply)
+                await self._flush_meter()
+                return reply
+            if attempt == 1:
+                await self.emit(
+                    Notice("the engine said the prompt does not fit its context: compacting, then trying again")
+                )
+        error = reply.error.message if reply.error else "the prompt is too long"
+        await self.emit(
+            Notice(
+                f"The engine still refuses the prompt as too long after compacting ({error}). "
+                "/compact with a focus, /new for a fresh chat, or a larger --ctx.",
+                "error",
+            )
+        )
+        return None
+
+    def _keep(self, reply: _Reply) -> None:
+        if reply.answer or reply.tool_calls:
+            message: dict[str, Any] = {"role": "assistant", "content": reply.answer}
+            if reply.tool_calls:
+                message["tool_calls"] = [call.as_message_part() for call in reply.tool_calls]
+            self.history.append(message)
+        self.budget.reported(reply.stats)
+        if reply.stats is not None:
+            used = reply.stats.prompt_tokens + reply.stats.prompt_cached + reply.stats.generated_tokens
+            if used:
+                self._meter(used)
+
+    def _meter(self, used: int) -> None:
+        self._pending_meter = ContextMeter(used, self.budget.available, self.budget.n_ctx, self.budget.exact)
+
+    async def _flush_meter(self) -> None:
+        meter = self._pending_meter
+        if meter is not None:
+            self._pending_meter = None
+            await self.emit(meter)
+
+    async def _fit(self, force: bool = False) -> bool:
+        """Count the next request; compact when it would not fit (or `force`). False: it cannot be
+        made to fit, and the user was told why."""
+        loop = asyncio.get_running_loop()
+        counted = await _thread(loop, lambda: self._count(self.history))
+        if force or counted > self.budget.available:
+            fingerprint = (len(self.history), repr(self.history[-1:]))
+            if not force and self._futile == fingerprint:
+                pass  # the last compaction of this very history gained nothing: do not loop
+            else:
+                done = await self._compact(automatic=True, force=force)
+                if done is not None and not done.gained:
+                    self._futile = fingerprint
+                counted = await _thread(loop, lambda: self._count(self.history))
+        if counted > self.budget.available:
+            newest = max(self.history[-1:], key=lambda m: len(m.get("content") or ""), default={})
+            await self.emit(
+                Notice(
+                    f"The conversation needs {counted:,} tokens but only {self.budget.available:,} are available "
+                    f"(context {self.budget.n_ctx:,}, {self.budget.reserve:,} kept for the reply), even after "
+                    f"compacting: the newest message ({len(newest.get('content') or ''):,} characters) is too large "
+                    "to send. Nothing was sent. Try /compact with a focus, a shorter message, /new for a fresh "
+                    "chat, or a larger --ctx.",
+                    "error",
+                )
+            )
+            return False
+        self.requests.append(counted)
+        self.budget.counted_request(counted)
+        self._meter(counted)
+        await self._flush_meter()
+        return True
+
+    async def compact(self, focus: str = "") -> Compaction | None:
+        """/compact [focus]: summarise the older part now, whatever the budget says."""
+        return await self._compact(automatic=False, force=True, focus=focus)
+
+    async def _compact(self, automatic: bool, force: bool, focus: str = "") -> Compaction | None:
+        if not self.history:
+            return None
+        loop = asyncio.get_running_loop()
+        summariser = engine_summariser(self.engine, self.budget.n_ctx) if self.engine is not None else None
+        history = list(self.history)
+        self._stop.clear()
+        self._streaming = True  # Esc stops the summary as it would a reply
+        try:
+            done = await _thread(
+                loop,
+                lambda: compact(history, self._count, self.budget.target, summariser, self.budget.n_ctx, focus, force),
+            )
+        except Exception as exc:  # counting or summarising broke: the history stays as it was
+            await self.emit(Notice(f"compaction failed: {exc}; the conversation is unchanged", "error"))
+            return None
+        finally:
+            self._streaming = False
+        if self._stop.is_set():
+            await self.emit(Notice("compaction stopped; the conversation is unchanged", "warning"))
+            return None
+        self.compactions.append(done)
+        if not done.gained:
+            await self.emit(
+                Notice(
+                    "Compaction gained nothing: "
+                    + (done.note or "what is left is the newest turn, which stays verbatim")
+                    + f" ({done.before:,} tokens).",
+                    "warning",
+                )
+            )
+            return done
+        self.history = done.history
+        self._meter(done.after)
+        await self.emit(Compacted(done, list(done.history), automatic))
+        await self._flush_meter()
+        return done
+
+    async def _stream(self) -> _Reply:
+        """One reply streamed on a thread; its events handed on in batches (20 a second at most).
+        An overflow error before any text is held back: the caller compacts and tries again."""
+        loop = asyncio.get_running_loop()
+        reply = _Reply()
+        messages, tools, think = self.messages(), self.tools(), self.think
+        self._stop.clear()
+
+        def deliver(batch: list[Event]) -> None:
+            if not batch:
+                return
+            if not reply.started:
+                reply.started = True
+                _emit_from_thread(loop, self.emit, ReplyStarted())
+            _emit_from_thread(loop, self.emit, ReplyEvents(list(batch)))
+            batch.clear()
+
+        def consume() -> None:
+            batch: list[Event] = []
+            flushed = time.monotonic()
+            try:
+                extra: dict[str, Any] = {"tools": tools} if tools else {}
+                if self.sampling is not None:
+                    extra["sampling"] = self.sampling
+                events = self.engine.stream(messages, think=think, **extra)
+                for event in events:
+                    if isinstance(event, Error) and not reply.started and not batch and is_overflow(event):
+                        reply.overflow = True
+                        reply.error = event
+                        return
+                    reply.take(event)
+                    batch.append(event)
+                    if isinstance(event, (End, Error)) or time.monotonic() - flushed >= STATS_INTERVAL_S:
+                        deliver(batch)
+                        flushed = time.monotonic()
+            except Exception as exc:  # an engine bug must not take the conversation down
+                error = Error(f"the engine failed: {exc}", "the conversation is kept; try again")
+                reply.take(error)
+                batch.append(error)
+            deliver(batch)
+
+        self._streaming = True
+        try:
+            await _thread(loop, consume)
+        finally:
+            self._streaming = False
+        if reply.started:
+            await self.emit(ReplyEnded(reply.answer, list(reply.tool_calls), reply.end, reply.error))
+        return reply
+
+    # -- tools ---------------------------------------------------------------------------
+
+    async def _until_stopped(self, work: asyncio.Future[T]) -> T | None:
+        """`work`'s result, or None when the user stopped it first (it is left to finish alone)."""
+        waiter: asyncio.Future[Any] = asyncio.ensure_future(self._stopped.wait())
+        try:
+            done, _ = await asyncio.wait([work, waiter], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+        if work in done:
+            return work.result()
+        work.cancel()
+        return None
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        assert self.toolbox is not None
+        toolbox = self.toolbox
+        loop = asyncio.get_running_loop()
+        await self.emit(ToolStarted(call))
+        self._stop.clear()
+        self._stopped.clear()
+        self._tool_running = True
+        toolbox.result_chars = self.result_cap()
+        try:
+            result, decision, saved = await self._tool_result(call, toolbox, loop)
+        finally:
+            self._tool_running = False
+        result = await _thread(loop, lambda: self._fit_result(call, result, saved))
+        self.history.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        await self.emit(ToolFinished(call, result, decision))
+
+    async def _tool_result(
+        self, call: ToolCall, toolbox: Toolbox, loop: asyncio.AbstractEventLoop
+    ) -> tuple[str, str, str | None]:
+        """The result for the model, the user's decision, and where a command's whole output was saved."""
+        step = await self._until_stopped(_thread(loop, lambda: self._prepare(toolbox, call)))
+        if step is None:
+            return STOPPED, "stopped", None
+        if isinstance(step, Done):
+            return step.result, "auto", None
+        if isinstance(step, ProposedChange):
+            question = Question(f"{step.change.summary}?", step.change.diff, tool=call.name)
+            command = ""
+        else:
+            question = Question(f"Run this in {toolbox.root}?", step.command, tool=call.name)
+            command = step.command
+        decision = "always (this chat)"
+        if toolbox.needs_consent(call.name) and self.consent.must_ask(call.name, command):
+            question = Question(question.title, question.body, self.consent.always_label(call.name, command), call.name)
+            answer = await self.ask(question)
+            self.consent.remember(call.name, answer, command)
+            decision = answer
+        if decision == "no":
+            return DECLINED, decision, None
+        if isinstance(step, ProposedChange):
+            change = step.change
+            applied = await self._until_stopped(_thread(loop, lambda: toolbox.apply(change)))
+            return (applied if applied is not None else STOPPED), decision, None
+        # A command stops itself when asked (its process group is killed), so it is awaited whole.
+        self._stop.clear()
+
+        def show(text: str) -> None:
+            _emit_from_thread(loop, self.emit, ToolOutput(call, text))
+
+        ran = await _thread(
+            loop,
+            lambda: run_command(toolbox.root, step.command, step.timeout_s, show, self._stop, toolbox.scratch),
+        )
+        return ran.for_model(), decision, ran.saved
+
+    def _prepare(self, toolbox: Toolbox, call: ToolCall) -> Step | None:
+        """The call made a Step; a tool that runs apart runs in a child process the user can stop."""
+        spec = toolbox.spec(call.name)
+        if spec is None or spec.apart is None:
+            return toolbox.prepare(call.name, call.arguments)
+        try:
+            return apart.call(spec.apart, toolbox.root, parse_arguments(call.arguments), self._stop)
+        except ToolRefused as exc:
+            return Done(f"error: {exc}")
+        except apart.Stopped:
+            return None
+        except RuntimeError as exc:
+            return Done(f"error: the tool failed: {exc}")
+
+    def result_cap(self) -> int:
+        """Characters one tool result may take at first sight: a share of the context the model has
+        (at a few characters a token; `_fit_result` then checks it in the model's own tokens)."""
+        return max(500, min(MAX_RESULT_CHARS, int(self.result_tokens() * CHARS_PER_TOKEN)))
+
+    def result_tokens(self) -> int:
+        """A round's results share a quarter of the context (a round of many calls, down to a
+        sixteenth each), and never more than the room the last request left, so the newest round
+        fits beside the rest (older rounds can be compacted; the newest cannot)."""
+        calls = min(max(self._round_calls, 1), 4)
+        share = self.budget.available * RESULT_SHARE / calls
+        if self.requests:
+            left = self.budget.available - self.requests[-1] - RESULT_OVERHEAD * self._round_calls
+            share = min(share, max(left, 0) * 0.8 / max(self._round_calls, 1))
+        return max(int(share), MIN_RESULT_TOKENS)
+
+    def _fit_result(self, call: ToolCall, result: str, saved: str | None) -> str:
+        """A result over its cap keeps its head and tail (a test run's summary is at its end). A
+        command's whole output was saved as it streamed; a read points back at its file; anything
+        else is saved now, for read_file. The cap is checked in the model's tokens: a vocabulary
+        that spends a token a byte gets fewer characters."""
+        if self.toolbox is None:
+            return result
+        toolbox = self.toolbox
+        hint: str | None = None
+
+        def cut(limit: int) -> str:
+            nonlocal hint, saved
+            if hint is None:
+                if call.name == "read_file":
+                    hint = "read the lines you need with read_file start_line and end_line"
+                else:
+                    if saved is None:
+                        try:
+                            saved = toolbox.scratch.shown(toolbox.scratch.save(call.name, result))
+                        except OSError:
+                            saved = None
+                    hint = saved_hint(saved)
+            return head_tail(result, limit, hint)
+
+        room = self.result_tokens()
+        text = result if len(result) <= self.result_cap() else cut(self.result_cap())
+        tokens = self.budget.count([{"role": "tool", "content": text}])
+        if tokens > room:
+            text = cut(max(200, int(len(text) * room / tokens * 0.95)))
+        return text

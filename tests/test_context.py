@@ -1,0 +1,183 @@
+"""The context budget and compaction as pure logic, the bounded output capture, and how
+each engine says a prompt was too long."""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from app.agent.capture import HEAD_BYTES, TAIL_BYTES, OutputCapture, head_tail
+from app.agent.compaction import SUMMARY_PREFIX, compact, facts, is_stub, prune, split_point
+from app.agent.context import Budget, Usage, is_overflow, reply_reserve, reported_context
+from backends.base import estimate_tokens
+from backends.events import Error
+from backends.remote import RemoteEngine
+
+
+def call(n: int, name: str, **args) -> dict:
+    return {"id": f"c{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def round_trip(n: int, name: str, result: str, **args) -> list[dict]:
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call(n, name, **args)]},
+        {"role": "tool", "tool_call_id": f"c{n}", "content": result},
+    ]
+
+
+def history(rounds: int = 6) -> list[dict]:
+    messages: list[dict] = [{"role": "user", "content": "fix the parser"}]
+    for n in range(rounds):
+        messages += round_trip(n, "read_file", f"contents of file {n}\n" * 80, path=f"src/f{n}.py")
+    messages += round_trip(99, "run_command", "exit code 1\nFAILED test_parse\n" + "x\n" * 400, command="pytest -q")
+    messages.append({"role": "assistant", "content": "The parse test fails."})
+    return messages
+
+
+def test_overflow_errors_are_recognised_and_name_their_context():
+    server = Error('llama-server answered 400: {"error": {"type": "exceed_context_size_error", "n_ctx": 4096}}')
+    assert is_overflow(server) and reported_context(server) == 4096
+    assert is_overflow(Error("x", overflow=True))
+    openai = Error("This model's maximum context length is 8192 tokens. However, you requested 9000 tokens")
+    assert is_overflow(openai) and reported_context(openai) == 8192
+    assert is_overflow(Error("llama.cpp failed to decode (the context may be full)"))
+    assert not is_overflow(Error("cannot talk to http://x: connection refused"))
+
+
+def test_the_reply_reserve_and_the_usage_breakdown():
+    assert reply_reserve(8192, think=True) == 2048 and reply_reserve(8192, think=False) == 1024
+    assert reply_reserve(8192, think=True, max_tokens=300) == 300
+    usage = Usage(4096, 512, system=300, tools=700, history=1000, turn=200)
+    assert usage.used == 2200 and usage.available == 3584 and usage.meter() == "ctx 2.2k/3.6k"
+    text = usage.breakdown()
+    assert "system prompt + AGENTS.md: 300" in text and "this turn: 200" in text and "61%" in text
+
+
+def test_a_remote_budget_is_corrected_by_what_the_server_reports():
+    class Remote:
+        name = "remote"
+        context_size = None
+
+        def count_tokens(self, messages, tools=None, think=True):
+            return estimate_tokens(messages, tools)
+
+    budget = Budget(Remote(), think=False, n_ctx=2048)
+    assert budget.n_ctx == 2048 and not budget.exact
+    messages = [{"role": "user", "content": "hello " * 300}]
+    counted = budget.count(messages)
+    budget.counted_request(counted)
+    from backends.stats import Stats
+
+    budget.reported(Stats(prompt_tokens=counted * 2))
+    assert budget.count(messages) == counted * 2
+    budget.overflowed(Error("maximum context length is 1024 tokens"))
+    assert budget.n_ctx == 1024
+
+
+def test_prune_keeps_the_newest_rounds_and_leaves_a_stub_that_says_how_to_get_it_again():
+    messages = history()
+    pruned, n = prune(messages)
+    assert n == 5  # six reads and a command: the last read and the command stay whole
+    stubs = [m["content"] for m in pruned if m["role"] == "tool" and is_stub(m["content"])]
+    assert "read_file path=src/f0.py" in stubs[0] and "call the tool again" in stubs[0]
+    assert pruned[-2]["content"] == messages[-2]["content"]  # the command's output, newest
+    assert prune(pruned)[1] == 0  # stubs are not pruned again
+
+
+def test_facts_list_every_path_and_command_with_its_outcome():
+    found = facts(history() + round_trip(7, "edit_file", "applied", path="src/parse.py", old_text="a", new_text="b"))
+    assert found.read == [f"src/f{n}.py" for n in range(6)]
+    assert found.changed == ["src/parse.py"]
+    assert found.commands == ["`pytest -q`: exit code 1"]
+
+
+def test_split_keeps_a_call_with_its_results():
+    messages = history()
+    sizes = [estimate_tokens([m]) for m in messages]
+    cut = split_point(messages, 50, sizes)
+    assert messages[cut]["role"] != "tool"
+
+
+def test_compaction_summarises_the_older_part_and_keeps_the_newest_verbatim():
+    messages = history(10)
+    count = estimate_tokens
+    seen: list = []
+
+    def summariser(request, max_tokens):
+        seen.append(request)
+        return "## Goal\nFix the parser."
+
+    done = compact(messages, count, 800, summariser, 4096)
+    assert done.gained and done.after < done.before and seen
+    assert done.history[0]["content"].startswith(SUMMARY_PREFIX)
+    assert "src/f0.py" in done.history[0]["content"] and "`pytest -q`: exit code 1" in done.history[0]["content"]
+    assert done.history[-1] == messages[-1]
+    # The request being worked on stays verbatim after the summary.
+    assert {"role": "user", "content": "fix the parser"} in done.history
+    assert all(f"src/f{n}.py" in done.summary_input for n in range(10) if f"src/f{n}.py" not in str(done.history[3:]))
+
+
+def test_a_summariser_that_fails_still_keeps_the_list_of_files():
+    def broken(request, max_tokens):
+        raise RuntimeError("the engine stopped")
+
+    done = compact(history(10), estimate_tokens, 800, broken, 4096)
+    assert "could not be written" in done.note and "src/f0.py" in done.summary
+
+
+def test_head_tail_marks_the_cut():
+    text = "".join(f"line {i}\n" for i in range(1000))
+    cut = head_tail(text, 500, "see the file")
+    assert cut.startswith("line 0\n") and cut.endswith("line 999\n") and "characters cut here; see the file" in cut
+    assert len(cut) < 600
+    assert head_tail("short", 500, "x") == "short"
+
+
+def test_capture_keeps_head_and_tail_in_bounded_memory():
+    capture = OutputCapture(None)
+    capture.feed(b"HEAD\n" + b"z" * 100_000)
+    for _ in range(100):
+        capture.feed(b"y" * 65_536)
+    capture.feed(b"\nTAIL\n")
+    assert len(capture.head) == HEAD_BYTES and capture.tail_size <= TAIL_BYTES
+    text = capture.text()
+    assert text.startswith("HEAD") and text.endswith("TAIL\n") and "could not be saved" in text
+
+
+@contextmanager
+def refusing_server(status: int, body: dict):
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+
+
+def test_a_remote_400_about_the_context_is_an_overflow():
+    body = {
+        "error": {"message": "This model's maximum context length is 4096 tokens.", "code": "context_length_exceeded"}
+    }
+    with refusing_server(400, body) as url:
+        events = list(RemoteEngine(url, n_ctx=4096).stream([{"role": "user", "content": "hi"}]))
+    assert isinstance(events[-1], Error) and events[-1].overflow and reported_context(events[-1]) == 4096
+    with refusing_server(400, {"error": {"message": "bad temperature"}}) as url:
+        events = list(RemoteEngine(url).stream([{"role": "user", "content": "hi"}]))
+    assert isinstance(events[-1], Error) and not events[-1].overflow
+    assert RemoteEngine(url, n_ctx=4096).context_size == 4096
