@@ -18,6 +18,7 @@ import click
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from backends.errors import EngineError
 
@@ -27,7 +28,7 @@ from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
 from .settings import Settings, load_settings
-from .terminal_text import for_terminal
+from .terminal_text import controls_shown, for_terminal
 from .units import format_bytes
 
 app = typer.Typer(
@@ -678,7 +679,8 @@ def bench(
     def open_for(setup: Setup):
         path, kind = by_label.get(setup.drafter, (None, None))
         files = ModelFiles(plain_files.label, plain_files.target, path, kind)
-        return open_engine(files, EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max), settings)
+        options = EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max, break_even=False)
+        return open_engine(files, options, settings)
 
     for skip in skipped:
         err.print(f"[yellow]depth {skip.depth:,} skipped: {skip.reason}[/]")
@@ -817,7 +819,8 @@ def serve(
     print_config: str | None = typer.Option(
         None,
         "--print-config",
-        help="Print how to point a tool here and exit: aider, opencode, continue, codex, claude-code, llm, zed, curl.",
+        help="Print how to point a tool here (its window and compaction point too) and exit: "
+        "aider, opencode, continue, codex, claude-code, qwen-code, llm, zed, curl.",
     ),
 ) -> None:
     """Serve the fitted engine to coding agents and editors (OpenAI and Anthropic APIs), with a live readout."""
@@ -847,7 +850,7 @@ def config(
     if path:  # without reading it: this is how people find a file that does not parse
         from .settings import config_file
 
-        out.print(str(config_file()))
+        out.print(Text(controls_shown(str(config_file()))))
         return
     settings = load_settings()
     out.print(config_table(settings))
@@ -856,9 +859,10 @@ def config(
 def _report(exc: BaseException, code: int, cause: str, fix: str) -> int:
     if _debug["on"]:
         traceback.print_exception(exc)
+    cause = controls_shown(cause)  # a path or value from a file or the environment may hold escapes
     err.print(f"[bold red]error:[/] {cause}", soft_wrap=True)
     if fix:
-        err.print(f"[bold]fix:[/] {fix}", soft_wrap=True)
+        err.print(f"[bold]fix:[/] {controls_shown(fix)}", soft_wrap=True)
     return code
 
 

@@ -22,6 +22,7 @@ from .hub.orphans import Orphan
 from .hub.pull import PlannedFile, PullProgress, PullResult
 from .hub.store import Manifest, file_state, record_status
 from .settings import SPECS, Settings
+from .terminal_text import controls_shown
 from .units import format_bytes
 
 if TYPE_CHECKING:
@@ -175,17 +176,31 @@ def orphans_table(orphans: list[Orphan]) -> Table:
     return table
 
 
+def _setting_text(value: object) -> Text:
+    """A value from the settings file or the environment as plain text: no Rich markup,
+    control characters shown (ESC as ␛) rather than sent to the terminal."""
+    if value is None:
+        shown = ""
+    elif isinstance(value, tuple):
+        shown = ", ".join(str(item) for item in value)
+    elif isinstance(value, dict):  # MCP servers: their names only (their env may hold secrets)
+        shown = ", ".join(str(name) for name in value) or "none"
+    else:
+        shown = str(value)
+    return Text(controls_shown(shown))
+
+
 def config_table(settings: Settings) -> Table:
     state = "exists" if settings.file_exists else "not created yet; defaults apply"
-    table = Table(title=f"Settings file: {settings.file} ({state})", title_justify="left")
+    title = Text("Settings file: ") + _setting_text(settings.file) + Text(f" ({state})")
+    table = Table(title=title, title_justify="left")
     for column in ("setting", "value", "from", "environment variable", "meaning"):
         table.add_column(column, overflow="fold")
     for spec in SPECS:
         value = settings.values[spec.key]
-        shown = "" if value is None else str(value)
-        if isinstance(value, dict):  # MCP servers: their names only (their env may hold secrets)
-            shown = ", ".join(value) or "none"
-        table.add_row(spec.key, shown, settings.sources[spec.key], spec.env_var, spec.help)
+        table.add_row(
+            spec.key, _setting_text(value), _setting_text(settings.sources[spec.key]), spec.env_var, spec.help
+        )
     return table
 
 

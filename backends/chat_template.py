@@ -21,7 +21,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from jinja2 import TemplateError
+from jinja2 import Template, TemplateError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from .errors import ChatTemplateError
@@ -118,6 +118,16 @@ def for_template(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return shaped
 
 
+@functools.lru_cache(maxsize=8)
+def _compiled(template: str) -> Template:
+    """Compiling a long template (Qwen3.5's) takes a few hundred times longer than
+    rendering it: once per template text. Called inside render's time bound."""
+    env = _BoundedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
+    return env.from_string(template)
+
+
 def render(
     template: str | None,
     messages: list[dict[str, Any]],
@@ -131,9 +141,6 @@ def render(
     source: str = "",
 ) -> str:
     """The prompt text; `source` (the model file) names the culprit in errors."""
-    env = _BoundedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    env.globals["raise_exception"] = _raise
-    env.globals["strftime_now"] = lambda fmt: datetime.datetime.now().strftime(fmt)
     kwargs: dict[str, Any] = {"enable_thinking": enable_thinking}
     if tools:
         kwargs["tools"] = tools
@@ -145,7 +152,7 @@ def render(
     try:
         pieces: list[str] = []
         size = 0
-        stream = env.from_string(template or CHATML).generate(
+        stream = _compiled(template or CHATML).generate(
             messages=for_template(messages),
             add_generation_prompt=add_generation_prompt,
             bos_token=bos_token,

@@ -29,6 +29,10 @@ class DrafterKind:
     install_hint: str  # what to install when no llama-server here runs it
     arch_marker: str | None = None  # a GGUF architecture containing this names a drafter of this kind
     in_process: bool = False  # the in-process engine (llama-cpp-python) can run it
+    # The draft probability floor llama-server runs it with (--spec-draft-p-min: a draft stops
+    # where the drafter's own probability for its token is below it); None: the server's own
+    # (0, never stop). Measured with benchmarks/draft_p_min.py where a drafter of the kind exists here.
+    p_min: float | None = None
 
 
 KINDS: dict[str, DrafterKind] = {

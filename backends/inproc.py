@@ -39,14 +39,17 @@ import psutil
 
 from .adaptive import AdaptiveDraft
 from .base import ContextFull, EngineError, check_model_file, check_same_vocabulary, estimate_tokens
+from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .chat_template import render
 from .events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
+from .message_order import normalise
 from .sampling import Sampling, preset
 from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats
 from .stats import count_positions as _count_positions
+from .template_choice import TemplateChoice, choose
 from .thinking import ThinkSplitter
 from .tool_call_text import ToolCallParser
 
@@ -307,10 +310,13 @@ class InprocEngine:
     n_max: int = 4
     adaptive: AdaptiveDraft | None = None  # learns the draft length per think mode when given
     on_close: Callable[[], None] | None = None  # e.g. save what `adaptive` learned
+    break_even: BreakEven | None = None  # stops drafting in a mode where it runs below plain decoding
     name: str = "inproc"
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
     _template: str | None = field(default=None, init=False, repr=False)
+    # The chat template in force and where later system messages go (decided at load).
+    template_choice: TemplateChoice | None = field(default=None, init=False)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     notes: list[str] = field(default_factory=list, init=False)
 
@@ -326,7 +332,8 @@ class InprocEngine:
         target = check_model_file(self.model_path, "model")
         if self.draft_path:
             check_same_vocabulary(target, check_model_file(self.draft_path, "drafter"))
-        self._template = read_local(target).get("tokenizer.chat_template")
+        self.template_choice = choose(read_local(target).get("tokenizer.chat_template"))
+        self._template = self.template_choice.text
         probe_template(self._template, str(target))
         n_batch = max(512, self.n_max + 1)
         self._target = _Model(self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=self.n_max + 1)
@@ -389,9 +396,14 @@ class InprocEngine:
     def prompt_tokens(self, messages: list[dict[str, Any]], think: bool, reply_start: str = "") -> list[int]:
         """`reply_start`: text the assistant's reply is made to begin with (the model goes on from it)."""
         assert self._target is not None
+        messages = self._ordered(messages)
         return self._target.tokenize(
             render(self._template, messages, enable_thinking=think, source=self.model_path) + reply_start
         )
+
+    def _ordered(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Later system and developer messages where the template takes them (message_order)."""
+        return normalise(messages, self.template_choice.rule) if self.template_choice else messages
 
     def text_of(self, tokens: list[int]) -> str:
         assert self._target is not None
@@ -415,7 +427,7 @@ class InprocEngine:
         k = max(1, n_max or self.n_max)
         if target.rollback_limit is not None:
             k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
-        drafter = self._drafter
+        drafter = None if n_max == 0 else self._drafter  # 0: no drafting (as llama-server's request field)
         history = History(target.n_vocab)
 
         started = time.monotonic()
@@ -544,10 +556,13 @@ class InprocEngine:
             return
         self._cancel.clear()
         sampling = sampling or preset(think)
+        if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
+            n_max = 0
         if n_max is None and self.adaptive is not None and self._drafter is not None:
             if self.adaptive.wants_calibration():
                 self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))
             n_max = self.adaptive.choose(think)
+        messages = self._ordered(messages)
         prompt_text = render(self._template, messages, enable_thinking=think, tools=tools, source=self.model_path)
         # Where the next turn's prompt will branch off: the end of these messages, before
         # the generation prompt (a hybrid saves its state there).
@@ -623,6 +638,10 @@ class InprocEngine:
                     stats.verify_s,
                     stats.verify_steps,
                 )
+            if self.break_even is not None and self._drafter is not None:
+                stats.draft_note = self.break_even.observed(
+                    think, stats.drafted > 0, stats.generated_tokens, stats.decode_s
+                ) or self.break_even.note(think)
             yield End(reason, stats.copy())
         except EngineError as exc:
             yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,15 +27,18 @@ import platformdirs
 from . import server_draft
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary, estimate_tokens
+from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .drafters import KINDS
 from .events import End, Error, Event
 from .gguf_header import read_local
+from .message_order import normalise
 from .openai_stream import StreamBroken, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .sampling import Sampling, preset
 from .server_log import cause_line
 from .stats import Stats
+from .template_choice import TemplateChoice, choose, for_original
 
 if TYPE_CHECKING:
     import httpx2
@@ -139,6 +142,9 @@ class ServerConfig:
     n_ubatch: int = 512
     n_parallel: int = 1  # slots: requests served at once (the context is shared between them)
     extra_args: tuple[str, ...] = ()
+    # The name every response's `model` field carries (llama-server says the model's path otherwise).
+    alias: str | None = None
+    chat_template_file: str | None = None  # a template to run instead of the GGUF's (see template_choice)
 
 
 def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
@@ -178,6 +184,10 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
             args += ["--metrics"]
         if caps.has("--fit"):
             args += ["--fit", "off"]  # dspine fit already planned the memory; llama.cpp's fitter mis-sizes drafters
+        if caps.has("--alias"):
+            args += ["--alias", config.alias or Path(config.model).stem]
+        if config.chat_template_file and caps.has("--chat-template-file"):
+            args += ["--chat-template-file", config.chat_template_file]
     if config.drafter_kind:
         if caps is not None:
             spec = spec_type_for(config.drafter_kind, caps, binary or Path("llama-server"))
@@ -187,6 +197,9 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
             args += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
         if config.n_max:
             args += ["--spec-draft-n-max" if has("--spec-draft-n-max") else "--draft-max", str(config.n_max)]
+        kind = KINDS.get(config.drafter_kind)
+        if kind is not None and kind.p_min is not None and has("--spec-draft-p-min"):
+            args += ["--spec-draft-p-min", str(kind.p_min)]  # extra_args may give another: the last wins
     return args + list(config.extra_args)
 
 
@@ -268,8 +281,12 @@ class LlamaServerEngine:
     name: str = "server"
     adaptive: AdaptiveDraft | None = None  # learns the draft length per think mode when the binary honours it
     on_close: Callable[[], None] | None = None  # e.g. save what `adaptive` learned
+    # Stops drafting in a mode where it runs below plain decoding (needs a per-request length).
+    break_even: BreakEven | None = None
     # Whether this binary drafts at a request's `speculative.n_max` (learned from /props at start).
     per_request_draft: bool | None = field(default=None, init=False)
+    # The chat template in force and where later system messages go (decided at start).
+    template_choice: TemplateChoice | None = field(default=None, init=False)
     _running: _Running | None = field(default=None, init=False, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
@@ -341,13 +358,15 @@ class LlamaServerEngine:
         model = check_model_file(self.config.model, "model")
         if self.config.draft_model:
             check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
-        # llama-server renders the template in its own engine, unbounded: try it here first.
-        probe_template(read_local(model).get("tokenizer.chat_template"), str(model))
         binary = find_binary(self.binary)
         caps = probe(binary)
-        port, api_key = free_port(), secrets.token_urlsafe(24)
         log_dir = self.log_dir or Path(platformdirs.user_log_dir("dspine"))
         _private_dir(log_dir)
+        self._choose_template(read_local(model).get("tokenizer.chat_template"), caps, log_dir)
+        assert self.template_choice is not None
+        # llama-server renders the template in its own engine, unbounded: try it here first.
+        probe_template(self.template_choice.text, str(model))
+        port, api_key = free_port(), secrets.token_urlsafe(24)
         log_path = log_dir / f"llama-server-{port}.log"
         key_args, key_env = key_delivery(caps, api_key, log_dir / f"llama-server-{port}.key")
         command = build_command(binary, caps, self.config, port) + key_args
@@ -381,6 +400,19 @@ class LlamaServerEngine:
             self.close()
             raise
         return self
+
+    def _choose_template(self, original: str | None, caps: Capabilities, log_dir: Path) -> None:
+        """The template to run (the GGUF's, or dspine's corrected copy through
+        --chat-template-file, written beside the log) and the rule for later system messages."""
+        choice = choose(original)
+        corrected = choice.text if choice.corrected else None
+        if corrected is not None and not caps.has("--chat-template-file"):
+            choice = for_original(original, "this llama-server has no --chat-template-file")
+        elif corrected is not None:
+            path = log_dir / f"chat-template-{choice.original_sha256 or 'none'}.jinja"
+            path.write_text(corrected)
+            self.config = replace(self.config, chat_template_file=str(path))
+        self.template_choice = choice
 
     def _honours_per_request_draft(self, binary: Path) -> bool:
         """The patch's marker in /props, asked once per binary (path, mtime, size)."""
@@ -540,8 +572,13 @@ class LlamaServerEngine:
                 yield Error(f"draft-length calibration failed: {exc}", f"see {self._running.log_path}")
                 return
             n_max = self.adaptive.choose(think)
+        judged = self.break_even if self.per_request_draft and self.config.drafter_kind else None
+        if judged is not None and not judged.drafting(think):
+            n_max = 0
         if n_max is not None and self.config.drafter_kind:
             extra["speculative.n_max"] = n_max
+        if self.template_choice is not None:
+            messages = normalise(messages, self.template_choice.rule)
         body = chat_body(messages, think, sampling or preset(think), extra, tools)
         started = time.monotonic()
         import httpx2
@@ -560,6 +597,11 @@ class LlamaServerEngine:
                 for event in stream_chat(response, self._cancel, started):
                     if learning and isinstance(event, End) and event.stats.position_tested:
                         self._learn(think, event.stats)
+                    if judged is not None and isinstance(event, End) and event.reason != "cancelled":
+                        stats = event.stats
+                        stats.draft_note = judged.observed(
+                            think, stats.drafted > 0, stats.generated_tokens, stats.decode_s
+                        ) or judged.note(think)
                     yield event
         except StreamBroken:
             yield (

@@ -27,6 +27,8 @@ class Stats:
     # exact; llama-server: from the draft counts in its per-token timings, step by step).
     position_tested: list[int] = field(default_factory=list)
     position_kept: list[int] = field(default_factory=list)
+    # What changed about drafting (backends/break_even.py), or its state while off or pinned.
+    draft_note: str | None = None
 
     @property
     def tokens_per_s(self) -> float | None:

@@ -24,17 +24,17 @@ sys.path.insert(0, str(ROOT))
 
 def run_proxy(upstream: str, key: str, port: int, ready) -> None:
     import asyncio
-
-    from aiohttp import web
+    import socket
 
     from app.serve.board import Board
+    from app.serve.connections import listen, runner
     from app.serve.proxy import Proxy, ProxyConfig
 
     async def main() -> None:
         proxy = Proxy(ProxyConfig(upstream, key, "bench", 4096), Board())
-        runner = web.AppRunner(proxy.app(), access_log=None, handler_cancellation=True)
-        await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
+        app_runner = runner(proxy.app())  # as dspine serve listens: its deadlines wrap every connection
+        await app_runner.setup()
+        await listen(app_runner, socket.create_server(("127.0.0.1", port)))
         ready.set()
         await asyncio.Event().wait()
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build llama-server with dspine's per-request draft length patch.
+# Build llama-server with dspine's patch: the per-request draft length, and a drafter that
+# draws through a clone of the request's sampler (its penalties, logit bias and grammar).
 #
 #   installers/build_llama_server.sh SRC_DIR DEST_DIR [CMAKE FLAGS...]
 #
@@ -62,11 +63,11 @@ chmod -R u+w "$DEST/src"
 # --batch --forward: patch never stops to ask on the terminal (its questions would go to the log).
 if patch --batch --forward --dry-run -p1 -d "$DEST/src" -i "$PATCH" >"$DEST/patch.log" 2>&1 </dev/null; then
     patch --batch --forward -p1 -d "$DEST/src" -i "$PATCH" >>"$DEST/patch.log" </dev/null
-    echo "patched: per-request draft length" > "$DEST/PATCHED"
-    say "patch applied: per-request draft length (speculative.n_max / n_min)"
+    echo "patched: per-request draft length, drafts follow the request's sampler" > "$DEST/PATCHED"
+    say "patch applied: per-request draft length (speculative.n_max / n_min), drafts follow the request's sampler"
 else
-    echo "unpatched: the per-request draft length patch did not apply" > "$DEST/PATCHED"
-    say "warning: the per-request draft length patch does not apply to this source; building unpatched"
+    echo "unpatched: dspine's llama-server patch did not apply" > "$DEST/PATCHED"
+    say "warning: dspine's llama-server patch does not apply to this source; building unpatched"
     say "  (dspine then keeps the draft length it launches with; details in $DEST/patch.log)"
 fi
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import subprocess
+import sys
 from pathlib import Path
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -55,3 +56,31 @@ def smollm2_pair(folder: Path) -> dict[str, Path]:
         "q4": source,
         "q2": quantize(source, folder / "smollm2-135m-q2_k.gguf", "Q2_K"),
     }
+
+
+def with_chat_template(source: Path, out: Path, template: str) -> Path:
+    """A copy of `source` whose GGUF carries `template` as its chat template, written as a
+    user would with gguf's own `gguf-new-metadata --chat-template-file`."""
+    if out.exists():
+        return out
+    template_file = out.with_suffix(".jinja")
+    template_file.write_text(template)
+    tmp = out.with_suffix(".tmp")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gguf.scripts.gguf_new_metadata",
+            "--chat-template-file",
+            str(template_file),
+            "--force",
+            str(source),
+            str(tmp),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    tmp.rename(out)
+    return out

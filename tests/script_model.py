@@ -108,7 +108,7 @@ BIG = 10.0  # logit weight of a bigram step (the hidden state is about 5 per dim
 SCORE = 2.5  # query and key size: a score of about 50 on the marker, 0 elsewhere
 
 
-def shape(script: Script = README_SCRIPT) -> Shape:
+def shape(chat_template: str = CHAT_TEMPLATE, script: Script = README_SCRIPT) -> Shape:
     return Shape(
         arch="llama",
         n_layer=1,
@@ -119,7 +119,7 @@ def shape(script: Script = README_SCRIPT) -> Shape:
         n_ff=N_EMBD,
         n_vocab=300,
         weight_type=QTYPE.F32,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template,
         user_tokens=tuple(dict.fromkeys((*script.call, *script.answer[:-1], script.marker, TOOL_RESPONSE))),
         n_ctx_train=script.n_ctx_train,
     )
@@ -171,8 +171,10 @@ def _weights(tokens: list[str], script: Script) -> dict[str, np.ndarray]:
     }
 
 
-def write_script_model(path: Path, script: Script = README_SCRIPT) -> Path:
-    model = shape(script)
+def write_script_model(path: Path, chat_template: str = CHAT_TEMPLATE, script: Script = README_SCRIPT) -> Path:
+    """`chat_template`: another template whose generation prompt also ends in a newline;
+    `script`: another call and answer (an MCP tool's, say)."""
+    model = shape(chat_template, script)
     tokens, _, _ = vocabulary(model.n_vocab, model.user_tokens)
     weights = _weights(tokens, script)
     writer = gguf.GGUFWriter(str(path), model.arch)

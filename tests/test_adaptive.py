@@ -136,3 +136,51 @@ def test_the_verify_table_is_the_fastest_of_a_few_calibrations():
     assert not adaptive.wants_calibration()
     assert adaptive.verify_s_by_len == [0.010, 0.011, 0.012] and adaptive.plain_token_s == 0.010
     assert not AdaptiveDraft.from_json(adaptive.to_json()).wants_calibration()
+
+
+def test_now_and_then_a_longer_draft_keeps_the_positions_past_the_best_tested():
+    """Replies at the best length never test the positions after it, whose estimate then
+    stays whatever it inherited; one reply in a few drafts longer (more often while those
+    positions have few tests), and only at lengths predicted close to the best."""
+    from backends.adaptive import EXPLORE_EVERY, EXPLORE_LOSS, THIN, rates_by_length
+
+    stats = learned([0.9, 0.8, 0.6] + [0.0] * 13, steps=20)
+    adaptive = AdaptiveDraft(default=4, plain_token_s=0.020)
+    adaptive.modes["no_think"] = stats
+    lengths = []
+    for _ in range(24):
+        lengths.append(adaptive.choose(think=False))
+        stats.replies += 1
+    best = min(lengths)
+    longer = [k for k in lengths if k > best]
+    assert longer and max(longer) <= best + 3 <= 16
+    assert stats.tested[best] < THIN and len(longer) == len(lengths) // 2  # thin data: every second reply
+    # With plenty of tests past the best: one reply in EXPLORE_EVERY.
+    stats.tested[best] = stats.kept[best] = THIN * 4
+    stats.kept[best] = 0
+    lengths = []
+    for _ in range(EXPLORE_EVERY * 4):
+        lengths.append(adaptive.choose(think=False))
+        stats.replies += 1
+    best = min(lengths)
+    assert sum(k > best for k in lengths) == 4
+    # What an exploring reply may cost, by the engine's own prediction.
+    predicted = rates_by_length(stats.acceptance(), adaptive_costs(adaptive), 16)
+    assert all(predicted[k] >= (1 - EXPLORE_LOSS) * predicted[best] for k in lengths)
+
+
+def adaptive_costs(adaptive: AdaptiveDraft) -> Costs:
+    from backends.adaptive import costs_from
+
+    found = costs_from(adaptive.mode(False), adaptive.plain_token_s, adaptive.verify_s_by_len)
+    assert found is not None
+    return found
+
+
+def test_no_exploring_past_the_longest_length_or_before_anything_was_learned():
+    adaptive = AdaptiveDraft(default=4, max_k=4, plain_token_s=0.020)
+    adaptive.modes["no_think"] = learned([0.97] * 16)
+    for replies in range(10):
+        adaptive.modes["no_think"].replies = replies
+        assert adaptive.choose(think=False) == 4
+    assert AdaptiveDraft(default=3).choose(think=True) == 3

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.agent.commands import run_command
-from app.agent.consent import Consent, leading_word
+from app.agent.consent import Consent, command_words
 from app.agent.files import MAX_FILE_BYTES
 from app.agent.paths import ToolRefused, resolve
 from app.agent.project import find_root, open_project, system_prompt
@@ -192,8 +192,10 @@ def test_consent_rules():
     consent.remember("edit_file", "always")
     assert not consent.must_ask("edit_file") and consent.must_ask("write_file")
     consent.remember("run_command", "always", "git status")
-    assert not consent.must_ask("run_command", "git diff")
+    assert not consent.must_ask("run_command", "git status")
+    assert consent.must_ask("run_command", "git diff")  # "always" covers the command seen, not `git`
     assert consent.must_ask("run_command", "git status; rm -rf ~")  # compound: always asks
     assert consent.must_ask("run_command", "make test")
-    assert leading_word("CI=1 pytest -q") == "pytest"
-    assert leading_word("ls | wc") is None
+    assert command_words("CI=1 pytest -q") is None  # an environment prefix: never covered
+    assert command_words("ls | wc") is None
+    assert command_words("pytest  -q") == ("pytest", "-q")

@@ -133,8 +133,8 @@ async def test_resume_and_continue_restore_the_compacted_context(repo, store, tm
 
 
 async def test_escape_stops_a_runaway_search_and_the_chat_stays_responsive(repo, store):
-    (repo / "trap.txt").write_text("a" * 40 + "!\n")
-    engine = ScriptedEngine(turns=[[ToolCall("c1", "search", json.dumps({"pattern": "(a+)+$"}))], ["Stopped it."]])
+    (repo / "trap.txt").write_text("a" * 60 + "!\n")
+    engine = ScriptedEngine(turns=[[ToolCall("c1", "search", json.dumps({"pattern": "(a|aa)+$"}))], ["Stopped it."]])
     app = project_app(repo, store, engine)
     async with app.run_test() as pilot:
         await send(pilot, "find it")

@@ -115,18 +115,30 @@ async def test_edit_rejected_leaves_the_file(repo, store):
         assert store.messages(app.chat.id)[2].decision == "no"
 
 
-async def test_command_with_consent_streams_and_always_covers_its_leading_word(repo, store):
+async def test_command_with_consent_streams_and_always_covers_exactly_that_command(repo, store):
     engine = ScriptedEngine(
-        turns=[[call("run_command", command="echo hello")], [call("run_command", command="echo again")], ["Done."]]
+        turns=[
+            [call("run_command", command="echo hello")],
+            [call("run_command", command="echo  'hello'")],  # the same words: does not ask
+            [call("run_command", command="echo again")],  # another word: asks
+            ["Done."],
+        ]
     )
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
         await run_chat(pilot, app, "say hello")
         assert isinstance(app.screen, ConsentScreen) and app.screen.body == "echo hello"
-        await pilot.press("a")  # always `echo` in this chat: the second command does not ask
+        assert app.screen.always == "always run exactly this command in this chat (any other asks)"
+        await pilot.press("a")
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, ConsentScreen) and app.screen.body == "echo again",
+            what="the third command's question",
+        )
+        await pilot.press("y")
         await until(pilot, lambda: not app.streaming, what="the end")
         results = tool_messages(engine)
-        assert results[0]["content"] == "exit code 0\nhello\n" and results[1]["content"] == "exit code 0\nagain\n"
+        assert [r["content"] for r in results] == ["exit code 0\nhello\n"] * 2 + ["exit code 0\nagain\n"]
 
 
 async def test_escape_stops_a_long_command(repo, store):

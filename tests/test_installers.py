@@ -57,7 +57,7 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
     assert "accelerator: cpu" in first.stdout and "creating" in first.stdout and "linked" in first.stdout
     server = tmp_path / "data" / "dspine" / "llama.cpp" / "bin" / "llama-server"
     assert f"llama-server in {server.parent.parent}: kept, from the build in" in first.stdout
-    assert "(patched: per-request draft length)" in first.stdout
+    assert "(patched: per-request draft length, drafts follow the request's sampler)" in first.stdout
     assert server.is_file()
     doctor = subprocess.run(
         [str(tmp_path / "bin" / "dspine"), "doctor", "--json", "--quick"],

@@ -62,7 +62,7 @@ class Counting(Recorded):
 
 @pytest.fixture(scope="module")
 def script_model(tmp_path_factory) -> Path:
-    return write_script_model(tmp_path_factory.mktemp("mcp-script") / "mcp-script.gguf", SCRIPT)
+    return write_script_model(tmp_path_factory.mktemp("mcp-script") / "mcp-script.gguf", script=SCRIPT)
 
 
 # The generated vocabulary spells most text a byte a token: the built-in and the time server's

@@ -129,7 +129,7 @@ def test_completions_and_anthropic_messages_pass_through(serving):
         ) as events:
             body = events.read().decode()
         assert "message_stop" in body
-        bad = http.post("/v1/chat/completions", content=b"{not json")
+        bad = http.post("/v1/chat/completions", content=b"{not json", headers={"Content-Type": "application/json"})
         assert bad.status_code == 400 and "not JSON" in bad.json()["error"]["message"]
     wait_for(lambda: len(proxy.board.done) == 3, what="three requests")
     streamed_messages = proxy.board.done[0]

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import safe_files
 from .files import MAX_FILE_BYTES, read_text
 from .paths import ToolRefused, resolve, shown
 
@@ -58,7 +60,7 @@ class Changes:
         self._read[path] = fingerprint(text)
 
     def _current(self, path: Path, name: str) -> str | None:
-        return read_text(path, name) if path.exists() else None
+        return read_text(self.root, path, name) if os.path.lexists(path) else None
 
     def _unchanged_since_read(self, path: Path, name: str, now: str | None) -> None:
         if path in self._read and self._read[path] != fingerprint(now):
@@ -97,15 +99,20 @@ class Changes:
         return Change(path, shown(self.root, path), before, content)
 
     def apply(self, change: Change) -> str:
-        """Write a change the user accepted, if the file is still what the diff was made from."""
-        now = self._current(change.path, change.name)
-        if now != change.before:
-            raise ToolRefused(f"{change.name!r} changed on disk while the change waited: read it again")
-        change.path.parent.mkdir(parents=True, exist_ok=True)
-        change.path.write_text(change.after, encoding="utf-8")
+        """Write a change the user accepted, if the file is still what the diff was made from
+        and its path still leads where it did (checked again now, consent took a while)."""
+        self._same_place(change)
+        safe_files.replace(self.root, change.path, change.name, _encoded(change.before), change.after.encode())
         self._applied.append(change)
         self.saw(change.path, change.after)
         return f"applied: {change.summary}"
+
+    def _same_place(self, change: Change) -> None:
+        if resolve(self.root, change.name, write=True) != change.path:
+            raise ToolRefused(
+                f"{change.name!r} now leads somewhere else (a folder on its path changed) while the change "
+                "waited; nothing was written: look at the project again"
+            )
 
     @property
     def can_undo(self) -> bool:
@@ -116,14 +123,18 @@ class Changes:
         if not self._applied:
             raise ToolRefused("nothing to undo")
         change = self._applied[-1]
-        now = change.path.read_text(encoding="utf-8") if change.path.exists() else None
-        if now != change.after:
-            raise ToolRefused(f"{change.name} changed since the edit; not undone (fix it by hand)")
+        try:
+            self._same_place(change)
+            safe_files.replace(self.root, change.path, change.name, change.after.encode(), _encoded(change.before))
+        except ToolRefused as exc:
+            raise ToolRefused(f"{change.name} changed since the edit; not undone (fix it by hand): {exc}") from None
         self._applied.pop()
         if change.before is None:
-            change.path.unlink()
             self._read.pop(change.path, None)
             return f"undone: removed {change.name}"
-        change.path.write_text(change.before, encoding="utf-8")
         self.saw(change.path, change.before)
         return f"undone: {change.summary}"
+
+
+def _encoded(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()

@@ -9,6 +9,7 @@ import codecs
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -43,6 +44,22 @@ class CommandResult:
         return f"{head}\n{self.output}" if self.output else head
 
 
+# On Linux every command runs under reaper.py, a child subreaper that ends all the command's
+# descendants when it ends or is stopped (background children, setsid grandchildren, daemons).
+# Elsewhere the shell runs directly and its process group is killed at the end.
+_REAPER = Path(__file__).with_name("reaper.py")
+_USE_REAPER = sys.platform.startswith("linux") and bool(sys.executable) and _REAPER.is_file()
+# How long the reaper gets to end everything after a stop before the group is killed outright.
+_REAPER_GRACE_S = 5.0
+
+
+def _popen_command(command: str) -> tuple[list[str] | str, bool]:
+    """What to start for `command` and whether it goes through a shell of Popen's."""
+    if _USE_REAPER:
+        return [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), command], False
+    return command, True
+
+
 def _kill_group(process: subprocess.Popen) -> None:
     # The shell's children (a test runner, a server) die with it.
     try:
@@ -52,6 +69,33 @@ def _kill_group(process: subprocess.Popen) -> None:
             process.kill()
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _stop_all(process: subprocess.Popen) -> None:
+    """Stop the command and everything it started (the caller kills the group after)."""
+    if not _USE_REAPER:
+        return
+    # os.kill, not send_signal: that one reaps a finished process first, and the pid must stay ours.
+    try:
+        os.kill(process.pid, signal.SIGTERM)  # the reaper kills every descendant, then exits
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + _REAPER_GRACE_S
+    while not _has_exited(process) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _has_exited(process: subprocess.Popen) -> bool:
+    """Whether the command ended, without reaping it on POSIX: while its zombie holds the pid,
+    its process group id cannot be reused, so the group can still be killed safely."""
+    if os.name != "posix" or not hasattr(os, "waitid"):
+        return process.poll() is not None
+    if process.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def run_command(
@@ -64,9 +108,10 @@ def run_command(
 ) -> CommandResult:
     """`scratch`: where the whole output goes when it is longer than what the model gets."""
     timeout_s = max(1.0, min(float(timeout_s), MAX_TIMEOUT_S))
+    argv, through_shell = _popen_command(command)
     process = subprocess.Popen(
-        command,
-        shell=True,
+        argv,
+        shell=through_shell,
         cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -105,13 +150,13 @@ def run_command(
     reader.start()
     deadline = time.monotonic() + timeout_s
     timed_out = stopped = False
-    while process.poll() is None:
+    while not _has_exited(process):
         if stop is not None and stop.is_set():
             stopped = True
         elif time.monotonic() >= deadline:
             timed_out = True
         if stopped or timed_out:
-            _kill_group(process)
+            _stop_all(process)
             break
         show()
         # Wake at once when asked to stop; otherwise look at the process every 50 ms.
@@ -119,6 +164,9 @@ def run_command(
             stop.wait(0.05)
         else:
             time.sleep(0.05)
+    # The command ended: what it left in the background ends too (its group; the reaper has
+    # already ended the rest), before the pid is reaped and could be reused.
+    _kill_group(process)
     process.wait()
     reader.join(timeout=2)
     show()

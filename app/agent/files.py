@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
+import stat
 import subprocess
+import time
 from pathlib import Path
 
+import regex
+
+from . import safe_files
 from .capture import head_tail
 from .paths import ToolRefused, resolve, shown
 
@@ -16,21 +20,18 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_LIST = 400
 MAX_MATCHES = 200
 MAX_OUTPUT_CHARS = 20_000
+# A pattern such as (a+)+$ backtracks for ever on a long line; the whole search gets this long.
+SEARCH_BUDGET_S = 5.0
 
 
-def read_text(path: Path, name: str) -> str:
-    """A project file as text, or a refusal the model can act on."""
-    if path.is_dir():
-        raise ToolRefused(f"{name!r} is a directory: use list_files to see what it holds")
-    if not path.is_file():
-        raise ToolRefused(f"{name!r} does not exist: use list_files or search to find the file")
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ToolRefused(
-            f"{name!r} is {size:,} bytes, over the {MAX_FILE_BYTES:,}-byte cap: "
-            "use search to find the lines you need, then read_file with start_line and end_line"
-        )
-    data = path.read_bytes()
+def read_text(root: Path, path: Path, name: str) -> str:
+    """A project file (a real path from resolve()) as text, or a refusal the model can act on."""
+    try:
+        data = safe_files.read_bytes(root, path, name, MAX_FILE_BYTES)
+    except FileNotFoundError:
+        raise ToolRefused(f"{name!r} does not exist: use list_files or search to find the file") from None
+    except OSError as exc:  # permission denied, an I/O error
+        raise ToolRefused(f"{name!r} cannot be read ({exc.strerror}): choose another file") from None
     if b"\0" in data[:8192]:
         raise ToolRefused(f"{name!r} is a binary file: only text files can be read or edited")
     try:
@@ -51,9 +52,19 @@ def numbered(text: str, start_line: int = 1, end_line: int | None = None) -> str
     return head_tail(body, MAX_OUTPUT_CHARS, "read the lines you need with start_line and end_line")
 
 
+def _stays_inside(root: Path, path: Path) -> bool:
+    """A regular file whose real path is inside the project: a committed `leak.txt ->
+    ~/.ssh/id_ed25519` is neither listed nor searched, and a FIFO is never opened."""
+    try:
+        real = path.resolve(strict=True)
+        return real.is_relative_to(root) and stat.S_ISREG(os.stat(real).st_mode)
+    except (OSError, RuntimeError):  # a dangling link, a loop
+        return False
+
+
 def project_files(root: Path, under: Path) -> list[Path]:
     """Files below `under`, without what .gitignore ignores (git itself decides, when the
-    project is a repository) and never the .git folder."""
+    project is a repository), never the .git folder, and never what leads out of the project."""
     root = root.resolve()
     if (root / ".git").exists():
         listed = subprocess.run(
@@ -65,11 +76,12 @@ def project_files(root: Path, under: Path) -> list[Path]:
         )
         if listed.returncode == 0:
             found = [root / p for p in listed.stdout.decode(errors="replace").split("\0") if p]
-            return sorted(p for p in found if p.is_file())
+            return sorted(p for p in found if _stays_inside(root, p))
     files = []
+    # os.walk does not descend into linked folders (followlinks=False); linked files are checked.
     for folder, dirs, names in os.walk(under):
         dirs[:] = sorted(d for d in dirs if d != ".git")
-        files += [Path(folder) / n for n in sorted(names)]
+        files += [Path(folder) / n for n in sorted(names) if _stays_inside(root, Path(folder) / n)]
     return files
 
 
@@ -90,26 +102,46 @@ def list_files(root: Path, path: str = ".", glob: str | None = None) -> str:
     return listing + (f"\n… and {more} more (narrow it with path or glob)" if more > 0 else "")
 
 
-def search(root: Path, pattern: str, path: str = ".", glob: str | None = None) -> str:
+def search(root: Path, pattern: str, path: str = ".", glob: str | None = None, budget_s: float | None = None) -> str:
+    # `regex`, not `re`: the same syntax, and its matching can be given a timeout.
     try:
-        regex = re.compile(pattern)
-    except re.error as exc:
+        compiled = regex.compile(pattern)
+    except regex.error as exc:
         raise ToolRefused(f"the pattern {pattern!r} is not a valid Python regular expression: {exc}") from None
     under = resolve(root, path or ".")
     files = [under] if under.is_file() else project_files(root, under)
+    budget_s = SEARCH_BUDGET_S if budget_s is None else budget_s
+    deadline = time.monotonic() + budget_s
     hits: list[str] = []
     for file in files:
         name = shown(root, file)
-        if not _matches_glob(name, glob) or file.stat().st_size > MAX_FILE_BYTES:
+        if not _matches_glob(name, glob):
             continue
         try:
-            text = read_text(file, name)
+            real = resolve(root, name)
+            text = read_text(root, real, name)
         except ToolRefused:
-            continue  # binary files are skipped, not reported one by one
+            continue  # binary, too big or leading out: skipped, not reported one by one
         for number, line in enumerate(text.splitlines(), start=1):
-            if regex.search(line):
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                found = compiled.search(line, timeout=left)
+            except TimeoutError:
+                return _out_of_time(hits, budget_s, f"{name}:{number}")
+            if found:
                 hits.append(f"{name}:{number}: {line[:300]}")
                 if len(hits) >= MAX_MATCHES:
                     hits.append(f"… stopped at {MAX_MATCHES} matches (narrow the pattern, path or glob)")
                     return "\n".join(hits)
     return "\n".join(hits) if hits else "no matches"
+
+
+def _out_of_time(hits: list[str], budget_s: float, where: str) -> str:
+    note = (
+        f"error: the search ran out of its {budget_s:g} s budget at {where} and was stopped. "
+        "The pattern may backtrack without end (nested repeats such as (a+)+ or (a|aa)+): "
+        "write it without nested repeats, or narrow path or glob."
+    )
+    return "\n".join([note, "matches found before it stopped:", *hits]) if hits else note

@@ -2,11 +2,16 @@
 
 The model names paths; this module decides whether they may be read or
 written. Symlinks are followed and the target is checked, so a link that
-points out of the project is refused like `../`.
+points out of the project is refused like `../`. Writes never reach a
+repository's `.git` (in any spelling a file system maps to it), a special
+file, or a file with a second hard link (which may live outside).
 """
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from pathlib import Path, PurePosixPath
 
 
@@ -15,24 +20,82 @@ class ToolRefused(Exception):
     says what was wrong and what to do instead."""
 
 
+# HFS+ drops these code points when it compares names, so `.g\u200cit` is `.git` on a Mac
+# (git's own check, is_hfs_dotgit, strips the same set).
+_IGNORED_BY_HFS = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
+# Windows' 8.3 short names for `.git`: GIT~1 and the hashed form git itself refuses.
+_SHORT_NAME = re.compile(r"(git|gi7eba)~\d+")
+
+
+def is_git_name(part: str) -> bool:
+    """True for every spelling some file system opens as `.git`: any case (macOS and
+    Windows compare without it), trailing dots and spaces and an NTFS stream suffix
+    (`.git. `, `.git::$INDEX_ALLOCATION`: Windows drops them), 8.3 short names (`GIT~1`)
+    and HFS+ ignorable code points."""
+    name = _IGNORED_BY_HFS.sub("", part).split(":", 1)[0].rstrip(". ").casefold()
+    return name == ".git" or _SHORT_NAME.fullmatch(name) is not None
+
+
+def kind_of(mode: int) -> str:
+    """A special file's kind in words, for a refusal."""
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISLNK(mode):
+        return "a symlink"
+    return "not a regular file"
+
+
+def _check_writable(name: str, real: Path) -> None:
+    try:
+        info = os.lstat(real)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ToolRefused(f"{name!r} cannot be looked at ({exc.strerror}): choose another path") from None
+    if stat.S_ISDIR(info.st_mode):
+        return  # the callers say "is a directory"
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolRefused(f"{name!r} is {kind_of(info.st_mode)}: only regular files can be written")
+    if info.st_nlink > 1:
+        raise ToolRefused(
+            f"{name!r} has {info.st_nlink} hard links, and the others may be outside the project: "
+            "it is not written through; write a new file instead"
+        )
+
+
 def resolve(root: Path, name: str, *, write: bool = False) -> Path:
     """`name` (relative to the project, or absolute inside it) as a real path inside
-    `root`; `.git/` internals only for reading."""
+    `root`; `.git/` internals (at any depth) only for reading."""
     if not name or not name.strip():
         raise ToolRefused("the path is empty: give a path relative to the project root")
+    if "\0" in name:
+        raise ToolRefused(f"{name!r} contains a NUL character: give a plain path")
     raw = Path(name)
-    if ".." in PurePosixPath(name.replace("\\", "/")).parts:
+    given = PurePosixPath(name.replace("\\", "/"))
+    if ".." in given.parts:
         raise ToolRefused(f"{name!r} contains '..': give a path inside the project, relative to its root")
     root = root.resolve()
     candidate = raw if raw.is_absolute() else root / raw
     # strict=False: a file to be written may not exist yet; existing links are still followed.
-    real = candidate.resolve(strict=False)
+    try:
+        real = candidate.resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        raise ToolRefused(f"{name!r} cannot be resolved ({exc}): give another path") from None
     if not real.is_relative_to(root):
         where = "is outside" if raw.is_absolute() else "leads outside (through a symlink)"
         raise ToolRefused(f"{name!r} {where} the project {root}: only paths inside it are allowed")
-    inside = real.relative_to(root)
-    if write and inside.parts[:1] == (".git",):
-        raise ToolRefused(f"{name!r} is inside .git/, which is read-only: change files of the work tree instead")
+    if write:
+        # Both the spelling given and where it leads: `hooks -> .git/hooks` is caught by the second.
+        spelled = () if raw.is_absolute() else given.parts
+        if any(is_git_name(part) for part in (*spelled, *real.relative_to(root).parts)):
+            raise ToolRefused(
+                f"{name!r} is inside a .git folder, which is read-only: change files of the work tree instead"
+            )
+        _check_writable(name, real)
     return real
 
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import safe_files
+from .paths import ToolRefused, resolve
+
 # The first that exists is used; the names other assistants read, so one file serves all.
 INSTRUCTION_FILES = ("AGENTS.md", "CLAUDE.md", ".github/copilot-instructions.md")
 MAX_INSTRUCTIONS = 64 * 1024  # more than this would crowd the context; the rest is cut
@@ -33,10 +36,14 @@ def find_root(cwd: Path) -> Path:
 def open_project(cwd: Path) -> Project:
     root = find_root(cwd)
     for name in INSTRUCTION_FILES:
-        path = root / name
-        if path.is_file():
-            text = path.read_text(encoding="utf-8", errors="replace")[:MAX_INSTRUCTIONS]
-            return Project(root, path, text)
+        # Like every tool's read: an instructions file that links out of the project (it would
+        # go to the model, a remote one too) or is a FIFO (which would hang the start) is skipped.
+        try:
+            path = resolve(root, name)
+            data = safe_files.read_bytes(root, path, name, MAX_INSTRUCTIONS, cut=True)
+        except (ToolRefused, FileNotFoundError):
+            continue
+        return Project(root, root / name, data.decode("utf-8", errors="replace"))
     return Project(root)
 
 

@@ -122,7 +122,7 @@ def _read_file(box: Toolbox, args: dict[str, Any]) -> Step:
     start, end = _int(args.get("start_line"), "start_line") or 1, _int(args.get("end_line"), "end_line")
     if box.scratch.holds(path) and path.is_file():
         return Done(read_lines(path, start, end, box.result_chars))  # a saved output: read as a stream, any size
-    text = files.read_text(path, path_name)
+    text = files.read_text(box.root, path, path_name)
     box.changes.saw(path, text)
     return Done(files.numbered(text, start, end))
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from backends.adaptive import AdaptiveDraft
 from backends.base import Engine, EngineError
+from backends.break_even import BreakEven
 from backends.drafters import KINDS
 from backends.gguf_header import read_local
 
@@ -83,6 +84,9 @@ class EngineOptions:
     gpu_layers: int | None = None
     parallel: int = 1  # llama-server slots (dspine serve --parallel)
     think: bool = True  # the mode a session starts in (an unpatched llama-server keeps its draft length)
+    served_name: str | None = None  # the `model` of llama-server's responses (default: the file's stem)
+    # Drafting stops in a mode where it runs below plain (setting `speculation`); bench measures, so not there.
+    break_even: bool = True
 
 
 def open_engine(
@@ -127,10 +131,16 @@ def open_engine(
             draft_gpu_layers=gpu_layers,
             n_max=n_max,
             n_parallel=options.parallel,
+            alias=options.served_name,
         )
         config = _planned(config, files, options, settings)
         return LlamaServerEngine(
-            config, binary=settings.llama_server, on_progress=on_progress, adaptive=adaptive, on_close=on_close
+            config,
+            binary=settings.llama_server,
+            on_progress=on_progress,
+            adaptive=adaptive,
+            on_close=on_close,
+            break_even=_break_even(settings) if options.break_even else None,
         ).start()
     from backends.inproc import InprocEngine
 
@@ -150,7 +160,13 @@ def open_engine(
         n_max=options.n_max or (adaptive.max_k if adaptive is not None else 4),
         adaptive=adaptive,
         on_close=on_close,
+        break_even=_break_even(settings) if options.break_even else None,
     ).load()
+
+
+def _break_even(settings: Settings) -> BreakEven:
+    """Per think mode, drafting stops where it runs below plain decoding (setting `speculation`)."""
+    return BreakEven(setting=getattr(settings, "speculation", "auto"))
 
 
 def _learned_draft(files: ModelFiles, engine: str = "") -> tuple[AdaptiveDraft | None, Callable[[], None] | None]:

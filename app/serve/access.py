@@ -22,6 +22,19 @@ class Access:
     warning: str | None = None  # said once at start, never with the key in it
 
 
+def _readable_by_others(path: Path) -> str | None:
+    """A key file other local users can read is a key they have."""
+    if os.name != "posix":
+        return None  # Windows: the file's ACL, not its mode bits, says who reads it
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if not mode & 0o044:
+        return None
+    return f"the key file {path} can be read by other users of this machine (mode {mode & 0o777:o}); chmod 600 {path}"
+
+
 def resolve_access(host: str, api_key: str | None, environ: dict[str, str] | None = None) -> Access:
     """`--api-key` is `@FILE` (read it), `generate` (make one, print it once) or the key
     itself (works, but `ps` shows it: we say so); else DSPINE_SERVE_API_KEY."""
@@ -36,7 +49,7 @@ def resolve_access(host: str, api_key: str | None, environ: dict[str, str] | Non
             raise UsageError(f"--api-key {api_key}: cannot read {path} ({exc.strerror})", "check the path") from exc
         if not key:
             raise UsageError(f"--api-key {api_key}: {path} is empty", "put the key on its first line")
-        return Access(key)
+        return Access(key, warning=_readable_by_others(path))
     if api_key:
         return Access(
             api_key,

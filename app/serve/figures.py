@@ -126,6 +126,9 @@ class RequestFigures:
                 self.stats.prompt_tokens = prompt
             if isinstance(generated, int) and generated:
                 self.stats.generated_tokens = generated
+            cached = usage.get("cache_read_input_tokens")  # llama-server's Anthropic usage: the reused part
+            if isinstance(cached, int) and cached:
+                self.stats.prompt_cached = cached
 
 
 def client_name(user_agent: str | None, peer: str | None) -> str:

@@ -18,9 +18,21 @@ from typing import Any
 import httpx2
 from aiohttp import web
 
+from backends.break_even import BreakEven
+from backends.message_order import MERGE, SystemRule
+
+from . import guards
 from .board import Board
+from .cache_rules import clean
 from .figures import DONE, DROPPED, FAILED, RequestFigures, client_name
+from .intake import BODY_IDLE_S, MAX_BODY, BodyBudget, read_body, reservation, too_large
+from .model_list import model_list
 from .modes import draft_length_for, prepare, split_model_name, with_draft_length
+from .overflow import translate_error
+from .stopping import STOPPING, Stopping, end_stream
+from .system_messages import SystemMessageError
+from .system_messages import apply as order_system_messages
+from .validate import body_problem
 
 # Endpoints with figures: path -> whether a chat template (and so a think mode) applies.
 GENERATING = {
@@ -46,6 +58,16 @@ class ProxyConfig:
     api_key: str | None = None  # what clients must send; None on loopback without one
     # Draft length per think mode, when llama-server honours one per request (learned by chat/run/bench).
     draft_lengths: dict[bool, int] | None = None
+    bind_host: str = "127.0.0.1"  # the --host: a request's Host header must name it (or loopback)
+    origins: tuple[str, ...] = ()  # web page origins allowed to call (the serve_origins setting)
+    # Where later system/developer messages go for the template in force (backends/message_order.py).
+    system_rule: SystemRule = MERGE
+    window: int = 0  # one slot's context (what one request holds); 0: n_ctx over the slots
+    cache_rules: bool = True  # cache_rules.py: volatile system lines out (off only to measure without)
+
+    @property
+    def slot_window(self) -> int:
+        return self.window or self.n_ctx // max(self.parallel, 1)
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -59,17 +81,29 @@ class Proxy:
         config: ProxyConfig,
         board: Board,
         on_done: Callable[[RequestFigures, dict[str, Any]], None] | None = None,
+        break_even: BreakEven | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> None:
         self.config = config
         self.board = board
         self.on_done = on_done
+        # Per think mode, drafting stops where it runs below plain (needs a per-request draft length).
+        self.break_even = break_even if config.draft_lengths is not None else None
+        self.on_note = on_note
         self.slots = asyncio.Semaphore(config.parallel)  # FIFO: waiters are served in arrival order
         self.upstream: httpx2.AsyncClient | None = None
+        self.stopping = Stopping()
+        # Bodies in memory at once: one of the largest per slot.
+        self.budget = BodyBudget(config.parallel * MAX_BODY)
+        self.body_idle_s = BODY_IDLE_S
 
     # -- the app ----------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._auth], client_max_size=64 * 2**20)
+        app = web.Application(
+            middlewares=[self._guard, self._stoppable, self._auth, self._bounded], client_max_size=MAX_BODY
+        )
+        app.on_response_prepare.append(self._cors)
         app.router.add_get("/health", self._health)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/models", self._models)
@@ -95,6 +129,61 @@ class Proxy:
         if self.upstream is not None:
             await self.upstream.aclose()
 
+    async def stop(self) -> None:
+        """End every request in flight (streams with a last event saying why); then the
+        runner's cleanup has nothing left to wait for."""
+        await self.stopping.stop()
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler):
+        """What only a web page would send: a foreign Host (DNS rebinding), an Origin not
+        allowed, a body that is not declared JSON (see guards.py)."""
+        origin = request.headers.get("Origin")
+        preflight = request.method == "OPTIONS" and origin is not None
+        refusal = guards.check(
+            method=request.method,
+            host=request.headers.get("Host"),
+            origin=origin,
+            content_type=request.content_type if "Content-Type" in request.headers else None,
+            bind_host=self.config.bind_host,
+            origins=self.config.origins,
+        )
+        if refusal is not None:
+            kind = "permission_error" if refusal.status == 403 else "invalid_request_error"
+            return error(refusal.status, refusal.message, kind)
+        if preflight:
+            return web.Response(status=204)  # _cors adds the allowed origin's headers
+        return await handler(request)
+
+    async def _cors(self, request: web.BaseRequest, response: web.StreamResponse) -> None:
+        origin = request.headers.get("Origin")
+        if origin is not None and guards.origin_allowed(origin, self.config.origins):
+            response.headers.update(guards.cors_headers(origin, request.headers.get("Access-Control-Request-Headers")))
+
+    @web.middleware
+    async def _stoppable(self, request: web.Request, handler):
+        task = asyncio.current_task()
+        self.stopping.track(task)
+        try:
+            return await handler(request)
+        except asyncio.CancelledError:
+            if not self.stopping.caught_stop():
+                raise
+            return error(503, STOPPING, "api_error")
+        finally:
+            self.stopping.untrack(task)
+
+    @web.middleware
+    async def _bounded(self, request: web.Request, handler):
+        """A body's bytes are reserved before it is read (intake.py)."""
+        if request.method != "POST":
+            return await handler(request)
+        refused = too_large(request.content_length)
+        if refused is not None:
+            return refused
+        async with self.budget.hold(reservation(request.content_length)):
+            return await handler(request)
+
     @web.middleware
     async def _auth(self, request: web.Request, handler):
         key = self.config.api_key
@@ -104,7 +193,8 @@ class Proxy:
         bearer = request.headers.get("Authorization", "")
         if bearer.lower().startswith("bearer "):
             given = bearer[7:].strip()
-        if not hmac.compare_digest(given.encode(), key.encode()):
+        # aiohttp keeps a header's non-UTF-8 bytes as surrogates: compare them as they came.
+        if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), key.encode()):
             return error(401, "missing or wrong API key (send Authorization: Bearer KEY or x-api-key)", "auth_error")
         return await handler(request)
 
@@ -114,27 +204,27 @@ class Proxy:
         return web.json_response({"status": "ok"})
 
     async def _models(self, _request: web.Request) -> web.Response:
-        name = self.config.model_name
-        meta = {"n_ctx": self.config.n_ctx, "think": self.config.default_think}
-        ids = [name, f"{name}:think", f"{name}:no-think"]
-        return web.json_response(
-            {
-                "object": "list",
-                "data": [{"id": i, "object": "model", "created": 0, "owned_by": "dspine", "meta": meta} for i in ids],
-            }
-        )
+        return web.json_response(model_list(self.config.model_name, self.config.slot_window, self.config.default_think))
 
     # -- pass-through ------------------------------------------------------------
 
     async def _plain(self, request: web.Request) -> web.StreamResponse:
         assert self.upstream is not None
-        raw = await request.read()
+        raw = await read_body(request, self.body_idle_s)
         try:
             body = json.loads(raw) if raw else {}
         except ValueError:
             return error(400, f"{request.path}: the request body is not JSON")
+        problem = body_problem(request.path, body)
+        if problem:
+            return error(400, problem)
         if isinstance(body, dict) and "model" in body:
             body["model"] = split_model_name(body["model"])[0]
+        if isinstance(body, dict):  # count_tokens and apply-template render the template too
+            try:
+                body = order_system_messages(request.path, body, self.config.system_rule)
+            except SystemMessageError as exc:
+                return error(400, str(exc))
         try:
             reply = await self.upstream.post(request.path, json=body)
         except httpx2.HTTPError as exc:
@@ -142,19 +232,31 @@ class Proxy:
         return web.Response(body=reply.content, status=reply.status_code, content_type="application/json")
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
+        raw = await read_body(request, self.body_idle_s)
         try:
             body = json.loads(raw)
         except ValueError:
             return error(400, f"{request.path}: the request body is not JSON")
-        if not isinstance(body, dict):
-            return error(400, f"{request.path}: the request body must be a JSON object")
-        prepared = prepare(body, self.config.default_think, chat=GENERATING[request.path])
+        del raw
+        problem = body_problem(request.path, body)
+        if problem:
+            return error(400, problem)
+        try:
+            ordered = order_system_messages(request.path, body, self.config.system_rule)
+        except SystemMessageError as exc:
+            return error(400, str(exc))
+        prepared = prepare(ordered, self.config.default_think, chat=GENERATING[request.path])
         stream = bool(body.get("stream"))
         client = client_name(request.headers.get("User-Agent"), request.remote)
         figures = self.board.open(request.path, client, prepared.think, stream)
         length = draft_length_for(prepared.think, self.config.draft_lengths, self.config.default_think)
-        data = json.dumps(with_draft_length(prepared.body, length)).encode()
+        mode = self.config.default_think if prepared.think is None else prepared.think
+        # A client's own speculative.n_max is left alone, and its reply judges nothing.
+        judged = self.break_even if "speculative.n_max" not in prepared.body else None
+        if judged is not None and not judged.drafting(mode):
+            length = 0
+        upstream_body = clean(prepared.body)[0] if self.config.cache_rules else prepared.body
+        data = json.dumps(with_draft_length(upstream_body, length)).encode()
         dropped = False
         try:
             async with self.slots:
@@ -169,6 +271,11 @@ class Proxy:
             if figures.finished is None:
                 figures.finish(DROPPED if dropped else FAILED)
             self.board.close(figures)
+            if judged is not None and figures.state == DONE:
+                stats = figures.stats
+                note = judged.observed(mode, stats.drafted > 0, stats.generated_tokens, stats.decode_s)
+                if note and self.on_note is not None:
+                    self.on_note(note)
             if self.on_done is not None:
                 self.on_done(figures, body)
 
@@ -181,6 +288,9 @@ class Proxy:
             return error(502, f"llama-server did not answer: {exc}", "api_error")
         figures.status = reply.status_code
         figures.finish(DONE if reply.status_code == 200 else FAILED, body=reply.content)
+        if reply.status_code != 200:
+            status, body = translate_error(request.path, reply.status_code, reply.content)
+            return web.Response(body=body, status=status, content_type="application/json")
         return web.Response(
             body=reply.content,
             status=reply.status_code,
@@ -200,8 +310,8 @@ class Proxy:
         try:
             figures.status = reply.status_code
             if reply.status_code != 200:
-                body = await reply.aread()
-                return web.Response(body=body, status=reply.status_code, content_type="application/json")
+                status, body = translate_error(request.path, reply.status_code, await reply.aread())
+                return web.Response(body=body, status=status, content_type="application/json")
             response = web.StreamResponse(
                 status=200,
                 headers={
@@ -209,10 +319,21 @@ class Proxy:
                     "Cache-Control": "no-cache",
                 },
             )
-            await response.prepare(request)
-            async for piece in reply.aiter_raw():
-                figures.feed(piece)
-                await response.write(piece)
+            at_boundary = True  # whether the bytes sent so far end with a whole event
+            try:
+                await response.prepare(request)
+                async for piece in reply.aiter_raw():
+                    figures.feed(piece)
+                    at_boundary = piece.endswith(b"\n\n")
+                    await response.write(piece)
+            except asyncio.CancelledError:
+                if not (response.prepared and self.stopping.caught_stop()):
+                    raise  # the client went away
+                await end_stream(response, request.path, at_boundary, STOPPING)
+                return response
+            except httpx2.HTTPError as exc:
+                await end_stream(response, request.path, at_boundary, f"llama-server stopped mid-reply ({exc})")
+                return response
             figures.finish(DONE)  # every byte is written; the client may hang up during write_eof
             await response.write_eof()
             return response

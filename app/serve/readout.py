@@ -50,15 +50,25 @@ def request_cells(f: RequestFigures) -> list[str]:
         _pct(stats.acceptance_rate),
         str(stats.drafted) if stats.drafted else "-",
         _num(stats.ttft_s, "{:.2f}"),
+        prompt_cell(f),
     ]
+
+
+def prompt_cell(f: RequestFigures) -> str:
+    """Prompt tokens processed for this request, and reused from the slot's cache
+    (llama-server's timings prompt_n and cache_n): a lost prefix shows as a big first number."""
+    stats = f.stats
+    if not stats.prompt_tokens and not stats.prompt_cached:
+        return "-"
+    return f"{stats.prompt_tokens} new, {stats.prompt_cached} reused"
 
 
 def request_line(f: RequestFigures) -> str:
     """One line per finished request (no terminal, or a log reader)."""
-    number, state, client, endpoint, mode, tokens, rate, length, rate_pct, drafted, ttft = request_cells(f)
+    number, state, client, endpoint, mode, tokens, rate, length, rate_pct, drafted, ttft, prompt = request_cells(f)
     return (
         f"{number} {state} {client} {endpoint} {mode}: {tokens} tokens, {rate} tok/s, "
-        f"accept len {length}, accept {rate_pct} of {drafted}, ttft {ttft} s"
+        f"accept len {length}, accept {rate_pct} of {drafted}, ttft {ttft} s, prompt {prompt}"
     )
 
 
@@ -76,7 +86,20 @@ def gpu_line(gpus: list[GpuStatus]) -> str:
     return "GPU: " + "; ".join(parts)
 
 
-COLUMNS = ("req", "state", "client", "endpoint", "mode", "tokens", "tok/s", "acc len", "acc", "drafted", "ttft s")
+COLUMNS = (
+    "req",
+    "state",
+    "client",
+    "endpoint",
+    "mode",
+    "tokens",
+    "tok/s",
+    "acc len",
+    "acc",
+    "drafted",
+    "ttft s",
+    "prompt",
+)
 NUMERIC = {"tokens", "tok/s", "acc len", "acc", "drafted"}
 
 

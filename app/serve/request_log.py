@@ -35,6 +35,8 @@ def bench_messages(endpoint: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     if endpoint == "/v1/messages" and body.get("system"):
         out.append({"role": "system", "content": _text(body["system"])})
     for message in messages if isinstance(messages, list) else []:
+        if isinstance(message, dict) and message.get("role") == "developer":
+            message = {**message, "role": "system"}  # Codex's instructions: replayed as what they are
         if isinstance(message, dict) and message.get("role") in ("system", "user", "assistant", "tool"):
             kept = dict(message)
             if endpoint == "/v1/messages":
@@ -63,7 +65,12 @@ class RequestLog:
         os.chmod(path, 0o600)  # an older file made with wider rights
 
     def write(self, figures: RequestFigures, body: dict[str, Any]) -> None:
-        os.write(self._fd, (json.dumps(log_line(figures, body), ensure_ascii=False) + "\n").encode())
+        line = log_line(figures, body)
+        try:
+            text = json.dumps(line, ensure_ascii=False).encode()
+        except UnicodeEncodeError:  # a lone surrogate (JSON's "\ud800") is no UTF-8: keep it escaped
+            text = json.dumps(line).encode()
+        os.write(self._fd, text + b"\n")
 
     def close(self) -> None:
         os.close(self._fd)

@@ -8,6 +8,7 @@ import contextlib
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,14 +17,18 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from backends.message_order import MERGE
+
 from ..errors import UsageError
 from ..settings import Settings
 from .access import Access, resolve_access
 from .board import Board
 from .client_config import Endpoint
+from .connections import listen, runner
 from .figures import RequestFigures
 from .proxy import Proxy, ProxyConfig
 from .readout import ServeInfo, render, request_line
+from .window import slot_context
 
 READOUT_S = 0.25  # readout refresh; GPU figures every fourth
 
@@ -70,12 +75,28 @@ def check_options(options: ServeOptions) -> Access:
     return resolve_access(options.host, options.api_key)
 
 
+def trained_context(target: Path | None) -> int:
+    """The model's trained context from its GGUF header (0 when unknown): llama-server
+    caps each slot there."""
+    from backends.gguf_header import GgufError, read_local
+
+    if target is None:
+        return 0
+    try:
+        header = read_local(target)
+    except (GgufError, OSError):
+        return 0
+    value = header.arch_key("context_length", 0)
+    return int(value) if isinstance(value, int) else 0
+
+
 def client_endpoint(options: ServeOptions, settings: Settings, access_has_key: bool) -> Endpoint:
     from ..models.catalog import load_catalog
     from ..run.engines import resolve_files
 
     files = resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings)
-    return Endpoint(endpoint_url(options.host, options.port), model_id(files.label), options.ctx, access_has_key)
+    window = slot_context(options.ctx, options.parallel, trained_context(files.target))
+    return Endpoint(endpoint_url(options.host, options.port), model_id(files.label), window, access_has_key)
 
 
 def serve(options: ServeOptions, settings: Settings, out: Console, err: Console) -> None:
@@ -87,6 +108,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
     access = check_options(options)
     files = resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings)
     sock = bind(options.host, options.port)
+    port = sock.getsockname()[1]  # --port 0: the one the system chose
     log = None
     engine = None
     try:
@@ -98,7 +120,12 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         engine = open_engine(
             files,
             EngineOptions(
-                engine="server", ctx=options.ctx, n_max=options.n_max, parallel=options.parallel, think=options.think
+                engine="server",
+                ctx=options.ctx,
+                n_max=options.n_max,
+                parallel=options.parallel,
+                think=options.think,
+                served_name=model_id(files.label),
             ),
             settings,
         )
@@ -113,7 +140,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
                 f"GPU layers {config.gpu_layers}, KV {config.kv}, draft length "
                 f"{config.n_max or 'server default'}"
             ),
-            endpoint=endpoint_url(options.host, options.port),
+            endpoint=endpoint_url(options.host, port),
             think=options.think,
         )
         learned = engine.adaptive if engine.per_request_draft else None
@@ -126,7 +153,13 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             options.parallel,
             access.key,
             {True: learned.choose(True), False: learned.choose(False)} if learned else None,
+            bind_host=options.host,
+            origins=settings.serve_origins,
+            system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
+            window=slot_context(config.n_ctx, config.n_parallel, trained_context(files.target)),
         )
+        if engine.template_choice is not None:
+            err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
         if access.warning:
@@ -136,7 +169,8 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         out.print(f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops")
         live = out.is_terminal
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(proxy_config, sock, info, out, log, live, engine))
+            speculation = getattr(settings, "speculation", "auto")
+            asyncio.run(_run(proxy_config, sock, info, out, log, live, engine, speculation))
     finally:
         sock.close()
         if engine is not None:
@@ -147,10 +181,15 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
 
 
 async def _run(
-    config: ProxyConfig, sock: socket.socket, info: ServeInfo, out: Console, log, live: bool, engine
+    config: ProxyConfig,
+    sock: socket.socket,
+    info: ServeInfo,
+    out: Console,
+    log,
+    live: bool,
+    engine,
+    speculation: str = "auto",
 ) -> None:
-    from aiohttp import web
-
     from .gpu_status import GpuWatch
 
     board = Board()
@@ -161,13 +200,21 @@ async def _run(
         if not live:
             print(request_line(figures), flush=True)
 
-    proxy = Proxy(config, board, on_done=done)
-    runner = web.AppRunner(proxy.app(), access_log=None, handler_cancellation=True)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
+    def note(line: str) -> None:
+        # serve's log: what changed about drafting, between the request lines
+        print(f"{time.strftime('%H:%M:%S')} {line}", file=sys.stderr, flush=True)
+
+    from backends.break_even import BreakEven
+
+    proxy = Proxy(config, board, on_done=done, break_even=BreakEven(setting=speculation), on_note=note)
+    app_runner = runner(proxy.app())
+    await app_runner.setup()
+    server = await listen(app_runner, sock)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGHUP):
+    # Ctrl-C too: a stop in order (streams told, then llama-server), not a KeyboardInterrupt
+    # wherever the loop happens to be.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
     gpu = GpuWatch()
@@ -178,7 +225,9 @@ async def _run(
             await _watch(stop, lambda: engine.alive)
     finally:
         gpu.close()
-        await runner.cleanup()
+        server.close()  # no new connections
+        await proxy.stop()  # requests in flight end now, streams with a last event
+        await app_runner.cleanup()
 
 
 async def _watch(stop: asyncio.Event, alive: Callable[[], bool]) -> None:

@@ -37,8 +37,10 @@ def readout_line(stats: Stats | None) -> str:
         bars = position_bars(stats)
         if bars:
             parts.append(f"by position ▕{bars}▏")
-    else:
+    elif not stats.draft_note:
         parts.append("no drafter")
+    if stats.draft_note:
+        parts.append(stats.draft_note)  # drafting turned off or back on, or pinned (backends/break_even.py)
     if stats.ttft_s is not None:
         parts.append(f"TTFT {stats.ttft_s:.2f} s")
     if stats.prompt_tokens_per_s:

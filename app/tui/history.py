@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from ..agent.toolbox import TOOLS
 from ..errors import ConfigError
 from ..private import make_private, private_dir
+from .file_locks import lock_holders, locked_by_others
 
 if TYPE_CHECKING:
     from .reply import Reply
@@ -71,6 +72,12 @@ SCHEMA = [
 ]
 
 
+BUSY_S = 10.0  # how long a chat waits for another program's lock on the database
+BUSY_CODES = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+CORRUPT_CODES = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+SIDE_FILES = ("-wal", "-shm")
+
+
 @dataclass
 class Message:
     id: int
@@ -126,9 +133,19 @@ def _aside_path(path: Path) -> Path:
     return candidate
 
 
+class _Corrupt(sqlite3.DatabaseError):
+    """PRAGMA quick_check found damage (SQLite's own verdict, as a result row)."""
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
 class ChatStore:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, busy_s: float = BUSY_S) -> None:
         self.path = path
+        self.busy_s = busy_s
         self.set_aside: Path | None = None  # where a damaged database was moved, if it was
         try:
             private_dir(path.parent)
@@ -136,19 +153,45 @@ class ChatStore:
             # files take the database's mode).
             os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
             make_private(path)
-            self._open()
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and "unable to open" in str(exc):
-                raise self._unwritable(exc) from exc
-            if hasattr(self, "db"):
-                self.db.close()
-            self._set_aside()
-            self._open()
         except OSError as exc:
             raise self._unwritable(exc) from exc
+        try:
+            self._open_when_free()
+        except sqlite3.DatabaseError as exc:
+            # Only SQLite's own word that the file is damaged sets it aside; a lock, a
+            # read-only folder or a full disk leave every byte where it is.
+            if not (isinstance(exc, _Corrupt) or _primary_code(exc) in CORRUPT_CODES):
+                raise self._unwritable(exc) from exc
+            self._set_aside()
+            try:
+                self._open_when_free()
+            except sqlite3.DatabaseError as again:
+                raise self._unwritable(again) from again
 
-    def _open(self) -> None:
-        self.db = sqlite3.connect(self.path, check_same_thread=False)
+    def _open_when_free(self) -> None:
+        """Open, retrying while another program holds the database locked (SQLite's busy
+        handler covers most waits, not all: a WAL recovery or an exclusive-mode holder
+        answers SQLITE_BUSY at once), up to busy_s; then say who holds it."""
+        deadline = time.monotonic() + self.busy_s
+        pause = 0.02
+        while True:
+            try:
+                self._open(max(deadline - time.monotonic(), 0.0))
+                return
+            except sqlite3.OperationalError as exc:
+                self._close_quietly()
+                if _primary_code(exc) not in BUSY_CODES:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise self._busy() from exc
+                time.sleep(pause)  # a lock held by another process: nothing to wait on but time
+                pause = min(pause * 2, 0.5)
+            except BaseException:
+                self._close_quietly()
+                raise
+
+    def _open(self, busy_s: float) -> None:
+        self.db = sqlite3.connect(self.path, timeout=busy_s, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         # WAL + NORMAL: a crash of dspine loses nothing committed; only a power cut can
         # lose the last moments, and a commit no longer waits for the disk.
@@ -156,22 +199,58 @@ class ChatStore:
         self.db.execute("PRAGMA foreign_keys=ON")
         # A truncated file can open and fail only later, mid-chat: look at every page now.
         if self.db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-            raise sqlite3.DatabaseError("quick_check failed")
+            raise _Corrupt("quick_check failed")
         self._upgrade()
+        self.db.execute(f"PRAGMA busy_timeout = {int(self.busy_s * 1000)}")
+
+    def _close_quietly(self) -> None:
+        if hasattr(self, "db"):
+            self.db.close()
+            del self.db
+
+    def _files(self) -> list[Path]:
+        return [self.path] + [self._beside(self.path, suffix) for suffix in SIDE_FILES]
+
+    @staticmethod
+    def _beside(path: Path, suffix: str) -> Path:
+        return path.with_name(path.name + suffix)
+
+    def _busy(self) -> ConfigError:
+        holders = lock_holders(self._files())
+        who = ", ".join(f"{name} (pid {pid})" for pid, name in holders) or "another program"
+        return ConfigError(
+            f"the chats database {self.path} is locked by {who}, still after {self.busy_s:g} s; "
+            "it is not damaged and nothing was changed",
+            "close the program that has it open (or let it finish), then start again",
+        )
 
     def _set_aside(self) -> None:
-        """A damaged database (junk, truncated) keeps its bytes under a dated name; chats start fresh."""
+        """A damaged database (junk, truncated) keeps its bytes under a dated name; chats
+        start fresh. Not while another program has it open: its -wal would stay behind
+        for the new database to read, and that program would write into the renamed one."""
+        holders = [path for path in self._files() if path.exists() and locked_by_others(path)]
+        if holders:
+            named = ", ".join(f"{name} (pid {pid})" for pid, name in lock_holders(self._files()))
+            raise ConfigError(
+                f"the chats database {self.path} is damaged, and {named or 'another program'} has it open",
+                "close that program and start again: the damaged file is then set aside and chats start fresh",
+            )
         self.set_aside = _aside_path(self.path)
-        os.replace(self.path, self.set_aside)
-        for suffix in ("-wal", "-shm"):
-            extra = self.path.with_name(self.path.name + suffix)
-            if extra.exists():
-                os.replace(extra, self.set_aside.with_name(self.set_aside.name + suffix))
+        try:
+            os.replace(self.path, self.set_aside)
+            for suffix in SIDE_FILES:
+                if self._beside(self.path, suffix).exists():
+                    os.replace(self._beside(self.path, suffix), self._beside(self.set_aside, suffix))
+            os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))  # the fresh one private too
+        except OSError as exc:
+            raise self._unwritable(exc) from exc
 
     def _unwritable(self, exc: Exception) -> ConfigError:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return ConfigError(
-            f"the chats database {self.path} cannot be opened for writing ({exc})",
-            "give your user write access to it and its folder, or point the chats_db setting elsewhere",
+            f"the chats database {self.path} cannot be opened for writing ({reason})",
+            f"give your user write access to {self.path.parent} and the files in it, "
+            "or point the chats_db setting elsewhere",
         )
 
     def _upgrade(self) -> None:

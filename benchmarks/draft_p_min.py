@@ -1,0 +1,106 @@
+"""The draft probability floor (`--spec-draft-p-min`: a draft stops at the first position
+where the drafter's own probability for its token is below it) for plain draft models,
+measured in one run through dspine's patched llama-server: the real SmolLM2-135M Q8_0
+target with its Q4_1 (close) and Q2_K (far) quants as drafters, and the generated pair
+of benchmarks/engine_speed.py (a 95M target, its 1-block drafter with noise). Each
+mode's preset with a fixed seed, draft length 8.
+
+Prints tok/s and accepted share per floor, and each floor's rate as a share of the
+best floor's, per pair and mode; the kind's default in backends/drafters.py is the
+floor closest to the best everywhere (the highest worst-case share). The servers take
+turns round after round and each is scored by its best round (this machine's other
+tenants only ever add time).
+
+    .venv/bin/python benchmarks/draft_p_min.py [--tokens 128] [--rounds 2] [--binary PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from backends.events import End  # noqa: E402
+from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
+from backends.sampling import preset  # noqa: E402
+from benchmarks.engine_speed import MESSAGES, make_pair  # noqa: E402
+from tests.real_models import smollm2_pair  # noqa: E402
+
+FLOORS = (0.0, 0.3, 0.5, 0.75, 0.9)
+
+
+def launch(binary: str, target: Path, drafter: Path, floor: float, log_dir: Path) -> LlamaServerEngine:
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    config = ServerConfig(
+        model=str(target),
+        draft_model=str(drafter),
+        drafter_kind="draft",
+        n_ctx=2048,
+        gpu_layers=0,
+        draft_gpu_layers=0,
+        n_max=8,
+        extra_args=("--poll", "0", "--poll-draft", "0", "--spec-draft-p-min", str(floor)),
+    )
+    return LlamaServerEngine(config, binary=binary, log_dir=log_dir).start()
+
+
+def run(engine: LlamaServerEngine, think: bool, tokens: int) -> tuple[float, int, int]:
+    sampling = preset(think).with_(seed=3, max_tokens=tokens)
+    end = [e for e in engine.stream(MESSAGES, think=think, sampling=sampling, n_max=8) if isinstance(e, End)][-1]
+    return end.stats.tokens_per_s or 0.0, end.stats.accepted, end.stats.drafted
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
+    args = parser.parse_args()
+    if args.binary:
+        binary = args.binary
+    else:
+        from tests.patched_server import build_folder
+
+        binary = str(build_folder() / "bin" / "llama-server")
+    real = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
+    generated = make_pair(Path(tempfile.mkdtemp(prefix="dspine-p-min-")), 0.15)
+    pairs = {
+        "smollm2 q4": (real["target"], real["q4"]),
+        "smollm2 q2": (real["target"], real["q2"]),
+        "generated": generated,
+    }
+    logs = Path(tempfile.mkdtemp(prefix="dspine-p-min-logs-"))
+    worst: dict[float, float] = dict.fromkeys(FLOORS, 1.0)
+    for name, (target, drafter) in pairs.items():
+        for think in (False, True):
+            best: dict[float, tuple[float, int, int]] = {}
+            for _ in range(args.rounds):
+                for floor in FLOORS:
+                    engine = launch(binary, target, drafter, floor, logs)
+                    try:
+                        run(engine, think, 16)  # warm the caches
+                        found = run(engine, think, args.tokens)
+                    finally:
+                        engine.close()
+                    if floor not in best or found[0] > best[floor][0]:
+                        best[floor] = found
+            top = max(rate for rate, _, _ in best.values())
+            mode = "think on " if think else "think off"
+            cells = []
+            for floor in FLOORS:
+                rate, kept, drafted = best[floor]
+                worst[floor] = min(worst[floor], rate / top)
+                share = f"{kept / drafted:.2f}" if drafted else "-"
+                cells.append(f"p_min {floor}: {rate:.1f} tok/s, kept {share}, {rate / top:.3f}")
+            print(f"{name:<11} {mode}  " + " | ".join(cells))
+    print("worst share of the best, per floor: " + ", ".join(f"{floor}: {worst[floor]:.3f}" for floor in FLOORS))
+    print(f"the floor closest to the best everywhere: {max(FLOORS, key=lambda floor: worst[floor])}")
+
+
+if __name__ == "__main__":
+    main()
