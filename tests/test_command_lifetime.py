@@ -99,9 +99,10 @@ def test_a_stop_ends_everything_the_command_started(tmp_path, daemon_script):
     stop = threading.Event()
     seen: list[str] = []
 
-    def on_output(line: str) -> None:
-        seen.append(line)
-        if len(seen) == 4:
+    def on_output(chunk: str) -> None:
+        # Output arrives in chunks (several lines may come in one).
+        seen.append(chunk)
+        if "".join(seen).count("\n") >= 4:
             stop.set()  # the user presses Esc once every pid is printed
 
     command = (

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from app.agent.consent import Consent, command_words
+from app.agent.toolbox import NEEDS_CONSENT
 
 # What a user says "always" to.
 ORDINARY = ["git status", "git diff", "git log", "git show", "git", "pytest -q", "pytest", "python -m pytest -q", "ls"]
@@ -201,7 +202,8 @@ def test_the_label_says_what_always_covers():
 
 def test_yes_and_no_remember_nothing_and_tools_stay_apart():
     consent = Consent()
-    assert not consent.must_ask("read_file") and not consent.must_ask("search")
+    # Reads never wait: their tool records say so (the session asks only for these).
+    assert {"edit_file", "write_file", "run_command"} == NEEDS_CONSENT
     consent.remember("run_command", "yes", "git status")
     consent.remember("run_command", "no", "git status")
     assert consent.must_ask("run_command", "git status")
