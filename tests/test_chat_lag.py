@@ -5,6 +5,7 @@ again on every update while they grow (plain until their closing line)."""
 from __future__ import annotations
 
 import gc
+from dataclasses import dataclass, field
 
 from textual.app import App
 
@@ -12,6 +13,7 @@ from app.tui.app import ChatApp
 from app.tui.full_gc import HELD_THRESHOLD, FullCollections
 from app.tui.widgets.markdown_segment import TintedFence
 from app.tui.widgets.streamed_markdown import StreamedMarkdown
+from backends.events import End
 from tests.scripted_engine import ScriptedEngine
 from tests.test_chat_tui import send, until
 
@@ -83,19 +85,32 @@ def test_full_collections_are_held_and_released_once():
     assert gc.get_threshold() == before
 
 
+@dataclass
+class ThresholdAtTheEnd(ScriptedEngine):
+    """Notes the full-collection threshold as the reply's last event leaves the engine: a
+    reply that streams still. (The pilot's key press waits while the process is busy, so a
+    fast reply may be over before the test could look from the loop.)"""
+
+    seen: list[int] = field(default_factory=list)
+
+    def stream(self, messages, think=True, sampling=None, n_max=None, tools=None):
+        for event in super().stream(messages, think, sampling, n_max, tools):
+            if isinstance(event, End):
+                self.seen.append(gc.get_threshold()[2])
+            yield event
+
+
 async def test_the_chat_holds_full_collections_only_while_a_reply_streams(tmp_path):
     from app.tui.history import ChatStore
 
     before = gc.get_threshold()
     store = ChatStore(tmp_path / "chats.db")
-    engine = ScriptedEngine(answer=[f"word{i} " for i in range(200)], tokens_per_s=400)
-    app = ChatApp(engine, store)
     seen_while_streaming: list[int] = []
+    engine = ThresholdAtTheEnd(seen=seen_while_streaming, answer=[f"word{i} " for i in range(200)], tokens_per_s=400)
+    app = ChatApp(engine, store)
     try:
         async with app.run_test() as pilot:
             await send(pilot, "hi")
-            await until(pilot, lambda: app.streaming, what="the reply to start")
-            seen_while_streaming.append(gc.get_threshold()[2])
             await until(pilot, lambda: app.last_end is not None and not app.streaming, what="the reply")
             await until(pilot, lambda: not app.full_collections.held, what="the release after the last frame")
             assert gc.get_threshold() == before
