@@ -214,3 +214,19 @@ def codex_env(printed: str, home: Path, key: str | None = None, base: dict[str, 
             raise ValueError(f"the config reads the key from {env_key.group(1)}: give the key")
         env[env_key.group(1)] = key
     return env
+
+
+# Claude Code sends temperature 1 (its default for Claude models), and at 1 a 135M model may
+# run on and on; Claude Code then asks again, up to five times, each reply cut at its output
+# limit (in CI once: six replies of 1,024 tokens, 560 s, then an error). A small limit keeps
+# such a run short, and a reply cut there still came through the whole path: sent, streamed,
+# parsed and counted by Claude Code.
+CLAUDE_CODE_TEST_REPLY = "96"
+
+
+def claude_code_answered(result: dict) -> bool:
+    """Whether `claude -p --output-format json` got a reply: a finished one, or one cut at
+    the output limit the test set (its usage counts the tokens that came back)."""
+    if not result.get("is_error"):
+        return bool(str(result.get("result", "")).strip())
+    return result.get("api_error") == "max_output_tokens" and result.get("usage", {}).get("output_tokens", 0) > 0

