@@ -142,3 +142,15 @@ def patched_server() -> Path:
     from tests.support.patched_server import build_folder
 
     return build_folder() / "bin" / "llama-server"
+
+
+# Fixtures that make a test take minutes the first time on a machine (llama-quantize on the real
+# model, the patched llama-server's build) or seconds every time after: their tests are `slow`,
+# so `-m "not slow"` leaves them out without each test saying so.
+SLOW_FIXTURES = frozenset({"real", "patched_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

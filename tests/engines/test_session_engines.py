@@ -24,6 +24,8 @@ from backends.inproc import InprocEngine
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from tests.support.script_model import ANSWER_TEXT, MARKER, write_script_model
 
+pytestmark = pytest.mark.slow  # forty turns on each engine
+
 N_CTX = 4096
 AGENTS = "Answer from the README. Keep it short.\n"
 # Several KB, the marker near the top: a capped result keeps its head.

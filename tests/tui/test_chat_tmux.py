@@ -12,7 +12,10 @@ import pytest
 
 from tests.conftest import ROOT, dspine_cmd, wait_for
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [
+    pytest.mark.slow,  # a real terminal around a real dspine process
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
 
 
 def screen(session: str) -> str:

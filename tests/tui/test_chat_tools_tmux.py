@@ -17,7 +17,10 @@ import pytest
 
 from tests.conftest import ROOT, dspine_cmd, wait_for
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [
+    pytest.mark.slow,  # a real terminal around a real dspine process
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
 
 EDIT = {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}
 

@@ -25,6 +25,7 @@ from tests.support.mcp_servers import entry, write_mcp_json, write_server
 from tests.tui.test_chat_tools_tmux import keys, screen, stand_in  # noqa: F401 (a fixture)
 
 pytestmark = [
+    pytest.mark.slow,  # a real terminal around a real dspine process
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="asserts by /proc"),
 ]
