@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.conftest import DRAFTER_Q4, DSPINE_REPO
-from tests.e2e.test_fit import RTX_3090, nvml_env
+from tests.support.nvml import RTX_3090, nvml_env
 
 
 def checks_of(result) -> dict[str, dict]:

@@ -8,11 +8,9 @@ import os
 
 import pytest
 
-from tests.conftest import DFLASH_REPO, DSPINE_REPO, ROOT, TARGET_REPO
+from tests.conftest import DFLASH_REPO, DSPINE_REPO, TARGET_REPO
 from tests.support.gguf_models import QTYPE, Shape, qwen38_27b, write_header_only
-
-GiB = 2**30
-RTX_3090 = [{"name": "NVIDIA GeForce RTX 3090", "total": 24 * GiB, "free": 23 * GiB}]
+from tests.support.nvml import RTX_3090, GiB, fake_pynvml, nvml_env
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +48,6 @@ def gguf_hub(hub, headers):
     hub.add_repo(DSPINE_REPO, {n: p.read_bytes() for n, p in headers.items() if "DSpine" in n})
     del hub.repos[DFLASH_REPO]
     return hub
-
-
-def nvml_env(gpus) -> dict[str, str]:
-    path = str(ROOT / "tests" / "support" / "fake_nvml") + os.pathsep + os.environ.get("PYTHONPATH", "")
-    return {"PYTHONPATH": path, "FAKE_NVML": json.dumps(gpus)}
 
 
 def test_fit_local_files_for_a_24gb_card(dspine, headers):
@@ -185,7 +178,6 @@ def test_bench_depths_get_their_memory_from_the_fit_plan(headers, monkeypatch, e
     from app.run.depth import fitting
     from app.run.depth_fit import plan_check
     from app.settings import load_settings
-    from tests.unit.test_hardware import fake_pynvml
 
     fake_pynvml(monkeypatch, RTX_3090)
     target = headers["Qwen3.8-27B-Q4_K_M.gguf"]

@@ -214,7 +214,7 @@ def test_remote_engine_speaks_to_an_openai_compatible_server(server):
 
 def test_run_starts_llama_server_from_the_fit_plan(dspine, models, tmp_path):
     """With a GPU (NVML faked at its boundary), the server's flags come from `dspine fit`."""
-    from tests.e2e.test_fit import RTX_3090, nvml_env
+    from tests.support.nvml import RTX_3090, nvml_env
 
     files = models["dense"]
     result = dspine(

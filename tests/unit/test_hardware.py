@@ -1,25 +1,10 @@
 """GPU detection with NVML faked at its call boundary, nvidia-smi as a PATH shim."""
 
-import importlib.util
-import json
 import os
 import stat
 
 import app.fit.hardware as hardware
-from tests.conftest import ROOT
-
-GiB = 2**30
-
-
-def fake_pynvml(monkeypatch, gpus):
-    spec = importlib.util.spec_from_file_location("pynvml_fake", ROOT / "tests" / "support" / "fake_nvml" / "pynvml.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    if gpus is None:
-        monkeypatch.delenv("FAKE_NVML", raising=False)
-    else:
-        monkeypatch.setenv("FAKE_NVML", json.dumps(gpus))
-    monkeypatch.setattr(hardware, "pynvml", module)
+from tests.support.nvml import GiB, fake_pynvml
 
 
 def test_nvml_lists_every_gpu(monkeypatch):
