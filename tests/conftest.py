@@ -11,6 +11,9 @@ import pytest
 
 from tests.support.fake_hub import FakeHub
 
+# Fixtures that live with their helpers in tests/support/, visible to every layer.
+pytest_plugins = ["tests.support.pilot"]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TARGET_REPO = "unsloth/Qwen3.8-27B-GGUF"

@@ -26,7 +26,8 @@ from backends.base import Engine
 from backends.events import Delta, End, ToolCall
 from backends.inproc import InprocEngine
 from backends.llama_server import LlamaServerEngine, ServerConfig
-from tests.e2e.test_tool_call_e2e import Recorded, until
+from tests.e2e.test_tool_call_e2e import Recorded
+from tests.support.pilot import until
 from tests.support.script_model import Script, write_script_model
 
 TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent)) or shutil.which("mcp-server-time")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from backends.base import Engine
 from backends.events import Delta, End, Event, ToolCall
 from backends.inproc import InprocEngine
 from backends.llama_server import LlamaServerEngine, ServerConfig
+from tests.support.pilot import until
 from tests.support.script_model import ANSWER_TEXT, MARKER, write_script_model
 
 README = f"# Demo\n\nThe word is {MARKER}.\n"
@@ -88,15 +88,6 @@ def repo(tmp_path) -> Path:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / "README.md").write_text(README)
     return root
-
-
-async def until(pilot, predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def test_a_tool_call_goes_through_the_chat_and_the_model_answers_from_the_result(engine, repo, tmp_path):

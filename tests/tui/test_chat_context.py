@@ -11,22 +11,13 @@ import pytest
 
 from app.agent.compaction import SUMMARY_PREFIX
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.widgets.compaction_note import CompactionNote
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.tool_line import ToolLine
 from backends.events import ToolCall
+from tests.support.pilot import send, until
 from tests.support.scripted_engine import ScriptedEngine
 from tests.unit.test_session import ProjectEngine
-
-
-async def until(pilot, predicate, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -38,18 +29,6 @@ def repo(tmp_path):
     for n in range(12):
         (root / "src" / f"mod{n:02}.py").write_text("".join(f"def f{n}_{i}(): return {i}\n" for i in range(120)))
     return root
-
-
-@pytest.fixture
-def store(tmp_path):
-    chats = ChatStore(tmp_path / "chats.db")
-    yield chats
-    chats.close()
-
-
-async def send(pilot, text: str) -> None:
-    pilot.app.query_one("#prompt").load_text(text)
-    await pilot.press("enter")
 
 
 def meter(app) -> str:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from app.tui.app import ChatApp
+from tests.support.pilot import send, until
 from tests.support.scripted_engine import ScriptedEngine
-from tests.tui.test_chat_tui import send, store, until  # noqa: F401 - shared fixture and helpers
 
 HOSTILE = [
     "Sure.\x1b]52;c;cm0gLXJmIH4K\x07 Done",
@@ -25,7 +25,7 @@ def screen_output(app) -> str:
     return update.render_segments(Console(force_terminal=True, color_system="truecolor", legacy_windows=False))
 
 
-async def test_escape_sequences_in_model_text_do_not_reach_the_terminal(store):  # noqa: F811
+async def test_escape_sequences_in_model_text_do_not_reach_the_terminal(store):
     engine = ScriptedEngine(answer=HOSTILE)
     app = ChatApp(engine, store, model="tiny.gguf")
     async with app.run_test(size=(100, 40)) as pilot:
@@ -42,7 +42,7 @@ async def test_escape_sequences_in_model_text_do_not_reach_the_terminal(store): 
     assert any("Done" in m.content for m in saved)  # the store keeps the reply
 
 
-def test_a_stored_reply_with_escapes_is_shown_clean(store):  # noqa: F811
+def test_a_stored_reply_with_escapes_is_shown_clean(store):
     from app.tui.widgets.message_view import MessageView
 
     view = MessageView("assistant", text="old \x1b]52;c;eA==\x07reply", thinking="\x1b[2Jthought")

@@ -14,8 +14,8 @@ from app.tui.full_gc import HELD_THRESHOLD, FullCollections
 from app.tui.widgets.markdown_segment import TintedFence
 from app.tui.widgets.streamed_markdown import StreamedMarkdown
 from backends.events import End
+from tests.support.pilot import send, until
 from tests.support.scripted_engine import ScriptedEngine
-from tests.tui.test_chat_tui import send, until
 
 
 class OneDocument(App):

@@ -9,7 +9,6 @@ import pytest
 
 from app.fit.hardware import Hardware
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.screens.first_run import FirstRun
 from app.tui.widgets.conversation import Conversation
 from tests.support.scripted_engine import ScriptedEngine
@@ -31,13 +30,6 @@ STATS = {
 def no_gpu(monkeypatch):
     # The same screen on every machine: the GPU readout is the only hardware on it.
     monkeypatch.setattr("app.tui.app.detect", lambda: Hardware([], 0, 0, "none"))
-
-
-@pytest.fixture
-def store(tmp_path):
-    chats = ChatStore(tmp_path / "chats.db")
-    yield chats
-    chats.close()
 
 
 def test_empty_chat(snap_compare, store):

@@ -12,8 +12,8 @@ from app.tui.tint import add_span, align, tinted_ranges
 from app.tui.widgets.markdown_segment import DRAFTED_STYLE
 from app.tui.widgets.message_view import MessageView
 from backends.events import Delta
+from tests.support.pilot import assistant_views, send, until
 from tests.support.scripted_engine import ScriptedEngine
-from tests.tui.test_chat_tui import assistant_views, send, until
 
 # Each piece is one "token" of the script; the drafted ones are marked below.
 PIECES = [

@@ -14,20 +14,12 @@ from app.tui.history import ChatStore
 from app.tui.screens.consent import ConsentScreen
 from app.tui.widgets.tool_line import ToolLine
 from backends.events import ToolCall
+from tests.support.pilot import send, until
 from tests.support.scripted_engine import ScriptedEngine
 
 
 def call(name: str, **args) -> ToolCall:
     return ToolCall(f"c_{name}", name, json.dumps(args))
-
-
-async def until(pilot, predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -38,18 +30,6 @@ def repo(tmp_path):
     (root / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     (root / "AGENTS.md").write_text("Tests: pytest -q\n")
     return root
-
-
-@pytest.fixture
-def store(tmp_path):
-    chats = ChatStore(tmp_path / "chats.db")
-    yield chats
-    chats.close()
-
-
-async def send(pilot, text: str) -> None:
-    pilot.app.query_one("#prompt").load_text(text)
-    await pilot.press("enter")
 
 
 def tool_messages(engine: ScriptedEngine) -> list[dict]:

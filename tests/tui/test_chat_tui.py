@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
-import pytest
 from textual.app import App
 from textual.widgets import Collapsible, Markdown
 
@@ -15,32 +12,8 @@ from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.readout import Readout
 from backends.events import Delta, End, StatsUpdate
 from backends.stats import Stats
+from tests.support.pilot import assistant_views, send, until
 from tests.support.scripted_engine import ScriptedEngine
-
-
-async def until(pilot, predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def store(tmp_path):
-    chats = ChatStore(tmp_path / "chats.db")
-    yield chats
-    chats.close()
-
-
-async def send(pilot, text: str) -> None:
-    pilot.app.query_one("#prompt").load_text(text)
-    await pilot.press("enter")
-
-
-def assistant_views(app) -> list[MessageView]:
-    return [v for v in app.query(MessageView) if v.role == "assistant"]
 
 
 async def test_reply_streams_and_keeps_its_figures(store):

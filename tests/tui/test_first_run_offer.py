@@ -13,7 +13,7 @@ from app.tui.app import ChatApp
 from app.tui.screens.first_run import FirstRun, FirstRunScreen
 from tests.conftest import DSPINE_REPO, TARGET_REPO
 from tests.e2e.test_fit import gguf_hub, headers  # noqa: F401 - fixtures
-from tests.tui.test_chat_tui import store, until  # noqa: F401 - fixtures and helpers shared with the chat tests
+from tests.support.pilot import until
 
 GiB = 2**30
 
@@ -39,7 +39,7 @@ def test_a_card_that_holds_both_keeps_the_recommended_drafter(gguf_hub, env):  #
     assert offer.drafter == "dspine-q4" and "dspine-q4 is left out" not in offer.text
 
 
-async def test_the_screen_shows_what_the_plan_offers(store):  # noqa: F811 - the shared fixture
+async def test_the_screen_shows_what_the_plan_offers(store):
     first_run = FirstRun(
         "qwen3.8-27b (drafter dspine-q4)",
         lambda: ("qwen3.8-27b (drafter none)", "Fits: Q4_K_M + no drafter"),

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -17,22 +16,13 @@ from app.agent.mcp.manager import McpManager
 from app.agent.project import open_project
 from app.agent.session import DECLINED
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.screens.consent import ConsentScreen
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.tool_line import ToolLine
 from backends.events import ToolCall
 from tests.support.mcp_servers import write_server
+from tests.support.pilot import send, until
 from tests.support.scripted_engine import ScriptedEngine
-
-
-async def until(pilot, predicate, timeout: float = 20.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def call(name: str, **args) -> ToolCall:
@@ -47,13 +37,6 @@ def repo(tmp_path):
     return root
 
 
-@pytest.fixture
-def store(tmp_path):
-    chats = ChatStore(tmp_path / "chats.db")
-    yield chats
-    chats.close()
-
-
 def manager_for(repo, tmp_path, *behaviours: str) -> McpManager:
     script = write_server(tmp_path)
     specs = [
@@ -62,11 +45,6 @@ def manager_for(repo, tmp_path, *behaviours: str) -> McpManager:
         for i, behaviour in enumerate(behaviours)
     ]  # fmt: skip
     return McpManager(specs, repo, start_timeout_s=10)
-
-
-async def send(pilot, text: str) -> None:
-    pilot.app.query_one("#prompt").load_text(text)
-    await pilot.press("enter")
 
 
 def tool_results(engine: ScriptedEngine) -> list[str]:
