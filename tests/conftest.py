@@ -12,7 +12,7 @@ import pytest
 from tests.support.fake_hub import FakeHub
 
 # Fixtures that live with their helpers in tests/support/, visible to every layer.
-pytest_plugins = ["tests.support.pilot"]
+pytest_plugins = ["tests.support.fit_hub", "tests.support.pilot"]
 
 ROOT = Path(__file__).resolve().parent.parent
 

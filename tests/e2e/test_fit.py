@@ -6,48 +6,9 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
-from tests.conftest import DFLASH_REPO, DSPINE_REPO, TARGET_REPO
-from tests.support.gguf_models import QTYPE, Shape, qwen38_27b, write_header_only
+from tests.conftest import TARGET_REPO
+from tests.support.gguf_models import QTYPE, qwen38_27b, write_header_only
 from tests.support.nvml import RTX_3090, GiB, fake_pynvml, nvml_env
-
-
-@pytest.fixture(scope="module")
-def headers(tmp_path_factory):
-    """Header-only GGUFs of Qwen3.8-27B (two quants) and the DSpine drafter (two variants)."""
-    folder = tmp_path_factory.mktemp("headers")
-    dspine = Shape(
-        arch="dspine",
-        n_layer=5,
-        n_embd=5120,
-        n_head=32,
-        n_head_kv=8,
-        head_dim=128,
-        n_ff=6144,
-        n_vocab=248320,
-        n_ctx_train=262144,
-        tied_output=True,
-    )
-    files = {
-        "Qwen3.8-27B-Q4_K_M.gguf": write_header_only(folder / "q4.gguf", qwen38_27b(QTYPE.Q4_K)),
-        "Qwen3.8-27B-Q8_0.gguf": write_header_only(folder / "q8.gguf", qwen38_27b(QTYPE.Q8_0)),
-        "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf": write_header_only(
-            folder / "dq4.gguf", Shape(**{**dspine.__dict__, "weight_type": QTYPE.Q4_K})
-        ),
-        "Qwen3.8-27B-DSpine-b16-BF16.gguf": write_header_only(
-            folder / "dbf16.gguf", Shape(**{**dspine.__dict__, "weight_type": QTYPE.BF16})
-        ),
-    }
-    return files
-
-
-@pytest.fixture
-def gguf_hub(hub, headers):
-    hub.add_repo(TARGET_REPO, {n: p.read_bytes() for n, p in headers.items() if "DSpine" not in n})
-    hub.add_repo(DSPINE_REPO, {n: p.read_bytes() for n, p in headers.items() if "DSpine" in n})
-    del hub.repos[DFLASH_REPO]
-    return hub
 
 
 def test_fit_local_files_for_a_24gb_card(dspine, headers):

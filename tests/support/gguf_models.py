@@ -343,6 +343,23 @@ def qwen38_27b(weight_type: int = QTYPE.Q4_K, nextn: int = 1) -> Shape:
     )
 
 
+def dspine_b16(weight_type: int = QTYPE.BF16) -> Shape:
+    """Qwen3.8-27B's DSpine drafter (b16): 5 dense blocks over the target's vocabulary, tied output."""
+    return Shape(
+        arch="dspine",
+        n_layer=5,
+        n_embd=5120,
+        n_head=32,
+        n_head_kv=8,
+        head_dim=128,
+        n_ff=6144,
+        n_vocab=248320,
+        n_ctx_train=262144,
+        tied_output=True,
+        weight_type=weight_type,
+    )
+
+
 def qwen3_8b(weight_type: int = QTYPE.Q4_K) -> Shape:
     """Qwen3-8B: 36 dense blocks, 32 query heads, 8 KV heads, head_dim 128."""
     return Shape(

@@ -12,7 +12,6 @@ from app.settings import load_settings
 from app.tui.app import ChatApp
 from app.tui.screens.first_run import FirstRun, FirstRunScreen
 from tests.conftest import DSPINE_REPO, TARGET_REPO
-from tests.e2e.test_fit import gguf_hub, headers  # noqa: F401 - fixtures
 from tests.support.pilot import until
 
 GiB = 2**30
@@ -22,7 +21,7 @@ def card(gib: int) -> Hardware:
     return Hardware([Gpu(0, f"test card {gib} GiB", gib * GiB, gib * GiB)], 64 * GiB, 60 * GiB, "nvml")
 
 
-def test_a_card_too_small_for_the_target_is_offered_no_drafter_and_pulls_none(gguf_hub, env, models_dir):  # noqa: F811
+def test_a_card_too_small_for_the_target_is_offered_no_drafter_and_pulls_none(gguf_hub, env, models_dir):
     settings = load_settings()
     catalog = load_catalog()
     offer = plan_offer(Offer("qwen3.8-27b", "dspine-q4"), catalog, settings, card(12))
@@ -34,7 +33,7 @@ def test_a_card_too_small_for_the_target_is_offered_no_drafter_and_pulls_none(gg
     assert gguf_hub.served_bytes(DSPINE_REPO, "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf") == 0
 
 
-def test_a_card_that_holds_both_keeps_the_recommended_drafter(gguf_hub, env):  # noqa: F811
+def test_a_card_that_holds_both_keeps_the_recommended_drafter(gguf_hub, env):
     offer = plan_offer(Offer("qwen3.8-27b", "dspine-q4"), load_catalog(), load_settings(), card(24))
     assert offer.drafter == "dspine-q4" and "dspine-q4 is left out" not in offer.text
 
