@@ -18,8 +18,8 @@ import backends.llama_server as llama_server
 from backends.events import End, Error
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from backends.message_order import IN_PLACE, MERGE
+from tests.support.conversations import BODIES, READ, RUN, SYSTEMS, conversations
 from tests.support.serve_harness import ProxyThread
-from tests.unit.test_template_choice import BODIES, READ, RUN, SYSTEMS, conversations
 
 pytestmark = pytest.mark.slow  # the real SmolLM2 in both engines and behind the proxy
 
