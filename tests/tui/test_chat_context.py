@@ -16,8 +16,7 @@ from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.tool_line import ToolLine
 from backends.events import ToolCall
 from tests.support.pilot import send, until
-from tests.support.scripted_engine import ScriptedEngine
-from tests.unit.test_session import ProjectEngine
+from tests.support.scripted_engine import ProjectEngine, ScriptedEngine
 
 
 @pytest.fixture

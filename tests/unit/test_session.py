@@ -9,19 +9,17 @@ import stat
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from app.agent.compaction import SUMMARY_PREFIX, SUMMARY_PROMPT
+from app.agent.compaction import SUMMARY_PREFIX
 from app.agent.project import open_project, system_prompt
 from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session, ToolFinished
 from app.agent.toolbox import BUILTIN, NEEDS_CONSENT, TOOLS, Done, Toolbox
 from app.tui.history import ChatStore
-from backends.base import estimate_tokens
-from backends.events import Delta, End, Error, ToolCall
-from backends.stats import Stats
+from backends.events import ToolCall
+from tests.support.scripted_engine import ProjectEngine
 
 AGENTS = "Run the tests with `pytest -q`. Never touch vendor/.\n"
 
@@ -36,58 +34,6 @@ def repo(tmp_path: Path) -> Path:
         body = "".join(f"def f{n}_{i}(x):\n    return x * {i}  # line {i} of module {n}\n" for i in range(60))
         (root / "src" / f"mod{n:02}.py").write_text(body)  # about 3 KB each
     return root
-
-
-@dataclass
-class ProjectEngine:
-    """A model working through a project: each prompt `read mod07` makes it read that file,
-    then it answers. A summary request (the summariser's system prompt) gets a summary.
-    Every request is checked against the context as the session counts it."""
-
-    context_size: int = 3072
-    name: str = "scripted"
-    drafter: str | None = None
-    drafter_name: str | None = None
-    calls: list[dict] = field(default_factory=list)
-    summaries: list[list[dict]] = field(default_factory=list)
-    overflow_on: set[int] = field(default_factory=set)  # request numbers answered with an overflow error
-    always_overflow: bool = False
-
-    def count_tokens(self, messages, tools=None, think=True) -> int:
-        return estimate_tokens(messages, tools)
-
-    def cancel(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    def stream(self, messages, think=True, sampling=None, n_max=None, tools=None):
-        if messages and messages[0]["role"] == "system" and messages[0]["content"] == SUMMARY_PROMPT:
-            self.summaries.append(messages)
-            assert not think and sampling is not None and sampling.max_tokens
-            yield Delta("## Goal\nRead the modules one by one.\n## Open problems\nnone")
-            yield End("stop", Stats(prompt_tokens=10))
-            return
-        self.calls.append({"messages": messages, "tools": tools, "tokens": self.count_tokens(messages, tools)})
-        number = len(self.calls)
-        if self.always_overflow or number in self.overflow_on:
-            n = self.count_tokens(messages, tools)
-            yield Error(
-                f'llama-server answered 400: {{"error": {{"type": "exceed_context_size_error", "message": '
-                f'"request ({n} tokens) exceeds the available context size ({self.context_size} tokens)"}}}}',
-                overflow=True,
-            )
-            return
-        assert self.count_tokens(messages, tools) <= self.context_size, "a request over the context"
-        last = messages[-1]
-        if last["role"] == "user" and last["content"].startswith("read "):
-            name = last["content"].split()[1]
-            yield ToolCall(f"call_{number}", "read_file", json.dumps({"path": f"src/{name}.py"}))
-            yield End("tool_calls", Stats(prompt_tokens=self.count_tokens(messages, tools)))
-            return
-        yield Delta(f"Done with request {number}.")
-        yield End("stop", Stats(prompt_tokens=self.count_tokens(messages, tools), generated_tokens=5))
 
 
 class Recorder:
