@@ -24,23 +24,9 @@ from app.agent.mcp.manager import McpManager, tool_name
 from app.agent.mcp.switches import Switches
 from app.errors import ConfigError
 from tests.conftest import ROOT, wait_for
-from tests.support.mcp_servers import write_http_server, write_mcp_json, write_server
+from tests.support.mcp_servers import alive, pids, write_http_server, write_mcp_json, write_server
 
 TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
-
-
-def alive(pid: int) -> bool:
-    """Running (a zombie waiting for its reaper counts as gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return fields[0] != "Z"
-
-
-def pids(pidfile: Path) -> list[int]:
-    wait_for(pidfile.exists, 20, f"{pidfile.name}")
-    return [int(p) for p in pidfile.read_text().split()]
 
 
 def settled(manager: McpManager, timeout: float = 30) -> None:

@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from tests.conftest import wait_for
+
 SERVER = r"""
 import json, os, subprocess, sys, time
 behaviour, pidfile = sys.argv[1], sys.argv[2]
@@ -59,6 +61,20 @@ for line in sys.stdin:
     else:
         send({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no such method"}})
 """
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return fields[0] != "Z"
+
+
+def pids(pidfile: Path) -> list[int]:
+    wait_for(pidfile.exists, 20, f"{pidfile.name}")
+    return [int(p) for p in pidfile.read_text().split()]
 
 
 def write_server(folder: Path) -> Path:

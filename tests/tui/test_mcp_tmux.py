@@ -20,8 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, dspine_cmd, wait_for
-from tests.e2e.test_mcp import alive, pids
-from tests.support.mcp_servers import entry, write_mcp_json, write_server
+from tests.support.mcp_servers import alive, entry, pids, write_mcp_json, write_server
 from tests.tui.test_chat_tools_tmux import keys, screen, stand_in  # noqa: F401 (a fixture)
 
 pytestmark = [
