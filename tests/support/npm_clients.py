@@ -55,6 +55,16 @@ def npm_client(package: str, binary: str) -> Path:
     return executable
 
 
+def npm_client_or_skip(package: str, binary: str) -> Path:
+    """`npm_client`, the test skipped with the reason where npm or its registry is out of reach."""
+    import pytest
+
+    try:
+        return npm_client(package, binary)
+    except NpmUnavailable as exc:
+        pytest.skip(str(exc))
+
+
 def _npm() -> str:
     npm = shutil.which("npm")
     if npm is None:

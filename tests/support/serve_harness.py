@@ -175,6 +175,13 @@ class ServeProcess:
         children = psutil.Process(self.process.pid).children(recursive=True)
         return [child for child in children if "llama-server" in child.name()]
 
+    def stop(self, timeout: float = 30) -> int:
+        """Ctrl-C, as a user stops it; its exit code."""
+        import signal
+
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout)
+
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
