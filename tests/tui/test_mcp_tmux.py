@@ -7,21 +7,19 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import signal
-import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, dspine_cmd, wait_for
+from tests.conftest import wait_for
 from tests.support.mcp_servers import alive, entry, pids, write_mcp_json, write_server
-from tests.tui.test_chat_tools_tmux import keys, screen, stand_in  # noqa: F401 (a fixture)
+from tests.support.repos import scratch_repo
+from tests.support.stand_in import StandIn, choice, stand_in
+from tests.support.tmux import dspine_in_tmux, keys, screen
 
 pytestmark = [
     pytest.mark.slow,  # a real terminal around a real dspine process
@@ -34,21 +32,40 @@ def parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+def answers(messages: list[dict]) -> list[dict]:
+    return [choice({"content": "ok"}), choice({}, "stop")]
+
+
+def calls_echo_once(messages: list[dict]) -> list[dict]:
+    """A model that calls the MCP tool once, then answers."""
+    if any(m["role"] == "tool" for m in messages):
+        return [choice({"content": "The server said it back."}), choice({}, "stop")]
+    function = {"name": "kid__echo", "arguments": json.dumps({"text": "over the wire"})}
+    return [
+        choice({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": function}]}),
+        choice({}, "tool_calls"),
+    ]
+
+
+@pytest.fixture
+def model() -> Iterator[StandIn]:
+    with stand_in(answers) as served:
+        yield served
+
+
+@pytest.fixture
+def echo_model() -> Iterator[StandIn]:
+    with stand_in(calls_echo_once) as served:
+        yield served
+
+
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
-def test_no_mcp_server_outlives_the_chat(env, stand_in, tmp_path, how):  # noqa: F811
-    repo = tmp_path / "scratch"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+def test_no_mcp_server_outlives_the_chat(env, model, tmp_path, how):
+    repo = scratch_repo(tmp_path)
     pidfile = tmp_path / "pids"
     write_mcp_json(repo, {"kid": entry(write_server(tmp_path), "ok-child", pidfile)})
-    variables = {k: env[k] for k in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME") if k in env}
-    variables |= {"DSPINE_CHATS_DB": str(tmp_path / "chats.db"), "PYTHONPATH": str(ROOT)}
-    command = shlex.join(dspine_cmd("chat", "--engine", "remote", "--url", stand_in, "--think", "off"))
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
-    session = f"dspine-mcp-{tmp_path.name}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "110", "-y", "32", "-c", str(repo)], check=True)
-    try:
-        keys(session, f"env {exports} {command}", "Enter")
+    args = ("chat", "--engine", "remote", "--url", model.url, "--think", "off")
+    with dspine_in_tmux(env, tmp_path, *args, cwd=repo, name="mcp") as session:
         server, child = pids(pidfile)
         wait_for(lambda: "MCP kid (.mcp.json): ready, 2 tools" in screen(session), 60, "the ready notice")
         guard = parent(server)
@@ -59,99 +76,37 @@ def test_no_mcp_server_outlives_the_chat(env, stand_in, tmp_path, how):  # noqa:
         os.kill(chat, how)
         wait_for(lambda: not alive(chat), 30, "the chat to end")
         wait_for(lambda: not any(alive(p) for p in (server, child, guard)), 15, "the server, its child and its guard")
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
-def test_no_tools_starts_no_mcp_server(env, stand_in, tmp_path):  # noqa: F811
-    repo = tmp_path / "scratch"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+def test_no_tools_starts_no_mcp_server(env, model, tmp_path):
+    repo = scratch_repo(tmp_path)
     pidfile = tmp_path / "pids"
     write_mcp_json(repo, {"kid": entry(write_server(tmp_path), "ok", pidfile)})
-    variables = {k: env[k] for k in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME") if k in env}
-    variables |= {"DSPINE_CHATS_DB": str(tmp_path / "chats.db"), "PYTHONPATH": str(ROOT)}
-    command = shlex.join(dspine_cmd("chat", "--engine", "remote", "--url", stand_in, "--no-tools"))
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
-    session = f"dspine-mcp-off-{tmp_path.name}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "110", "-y", "32", "-c", str(repo)], check=True)
-    try:
-        keys(session, f"env {exports} {command}", "Enter")
+    args = ("chat", "--engine", "remote", "--url", model.url, "--no-tools")
+    with dspine_in_tmux(env, tmp_path, *args, cwd=repo, name="mcp-off") as session:
         wait_for(lambda: "Ask about code" in screen(session), 60, "the chat to open")
         keys(session, "/mcp", "Enter")
         wait_for(lambda: "None started: the chat began with --no-tools" in screen(session), 30, "the /mcp note")
         assert not pidfile.exists()
         keys(session, "C-q")
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
 
-class McpStandIn(BaseHTTPRequestHandler):
-    """A remote OpenAI-compatible server whose model calls the MCP tool once, then answers."""
-
-    requests: list[dict] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.requests.append(body)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.end_headers()
-
-        def choice(delta: dict, finish: str | None = None) -> dict:
-            return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-
-        if any(m["role"] == "tool" for m in body["messages"]):
-            chunks = [choice({"content": "The server said it back."}), choice({}, "stop")]
-        else:
-            function = {"name": "kid__echo", "arguments": json.dumps({"text": "over the wire"})}
-            chunks = [choice({"tool_calls": [{"index": 0, "id": "call_1", "type": "function", "function": function}]})]
-            chunks.append(choice({}, "tool_calls"))
-        for chunk in chunks:
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def mcp_stand_in() -> Iterator[str]:
-    McpStandIn.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), McpStandIn)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
-
-
-def test_an_mcp_call_through_a_remote_engine_waits_for_consent(env, mcp_stand_in, tmp_path):
-    repo = tmp_path / "scratch"
-    repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+def test_an_mcp_call_through_a_remote_engine_waits_for_consent(env, echo_model, tmp_path):
+    repo = scratch_repo(tmp_path)
     write_mcp_json(repo, {"kid": entry(write_server(tmp_path), "ok", tmp_path / "pids")})
-    variables = {k: env[k] for k in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "HOME") if k in env}
-    variables |= {"DSPINE_CHATS_DB": str(tmp_path / "chats.db"), "PYTHONPATH": str(ROOT)}
-    command = shlex.join(dspine_cmd("chat", "--engine", "remote", "--url", mcp_stand_in, "--think", "off"))
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
-    session = f"dspine-mcp-remote-{tmp_path.name}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "110", "-y", "32", "-c", str(repo)], check=True)
-    try:
-        keys(session, f"env {exports} {command}", "Enter")
+    args = ("chat", "--engine", "remote", "--url", echo_model.url, "--think", "off")
+    with dspine_in_tmux(env, tmp_path, *args, cwd=repo, name="mcp-remote") as session:
         wait_for(lambda: "MCP kid (.mcp.json): ready" in screen(session), 60, "the server")
         keys(session, "Echo something", "Enter")
         wait_for(lambda: "Call echo on the MCP server kid?" in screen(session), 30, "the consent dialog")
         shown = screen(session)
         print("\n--- dspine chat in tmux: an MCP call waiting for consent ---\n" + shown)
         assert '"text": "over the wire"' in shown and "always call kid's echo in this chat" in shown
-        assert len(McpStandIn.requests) == 1  # nothing went on before the user said yes
-        names = [t["function"]["name"] for t in McpStandIn.requests[0]["tools"]]
+        assert len(echo_model.requests) == 1  # nothing went on before the user said yes
+        names = [t["function"]["name"] for t in echo_model.requests[0]["tools"]]
         assert "kid__echo" in names and "read_file" in names
         keys(session, "y")
         wait_for(lambda: "The server said it back." in screen(session), 30, "the next turn")
-        (result,) = [m for m in McpStandIn.requests[-1]["messages"] if m["role"] == "tool"]
+        (result,) = [m for m in echo_model.requests[-1]["messages"] if m["role"] == "tool"]
         assert result["content"] == "echo: over the wire"
         keys(session, "C-q")
-    finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
