@@ -508,7 +508,7 @@ def chat(
     if not no_tools:  # --no-tools: no MCP server starts either
         from .agent.mcp.setup import for_project
 
-        mcp = for_project(project.root, settings.mcp_servers)
+        mcp = for_project(project.root, settings.mcp_servers, settings.mcp_switches_file)
     try:
         ChatApp(
             opened,
@@ -562,11 +562,12 @@ def _server_adapts(settings) -> bool:
     """Whether the llama-server here drafts at a per-request length (dspine's patch): only
     then does a bench row with the adaptive length measure adapting on the server engine."""
     from backends.base import EngineError
-    from backends.llama_server import find_binary
     from backends.server_draft import honoured_by_binary
 
+    from .run.engines import llama_server_binary
+
     try:
-        return honoured_by_binary(find_binary(settings.llama_server))
+        return honoured_by_binary(llama_server_binary(settings))
     except EngineError:
         return False
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from ..private import private_dir
+from backends.private import private_dir
 
 FOLDER = ".dspine"
 MAX_FILE_BYTES = 64 * 2**20  # one saved output on disk; past it the file says where it stopped

@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
+from backends.private import private_dir
+
 from ..errors import ConfigError, UsageError
 from ..models.selection import RemoteFile
-from ..private import private_dir
 from .locks import held, lock_path
 
 MANIFEST_VERSION = 1

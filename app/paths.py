@@ -1,0 +1,84 @@
+"""Every file and folder dspine keeps, in one place: where each lives by default.
+
+Three roots, each a setting with its environment variable (see `dspine config`):
+
+    data_dir   DSPINE_DATA_DIR    pulled models, chats, learned draft lengths, MCP
+                                  switches, the llama-server dspine builds
+    cache_dir  DSPINE_CACHE_DIR   what can be fetched or measured again: GGUF headers
+                                  read over HTTP, llama.cpp's compute buffer curves
+    log_dir    DSPINE_LOG_DIR     llama-server logs and the chat templates it was given
+
+Beneath a root a file has a fixed name, unless people move it on its own, which
+`models_dir`, `chats_db` and `adaptive_draft_file` allow (settings too). The
+settings file itself is named by DSPINE_CONFIG. Only this module asks platformdirs;
+`backends/` computes no path: it is handed the ones it needs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import platformdirs
+
+APP_NAME = "dspine"
+CONFIG_ENV = "DSPINE_CONFIG"
+
+
+def config_file() -> Path:
+    """The settings file: DSPINE_CONFIG, else config.toml in the user's config folder."""
+    explicit = os.environ.get(CONFIG_ENV)
+    if explicit:
+        return Path(os.path.expanduser(explicit))
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def default_cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+def default_log_dir() -> Path:
+    return Path(platformdirs.user_log_dir(APP_NAME))
+
+
+# -- beneath data_dir ------------------------------------------------------------------
+
+
+def models_dir(data_dir: Path) -> Path:
+    return data_dir / "models"
+
+
+def chats_db(data_dir: Path) -> Path:
+    return data_dir / "chats.db"
+
+
+def adaptive_draft_file(data_dir: Path) -> Path:
+    return data_dir / "adaptive-draft.json"
+
+
+def mcp_switches_file(data_dir: Path) -> Path:
+    return data_dir / "mcp-switches.json"
+
+
+def llama_server_build(data_dir: Path) -> Path:
+    """Where installers/install.sh --with-server puts the llama-server it builds."""
+    return data_dir / "llama.cpp" / "bin" / "llama-server"
+
+
+def manifest(models_dir: Path) -> Path:
+    return models_dir / "manifest.json"
+
+
+# -- beneath cache_dir -----------------------------------------------------------------
+
+
+def header_cache(cache_dir: Path) -> Path:
+    return cache_dir / "headers"
+
+
+def compute_curves_file(cache_dir: Path) -> Path:
+    return cache_dir / "compute-curves.json"
