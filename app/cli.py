@@ -8,7 +8,6 @@ list` must not pay for huggingface_hub, httpx2, gguf, numpy or Textual
 from __future__ import annotations
 
 import json
-import os
 import sys
 import traceback
 from dataclasses import asdict
@@ -858,7 +857,9 @@ def config(
 
 
 def _report(exc: BaseException, code: int, cause: str, fix: str) -> int:
-    if _debug["on"]:
+    from .settings import wants_traceback
+
+    if _debug["on"] or wants_traceback():
         traceback.print_exception(exc)
     cause = controls_shown(cause)  # a path or value from a file or the environment may hold escapes
     err.print(f"[bold red]error:[/] {cause}", soft_wrap=True)
@@ -870,7 +871,7 @@ def _report(exc: BaseException, code: int, cause: str, fix: str) -> int:
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return an exit code; errors become two lines for people."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    _debug["on"] = "--debug" in argv or os.environ.get("DSPINE_DEBUG", "").lower() in ("1", "true", "yes", "on")
+    _debug["on"] = "--debug" in argv  # else the setting `debug` decides, when an error comes
     try:
         result = app(args=argv, prog_name="dspine", standalone_mode=False)
         return result if isinstance(result, int) else 0

@@ -366,3 +366,15 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
             ) from exc
         sources[spec.key] = source
     return Settings(**values, sources=sources, file=path, file_exists=path.exists())
+
+
+def wants_traceback() -> bool:
+    """Whether an error shows its traceback: the setting `debug` (the file or DSPINE_DEBUG).
+    When the settings themselves do not load, DSPINE_DEBUG alone decides, read the same way."""
+    try:
+        return load_settings().debug
+    except ConfigError:
+        try:
+            return parse_bool(os.environ.get(SPECS_BY_KEY["debug"].env_var, ""))
+        except ValueError:
+            return False
