@@ -67,7 +67,7 @@ FLOORS = [
     {"fit"},
     {"hub"},
     {"models"},
-    {"settings", "units", "terminal_text"},
+    {"settings", "units", "terminal_text", "choices"},
     {"paths"},
     {"errors", "__init__"},
 ]

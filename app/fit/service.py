@@ -14,6 +14,7 @@ from pathlib import Path
 
 from backends.gguf_header import GgufError, read_local
 
+from ..choices import Goal, KvType
 from ..errors import NetworkError, NotFoundError, UsageError
 from ..hub import client as hub
 from ..hub.store import Manifest, listing_from_hf_cache
@@ -36,9 +37,9 @@ class FitRequest:
     model: str | None = None
     draft: str | None = None  # a variant, a file, or "none"
     quant: str | None = None
-    goal: str = "speed"
+    goal: Goal = "speed"
     ctx: int | None = None
-    kv: str | None = None
+    kv: KvType | None = None
     gpu: int = 0
     vram: int | None = None
     measure: bool = True

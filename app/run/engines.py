@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 from backends.adaptive import AdaptiveDraft
 from backends.base import Engine, EngineError
@@ -13,6 +14,7 @@ from backends.break_even import BreakEven
 from backends.drafters import KINDS
 from backends.gguf_header import read_local
 
+from ..choices import EngineName
 from ..errors import UsageError
 from ..fit.shape import drafter_kind, shape_from_header
 from ..hub.pull import make_request
@@ -20,7 +22,7 @@ from ..hub.store import Manifest, record_status
 from ..models.catalog import NO_DRAFTER, Catalog
 from ..settings import Settings
 
-ENGINES = ("server", "inproc", "remote")
+ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DEFAULT_MODEL = "qwen3.8-27b"
 
 
@@ -76,7 +78,7 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
 
 @dataclass
 class EngineOptions:
-    engine: str = "server"
+    engine: EngineName = "server"
     ctx: int = 4096
     n_max: int | None = None
     url: str | None = None
