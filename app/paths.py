@@ -65,8 +65,8 @@ def mcp_switches_file(data_dir: Path) -> Path:
 
 
 def llama_server_build(data_dir: Path) -> Path:
-    """Where installers/install.sh --with-server puts the llama-server it builds."""
-    return data_dir / "llama.cpp" / "bin" / "llama-server"
+    """Where installers/install.sh (install.ps1 -Fork) puts the llama-server it builds."""
+    return data_dir / "llama.cpp" / "bin" / ("llama-server.exe" if os.name == "nt" else "llama-server")
 
 
 def manifest(models_dir: Path) -> Path:
