@@ -10,8 +10,9 @@ Three roots, each a setting with its environment variable (see `dspine config`):
 
 Beneath a root a file has a fixed name, unless people move it on its own, which
 `models_dir`, `chats_db` and `adaptive_draft_file` allow (settings too). The
-settings file itself is named by DSPINE_CONFIG. Only this module asks platformdirs;
-`backends/` computes no path: it is handed the ones it needs.
+settings file itself is named by DSPINE_CONFIG; Hugging Face's cache, which pulls
+read, by HF_HUB_CACHE or HF_HOME. Only this module asks platformdirs; `backends/`
+computes no path: it is handed the ones it needs.
 """
 
 from __future__ import annotations
@@ -43,6 +44,18 @@ def default_cache_dir() -> Path:
 
 def default_log_dir() -> Path:
     return Path(platformdirs.user_log_dir(APP_NAME))
+
+
+def hf_cache_dir() -> Path:
+    """Hugging Face's hub cache (read, never written: models already there are used in
+    place), from the environment at call time as `hf` does: HF_HUB_CACHE, HF_HOME."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.path.expanduser(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        return Path(os.path.expanduser(os.environ["HF_HOME"])) / "hub"
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HUB_CACHE)
 
 
 # -- beneath data_dir ------------------------------------------------------------------
