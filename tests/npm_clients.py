@@ -221,8 +221,9 @@ def codex_env(printed: str, home: Path, key: str | None = None, base: dict[str, 
 # Switches qwen-code reads from the user's settings (~/.qwen/settings.json): no usage
 # statistics, telemetry or update checks; its interface in English whatever the host's
 # locale (the tests read its /context text); and nothing the test does not need in the
-# prompt: no bundled skills listing, no auto-memory instructions (together about 2,000
-# tokens of SmolLM2's 8,192; qwen-code's whole default prompt is 8,211: over the window).
+# prompt: no bundled skills listing, no auto-memory instructions (2,100 and 1,400 tokens by
+# qwen-code's own /context count; its whole default prompt is 8,211 SmolLM2 tokens, over
+# the 8,192 window).
 QWEN_CODE_QUIET = {
     "general": {"enableAutoUpdate": False, "language": "en"},
     "privacy": {"usageStatisticsEnabled": False},

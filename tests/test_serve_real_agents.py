@@ -7,7 +7,7 @@ only when the registry cannot be reached. A 135M model's reply is not judged.
 qwen-code (`qwen -p`) as printed sends a prompt of 8,211 SmolLM2 tokens (its system
 prompt, bundled skills listing and auto-memory instructions), over the 8,192 window: dspine
 answers `context_length_exceeded` and qwen-code stops there. The test gives it a short
-system prompt and switches the skills listing and auto-memory off (about 500 tokens left),
+system prompt and switches the skills listing and auto-memory off (about 800 tokens left),
 as the Codex test trims Codex's."""
 
 from __future__ import annotations
