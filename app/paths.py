@@ -11,8 +11,9 @@ Three roots, each a setting with its environment variable (see `dspine config`):
 Beneath a root a file has a fixed name, unless people move it on its own, which
 `models_dir`, `chats_db` and `adaptive_draft_file` allow (settings too). The
 settings file itself is named by DSPINE_CONFIG; Hugging Face's cache, which pulls
-read, by HF_HUB_CACHE or HF_HOME. Only this module asks platformdirs; `backends/`
-computes no path: it is handed the ones it needs.
+read, by HF_HUB_CACHE or HF_HOME; the chat's scratch folder is `.dspine/` in the
+project. Only this module asks platformdirs; `backends/` computes no path: it is
+handed the ones it needs.
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ def llama_server_build(data_dir: Path) -> Path:
 
 def manifest(models_dir: Path) -> Path:
     return models_dir / "manifest.json"
+
+
+# -- in the project the chat works on --------------------------------------------------
+
+
+def project_scratch(root: Path) -> Path:
+    """Whole tool outputs that were cut for the model (0700, ignored by git)."""
+    return root / ".dspine"
 
 
 # -- beneath cache_dir -----------------------------------------------------------------
