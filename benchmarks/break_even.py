@@ -8,12 +8,21 @@ and of speculation with it (`auto`), over the replies after it switched off (goa
 least 0.98 of plain) and over all replies (the switch-off and the tries included), and
 the reply at which it switched off.
 
-    .venv/bin/python benchmarks/break_even.py [--replies 40] [--tokens 64]
+With `--engine server` the same runs go through dspine's patched llama-server (`--binary
+PATH`, by default the one the tests build once per machine): plain is a server without a
+drafter, `on` and `auto` servers with the slow drafter. There a switched-off mode still
+pays for the drafter: llama-server keeps the draft model's cache in step with the
+target's, so the drafter reads every token the target does, drafting or not
+(`common_speculative_process` after each target batch); the ratio after the switch-off
+shows what that costs.
+
+    .venv/bin/python benchmarks/break_even.py [--replies 40] [--tokens 64] [--engine inproc|server] [--binary PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -22,16 +31,34 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from backends.base import Engine  # noqa: E402
 from backends.break_even import BreakEven  # noqa: E402
 from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
+from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
 from tests.gguf_models import chat_model, write_model  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Write a function that adds two numbers."}]
 
 
-def reply(engine: InprocEngine, tokens: int) -> End:
+def server(binary: str, target: Path, drafter: Path | None, policy: BreakEven | None, logs: Path) -> LlamaServerEngine:
+    # No busy-waiting between passes: three servers share this machine's cores with others.
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    config = ServerConfig(
+        model=str(target),
+        draft_model=str(drafter) if drafter else None,
+        drafter_kind="draft" if drafter else None,
+        n_ctx=1024,
+        gpu_layers=0,
+        draft_gpu_layers=0,
+        n_max=4 if drafter else None,
+        extra_args=("--poll", "0", "--poll-draft", "0") if drafter else ("--poll", "0"),
+    )
+    return LlamaServerEngine(config, binary=binary, log_dir=logs, break_even=policy).start()
+
+
+def reply(engine: Engine, tokens: int) -> End:
     end = list(engine.stream(MESSAGES, think=False, sampling=Sampling(temperature=0, max_tokens=tokens)))[-1]
     assert isinstance(end, End), end
     return end
@@ -41,14 +68,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replies", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--engine", choices=["inproc", "server"], default="inproc")
+    parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-break-even-"))
     target = write_model(folder / "target.gguf", chat_model(n_layer=6, n_embd=512), silent_from=1)
     slow = write_model(folder / "slow.gguf", chat_model(n_layer=6, n_embd=512), noise=0.6)
-    plain = InprocEngine(str(target), n_ctx=1024).load()
-    always = InprocEngine(str(target), draft_path=str(slow), n_ctx=1024, n_max=4, break_even=BreakEven("on")).load()
-    switch = BreakEven()
-    judged = InprocEngine(str(target), draft_path=str(slow), n_ctx=1024, n_max=4, break_even=switch).load()
+    plain: Engine
+    always: Engine
+    judged: Engine
+    if args.engine == "server":
+        if args.binary:
+            binary = args.binary
+        else:
+            from tests.patched_server import build_folder
+
+            binary = str(build_folder() / "bin" / "llama-server")
+        plain = server(binary, target, None, None, folder)
+        always = server(binary, target, slow, BreakEven("on"), folder)
+        judged = server(binary, target, slow, BreakEven(), folder)
+    else:
+        plain = InprocEngine(str(target), n_ctx=1024).load()
+        always = InprocEngine(str(target), draft_path=str(slow), n_ctx=1024, n_max=4, break_even=BreakEven("on")).load()
+        judged = InprocEngine(str(target), draft_path=str(slow), n_ctx=1024, n_max=4, break_even=BreakEven()).load()
     rates: dict[str, list[float]] = {"plain": [], "on": [], "auto": []}
     spent: dict[str, list[tuple[int, float]]] = {"plain": [], "on": [], "auto": []}  # (tokens, seconds)
     drafted: list[bool] = []
@@ -66,7 +108,7 @@ def main() -> None:
     off_at = next(i for i in range(len(drafted)) if not any(drafted[i : i + 4]))
     after = slice(off_at, None)
     plain_after = statistics.median(rates["plain"][after])
-    print(f"{args.replies} replies of {args.tokens} tokens each, greedy, k=4; medians in tok/s")
+    print(f"{args.engine}: {args.replies} replies of {args.tokens} tokens each, greedy, k=4; medians in tok/s")
     print(f"plain {statistics.median(rates['plain']):.1f}, speculation pinned on {statistics.median(rates['on']):.1f}")
     print(f"auto switched off after reply {off_at} (drafted at replies {[i + 1 for i, d in enumerate(drafted) if d]})")
     print(
