@@ -71,4 +71,7 @@ def test_serve_stops_drafting_below_plain_says_so_and_tries_again(env, slow_pair
         # Each request still has its line, the plain ones without drafts.
         wait_for(lambda: sum(line.startswith("#") for line in served.lines) >= 12, what="twelve request lines")
     finally:
-        served.kill()
+        try:
+            served.stop()  # Ctrl-C: llama-server goes with it
+        finally:
+            served.kill()
