@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
+import signal
+import time
 import statistics
 import sys
 import tempfile
@@ -33,8 +36,9 @@ from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
 from tests.real_models import smollm2_pair  # noqa: E402
 
-SOURCES = sorted((ROOT / "app").rglob("*.py"))
-REPLY = Sampling(temperature=0.0, max_tokens=96)  # short greedy replies: the prompts are what grows
+# Files of a few KB each, so that every turn adds about a thousand tokens.
+SOURCES = sorted(p for p in (ROOT / "app").rglob("*.py") if p.stat().st_size >= 4000)
+REPLY = Sampling(temperature=0.0, max_tokens=64)  # short greedy replies: the prompts are what grows
 
 
 @dataclass
@@ -83,7 +87,15 @@ async def run_session(engine, turns: int, repo: Path) -> Run:
         engine, Toolbox(repo), ask, emit, system=system_prompt(open_project(repo), True), think=False, sampling=REPLY
     )
     for n in range(turns):
+        started = time.monotonic()
         await session.send(file_turn(n))
+        last = run.turns[-1] if run.turns else None
+        shown = f"{last.prompt}/{last.processed}" if last else "-"
+        print(
+            f"  turn {n + 1}: prompt/processed {shown}, {len(run.errors)} errors, {run.compactions} compactions, "
+            f"{time.monotonic() - started:.1f} s",
+            flush=True,
+        )
     return run
 
 
@@ -114,24 +126,34 @@ def report(name: str, run: Run, asked: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=40)
-    parser.add_argument("--ctx", type=int, default=8192)
+    parser.add_argument("--ctx", type=int, default=4096, help="the context (the model's own is 8192)")
     parser.add_argument("--engines", default="inproc,server")
+    parser.add_argument(
+        "--drafter",
+        choices=("q4", "none"),
+        default="none",
+        help="q4: the Q4_1 file drafts for the Q8_0 target (the pair); none (default): the target alone. "
+        "On a CPU the drafter processes every prompt too, doubling the time, and changes nothing measured here",
+    )
     args = parser.parse_args()
+    faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where a slow run is
     folder = Path(tempfile.gettempdir()) / "dspine-bench-models"
     pair = smollm2_pair(folder)
     with tempfile.TemporaryDirectory() as tmp:
         repo = Path(tmp) / "repo"
         repo.mkdir()
         (repo / "AGENTS.md").write_text("Answer in one sentence.\n")
-        print(f"SmolLM2-135M Q8_0 + Q4_1 drafter, context {args.ctx}, {args.turns} turns of about 1K tokens each")
+        drafter = str(pair["q4"]) if args.drafter == "q4" else None
+        with_drafter = " + Q4_1 drafter" if drafter else ", no drafter"
+        print(f"SmolLM2-135M Q8_0{with_drafter}, context {args.ctx}, {args.turns} turns of about 1K tokens each")
         for name in args.engines.split(","):
             if name == "inproc":
-                engine = InprocEngine(str(pair["target"]), draft_path=str(pair["q4"]), n_ctx=args.ctx).load()
+                engine = InprocEngine(str(pair["target"]), draft_path=drafter, n_ctx=args.ctx).load()
             else:
                 config = ServerConfig(
                     str(pair["target"]),
-                    draft_model=str(pair["q4"]),
-                    drafter_kind="draft",
+                    draft_model=drafter,
+                    drafter_kind="draft" if drafter else None,
                     n_ctx=args.ctx,
                     gpu_layers=0,
                     draft_gpu_layers=0,
