@@ -18,10 +18,10 @@ import argparse
 import asyncio
 import faulthandler
 import signal
-import time
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 

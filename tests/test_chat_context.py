@@ -205,7 +205,7 @@ async def test_the_meter_shows_a_reopened_chats_context_at_once(repo, store, tmp
         resumed = project_app(repo, store, ProjectEngine(context_size=8192), **kwargs)
         async with resumed.run_test() as pilot:
             assert resumed.chat.id == chat_id and resumed.session.history
-            await until(pilot, lambda: meter(resumed) != "", what="the meter of the restored context")
+            await until(pilot, lambda app=resumed: meter(app) != "", what="the meter of the restored context")
             assert meter(resumed).strip() == counted_meter(resumed)  # nothing sent, already counted
             assert resumed.session.requests == []
 
