@@ -312,7 +312,8 @@ def test_stop_abandons_a_runaway_search_at_once(repo):
         return ticks, time.monotonic() - stopped_at
 
     ticks, after_stop = asyncio.run(go())
-    assert ticks > 50 and after_stop < 2
+    # A loop held by the regex would tick once or not at all; a loaded machine still gives dozens.
+    assert ticks > 20 and after_stop < 2
     assert recorder.of(ToolFinished)[0].result.startswith("the user stopped")
 
 
