@@ -1,7 +1,8 @@
 """A long chat on the real SmolLM2-135M (Q8_0; --drafter q4 adds the Q4_1 file as its
 drafter: the pair) at a 4K context (its own is 8K), on both local engines, through the
-agent session: every turn pastes a file of a few KB (as an @mention does) and asks about it, so the history passes the context within a
-few turns. Without compaction the first overflow would end the chat; here it runs on.
+agent session: every turn pastes a file of a few KB (as an @mention does) and asks
+about it, so the history passes the context within a few turns. Without compaction
+the first overflow would end the chat; here it runs on.
 
 Ctrl+C (or SIGTERM) stops it and prints the figures of the turns so far. On a busy
 2-core machine a turn of the default size takes minutes: --ctx 2048 --chars 1500
