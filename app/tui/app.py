@@ -378,7 +378,8 @@ class ChatApp(App):
         current = self.chat.id if self.chat is not None else None
         # A turn that began meanwhile shows its own figure: this one is older.
         if current == chat_id and len(self.session.history) == messages and not self.streaming:
-            self.query_one(Readout).show_context(usage.used, usage.available, usage.exact)
+            with contextlib.suppress(NoMatches):  # the app is closing
+                self.query_one(Readout).show_context(usage.used, usage.available, usage.exact)
 
     def _message_views(self, message) -> list:
         if message.role == "tool":
