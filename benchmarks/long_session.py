@@ -40,7 +40,7 @@ from app.agent.toolbox import Toolbox  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
 
 # Files of a few KB each, so that every turn adds about a thousand tokens.
 SOURCES = sorted(p for p in (ROOT / "app").rglob("*.py") if p.stat().st_size >= 4000)

@@ -53,6 +53,8 @@ def model_id(label: str) -> str:
 
 def endpoint_url(host: str, port: int) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"  # an IPv6 address in a URL (RFC 3986)
     return f"http://{shown}:{port}/v1"
 
 
@@ -162,6 +164,10 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
+        err.print(
+            f"window {proxy_config.slot_window} tokens a request; a reply whose request sets no limit "
+            f"stops at {proxy_config.reply_limit}"
+        )
         if access.warning:
             err.print(f"[yellow]warning:[/] {access.warning}")
         if access.generated:
