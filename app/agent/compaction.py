@@ -10,12 +10,16 @@ when it gains something.
    model that drops them loses nothing.
 
 The system prompt (with AGENTS.md) is never part of the history handed here: the
-session re-inserts it as it was. The newest turns stay verbatim.
+session re-inserts it as it was. The newest turns stay verbatim, except a tool result
+too large for the context even then (its cap was set for a larger context than the
+engine turned out to have): it keeps its head and tail, the cut saying how to get the
+rest, as any capped result does.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +27,8 @@ from typing import Any
 from backends.base import estimate_tokens
 from backends.events import Delta, Error
 from backends.sampling import NON_THINKING
+
+from .capture import head_tail, saved_hint
 
 KEEP_ROUNDS = 2  # the tool results of this many newest assistant rounds are never pruned
 STUB_MIN_CHARS = 200  # a result shorter than this costs less than the stub that would replace it
@@ -53,6 +59,7 @@ class Compaction:
     summary: str = ""  # the summary message's text, for the user to open
     summary_input: str = ""  # what the summariser was given (tests check it keeps every path)
     note: str = ""  # something the user should know (the summariser failed, ...)
+    shrunk: int = 0  # tool results of the newest rounds cut to head and tail to fit
 
     @property
     def gained(self) -> bool:
@@ -261,6 +268,52 @@ def summary_request(older: list[dict[str, Any]], focus: str, room: int) -> tuple
         per_item //= 2
 
 
+_SAVED = re.compile(r"the whole output is in (\S+): read_file it")
+SHRINK_ROUNDS = 6  # cuts tried before giving up (each recounts the prompt)
+
+
+def shrink_results(
+    history: list[dict[str, Any]], count: Callable[[list[dict[str, Any]]], int], limit: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The largest tool results cut to their head and tail until the prompt is within `limit`
+    tokens: the last resort when the newest rounds alone do not fit. The cut says where the
+    whole of it is (a command's saved output) or how to read it again."""
+    out = list(history)
+    calls = calls_by_id(out)
+    shrunk: set[int] = set()
+    for _ in range(SHRINK_ROUNDS):
+        total = count(out)
+        if total <= limit:
+            break
+        results = [
+            i
+            for i, m in enumerate(out)
+            if m.get("role") == "tool"
+            and len(m.get("content") or "") > STUB_MIN_CHARS * 2
+            and not is_stub(m["content"])
+        ]
+        if not results:
+            break
+        index = max(results, key=lambda i: len(out[i]["content"]))
+        content = out[index]["content"]
+        tokens = max(estimate_tokens([out[index]]), 1)
+        keep = max(1 - (total - limit) / tokens, 0.0)
+        limit_chars = max(STUB_MIN_CHARS * 2, int(len(content) * keep * 0.9))
+        if limit_chars >= len(content):
+            limit_chars = len(content) * 3 // 4
+        saved = _SAVED.search(content)
+        call = calls.get(out[index].get("tool_call_id", ""))
+        if saved is not None:
+            hint = saved_hint(saved.group(1))
+        elif (call or {}).get("function", {}).get("name") == "read_file":
+            hint = "read the lines you need with read_file start_line and end_line"
+        else:
+            hint = f"cut to fit the context; call {call_line(call)} again for the part you need"
+        out[index] = {**out[index], "content": head_tail(content, limit_chars, hint)}
+        shrunk.add(index)
+    return out, len(shrunk)
+
+
 def compact(
     history: list[dict[str, Any]],
     count: Callable[[list[dict[str, Any]]], int],
@@ -269,10 +322,38 @@ def compact(
     n_ctx: int,
     focus: str = "",
     force: bool = False,
+    limit: int | None = None,
 ) -> Compaction:
     """Bring `history` under `target` tokens (as `count` counts the whole prompt it makes).
     `force`: summarise even when pruning alone would do (the user asked, or the engine
-    overflowed though the count said it fits)."""
+    overflowed though the count said it fits). `limit`: what the request may take at most;
+    when the compacted history is still over it, the largest tool results are cut."""
+    done = _compact(history, count, target, summariser, n_ctx, focus, force)
+    if limit is None or done.after <= limit:
+        return done
+    shrunk, n_shrunk = shrink_results(done.history, count, limit)
+    if not n_shrunk:
+        return done
+    after = count(shrunk)
+    if after >= done.after:
+        return done
+    note = "; ".join(
+        n for n in (done.note, f"cut {n_shrunk} large tool result(s) to their head and tail to fit the context") if n
+    )
+    return Compaction(
+        shrunk, done.before, after, done.pruned, done.summarised, done.summary, done.summary_input, note, n_shrunk
+    )
+
+
+def _compact(
+    history: list[dict[str, Any]],
+    count: Callable[[list[dict[str, Any]]], int],
+    target: int,
+    summariser: Summariser | None,
+    n_ctx: int,
+    focus: str = "",
+    force: bool = False,
+) -> Compaction:
     before = count(history)
     pruned, n_pruned = prune(history)
     after_prune = count(pruned) if n_pruned else before

@@ -69,6 +69,7 @@ class Usage:
     history: int = 0
     turn: int = 0
     exact: bool = True  # counted by the model's tokenizer (False: estimated)
+    tools_unseen: bool = False  # tools are on, but the chat template leaves their list out
 
     @property
     def used(self) -> int:
@@ -100,6 +101,8 @@ class Usage:
         ]
         if not self.exact:
             lines.append("- estimated: this engine has no tokenizer dspine can ask")
+        if self.tools_unseen:
+            lines.append("- the model's chat template leaves the tool list out: this model cannot call the tools")
         return "\n".join(lines)
 
 
@@ -191,4 +194,5 @@ class Budget:
             max(with_history - with_tools, 0),
             max(whole - with_history, 0),
             self.exact,
+            bool(tools) and self.exact and with_tools <= base,
         )

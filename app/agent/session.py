@@ -377,6 +377,10 @@ class Session:
                 self._keep(reply)
                 await self._flush_meter()
                 return reply
+            if reply.error is not None:
+                # The context the engine names is the one that holds (a remote server whose size
+                # the user guessed): the compaction that follows aims under it.
+                self.budget.overflowed(reply.error)
             if attempt == 1:
                 await self.emit(
                     Notice("the engine said the prompt does not fit its context: compacting, then trying again")
@@ -460,7 +464,16 @@ class Session:
         try:
             done = await _thread(
                 loop,
-                lambda: compact(history, self._count, self.budget.target, summariser, self.budget.n_ctx, focus, force),
+                lambda: compact(
+                    history,
+                    self._count,
+                    self.budget.target,
+                    summariser,
+                    self.budget.n_ctx,
+                    focus,
+                    force,
+                    self.budget.available,
+                ),
             )
         except Exception as exc:  # counting or summarising broke: the history stays as it was
             await self.emit(Notice(f"compaction failed: {exc}; the conversation is unchanged", "error"))

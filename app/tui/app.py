@@ -263,6 +263,7 @@ class ChatApp(App):
         self.engine = engine
         self.session.set_engine(engine)
         self._show_mode()
+        self._measure_context()
         self.notify("ready")
 
     def _show_mode(self) -> None:
@@ -351,6 +352,7 @@ class ChatApp(App):
         """The chat's transcript on screen, and the model's context (compacted as it was) in the session."""
         assert self.chat is not None
         self.session.restore(self.store.context(self.chat.id))
+        self._measure_context()
         notes: dict[int, list] = {}
         for saved in self.store.compactions(self.chat.id):
             title = saved_note_title(saved.before_tokens, saved.after_tokens)
@@ -362,6 +364,22 @@ class ChatApp(App):
         for rest in notes.values():
             views += rest
         await self.query_one(Conversation).show(views)
+
+    def _measure_context(self) -> None:
+        """The meter for the context as it now stands (a chat reopened, a new chat): counted off
+        the loop, since the engine's tokenizer may be a server away."""
+        self.query_one(Readout).clear_context()
+        if self.engine is not None and self.session.history:
+            self._count_context(self.chat.id if self.chat is not None else None, len(self.session.history))
+
+    @work(exclusive=True, group="context")
+    async def _count_context(self, chat_id: int | None, messages: int) -> None:
+        usage = await self.session.usage()
+        current = self.chat.id if self.chat is not None else None
+        # A turn that began meanwhile shows its own figure: this one is older.
+        if current == chat_id and len(self.session.history) == messages and not self.streaming:
+            with contextlib.suppress(NoMatches):  # the app is closing
+                self.query_one(Readout).show_context(usage.used, usage.available, usage.exact)
 
     def _message_views(self, message) -> list:
         if message.role == "tool":
@@ -387,6 +405,7 @@ class ChatApp(App):
             return
         self.chat = self._new_chat()
         self.session.restore([])
+        self._measure_context()
         await self.query_one(Conversation).remove_children()
 
     async def on_prompt_area_submitted(self, message: PromptArea.Submitted) -> None:

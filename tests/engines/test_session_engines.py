@@ -113,3 +113,59 @@ def test_forty_turns_at_a_4k_context_on_a_real_engine(engine, repo):
         f"{engine.name}: {len(engine.sent)} requests, largest {max(engine.sent)} tokens, "
         f"{len(compactions)} compactions, {engine.summaries} summaries"
     )
+
+
+@dataclass
+class Unsized(Counted):
+    """The engine, not saying its context (as a remote server does not): the session goes by
+    the size it was told, which is too large, until the engine refuses a prompt."""
+
+    @property
+    def context_size(self) -> int | None:
+        return None
+
+
+@pytest.fixture(params=["inproc", "server"])
+def small_engine(request, script_model, tmp_path):
+    model = str(script_model)
+    if request.param == "inproc":
+        opened: Engine = InprocEngine(model, n_ctx=SMALL_CTX).load()
+    else:
+        opened = LlamaServerEngine(ServerConfig(model, n_ctx=SMALL_CTX, gpu_layers=0), log_dir=tmp_path).start()
+    yield Unsized(opened)
+    opened.close()
+
+
+SMALL_CTX = N_CTX  # this model's tokenizer spends about a token a byte: its system prompt is 2.4K
+
+
+def test_a_real_overflow_error_compacts_retries_once_and_teaches_the_context(small_engine, repo):
+    assert small_engine.engine.context_size == SMALL_CTX
+    events: list = []
+
+    async def emit(event) -> None:
+        events.append(event)
+
+    async def ask(question: Question):
+        return "yes"
+
+    system = system_prompt(open_project(repo), True)
+    session = Session(small_engine, Toolbox(repo), ask, emit, system=system, think=False, n_ctx=4 * SMALL_CTX)
+
+    async def go() -> None:
+        for turn in range(8):
+            await session.send(f"Turn {turn}: what does the README say? " + "Some detail. " * 20)
+
+    asyncio.run(go())
+    overflows = [e for e in small_engine.errors if e.overflow]
+    # The engine's own refusal (llama-server's 400, llama.cpp's check), once: the retry after the
+    # compaction fit, and from then on the session counted against the context the engine named.
+    assert len(overflows) == 1 and len(small_engine.errors) == 1, small_engine.errors
+    assert session.budget.n_ctx == SMALL_CTX
+    notices = [e for e in events if isinstance(e, Notice)]
+    assert any("does not fit its context: compacting" in n.text for n in notices)
+    assert not [n for n in notices if n.severity == "error"]
+    assert [e for e in events if isinstance(e, Compacted)] and small_engine.summaries
+    replies = [e for e in events if isinstance(e, ReplyEnded)]
+    assert sum(r.answer == ANSWER_TEXT for r in replies) == 8  # every turn answered, the refused one too
+    assert max(small_engine.sent[-3:]) <= SMALL_CTX - session.budget.reserve

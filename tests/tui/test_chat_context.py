@@ -160,3 +160,45 @@ def test_the_start_says_the_context_and_what_the_fit_plan_allows(tmp_path, monke
     assert over is not None and "more than the fit plan allows" in over and f"--ctx {most}" in over
     monkeypatch.setattr("app.fit.hardware.detect", lambda: Hardware([], 0, 0, "none"))
     assert "no GPU found" in (_context_note(files, 8192, load_settings()) or "")
+
+
+def counted_meter(app) -> str:
+    """The meter the restored context should show: counted as the session counts a request."""
+    from app.agent.context import Usage
+
+    session = app.session
+    used = session.budget.count(session.messages(), session.tools())
+    return Usage(session.budget.n_ctx, session.budget.reserve, history=used).meter()
+
+
+async def test_the_meter_shows_a_reopened_chats_context_at_once(repo, store, tmp_path):
+    engine = ProjectEngine(context_size=8192)
+    app = project_app(repo, store, engine)
+    async with app.run_test() as pilot:
+        for n in range(2):
+            await turn(pilot, app, f"read mod{n:02}")
+        chat_id = app.chat.id
+
+    for kwargs in ({"open_chat": chat_id}, {"continue_last": True}):
+        resumed = project_app(repo, store, ProjectEngine(context_size=8192), **kwargs)
+        async with resumed.run_test() as pilot:
+            assert resumed.chat.id == chat_id and resumed.session.history
+            await until(pilot, lambda app=resumed: meter(app) != "", what="the meter of the restored context")
+            assert meter(resumed).strip() == counted_meter(resumed)  # nothing sent, already counted
+            assert resumed.session.requests == []
+
+    # A new chat empties the meter; opening the saved one from the list fills it again.
+    listed = project_app(repo, store, ProjectEngine(context_size=8192), open_chat=chat_id)
+    async with listed.run_test() as pilot:
+        await until(pilot, lambda: meter(listed) != "", what="the first meter")
+        await pilot.press("ctrl+n")
+        await until(pilot, lambda: meter(listed) == "", what="the meter emptied by a new chat")
+        assert listed.chat.id != chat_id
+        await pilot.press("ctrl+l")
+        await pilot.pause()
+        chats = listed.screen.chats  # the list, newest first
+        for _ in range([c.id for c in chats].index(chat_id)):
+            await pilot.press("down")
+        await pilot.press("enter")
+        await until(pilot, lambda: listed.chat.id == chat_id and meter(listed) != "", what="the reopened chat")
+        assert meter(listed).strip() == counted_meter(listed)

@@ -55,6 +55,26 @@ def test_the_reply_reserve_and_the_usage_breakdown():
     assert "system prompt + AGENTS.md: 300" in text and "this turn: 200" in text and "61%" in text
 
 
+def test_the_breakdown_says_when_the_chat_template_leaves_the_tools_out():
+    class Engine:
+        name = "scripted"
+        context_size = 4096
+
+        def __init__(self, shows_tools: bool) -> None:
+            self.shows_tools = shows_tools
+
+        def count_tokens(self, messages, tools=None, think=True) -> int:
+            return estimate_tokens(messages, tools if self.shows_tools else None)
+
+    system = [{"role": "system", "content": "You work on the project."}]
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file.", "parameters": {}}}]
+    blind = Budget(Engine(shows_tools=False)).usage(system, tools, [], [])
+    assert blind.tools == 0 and "leaves the tool list out" in blind.breakdown()
+    seeing = Budget(Engine(shows_tools=True)).usage(system, tools, [], [])
+    assert seeing.tools > 0 and "leaves the tool list out" not in seeing.breakdown()
+    assert "leaves the tool list out" not in Budget(Engine(shows_tools=False)).usage(system, None, [], []).breakdown()
+
+
 def test_a_remote_budget_is_corrected_by_what_the_server_reports():
     class Remote:
         name = "remote"
@@ -181,3 +201,25 @@ def test_a_remote_400_about_the_context_is_an_overflow():
         events = list(RemoteEngine(url).stream([{"role": "user", "content": "hi"}]))
     assert isinstance(events[-1], Error) and not events[-1].overflow
     assert RemoteEngine(url, n_ctx=4096).context_size == 4096
+
+
+def test_a_newest_result_too_large_for_the_context_is_cut_to_head_and_tail_as_the_last_resort():
+    huge = "FIRST LINE\n" + "".join(f"middle {i}\n" for i in range(3000)) + "=== 3 passed ===\n"
+    older = history(2)
+    newest = [{"role": "user", "content": "run the tests"}] + round_trip(
+        7, "run_command", "exit code 0\n" + huge, command="pytest -q"
+    )
+
+    def count(messages: list[dict]) -> int:
+        return estimate_tokens(messages)
+
+    whole = older + newest
+    limit = count(older) // 2 + 1500  # the newest round alone is far over it
+    done = compact(whole, count, limit // 2, lambda m, n: "## Goal\nfix it", 4096, force=True, limit=limit)
+    assert done.shrunk == 1 and done.after <= limit < done.before and done.gained
+    cut = done.history[-1]["content"]
+    assert cut.startswith("exit code 0\nFIRST LINE") and cut.rstrip().endswith("=== 3 passed ===")
+    assert "characters cut here; cut to fit the context; call run_command command=pytest -q again" in cut
+    assert done.history[-3] == {"role": "user", "content": "run the tests"}  # the request stays verbatim
+    # Without a limit (or within it) nothing is cut.
+    assert compact(whole, count, limit // 2, lambda m, n: "x", 4096, force=True).shrunk == 0

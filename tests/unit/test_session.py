@@ -103,7 +103,19 @@ def test_forty_turns_at_a_3k_context_never_overflow_and_keep_what_matters(repo):
     last = engine.calls[-1]["messages"]
     assert last[-3]["content"] == "read mod39"
     assert last[-1]["content"].endswith((repo / "src/mod39.py").read_text().splitlines()[-1])
-    # Every path read before the last compaction reached its summary input or the summary it extends.
+    # At every compaction, every path read so far and no longer in the kept messages was in what
+    # the summariser was given (its transcript, earlier summaries' lists included).
+    read_so_far: list[str] = []
+    checked = 0
+    for event in recorder.events:
+        if isinstance(event, ToolFinished):
+            read_so_far.append(json.loads(event.call.arguments)["path"])
+        elif isinstance(event, Compacted) and event.compaction.summary_input:
+            kept = json.dumps(event.compaction.history[2:])
+            gone = [p for p in read_so_far if p not in kept]
+            assert gone and all(p in event.compaction.summary_input for p in gone), gone
+            checked += 1
+    assert checked == len(engine.summaries)
     final = compactions[-1].compaction
     read = [f"src/mod{n:02}.py" for n in range(40)]
     summarised = [p for p in read if p not in json.dumps(final.history[1:])]
@@ -180,8 +192,12 @@ def test_huge_command_output_head_and_tail_reach_the_model_and_the_file_holds_al
     recorder = Recorder()
     session = make_session(repo, engine, recorder, think=False)
     call = ToolCall("c1", "run_command", json.dumps({"command": f"{sys.executable} noisy.py"}))
+    session.history = [{"role": "user", "content": "run it"}, {"role": "assistant", "content": ""}]
+    session.history[-1]["tool_calls"] = [call.as_message_part()]
     asyncio.run(session._run_tool(call))
+    asyncio.run(session.run_turn())  # the model gets the result
     result = recorder.of(ToolFinished)[0].result
+    assert engine.calls[-1]["messages"][-1] == {"role": "tool", "tool_call_id": "c1", "content": result}
     assert result.startswith("exit code 0\nFIRST LINE") and result.rstrip().endswith("=== 5 passed in 0.1s ===")
     assert len(result) <= session.result_cap() + 400
     saved = result.split("the whole output is in ", 1)[1].split(":", 1)[0]

@@ -48,6 +48,12 @@ class Readout(Horizontal):
         meter.set_class(share >= 0.8, "full")
         meter.update(text)
 
+    def clear_context(self) -> None:
+        """Nothing counted yet (a new chat)."""
+        meter = self.query_one("#context", Static)
+        meter.set_class(False, "full")
+        meter.update("")
+
     def start(self) -> None:
         self.rates = []
         self.query_one("#rate-sparkline", Sparkline).data = []
