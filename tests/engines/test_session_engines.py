@@ -127,11 +127,7 @@ class Unsized(Counted):
 
 @pytest.fixture(params=["inproc", "server"])
 def small_engine(request, script_model, tmp_path):
-    model = str(script_model)
-    if request.param == "inproc":
-        opened: Engine = InprocEngine(model, n_ctx=SMALL_CTX).load()
-    else:
-        opened = LlamaServerEngine(ServerConfig(model, n_ctx=SMALL_CTX, gpu_layers=0), log_dir=tmp_path).start()
+    opened = open_local(request.param, script_model, SMALL_CTX, tmp_path)
     yield Unsized(opened)
     opened.close()
 
