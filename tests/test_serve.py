@@ -8,6 +8,7 @@ import httpx2
 import pytest
 
 from app.serve.figures import DONE, DROPPED
+from app.serve.window import budget
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from tests.conftest import wait_for
 from tests.serve_harness import ProxyThread
@@ -92,6 +93,21 @@ def test_tools_pass_through(serving, real):
     message = reply.choices[0].message
     assert message.content or message.tool_calls  # SmolLM2 answers in prose; the request went through
     assert proxy.logged[-1][1]["tools"] == tools
+
+
+def test_a_reply_without_a_limit_stops_at_the_windows_reserve(serving):
+    # Codex sets no output limit and has no setting for one: llama-server alone would let
+    # the random-weight model run on until the 4,096-token slot is full.
+    proxy = serving(draft=None)
+    sdk = client(proxy)
+    hi = [{"role": "user", "content": "hi"}]
+    reserve = budget(4096).reply
+    whole = sdk.chat.completions.create(model="test-model", messages=hi, temperature=0)
+    assert 0 < whole.usage.completion_tokens <= reserve
+    responses = httpx2.post(proxy.url + "/responses", json={"model": "test-model", "input": "hi"}, timeout=120)
+    assert responses.status_code == 200 and 0 < responses.json()["usage"]["output_tokens"] <= reserve
+    own = sdk.chat.completions.create(model="test-model", messages=hi, temperature=0, max_tokens=3)
+    assert own.usage.completion_tokens == 3
 
 
 def test_think_mode_follows_each_request(serving):

@@ -29,10 +29,12 @@ from .intake import BODY_IDLE_S, MAX_BODY, BodyBudget, read_body, reservation, t
 from .model_list import model_list
 from .modes import draft_length_for, prepare, split_model_name, with_draft_length
 from .overflow import translate_error
+from .reply_limit import with_reply_limit
 from .stopping import STOPPING, Stopping, end_stream
 from .system_messages import SystemMessageError
 from .system_messages import apply as order_system_messages
 from .validate import body_problem
+from .window import budget
 
 # Endpoints with figures: path -> whether a chat template (and so a think mode) applies.
 GENERATING = {
@@ -68,6 +70,11 @@ class ProxyConfig:
     @property
     def slot_window(self) -> int:
         return self.window or self.n_ctx // max(self.parallel, 1)
+
+    @property
+    def reply_limit(self) -> int:
+        """The limit of a reply whose request sets none: the window's reply reserve."""
+        return budget(self.slot_window).reply
 
 
 def error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -256,6 +263,7 @@ class Proxy:
         if judged is not None and not judged.drafting(mode):
             length = 0
         upstream_body = clean(prepared.body)[0] if self.config.cache_rules else prepared.body
+        upstream_body = with_reply_limit(upstream_body, self.config.reply_limit)
         data = json.dumps(with_draft_length(upstream_body, length)).encode()
         dropped = False
         try:

@@ -162,6 +162,10 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
+        err.print(
+            f"window {proxy_config.slot_window} tokens a request; a reply whose request sets no limit "
+            f"stops at {proxy_config.reply_limit}"
+        )
         if access.warning:
             err.print(f"[yellow]warning:[/] {access.warning}")
         if access.generated:
