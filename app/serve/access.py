@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,28 @@ def _readable_by_others(path: Path) -> str | None:
     return f"the key file {path} can be read by other users of this machine (mode {mode & 0o777:o}); chmod 600 {path}"
 
 
+KEY_FILE_MAX = 4096  # a key is a line; more than this is not a key file
+
+
+def _read_key_file(given: str, path: Path) -> str:
+    """The first line of a regular file. A FIFO or a device would block the start or
+    feed it without end: refused before it is opened."""
+    try:
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise UsageError(f"--api-key {given}: {path} is not a regular file", "give a file that holds the key")
+        with path.open("rb") as file:
+            head = file.read(KEY_FILE_MAX + 1)
+    except OSError as exc:
+        raise UsageError(f"--api-key {given}: cannot read {path} ({exc.strerror})", "check the path") from exc
+    if len(head) > KEY_FILE_MAX:
+        raise UsageError(f"--api-key {given}: {path} is larger than a key", "put the key alone on its first line")
+    try:
+        lines = head.decode().strip().splitlines()
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--api-key {given}: {path} is not text", "put the key alone on its first line") from exc
+    return lines[0].strip() if lines else ""
+
+
 def resolve_access(host: str, api_key: str | None, environ: dict[str, str] | None = None) -> Access:
     """`--api-key` is `@FILE` (read it), `generate` (make one, print it once) or the key
     itself (works, but `ps` shows it: we say so); else DSPINE_SERVE_API_KEY."""
@@ -43,10 +66,7 @@ def resolve_access(host: str, api_key: str | None, environ: dict[str, str] | Non
         return Access(secrets.token_urlsafe(24), generated=True)
     if api_key and api_key.startswith("@"):
         path = Path(api_key[1:]).expanduser()
-        try:
-            key = path.read_text().strip()
-        except OSError as exc:
-            raise UsageError(f"--api-key {api_key}: cannot read {path} ({exc.strerror})", "check the path") from exc
+        key = _read_key_file(api_key, path)
         if not key:
             raise UsageError(f"--api-key {api_key}: {path} is empty", "put the key on its first line")
         return Access(key, warning=_readable_by_others(path))

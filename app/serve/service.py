@@ -53,6 +53,8 @@ def model_id(label: str) -> str:
 
 def endpoint_url(host: str, port: int) -> str:
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"  # an IPv6 address in a URL (RFC 3986)
     return f"http://{shown}:{port}/v1"
 
 
