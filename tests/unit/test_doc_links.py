@@ -74,3 +74,18 @@ def test_the_readme_stays_short_and_gives_the_test_command():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 220
     assert "\nbash scripts/test.sh\n" in text and "bash scripts/test.sh tests/unit" in text
+
+
+# A path into the checkout, written in the docs: `tests/unit/test_fit.py`, `benchmarks/startup.py`.
+NAMED_FILE = re.compile(
+    r"(?<![\w./-])((?:app|backends|tests|benchmarks|scripts|installers|assets|docs|\.ci)/[\w./-]*"
+    r"\.(?:py|sh|toml|jsonl|patch|ps1|tcss|md|svg))"
+)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_file_the_docs_name_exists(page):
+    # Code moves (tests regrouped by layer, modules split); the docs must follow.
+    named = set(NAMED_FILE.findall(page.read_text(encoding="utf-8")))
+    missing = sorted(path for path in named if not (ROOT / path).exists())
+    assert not missing, f"{page.relative_to(ROOT)} names files that do not exist: {missing}"
