@@ -7,7 +7,7 @@ beginning.` on any system message after the first. That assertion serves no
 purpose at inference: ChatML has a `<|im_start|>system` block for any turn. dspine
 runs a corrected copy in which that one branch renders the message as such a block
 where it stands; every other branch is the original's, so a conversation the
-original accepts renders byte for byte the same (tests/test_template_choice.py
+original accepts renders byte for byte the same (tests/unit/test_template_choice.py
 checks it on many sequences, with Python's Jinja and llama-server's own).
 
 Keeping the later message in place keeps the prompt before it unchanged, so the

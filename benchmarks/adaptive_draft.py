@@ -15,12 +15,12 @@ median is printed too. Adaptive at length k does exactly the work of fixed k
 rates, which is steadier than its own.
 
 With `--real` the pair is real: SmolLM2-135M as a Q8_0 target with its own
-Q4_1 (or, `--real q2`, Q2_K) as drafter (tests/real_models.py), on a coding
+Q4_1 (or, `--real q2`, Q2_K) as drafter (tests/support/real_models.py), on a coding
 prompt, where acceptance rises and falls with the text as it does on Qwen.
 
 With `--engine server` the same runs go through dspine's patched llama-server
 (per-request draft length; `--binary PATH`, by default the one the tests build
-once per machine, tests/patched_server.py): fixed lengths as each request's
+once per machine, tests/support/patched_server.py): fixed lengths as each request's
 `speculative.n_max` on a server launched at 16; adaptive, on the same server,
 learns only from the replies where it chose the length (per-position counts
 from their timings, and a step-time table timed through the server). llama-server's default length is 3.
@@ -49,7 +49,7 @@ from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import preset  # noqa: E402
 from benchmarks.engine_speed import MESSAGES, make_pair  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
 
 FIXED = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16)
 
@@ -61,7 +61,7 @@ def rate(engine: Engine, think: bool, tokens: int, n_max: int | None) -> float:
 
 
 def patched_binary() -> Path:
-    from tests.patched_server import build_folder
+    from tests.support.patched_server import build_folder
 
     return build_folder() / "bin" / "llama-server"
 

@@ -2,7 +2,7 @@
 serve`, side by side in one run: each turn's system prompt starts with a billing line
 that changes every request (as Claude Code's does), and a side request (a title, its own
 short system prompt, no tools) follows every turn. Real SmolLM2-135M (Q8_0, see
-tests/real_models.py) on llama-server, through the proxy, the Anthropic endpoint.
+tests/support/real_models.py) on llama-server, through the proxy, the Anthropic endpoint.
 
   before        the proxy without its cache rules (the billing line reaches llama-server)
   after         with the rules (the line is taken out)
@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 import anthropic  # noqa: E402
 
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
-from tests.serve_harness import ProxyThread  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
+from tests.support.serve_harness import ProxyThread  # noqa: E402
 
 SYSTEM = (
     "You are an interactive command line tool that helps users with software engineering tasks. "

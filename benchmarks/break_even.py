@@ -26,7 +26,7 @@ from backends.break_even import BreakEven  # noqa: E402
 from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
-from tests.gguf_models import chat_model, write_model  # noqa: E402
+from tests.support.gguf_models import chat_model, write_model  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Write a function that adds two numbers."}]
 

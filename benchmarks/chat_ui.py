@@ -43,7 +43,7 @@ from app.tui.widgets.conversation import Conversation  # noqa: E402
 from app.tui.widgets.markdown_segment import MarkdownSegment  # noqa: E402
 from app.tui.widgets.message_view import MessageView  # noqa: E402
 from backends.events import Delta  # noqa: E402
-from tests.scripted_engine import ScriptedEngine  # noqa: E402
+from tests.support.scripted_engine import ScriptedEngine  # noqa: E402
 
 
 def reply_tokens(count: int, code_lines: int = 8) -> list[str]:

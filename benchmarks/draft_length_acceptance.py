@@ -22,8 +22,8 @@ from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
-from tests.engine_models import write_family  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
+from tests.support.engine_models import write_family  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
 
 LENGTHS = (1, 2, 3, 4, 6, 8)
 MESSAGES = [{"role": "user", "content": "Write a Python function that returns the n-th Fibonacci number."}]

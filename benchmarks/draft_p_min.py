@@ -29,7 +29,7 @@ from backends.events import End  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import preset  # noqa: E402
 from benchmarks.engine_speed import MESSAGES, make_pair  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
 
 FLOORS = (0.0, 0.3, 0.5, 0.75, 0.9)
 
@@ -64,7 +64,7 @@ def main() -> None:
     if args.binary:
         binary = args.binary
     else:
-        from tests.patched_server import build_folder
+        from tests.support.patched_server import build_folder
 
         binary = str(build_folder() / "bin" / "llama-server")
     real = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")

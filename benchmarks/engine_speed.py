@@ -32,7 +32,7 @@ from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
 from backends.stats import Stats  # noqa: E402
-from tests.gguf_models import chat_model, write_model  # noqa: E402
+from tests.support.gguf_models import chat_model, write_model  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Write a function that adds two numbers."}]
 

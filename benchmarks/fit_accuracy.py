@@ -24,7 +24,7 @@ from app.fit.dryrun import device_compute, load_report, measure  # noqa: E402
 from app.fit.memory import Runtime, compute_estimate, footprint  # noqa: E402
 from app.fit.shape import shape_from_header  # noqa: E402
 from backends.gguf_header import read_local  # noqa: E402
-from tests.gguf_models import QTYPE, Shape, qwen3_8b, qwen38_27b, write_header_only, write_model  # noqa: E402
+from tests.support.gguf_models import QTYPE, Shape, qwen3_8b, qwen38_27b, write_header_only, write_model  # noqa: E402
 
 SMALL = {
     "dense": Shape(arch="llama", n_layer=4, n_embd=256, n_head=8, n_head_kv=8, head_dim=32, n_ff=512, n_vocab=1000),

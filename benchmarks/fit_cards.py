@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))
 
 from app.fit.shape import shape_from_header  # noqa: E402
 from backends.gguf_header import read_local  # noqa: E402
-from tests.fake_hub import FakeHub  # noqa: E402
-from tests.gguf_models import K_QUANT_MIXES, QTYPE, Shape, qwen38_27b_quant, write_header_only  # noqa: E402
+from tests.support.fake_hub import FakeHub  # noqa: E402
+from tests.support.gguf_models import K_QUANT_MIXES, QTYPE, Shape, qwen38_27b_quant, write_header_only  # noqa: E402
 
 TARGET = "unsloth/Qwen3.8-27B-GGUF"
 DSPINE = "aj9o9/Qwen3.8-27B-DSpine-b16-GGUF"

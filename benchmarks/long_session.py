@@ -31,7 +31,7 @@ from app.agent.toolbox import Toolbox  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
 
 SOURCES = sorted((ROOT / "app").rglob("*.py"))
 REPLY = Sampling(temperature=0.0, max_tokens=96)  # short greedy replies: the prompts are what grows

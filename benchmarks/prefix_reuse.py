@@ -1,6 +1,6 @@
 """Prefix reuse: time to first token at turn 10 against turn 1 of a chat, both
 engines, side by side in one run, on the real SmolLM2-135M (Q8_0; see
-tests/real_models.py). Each turn adds a user message of the same length, so
+tests/support/real_models.py). Each turn adds a user message of the same length, so
 the new part of every prompt is about the same; without reuse the whole
 growing chat is processed again each turn.
 
@@ -21,7 +21,7 @@ from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import preset  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
 
 SENTENCE = "the function reads the file and returns a list of lines without the trailing newline"
 WORDS = SENTENCE.split()

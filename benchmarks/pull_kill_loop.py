@@ -1,7 +1,7 @@
 """Kill -9 `dspine pull` at random bytes, again and again, and resume: how many bytes
 are fetched twice, and does any file come out corrupt?
 
-A fake hub on 127.0.0.1 (tests/fake_hub.py) serves one random file, throttled so a
+A fake hub on 127.0.0.1 (tests/support/fake_hub.py) serves one random file, throttled so a
 kill lands mid-download. Each cycle starts from nothing, kills the pull `--kills`
 times at a random byte of what is left (polling the `.part` file), checks that the
 `.part` on disk is an exact prefix of the file after each kill, then lets a last
@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fake_hub import FakeHub  # noqa: E402
+from tests.support.fake_hub import FakeHub  # noqa: E402
 
 REPO = "bench/Bench-GGUF"
 FILE = "Bench-Q4_K_M.gguf"

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.fake_hub import FakeHub  # noqa: E402
+from tests.support.fake_hub import FakeHub  # noqa: E402
 
 REPO = "bench/Bench-GGUF"
 FILE = "Bench-Q4_K_M.gguf"

@@ -88,7 +88,7 @@ def main() -> None:
     import psutil
 
     from backends.llama_server import LlamaServerEngine, ServerConfig, free_port
-    from tests.gguf_models import chat_model, write_model
+    from tests.support.gguf_models import chat_model, write_model
 
     folder = Path(tempfile.mkdtemp(prefix="dspine-serve-bench-"))
     shape = chat_model()

@@ -29,7 +29,7 @@ from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig, find_binary  # noqa: E402
 from backends.sampling import preset  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
 
 REQUEST = "Write a Python function that parses a CSV line into fields, then explain how it handles quotes."
 MESSAGES = [{"role": "user", "content": REQUEST}]
@@ -116,7 +116,7 @@ def main() -> None:
     if args.binary:
         patched = args.binary
     else:
-        from tests.patched_server import build_folder
+        from tests.support.patched_server import build_folder
 
         patched = str(build_folder() / "bin" / "llama-server")
     upstream = str(find_binary())

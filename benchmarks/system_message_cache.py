@@ -5,7 +5,7 @@ merged into the leading system message (what any template accepts), side by
 side in one run, both engines.
 
 The model is the real SmolLM2-135M carrying the Qwen3.5-family template of the
-pinned llama.cpp source (tests/real_models.py, tests/pinned_templates.py). A
+pinned llama.cpp source (tests/support/real_models.py, tests/support/pinned_templates.py). A
 conversation of --turns user turns; before the user message of turn --at, a
 system reminder as Claude Code sends one. Two cases: the reminder stays in the
 history (`kept`), or rides only that one turn (`once`, as per-turn context does).
@@ -28,8 +28,8 @@ from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.message_order import IN_PLACE, MERGE, normalise  # noqa: E402
 from backends.sampling import preset  # noqa: E402
-from tests.pinned_templates import pinned_template  # noqa: E402
-from tests.real_models import smollm2_source, with_chat_template  # noqa: E402
+from tests.support.pinned_templates import pinned_template  # noqa: E402
+from tests.support.real_models import smollm2_source, with_chat_template  # noqa: E402
 
 SENTENCE = "the function reads the file and returns a list of lines without the trailing newline"
 WORDS = SENTENCE.split()

@@ -30,7 +30,7 @@ from app.run.bench import load_prompts  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
 from backends.stats import Stats  # noqa: E402
-from tests.real_models import smollm2_pair  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
 
 AGENT_PROMPTS = ROOT / "assets" / "prompts" / "agent.jsonl"
 TOOL_CALL_START = '{"tool": "'

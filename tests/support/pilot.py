@@ -1,0 +1,47 @@
+"""Driving the chat with Textual's pilot: wait for a condition with a deadline, type a
+message, find the replies; and `store`, a chats database of the test's own (a fixture,
+registered for every test by tests/conftest.py)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:  # the chat's modules load Textual: not for every layer's collection
+    from app.tui.history import ChatStore
+    from app.tui.widgets.message_view import MessageView
+
+
+async def until(pilot, predicate: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
+    """Let the app run until `predicate()` holds; fail naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        await pilot.pause(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def send(pilot, text: str) -> None:
+    """Type `text` into the prompt and press Enter, as a user would."""
+    pilot.app.query_one("#prompt").load_text(text)
+    await pilot.press("enter")
+
+
+def assistant_views(app) -> list[MessageView]:
+    from app.tui.widgets.message_view import MessageView
+
+    return [v for v in app.query(MessageView) if v.role == "assistant"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[ChatStore]:
+    from app.tui.history import ChatStore
+
+    chats = ChatStore(tmp_path / "chats.db")
+    yield chats
+    chats.close()

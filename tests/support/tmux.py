@@ -1,0 +1,43 @@
+"""`dspine` in a real terminal: a tmux session of its own (110x32 unless told), keys typed into it, the
+screen read back. The process gets the test's own config, data and chats, and this
+checkout's code whatever folder it runs in."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.conftest import ROOT, dspine_cmd
+
+# What a test's `env` fixture isolates that the process in the terminal must see too.
+ISOLATED = ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "DSPINE_MODELS_DIR", "HOME")
+
+
+def screen(session: str) -> str:
+    return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+
+
+def keys(session: str, *typed: str) -> None:
+    subprocess.run(["tmux", "send-keys", "-t", session, *typed], check=True)
+
+
+@contextmanager
+def dspine_in_tmux(
+    env: dict[str, str], tmp_path: Path, *args: str, cwd: Path, name: str, size: tuple[int, int] = (110, 32)
+) -> Iterator[str]:
+    """Start `dspine ARGS` in `cwd` in a new tmux session; yield the session's name; end it."""
+    variables = {k: env[k] for k in ISOLATED if k in env}
+    variables |= {"DSPINE_CHATS_DB": str(tmp_path / "chats.db"), "PYTHONPATH": str(ROOT)}
+    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
+    session = f"dspine-{name}-{tmp_path.name}"
+    subprocess.run(
+        ["tmux", "new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), "-c", str(cwd)], check=True
+    )
+    try:
+        keys(session, f"env {exports} {shlex.join(dspine_cmd(*args))}", "Enter")
+        yield session
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)

@@ -1,0 +1,162 @@
+"""The chat as a view of the agent session, driven by the pilot: the context meter,
+/context, /compact, the compaction notice, resume, and Esc on a runaway tool."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from app.agent.compaction import SUMMARY_PREFIX
+from app.tui.app import ChatApp
+from app.tui.widgets.compaction_note import CompactionNote
+from app.tui.widgets.message_view import MessageView
+from app.tui.widgets.tool_line import ToolLine
+from backends.events import ToolCall
+from tests.support.pilot import send, until
+from tests.support.scripted_engine import ProjectEngine, ScriptedEngine
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "AGENTS.md").write_text("Tests: pytest -q\n")
+    for n in range(12):
+        (root / "src" / f"mod{n:02}.py").write_text("".join(f"def f{n}_{i}(): return {i}\n" for i in range(120)))
+    return root
+
+
+def meter(app) -> str:
+    return str(app.query_one("#context").render())
+
+
+async def turn(pilot, app, text: str) -> None:
+    await send(pilot, text)
+    await until(pilot, lambda: not app.streaming, what=f"the turn {text!r}")
+
+
+def project_app(repo, store, engine, **kwargs) -> ChatApp:
+    from app.agent.project import open_project
+
+    return ChatApp(engine, store, model="test", project=open_project(repo), think=False, **kwargs)
+
+
+async def test_the_meter_moves_and_context_shows_the_breakdown(repo, store):
+    engine = ProjectEngine(context_size=4096)
+    app = project_app(repo, store, engine)
+    async with app.run_test() as pilot:
+        assert meter(app) == ""
+        await turn(pilot, app, "read mod00")
+        first = meter(app)
+        assert first.startswith("ctx ") and "/3.6k" in first  # 4096 less the reply's reserve
+        await turn(pilot, app, "read mod01")
+        assert meter(app) != first
+        await send(pilot, "/context")
+        await until(pilot, lambda: "What fills the context" in app.query(MessageView)[-1].answer, what="/context")
+        note = app.query(MessageView)[-1].answer
+        for part in ("system prompt + AGENTS.md", "tools", "history", "this turn", "kept for the reply"):
+            assert part in note
+
+
+async def test_compact_by_hand_with_a_focus_and_the_notice_opens_the_summary(repo, store):
+    engine = ProjectEngine(context_size=8192)
+    app = project_app(repo, store, engine)
+    async with app.run_test() as pilot:
+        for n in range(3):
+            await turn(pilot, app, f"read mod{n:02}")
+        await send(pilot, "/compact the failing test")
+        await until(pilot, lambda: app.query(CompactionNote), what="the compaction notice")
+        await until(pilot, lambda: not app.streaming, what="the end of /compact")
+        note = app.query_one(CompactionNote)
+        assert "→" in note.title and "kept verbatim" in note.title
+        assert note.summary.startswith(SUMMARY_PREFIX) and "src/mod00.py" in note.summary
+        assert "Focus on: the failing test" in engine.summaries[-1][-1]["content"]
+        # The saved chat keeps the transcript whole and the compacted context apart.
+        assert store.compactions(app.chat.id) and store.context(app.chat.id) == app.session.history
+        assert len(store.conversation(app.chat.id)) > len(app.session.history)
+        await turn(pilot, app, "read mod05")
+        sent = engine.calls[-1]["messages"]
+        assert sent[1]["content"].startswith(SUMMARY_PREFIX)
+        assert sent[0]["content"] == engine.calls[0]["messages"][0]["content"]  # AGENTS.md, verbatim
+
+
+async def test_resume_and_continue_restore_the_compacted_context(repo, store, tmp_path):
+    engine = ProjectEngine(context_size=8192)
+    app = project_app(repo, store, engine)
+    async with app.run_test() as pilot:
+        for n in range(3):
+            await turn(pilot, app, f"read mod{n:02}")
+        await send(pilot, "/compact")
+        await until(pilot, lambda: app.query(CompactionNote) and not app.streaming, what="compaction")
+        await turn(pilot, app, "after the compaction")
+        chat_id, context = app.chat.id, list(app.session.history)
+    other = store.new_chat("another project's chat", project=str(tmp_path / "elsewhere"))
+    assert other.id > chat_id
+
+    for kwargs in ({"open_chat": chat_id}, {"continue_last": True}):
+        resumed_engine = ProjectEngine(context_size=8192)
+        resumed = project_app(repo, store, resumed_engine, **kwargs)
+        async with resumed.run_test() as pilot:
+            assert resumed.chat.id == chat_id
+            assert resumed.query(CompactionNote)  # the notice is where it happened
+            await turn(pilot, resumed, "go on")
+            sent = resumed_engine.calls[0]["messages"]
+            assert sent[1:-1] == context and sent[-1] == {"role": "user", "content": "go on"}
+            assert sent[1]["content"].startswith(SUMMARY_PREFIX)
+            context = list(resumed.session.history)  # the next resume goes on from here
+
+
+async def test_escape_stops_a_runaway_search_and_the_chat_stays_responsive(repo, store):
+    (repo / "trap.txt").write_text("a" * 60 + "!\n")
+    engine = ScriptedEngine(turns=[[ToolCall("c1", "search", json.dumps({"pattern": "(a|aa)+$"}))], ["Stopped it."]])
+    app = project_app(repo, store, engine)
+    async with app.run_test() as pilot:
+        await send(pilot, "find it")
+        await until(pilot, lambda: app.query(ToolLine), what="the search")
+        # The chat keeps drawing and taking keys while the regex runs.
+        app.query_one("#prompt").load_text("typed while it runs")
+        started = time.monotonic()
+        await pilot.pause(0.5)
+        assert time.monotonic() - started < 2 and app.streaming
+        assert app.query_one("#prompt").text == "typed while it runs"
+        await pilot.press("escape")
+        stopped = time.monotonic()
+        await until(pilot, lambda: not app.streaming, what="the end after Esc")
+        assert time.monotonic() - stopped < 3
+        assert engine.calls[-1]["messages"][-1]["content"].startswith("the user stopped")
+        assert app.query_one(ToolLine).decision == "stopped"
+
+
+def test_resume_of_a_chat_that_does_not_exist_is_a_clear_error(dspine):
+    result = dspine("chat", "--resume", "999")
+    assert result.returncode == 2, result.stderr
+    assert "no saved chat 999" in result.stderr and "Traceback" not in result.stderr
+    both = dspine("chat", "--resume", "1", "--continue")
+    assert both.returncode == 2 and "--continue and --resume" in both.stderr
+
+
+def test_the_start_says_the_context_and_what_the_fit_plan_allows(tmp_path, monkeypatch):
+    from app.cli import _context_note
+    from app.fit.hardware import Gpu, Hardware
+    from app.run.engines import ModelFiles
+    from app.settings import load_settings
+    from tests.support.gguf_models import QTYPE, qwen38_27b, write_header_only
+
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # no settings of this machine's user
+    monkeypatch.delenv("DSPINE_CONFIG", raising=False)
+    target = write_header_only(tmp_path / "q4.gguf", qwen38_27b(QTYPE.Q4_K))
+    files = ModelFiles("qwen3.8-27b", target, None, None)
+    card = Hardware([Gpu(0, "RTX 3090", 24 * 2**30, 24 * 2**30)], 64 * 2**30, 60 * 2**30, "nvml")
+    monkeypatch.setattr("app.fit.hardware.detect", lambda: card)
+    note = _context_note(files, 8192, load_settings())
+    assert note is not None and note.startswith("context 8,192 tokens; the fit plan allows up to ")
+    most = int(note.rsplit("--ctx ", 1)[1].rstrip(")"))
+    assert most > 8192
+    over = _context_note(files, most * 2, load_settings())
+    assert over is not None and "more than the fit plan allows" in over and f"--ctx {most}" in over
+    monkeypatch.setattr("app.fit.hardware.detect", lambda: Hardware([], 0, 0, "none"))
+    assert "no GPU found" in (_context_note(files, 8192, load_settings()) or "")

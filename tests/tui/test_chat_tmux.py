@@ -1,0 +1,49 @@
+"""`dspine chat` in a real terminal (tmux), the way the README runs it, on a
+generated model with llama-server; the screen is printed into the test log."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import psutil
+import pytest
+
+from tests.conftest import ROOT, wait_for
+from tests.support.tmux import dspine_in_tmux, keys, screen
+
+pytestmark = [
+    pytest.mark.slow,  # a real terminal around a real dspine process
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
+
+
+def test_chat_in_tmux(env, models, tmp_path):
+    files = models["dense"]
+    args = ("chat", "--model", str(files["target"]), "--draft", str(files["same"]), "--think", "off", "--ctx", "2048")
+    with dspine_in_tmux(env, tmp_path, *args, cwd=ROOT, name="chat") as session:
+        wait_for(lambda: "Ask about code" in screen(session), timeout=60, what="the chat to open")
+        keys(session, "Write hello world in C", "Enter")
+        wait_for(lambda: "accept len" in screen(session), timeout=60, what="live figures")
+        keys(session, "Escape")
+        wait_for(
+            lambda: "tokens ·" in screen(session) or "cancelled" in screen(session),
+            timeout=30,
+            what="the stopped reply",
+        )
+        shown = screen(session)
+        print("\n--- dspine chat in tmux ---\n" + shown)
+        assert "Write hello world in C" in shown and "think off" in shown and "draft" in shown
+        pane = int(
+            subprocess.run(
+                ["tmux", "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True, text=True
+            ).stdout
+        )
+        servers_before = [p for p in psutil.Process(pane).children(recursive=True) if p.name() == "llama-server"]
+        assert servers_before, "the chat runs its own llama-server"
+        keys(session, "C-q")
+        wait_for(
+            lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in servers_before),
+            timeout=30,
+            what="llama-server to stop with the chat",
+        )

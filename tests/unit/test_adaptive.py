@@ -1,0 +1,140 @@
+"""Adaptive draft length on made-up acceptance profiles."""
+
+import pytest
+
+from backends.adaptive import AdaptiveDraft, AdaptiveStore, Costs, best_length, expected_tokens
+from tests.support.acceptance import learned
+
+GPU_LIKE = Costs(draft_per_token=0.001, verify_fixed=0.020, verify_per_token=0.0005)
+
+
+def test_expected_tokens():
+    assert expected_tokens([1.0] * 4, 4) == 5
+    assert expected_tokens([0.5, 0.5], 2) == 1 + 0.5 + 0.25
+
+
+def test_acceptance_falling_off_shortens_the_draft():
+    falls = [0.9, 0.5, 0.1] + [0.05] * 13
+    assert best_length(falls, GPU_LIKE) <= 3
+
+
+def test_acceptance_staying_high_lengthens_the_draft():
+    high = [0.95] * 16
+    assert best_length(high, GPU_LIKE) >= 10
+
+
+def test_expensive_drafting_shortens_it_too():
+    costly = Costs(draft_per_token=0.015, verify_fixed=0.020, verify_per_token=0.0005)
+    assert best_length([0.8] * 16, costly) < best_length([0.8] * 16, GPU_LIKE)
+
+
+def test_adaptive_per_mode_and_remembered(tmp_path):
+    adaptive = AdaptiveDraft(default=4, plain_token_s=0.020)
+    assert adaptive.choose(think=True) == 4  # nothing learned yet
+    adaptive.modes["think"] = learned([0.6, 0.3, 0.1] + [0.05] * 13)
+    adaptive.modes["no_think"] = learned([0.97] * 16)
+    short, long = adaptive.choose(think=True), adaptive.choose(think=False)
+    assert short < 4 < long
+    store = AdaptiveStore(tmp_path / "adaptive.json")
+    store.save("model-a", adaptive)
+    again = store.load("model-a", default=4)
+    assert (again.choose(True), again.choose(False)) == (short, long)
+    assert store.load("model-b", default=3).choose(True) == 3
+
+
+def test_a_measured_verify_table_steers_around_expensive_lengths():
+    # Passes of 1-4 tokens cost about the same, 5-8 much more (kernels work in tiles of 4).
+    table = [0.010, 0.0105, 0.011, 0.0115, 0.020, 0.0205, 0.021, 0.0215] + [0.030 + 0.0005 * i for i in range(9)]
+    tiled = Costs(draft_per_token=0.0005, verify_by_len=tuple(table))
+    acceptance = [0.8] * 16
+    assert best_length(acceptance, tiled) == 3  # a draft of 3 is a pass of 4 tokens
+    assert tiled.step(4) > tiled.step(3) * 1.5
+    # The line through the same end points would have drafted longer.
+    line = Costs(draft_per_token=0.0005, verify_fixed=0.0095, verify_per_token=(0.034 - 0.0095) / 17)
+    assert best_length(acceptance, line) > 3
+
+
+def test_the_table_is_scaled_to_the_verify_time_seen_in_use():
+    from backends.adaptive import costs_from
+
+    stats = learned([0.8] * 16, steps=100)  # 28 ms a verify step at 17 tokens
+    table = [0.001 * n for n in range(1, 18)]  # 17 ms for 17 tokens at calibration
+    costs = costs_from(stats, verify_s_by_len=table)
+    assert costs is not None and costs.verify(17) == pytest.approx(0.028)
+    assert costs.verify(4) == pytest.approx(0.004 * 28 / 17)
+    adaptive = AdaptiveDraft(default=4, verify_s_by_len=table)
+    again = AdaptiveDraft.from_json(adaptive.to_json())
+    assert again.verify_s_by_len == table
+
+
+def test_high_acceptance_at_the_lengths_used_so_far_makes_it_try_longer():
+    # Only its own choices teach it: after replies at the default 4 with every draft kept,
+    # positions 5-16 were never tested, and it must still reach for them (GPU-like costs:
+    # a verify pass costs about a plain decode step whatever its length).
+    adaptive = AdaptiveDraft(default=4, plain_token_s=0.020)
+    adaptive.modes["no_think"] = learned([0.97] * 4 + [0.0] * 12)
+    adaptive.modes["no_think"].tested[4:] = [0] * 12
+    assert adaptive.choose(think=False) > 4
+    adaptive.modes["think"] = learned([0.3] * 4 + [0.0] * 12)
+    adaptive.modes["think"].tested[4:] = [0] * 12
+    assert adaptive.choose(think=True) < 4
+
+
+def test_the_verify_table_is_the_fastest_of_a_few_calibrations():
+    adaptive = AdaptiveDraft(default=4, max_k=2)
+    assert adaptive.wants_calibration()
+    adaptive.calibrated([0.010, 0.030, 0.012])  # a burst of load during the second pass
+    adaptive.calibrated([0.011, 0.011, 0.013])
+    assert adaptive.wants_calibration()
+    adaptive.calibrated([0.012, 0.012, 0.012])
+    assert not adaptive.wants_calibration()
+    assert adaptive.verify_s_by_len == [0.010, 0.011, 0.012] and adaptive.plain_token_s == 0.010
+    assert not AdaptiveDraft.from_json(adaptive.to_json()).wants_calibration()
+
+
+def test_now_and_then_a_longer_draft_keeps_the_positions_past_the_best_tested():
+    """Replies at the best length never test the positions after it, whose estimate then
+    stays whatever it inherited; one reply in a few drafts longer (more often while those
+    positions have few tests), and only at lengths predicted close to the best."""
+    from backends.adaptive import EXPLORE_EVERY, EXPLORE_LOSS, THIN, rates_by_length
+
+    stats = learned([0.9, 0.8, 0.6] + [0.0] * 13, steps=20)
+    adaptive = AdaptiveDraft(default=4, plain_token_s=0.020)
+    adaptive.modes["no_think"] = stats
+    lengths = []
+    for _ in range(24):
+        lengths.append(adaptive.choose(think=False))
+        stats.replies += 1
+    best = min(lengths)
+    longer = [k for k in lengths if k > best]
+    assert longer and max(longer) <= best + 3 <= 16
+    assert stats.tested[best] < THIN and len(longer) == len(lengths) // 2  # thin data: every second reply
+    # With plenty of tests past the best: one reply in EXPLORE_EVERY.
+    stats.tested[best] = stats.kept[best] = THIN * 4
+    stats.kept[best] = 0
+    lengths = []
+    for _ in range(EXPLORE_EVERY * 4):
+        lengths.append(adaptive.choose(think=False))
+        stats.replies += 1
+    best = min(lengths)
+    assert sum(k > best for k in lengths) == 4
+    # What an exploring reply may cost, by the engine's own prediction.
+    predicted = rates_by_length(stats.acceptance(), adaptive_costs(adaptive), 16)
+    assert all(predicted[k] >= (1 - EXPLORE_LOSS) * predicted[best] for k in lengths)
+
+
+def adaptive_costs(adaptive: AdaptiveDraft) -> Costs:
+    from backends.adaptive import costs_from
+
+    found = costs_from(adaptive.mode(False), adaptive.plain_token_s, adaptive.verify_s_by_len)
+    assert found is not None
+    return found
+
+
+def test_no_exploring_past_the_longest_length_or_before_anything_was_learned():
+    adaptive = AdaptiveDraft(default=4, max_k=4, plain_token_s=0.020)
+    adaptive.modes["no_think"] = learned([0.97] * 16)
+    for replies in range(10):
+        adaptive.modes["no_think"].replies = replies
+        assert adaptive.choose(think=False) == 4
+    assert AdaptiveDraft(default=3).choose(think=True) == 3

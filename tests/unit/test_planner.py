@@ -1,0 +1,111 @@
+"""The planner on Qwen3.8-27B's shape with DSpine, DFlash2 and MTP drafters,
+for the cards people have: 12, 16, 24 and 32 GB."""
+
+from dataclasses import replace
+
+import pytest
+
+from app.fit.planner import MEMORY_KEYS, Option, Wishes, assess, max_context, plan
+from app.fit.shape import shape_from_header
+from backends.gguf_header import read_local
+from tests.support.gguf_models import QTYPE, dspine_b16, qwen38_27b, write_header_only
+
+GiB = 2**30
+
+
+def scaled(shape, factor):
+    return replace(
+        shape,
+        block_bytes=tuple(int(b * factor) for b in shape.block_bytes),
+        token_embd_bytes=int(shape.token_embd_bytes * factor),
+        output_bytes=int(shape.output_bytes * factor),
+    )
+
+
+@pytest.fixture(scope="module")
+def options(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("plan")
+    q4 = shape_from_header(read_local(write_header_only(folder / "t.gguf", qwen38_27b(QTYPE.Q4_K))))
+    # Bits per weight relative to Q4_K (4.5): Q5_K 5.5, Q6_K 6.5625, Q8_0 8.5.
+    targets = [
+        Option("Q4_K_M", "/m/q4.gguf", q4),
+        Option("Q5_K_M", "/m/q5.gguf", scaled(q4, 5.5 / 4.5)),
+        Option("Q6_K", "/m/q6.gguf", scaled(q4, 6.5625 / 4.5)),
+        Option("Q8_0", "/m/q8.gguf", scaled(q4, 8.5 / 4.5)),
+    ]
+    bf16 = shape_from_header(read_local(write_header_only(folder / "d.gguf", dspine_b16(QTYPE.BF16))))
+    drafters = [
+        Option("dspine-q4", "/m/dq4.gguf", scaled(bf16, 4.5 / 16), kind="dspine"),
+        Option("dspine-bf16", "/m/dbf16.gguf", bf16, kind="dspine"),
+        Option("dflash2-q4", "/m/df.gguf", replace(scaled(bf16, 4.5 / 16), arch="dflash"), kind="dflash"),
+        Option("mtp", "/m/q4.gguf", None, kind="mtp"),
+    ]
+    return targets, drafters
+
+
+def test_24gb_speed_takes_the_best_drafter_then_the_longest_context(options):
+    targets, drafters = options
+    chosen = plan(targets, drafters, Wishes(budget=24 * GiB))
+    assert chosen.fits and chosen.target.label == "Q4_K_M" and chosen.drafter.label == "dspine-bf16"
+    assert chosen.n_ctx >= 16384 and chosen.total <= chosen.budget
+    # Maximal: one more step of context no longer fits.
+    assert not assess(chosen.target, chosen.drafter, chosen.n_ctx + 1024, chosen.kv, Wishes(budget=24 * GiB)).fits
+    trade = next(r for r in chosen.reasons if r.startswith("With Q4_K_M"))
+    assert "dspine-bf16 leaves" in trade and "dspine-q4 leaves" in trade and "no drafter leaves" in trade
+    q4_ctx = max_context(targets[0], drafters[0], "f16", Wishes(budget=24 * GiB))
+    assert q4_ctx > chosen.n_ctx  # the smaller drafter leaves more context
+    assert set(MEMORY_KEYS) <= set(chosen.memory)
+    assert chosen.memory["drafter_kv"] == (8192 + 512) * 5 * 2 * 8 * 128 * 2  # capped by DSpine's window
+
+
+def test_16gb_cannot_afford_dspine_bf16(options):
+    targets, drafters = options
+    chosen = plan(targets, drafters, Wishes(budget=16 * GiB))
+    assert chosen.fits and chosen.gpu_layers == 65
+    assert chosen.drafter is None or chosen.drafter.label != "dspine-bf16"
+
+
+def test_12gb_spills_layers_and_drops_the_drafter(options):
+    targets, drafters = options
+    chosen = plan(targets, drafters, Wishes(budget=12 * GiB))
+    assert chosen.drafter is None and 0 < chosen.gpu_layers < 65
+    assert chosen.ram["target_weights"] > targets[0].shape.token_embd_bytes
+    assert any("does not fit whole" in r for r in chosen.reasons)
+
+
+def test_32gb_goal_context_reaches_the_trained_context(options):
+    targets, drafters = options
+    speed = plan(targets, drafters, Wishes(budget=32 * GiB))
+    longest = plan(targets, drafters, Wishes(budget=32 * GiB, goal="context"))
+    assert longest.n_ctx >= speed.n_ctx
+    assert longest.n_ctx == 262144
+
+
+def test_fixed_context_picks_the_best_drafter_that_fits_it(options):
+    targets, drafters = options
+    chosen = plan(targets, drafters, Wishes(budget=24 * GiB, ctx=100 * 1024))
+    assert chosen.n_ctx == 100 * 1024 and chosen.fits
+    # The drafter counts for more than KV precision: BF16 stays, with a q8_0 KV cache.
+    assert chosen.drafter.label == "dspine-bf16" and chosen.kv == "q8_0"
+    longer = plan(targets, drafters, Wishes(budget=24 * GiB, ctx=160 * 1024))
+    assert longer.n_ctx == 160 * 1024 and longer.fits and longer.drafter.label == "dspine-q4"
+
+
+def test_no_gpu_is_a_cpu_plan(options):
+    targets, drafters = options
+    chosen = plan(targets, drafters, Wishes(budget=0))
+    assert chosen.gpu_layers == 0 and chosen.drafter is None and chosen.total == 0
+    assert "No NVIDIA GPU found" in chosen.reasons[0]
+
+
+def test_plan_maps_onto_llama_server_flags(options):
+    targets, drafters = options
+    chosen = plan(targets, drafters, Wishes(budget=24 * GiB, kv="q8_0"))
+    args = chosen.server_args()
+    assert args[args.index("-c") + 1] == str(chosen.n_ctx)
+    assert args[args.index("-ctk") + 1] == "q8_0" and args[args.index("-ctv") + 1] == "q8_0"
+    assert args[args.index("-md") + 1] == chosen.drafter.path and args[args.index("-ngld") + 1] == "6"
+    data = chosen.to_json()
+    assert set(data) >= {"settings", "memory", "budget", "fits", "reasons"}
+    assert data["memory"]["total"] == sum(chosen.memory.values())
+    assert data["settings"]["kv_type"] == "q8_0" and data["settings"]["drafter"] == chosen.drafter.label

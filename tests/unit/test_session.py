@@ -1,0 +1,306 @@
+"""The agent session without Textual: tool rounds, consent, the context budget and
+compaction, tool output kept out of the way, overflow errors, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from app.agent.compaction import SUMMARY_PREFIX
+from app.agent.project import open_project, system_prompt
+from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session, ToolFinished
+from app.agent.toolbox import BUILTIN, NEEDS_CONSENT, TOOLS, Done, Toolbox
+from app.tui.history import ChatStore
+from backends.events import ToolCall
+from tests.support.scripted_engine import ProjectEngine
+
+AGENTS = "Run the tests with `pytest -q`. Never touch vendor/.\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    (root / "AGENTS.md").write_text(AGENTS)
+    for n in range(40):
+        body = "".join(f"def f{n}_{i}(x):\n    return x * {i}  # line {i} of module {n}\n" for i in range(60))
+        (root / "src" / f"mod{n:02}.py").write_text(body)  # about 3 KB each
+    return root
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list = []
+        self.questions: list[Question] = []
+        self.answer = "yes"
+
+    async def emit(self, event) -> None:
+        self.events.append(event)
+
+    async def ask(self, question: Question):
+        self.questions.append(question)
+        return self.answer
+
+    def of(self, kind):
+        return [e for e in self.events if isinstance(e, kind)]
+
+
+def make_session(repo: Path, engine, recorder: Recorder, **kwargs) -> Session:
+    project = open_project(repo)
+    return Session(engine, Toolbox(repo), recorder.ask, recorder.emit, system=system_prompt(project, True), **kwargs)
+
+
+def test_one_record_per_tool_feeds_schemas_dispatch_and_consent(repo):
+    box = Toolbox(repo)
+    assert (
+        [t["function"]["name"] for t in TOOLS]
+        == [s.name for s in BUILTIN]
+        == [t["function"]["name"] for t in box.schemas()]
+    )
+    assert {"edit_file", "write_file", "run_command"} == NEEDS_CONSENT
+    assert all(s.source == "dspine" for s in BUILTIN)
+    assert "there is no tool" in box.prepare("nope", {}).result  # type: ignore[union-attr]
+    # A tool from elsewhere (an MCP server, later) joins through a record of its own.
+    from app.agent.toolbox import ToolSpec
+
+    box.add(ToolSpec("echo", "Echo.", {"type": "object", "properties": {}}, lambda b, a: Done("hi"), True, "mcp:demo"))
+    assert box.schemas()[-1]["function"]["name"] == "echo" and box.needs_consent("echo")
+    assert box.prepare("echo", "{}") == Done("hi")
+    with pytest.raises(ValueError, match="exists already"):
+        box.add(BUILTIN[0])
+
+
+def test_forty_turns_at_a_3k_context_never_overflow_and_keep_what_matters(repo):
+    engine = ProjectEngine(context_size=3072)
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+
+    async def go():
+        for turn in range(40):
+            await session.send(f"read mod{turn:02}")
+
+    asyncio.run(go())
+    assert not recorder.of(Notice) or all(n.severity != "error" for n in recorder.of(Notice))
+    assert len(engine.calls) == 80  # a tool round and an answer per turn: every request went through
+    assert max(call["tokens"] for call in engine.calls) <= session.budget.n_ctx
+    compactions = recorder.of(Compacted)
+    assert compactions and all(c.compaction.gained for c in compactions)
+    assert engine.summaries, "the older part was summarised"
+    first_system = engine.calls[0]["messages"][0]
+    for call in engine.calls:
+        # The system prompt with AGENTS.md is the same bytes on every request (prefix cache).
+        assert call["messages"][0] == first_system and AGENTS in first_system["content"]
+        assert call["tools"] == engine.calls[0]["tools"]
+    # The newest turn went verbatim: the prompt, the call, the whole file it read.
+    last = engine.calls[-1]["messages"]
+    assert last[-3]["content"] == "read mod39"
+    assert last[-1]["content"].endswith((repo / "src/mod39.py").read_text().splitlines()[-1])
+    # Every path read before the last compaction reached its summary input or the summary it extends.
+    final = compactions[-1].compaction
+    read = [f"src/mod{n:02}.py" for n in range(40)]
+    summarised = [p for p in read if p not in json.dumps(final.history[1:])]
+    assert summarised and all(p in final.summary_input or p in final.summary for p in summarised)
+    # The summary message lists every file read so far, by dspine itself.
+    assert all(p in final.summary for p in summarised)
+    assert final.history[0]["content"].startswith(SUMMARY_PREFIX)
+
+
+def test_a_message_too_big_for_any_compaction_is_refused_once_without_looping(repo):
+    engine = ProjectEngine(context_size=2048)
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+
+    async def go():
+        await session.send("read mod01")
+        await session.send("x " * 6000)  # far over the context on its own
+
+    asyncio.run(go())
+    errors = [n for n in recorder.of(Notice) if n.severity == "error"]
+    assert len(errors) == 1 and "Nothing was sent" in errors[0].text and "--ctx" in errors[0].text
+    assert len(engine.calls) == 2  # the huge prompt never reached the engine
+    assert len(session.compactions) == 1  # tried once; no second compaction of the same history
+
+
+def test_no_second_compaction_when_the_first_gained_nothing(repo):
+    engine = ProjectEngine(context_size=2048)
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+
+    async def go():
+        await session.send("y " * 6000)
+        await session._fit()  # the same history again: not compacted again
+
+    asyncio.run(go())
+    assert len(session.compactions) == 1 and not session.compactions[0].gained
+    assert not engine.summaries and not engine.calls
+
+
+def test_overflow_error_compacts_and_retries_once(repo):
+    engine = ProjectEngine(context_size=8192, overflow_on={7})
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+
+    async def go():
+        for turn in range(4):
+            await session.send(f"read mod{turn:02}")
+
+    asyncio.run(go())
+    assert [n for n in recorder.of(Notice) if "does not fit its context" in n.text]
+    assert len(engine.summaries) == 1 and recorder.of(Compacted)
+    assert len(engine.calls) == 9  # the refused request, then the same turn again after compacting
+    assert engine.calls[7]["tokens"] < engine.calls[6]["tokens"]
+
+
+def test_an_engine_that_keeps_overflowing_gets_a_clear_message(repo):
+    engine = ProjectEngine(context_size=3072, always_overflow=True)
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+    session.history = [
+        {"role": "user", "content": f"question {n}"} if n % 2 == 0 else {"role": "assistant", "content": "answer " * 40}
+        for n in range(10)
+    ]
+    asyncio.run(session.send("go on"))
+    assert len(engine.calls) == 2  # the first try and one retry, no more
+    error = [n for n in recorder.of(Notice) if n.severity == "error"][-1]
+    assert "still refuses the prompt as too long" in error.text and "--ctx" in error.text
+
+
+def test_huge_command_output_head_and_tail_reach_the_model_and_the_file_holds_all(repo):
+    script = "print('FIRST LINE')\nfor i in range(20000): print(f'middle {i}')\nprint('=== 5 passed in 0.1s ===')\n"
+    (repo / "noisy.py").write_text(script)
+    engine = ProjectEngine(context_size=4096)
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+    call = ToolCall("c1", "run_command", json.dumps({"command": f"{sys.executable} noisy.py"}))
+    asyncio.run(session._run_tool(call))
+    result = recorder.of(ToolFinished)[0].result
+    assert result.startswith("exit code 0\nFIRST LINE") and result.rstrip().endswith("=== 5 passed in 0.1s ===")
+    assert len(result) <= session.result_cap() + 400
+    saved = result.split("the whole output is in ", 1)[1].split(":", 1)[0]
+    path = repo / saved
+    whole = path.read_text()
+    assert "middle 10000\n" in whole and whole.startswith("FIRST LINE") and "5 passed" in whole
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert (repo / ".dspine" / ".gitignore").read_text() == "*\n"
+    # read_file on the saved file reads the middle, whatever its size.
+    step = session.toolbox.prepare("read_file", {"path": saved, "start_line": 10002, "end_line": 10003})
+    assert isinstance(step, Done) and "middle 10000" in step.result and "middle 10001" in step.result
+    # git does not see the scratch folder.
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
+    assert ".dspine" not in status
+
+
+def test_an_endless_output_costs_bounded_memory(repo):
+    from app.agent.commands import run_command
+    from app.agent.scratch import MAX_FILE_BYTES, Scratch
+
+    started = time.monotonic()
+    ran = run_command(repo, "head -c 200000000 /dev/zero | tr '\\0' 'z'", 60, scratch=Scratch(repo))
+    assert ran.exit_code == 0 and len(ran.output) < 20_000 and time.monotonic() - started < 60
+    assert ran.saved is not None and (repo / ran.saved).stat().st_size <= MAX_FILE_BYTES + 200
+
+
+def test_a_long_file_read_keeps_head_and_tail_and_says_how_to_read_the_rest(repo):
+    big = "".join(f"line {i}\n" for i in range(3000))
+    (repo / "big.txt").write_text(big)
+    engine = ProjectEngine(context_size=2048)
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+    asyncio.run(session._run_tool(ToolCall("c1", "read_file", json.dumps({"path": "big.txt"}))))
+    result = recorder.of(ToolFinished)[0].result
+    assert "line 0" in result and "line 2999" in result and "start_line and end_line" in result
+    assert len(result) <= session.result_cap() + 400
+
+
+def test_consent_comes_from_the_tool_record_and_always_is_remembered(repo):
+    engine = ProjectEngine()
+    recorder = Recorder()
+    recorder.answer = "always"
+    session = make_session(repo, engine, recorder)
+    calls = [ToolCall(f"c{n}", "run_command", json.dumps({"command": "echo same"})) for n in range(2)]
+
+    async def go():
+        for c in calls:
+            await session._run_tool(c)
+        await session._run_tool(ToolCall("c9", "list_files", "{}"))
+
+    asyncio.run(go())
+    assert len(recorder.questions) == 1 and recorder.questions[0].tool == "run_command"  # the same command again
+    assert [e.decision for e in recorder.of(ToolFinished)] == ["always", "always (this chat)", "auto"]
+
+
+def test_stop_abandons_a_runaway_search_at_once(repo):
+    (repo / "trap.txt").write_text("a" * 60 + "!\n")
+    engine = ProjectEngine()
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder)
+    call = ToolCall("c1", "search", json.dumps({"pattern": "(a|aa)+$"}))
+
+    async def go():
+        task = asyncio.ensure_future(session._run_tool(call))
+        ticks = 0
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:  # the loop keeps turning while the regex runs
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert not task.done()
+        stopped_at = time.monotonic()
+        session.stop()
+        await asyncio.wait_for(task, 5)
+        return ticks, time.monotonic() - stopped_at
+
+    ticks, after_stop = asyncio.run(go())
+    assert ticks > 50 and after_stop < 2
+    assert recorder.of(ToolFinished)[0].result.startswith("the user stopped")
+
+
+def test_resume_restores_the_compacted_context(repo, tmp_path):
+    store = ChatStore(tmp_path / "chats.db")
+    chat = store.new_chat("work", project=str(repo))
+    engine = ProjectEngine(context_size=3072)
+    recorder = Recorder()
+
+    async def emit(event) -> None:  # what the chat saves, as the TUI does
+        await recorder.emit(event)
+        if isinstance(event, Compacted):
+            store.save_context(chat.id, event.history, event.compaction.summary)
+        elif isinstance(event, ReplyEnded):
+            reply = store.add_message(chat.id, "assistant", event.answer)
+            if event.tool_calls:
+                store.set_tool_calls(reply, [c.as_message_part() for c in event.tool_calls])
+        elif isinstance(event, ToolFinished):
+            store.add_tool_result(chat.id, event.call.as_message_part(), event.result, event.decision)
+
+    session = Session(engine, Toolbox(repo), recorder.ask, emit, system=system_prompt(open_project(repo), True))
+    session.think = False
+
+    async def turns(s: Session, texts: list[str]) -> None:
+        for text in texts:
+            store.add_message(chat.id, "user", text)
+            await s.send(text)
+
+    asyncio.run(turns(session, [f"read mod{n:02}" for n in range(12)]))
+    assert recorder.of(Compacted)
+    assert store.context(chat.id) == session.history  # the saved context is the model's
+    assert len(store.conversation(chat.id)) > len(session.history)  # the transcript keeps everything
+
+    resumed_engine = ProjectEngine(context_size=3072)
+    resumed = Session(
+        resumed_engine, Toolbox(repo), recorder.ask, recorder.emit, system=system_prompt(open_project(repo), True)
+    )
+    resumed.restore(store.context(chat.id))
+    resumed.think = False
+    asyncio.run(resumed.send("what next?"))
+    sent = resumed_engine.calls[0]["messages"]
+    assert sent[0] == engine.calls[-1]["messages"][0]  # the same system prompt, AGENTS.md included
+    assert sent[1:-1] == session.history and sent[1]["content"].startswith(SUMMARY_PREFIX)
+    assert sent[-1] == {"role": "user", "content": "what next?"}
+    store.close()
