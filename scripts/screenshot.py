@@ -29,22 +29,14 @@ ANSWER = [
 ]
 
 
-def _scripted_engine():  # the tests' test double; its home moves with the tests' layout
-    sys.path.insert(0, str(ROOT))
-    try:
-        from tests.support.scripted_engine import ScriptedEngine
-    except ImportError:
-        from tests.scripted_engine import ScriptedEngine
-    return ScriptedEngine
-
-
 async def shoot(out: Path) -> None:
-    ScriptedEngine = _scripted_engine()
+    sys.path.insert(0, str(ROOT))
     import app.tui.app as chat_app
     from app.agent.project import open_project
     from app.fit.hardware import Hardware
     from app.tui.history import ChatStore
     from backends.events import ToolCall
+    from tests.support.scripted_engine import ScriptedEngine
 
     # The same picture on every machine: no GPU line on the readout.
     chat_app.detect = lambda: Hardware([], 0, 0, "none")  # type: ignore[assignment]

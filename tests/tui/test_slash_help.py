@@ -3,31 +3,14 @@
 from __future__ import annotations
 
 import inspect
-import time
 
 import pytest
 
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.slash_commands import SlashCommand, by_name, help_markdown
 from app.tui.widgets.message_view import MessageView
-from tests.scripted_engine import ScriptedEngine
-
-
-async def until(pilot, predicate, timeout: float = 10.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        await pilot.pause(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def store(tmp_path):
-    chats = ChatStore(tmp_path / "chats.db")
-    yield chats
-    chats.close()
+from tests.support.pilot import send, until
+from tests.support.scripted_engine import ScriptedEngine
 
 
 def help_notes(app) -> list[str]:
@@ -37,8 +20,7 @@ def help_notes(app) -> list[str]:
 async def test_help_in_the_chat_lists_every_dispatched_command(store):
     app = ChatApp(ScriptedEngine(), store)
     async with app.run_test() as pilot:
-        app.query_one("#prompt").load_text("/help")
-        await pilot.press("enter")
+        await send(pilot, "/help")
         await until(pilot, lambda: help_notes(app), what="the /help note")
         shown = help_notes(app)[-1]
     for name, command in ChatApp.SLASH_COMMANDS.items():
