@@ -68,7 +68,7 @@ FLOORS = [
     {"hub"},
     {"models"},
     {"settings", "units", "private", "terminal_text"},
-    {"errors", "__init__"},
+    {"errors", "version", "__init__"},
 ]
 
 
