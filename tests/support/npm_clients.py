@@ -13,6 +13,7 @@ reports, feedback surveys)."""
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import shutil
@@ -24,6 +25,7 @@ NPM_DIR = CACHE / "npm"
 # Pinned: their flags, environment variables and config formats are what the tests speak.
 CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.332"
 CODEX = "@openai/codex@0.171.0"
+QWEN_CODE = "@qwen-code/qwen-code@0.24.4"
 INSTALL_TIMEOUT_S = 900
 PING_TIMEOUT_S = 30
 
@@ -224,6 +226,57 @@ def codex_env(printed: str, home: Path, key: str | None = None, base: dict[str, 
             raise ValueError(f"the config reads the key from {env_key.group(1)}: give the key")
         env[env_key.group(1)] = key
     return env
+
+
+# Switches qwen-code reads from the user's settings (~/.qwen/settings.json): no usage
+# statistics, telemetry or update checks; its interface in English whatever the host's
+# locale (the tests read its /context text); and nothing the test does not need in the
+# prompt: no bundled skills listing, no auto-memory instructions (2,100 and 1,400 tokens by
+# qwen-code's own /context count; its whole default prompt is 8,211 SmolLM2 tokens, over
+# the 8,192 window).
+QWEN_CODE_QUIET = {
+    "general": {"enableAutoUpdate": False, "language": "en"},
+    "privacy": {"usageStatisticsEnabled": False},
+    "telemetry": {"enabled": False},
+    "skills": {"disabledLevels": ["bundled", "user", "project", "extension"]},
+    "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False, "enableAutoSkill": False},
+}
+
+
+def printed_json(printed: str) -> dict:
+    """The settings file a `--print-config` snippet writes with a `<<'JSON'` heredoc."""
+    return json.loads(printed.split("<<'JSON'\n", 1)[1].split("\nJSON\n", 1)[0])
+
+
+def qwen_code_env(
+    printed: str,
+    home: Path,
+    project: Path,
+    reply: int | None = None,
+    key: str | None = None,
+    base: dict[str, str] | None = None,
+) -> dict:
+    """For `qwen -p`: the variables `dspine serve --print-config qwen-code` printed, its
+    settings file written where it says (the project's .qwen/settings.json), the quiet
+    switches in the user's settings. `reply`: the output limit instead of the printed one
+    (a test's, as CLAUDE_CODE_TEST_REPLY)."""
+    env = offline_env(home, base)
+    env.update(exports(printed, key))
+    env.update({"QWEN_TELEMETRY_ENABLED": "0", "QWEN_USAGE_STATISTICS_ENABLED": "0"})
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps(QWEN_CODE_QUIET, indent=2))
+    settings = printed_json(printed)
+    if reply is not None:
+        settings["model"]["generationConfig"]["samplingParams"]["max_tokens"] = reply
+    (project / ".qwen").mkdir(parents=True, exist_ok=True)
+    (project / ".qwen" / "settings.json").write_text(json.dumps(settings, indent=2))
+    return env
+
+
+# qwen-code, like Claude Code, gets a small output limit in tests: a 135M model decodes at
+# about one token a second on a loaded 2-core machine. With a limit set, qwen-code takes a
+# reply cut there as the reply (no escalation, no retry).
+QWEN_CODE_TEST_REPLY = 32
 
 
 # Claude Code sends temperature 1 (its default for Claude models), and at 1 a 135M model may

@@ -59,9 +59,13 @@ def test_every_tool_is_told_the_slot_window_and_a_compaction_point():
     assert limit == {"context": 32768, "input": 32768 - w.reply, "output": w.reply}
     # opencode compacts at limit.input - compaction.reserved
     assert limit["input"] - opencode["compaction"]["reserved"] == w.compact_at and opencode["compaction"]["auto"]
-    qwen = json.loads(heredoc(snippet("qwen-code", ENDPOINT)))["model"]
+    qwen_settings = json.loads(heredoc(snippet("qwen-code", ENDPOINT)))
+    qwen = qwen_settings["model"]
     assert qwen["generationConfig"]["contextWindowSize"] == 32768
-    assert qwen["chatCompression"]["contextPercentageThreshold"] * 32768 <= w.compact_at + 328
+    # qwen-code 0.24 reads context.autoCompactThreshold; earlier versions the older knob
+    share = qwen_settings["context"]["autoCompactThreshold"]
+    assert share == qwen["chatCompression"]["contextPercentageThreshold"]
+    assert share * 32768 <= w.compact_at + 328
     assert env_lines(snippet("qwen-code", ENDPOINT))["OPENAI_MODEL"] == "qwen3.8-27b"
     aider = json.loads(heredoc(snippet("aider", ENDPOINT)))["openai/qwen3.8-27b"]
     assert aider["max_input_tokens"] + aider["max_output_tokens"] == 32768
