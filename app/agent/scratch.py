@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from ..private import private_dir
+from backends.private import private_dir
 
-FOLDER = ".dspine"
+from ..paths import project_scratch
+
 MAX_FILE_BYTES = 64 * 2**20  # one saved output on disk; past it the file says where it stopped
 MAX_READ_CHARS = 20_000  # one read of a saved output, like read_file's own cap
 _counter = itertools.count(1)
@@ -21,7 +22,7 @@ _counter = itertools.count(1)
 class Scratch:
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.folder = root / FOLDER
+        self.folder = project_scratch(root)
 
     def _ready(self) -> Path:
         private_dir(self.folder)

@@ -8,7 +8,6 @@ import hashlib
 import os
 from pathlib import Path
 
-import platformdirs
 from huggingface_hub.utils import hf_raise_for_status
 
 from backends.gguf_header import GgufHeader, RangeSource, parse_header, read_local
@@ -19,15 +18,11 @@ from ..models.selection import RemoteFile
 from ..settings import Settings
 
 
-def cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir("dspine"))
-
-
-def remote_header(remote: RemoteFile) -> tuple[GgufHeader, Path]:
+def remote_header(remote: RemoteFile, folder: Path) -> tuple[GgufHeader, Path]:
     """Read a remote header over HTTP Range; keep it as a sparse file of the full size,
     which both later fits and llama.cpp's dry run can open like the real file."""
     key = remote.sha256 or hashlib.sha256(f"{remote.repo}/{remote.path}@{remote.commit}".encode()).hexdigest()
-    cached = cache_dir() / "headers" / f"{key}.gguf"
+    cached = folder / f"{key}.gguf"
     if cached.exists():
         header = read_local(cached)
         header.source = f"{remote.repo}/{remote.path}"
@@ -61,5 +56,5 @@ def local_or_remote(remote: RemoteFile, settings: Settings) -> tuple[GgufHeader,
     for candidate in (final, find_in_hf_cache(remote)):
         if candidate is not None and candidate.exists() and candidate.stat().st_size == remote.size:
             return read_local(candidate), candidate, str(candidate)
-    header, sparse = remote_header(remote)
+    header, sparse = remote_header(remote, settings.header_cache)
     return header, sparse, str(final)

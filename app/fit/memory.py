@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from typing import get_args
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
+from ..choices import KvType
 from .shape import GDN_HYBRIDS, ModelShape
 
-KV_TYPES = ("f16", "q8_0", "q4_0")
+KV_TYPES: tuple[KvType, ...] = get_args(KvType)
 CTX_PAD = 256  # llama.cpp pads n_ctx to a multiple of this
 DEFAULT_UBATCH = 512
 

@@ -8,16 +8,18 @@ llama-server's settings (whose flags backends.llama_server.server_args writes).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import get_args
 
 from backends.drafters import KINDS, default_n_max
 from backends.llama_server import ServerConfig, server_args
 
+from ..choices import Goal, KvType
 from ..units import format_bytes
 from .memory import KV_TYPES, Curves, Runtime, compute_estimate, footprint, is_measured, kv_bytes_per_cell, padded
 from .shape import ModelShape
 
 CTX_STEP = 1024
-GOALS = ("speed", "context")
+GOALS: tuple[Goal, ...] = get_args(Goal)
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,9 @@ class Option:
 @dataclass(frozen=True)
 class Wishes:
     budget: int  # bytes of GPU memory to plan for (0: no GPU)
-    goal: str = "speed"
+    goal: Goal = "speed"
     ctx: int | None = None
-    kv: str | None = None
+    kv: KvType | None = None
     min_ctx: int = 16384
     overhead: int = 400 * 2**20
     margin: int = 512 * 2**20

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from backends.gguf_header import GgufError, read_local
 
+from ..choices import Goal, KvType
 from ..errors import NetworkError, NotFoundError, UsageError
 from ..hub import client as hub
 from ..hub.store import Manifest, listing_from_hf_cache
@@ -23,7 +24,7 @@ from ..settings import Settings
 from ..units import format_bytes
 from . import dryrun
 from .hardware import Hardware, detect
-from .header import cache_dir, local_or_remote
+from .header import local_or_remote
 from .memory import ComputeCurve, padded
 from .planner import Option, Plan, Wishes, drafter_outputs, plan, target_outputs
 from .shape import ModelShape, drafter_kind, shape_from_header
@@ -36,9 +37,9 @@ class FitRequest:
     model: str | None = None
     draft: str | None = None  # a variant, a file, or "none"
     quant: str | None = None
-    goal: str = "speed"
+    goal: Goal = "speed"
     ctx: int | None = None
-    kv: str | None = None
+    kv: KvType | None = None
     gpu: int = 0
     vram: int | None = None
     measure: bool = True
@@ -94,12 +95,13 @@ def _contexts(shape: ModelShape) -> list[int]:
     return sorted({c for c in (4096, 16384, 65536, 131072, top) if c <= top})
 
 
-def _measured_curves(shape: ModelShape, path: Path, outputs: set[int], n_ubatch: int = 512) -> tuple[ComputeCurve, ...]:
+def _measured_curves(
+    shape: ModelShape, path: Path, outputs: set[int], store: Path, n_ubatch: int = 512
+) -> tuple[ComputeCurve, ...]:
     """llama.cpp's compute buffer for each logits-row count, cached per shape and llama.cpp version."""
     version = _llama_version()
     if not version:
         return ()
-    store = cache_dir() / "compute-curves.json"
     try:
         known = json.loads(store.read_text())
     except (OSError, ValueError):
@@ -247,7 +249,9 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
                     continue
                 key = _signature(option.shape) + repr(sorted(rows_for(option)))
                 if key not in measured_by_shape:
-                    measured_by_shape[key] = _measured_curves(option.shape, openable, rows_for(option))
+                    measured_by_shape[key] = _measured_curves(
+                        option.shape, openable, rows_for(option), settings.compute_curves_file
+                    )
                 if measured_by_shape[key]:
                     group[index] = (replace(option, curves=measured_by_shape[key]), openable)
                     measured.append(option.label)

@@ -23,6 +23,7 @@ from huggingface_hub.utils import build_hf_headers, get_session
 
 from ..errors import AuthError, DspineError, NetworkError, NotFoundError
 from ..models.selection import RemoteFile
+from ..settings import parse_bool
 
 TRANSPORT_ERRORS = (httpx2.TransportError,)
 
@@ -35,7 +36,12 @@ def endpoint() -> str:
 
 def is_offline() -> bool:
     flag = os.environ.get("HF_HUB_OFFLINE")
-    return constants.HF_HUB_OFFLINE if flag is None else flag.strip().lower() in ("1", "true", "yes", "on")
+    if flag is None:
+        return constants.HF_HUB_OFFLINE
+    try:
+        return parse_bool(flag)
+    except ValueError:
+        return False  # as huggingface_hub reads a word it does not know
 
 
 def unreachable(exc: BaseException) -> NetworkError:

@@ -18,9 +18,11 @@ from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 
+from backends.private import private_dir
+
 from ..errors import ConfigError, UsageError
 from ..models.selection import RemoteFile
-from ..private import private_dir
+from ..paths import hf_cache_dir
 from .locks import held, lock_path
 
 MANIFEST_VERSION = 1
@@ -147,17 +149,6 @@ def partial_bytes(final: Path) -> int:
         return part_path(final).stat().st_size
     except (FileNotFoundError, NotADirectoryError):
         return 0
-
-
-def hf_cache_dir() -> Path:
-    """The HF hub cache, read from the environment at call time like `hf` does."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.path.expanduser(os.environ["HF_HUB_CACHE"]))
-    if os.environ.get("HF_HOME"):
-        return Path(os.path.expanduser(os.environ["HF_HOME"])) / "hub"
-    from huggingface_hub import constants
-
-    return Path(constants.HF_HUB_CACHE)
 
 
 def _is_sha256(name: str) -> bool:

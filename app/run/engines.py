@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import get_args
 
 from backends.adaptive import AdaptiveDraft
 from backends.base import Engine, EngineError
@@ -13,6 +14,7 @@ from backends.break_even import BreakEven
 from backends.drafters import KINDS
 from backends.gguf_header import read_local
 
+from ..choices import EngineName
 from ..errors import UsageError
 from ..fit.shape import drafter_kind, shape_from_header
 from ..hub.pull import make_request
@@ -20,7 +22,7 @@ from ..hub.store import Manifest, record_status
 from ..models.catalog import NO_DRAFTER, Catalog
 from ..settings import Settings
 
-ENGINES = ("server", "inproc", "remote")
+ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DEFAULT_MODEL = "qwen3.8-27b"
 
 
@@ -76,7 +78,7 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
 
 @dataclass
 class EngineOptions:
-    engine: str = "server"
+    engine: EngineName = "server"
     ctx: int = 4096
     n_max: int | None = None
     url: str | None = None
@@ -109,16 +111,16 @@ def open_engine(
     assert files.target is not None
     gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999
     if options.engine == "server":
-        from backends.llama_server import LlamaServerEngine, ServerConfig, find_binary
+        from backends.llama_server import LlamaServerEngine, ServerConfig
         from backends.server_draft import honoured_by_binary
 
-        adaptive, on_close = _learned_draft(files, "server:") if options.n_max is None else (None, None)
+        adaptive, on_close = _learned_draft(files, settings, "server:") if options.n_max is None else (None, None)
         n_max = options.n_max
         if adaptive is not None:
             # Honoured per request: launch with the longest length it may choose. Not: launch with
             # the one learned for the mode the session starts in (a mode switch keeps it), or,
             # before anything was learned, the fit plan's.
-            honoured = honoured_by_binary(find_binary(settings.llama_server))
+            honoured = honoured_by_binary(llama_server_binary(settings))
             n_max = adaptive.max_k if honoured else adaptive.learned(options.think)
             if not honoured:
                 adaptive, on_close = None, None
@@ -136,7 +138,9 @@ def open_engine(
         config = _planned(config, files, options, settings)
         return LlamaServerEngine(
             config,
+            log_dir=settings.log_dir,
             binary=settings.llama_server,
+            build=settings.llama_server_build,
             on_progress=on_progress,
             adaptive=adaptive,
             on_close=on_close,
@@ -149,7 +153,7 @@ def open_engine(
             f"the in-process engine runs plain draft models, not a {files.drafter_kind} drafter",
             "use --engine server for DSpine, DFlash and MTP drafters",
         )
-    adaptive, on_close = _learned_draft(files) if options.n_max is None else (None, None)
+    adaptive, on_close = _learned_draft(files, settings) if options.n_max is None else (None, None)
     return InprocEngine(
         str(files.target),
         draft_path=str(files.drafter) if files.drafter else None,
@@ -166,20 +170,27 @@ def open_engine(
 
 def _break_even(settings: Settings) -> BreakEven:
     """Per think mode, drafting stops where it runs below plain decoding (setting `speculation`)."""
-    return BreakEven(setting=getattr(settings, "speculation", "auto"))
+    return BreakEven(setting=settings.speculation)
 
 
-def _learned_draft(files: ModelFiles, engine: str = "") -> tuple[AdaptiveDraft | None, Callable[[], None] | None]:
+def llama_server_binary(settings: Settings) -> Path:
+    """The llama-server to run: the setting's, else the first found (PATH, dspine's build, ...)."""
+    from backends.llama_server import find_binary
+
+    return find_binary(settings.llama_server, settings.llama_server_build)
+
+
+def _learned_draft(
+    files: ModelFiles, settings: Settings, engine: str = ""
+) -> tuple[AdaptiveDraft | None, Callable[[], None] | None]:
     """No fixed draft length asked for: learn one per think mode, remembered per model
     pair and engine (their cost tables differ: the server's folds drafting into each
     step), and how to save it when the engine closes."""
     if files.target is None or files.drafter is None:
         return None, None
-    import platformdirs
-
     from backends.adaptive import AdaptiveStore
 
-    store = AdaptiveStore(Path(platformdirs.user_data_dir("dspine")) / "adaptive-draft.json")
+    store = AdaptiveStore(settings.adaptive_draft_file)
     key = f"{engine}{files.target.name}+{files.drafter.name}"
     adaptive = store.load(key, default=4)
     return adaptive, lambda: store.save(key, adaptive)
@@ -211,10 +222,10 @@ def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settin
 def recommended_drafter(bundle, settings: Settings) -> str:
     """The bundle's best drafter that the llama-server here can run (DSpine needs a
     fork), falling back through the catalog's order to none."""
-    from backends.llama_server import find_binary, probe
+    from backends.llama_server import probe
 
     try:
-        caps = probe(find_binary(settings.llama_server))
+        caps = probe(llama_server_binary(settings))
     except EngineError:
         return bundle.default_drafter
     ordered = [bundle.default_drafter] + [v for v in bundle.drafters if v != bundle.default_drafter]

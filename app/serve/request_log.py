@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from backends.private import open_private
+
 from .figures import RequestFigures
 
 CATEGORY = "serve"
@@ -61,8 +63,7 @@ class RequestLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        os.chmod(path, 0o600)  # an older file made with wider rights
+        self._fd = open_private(path, os.O_WRONLY | os.O_APPEND)  # an older file may be wider
 
     def write(self, figures: RequestFigures, body: dict[str, Any]) -> None:
         line = log_line(figures, body)

@@ -17,6 +17,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from backends.break_even import Speculation
 from backends.message_order import MERGE
 
 from ..errors import UsageError
@@ -175,8 +176,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         out.print(f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops")
         live = out.is_terminal
         with contextlib.suppress(KeyboardInterrupt):
-            speculation = getattr(settings, "speculation", "auto")
-            asyncio.run(_run(proxy_config, sock, info, out, log, live, engine, speculation))
+            asyncio.run(_run(proxy_config, sock, info, out, log, live, engine, settings.speculation))
     finally:
         sock.close()
         if engine is not None:
@@ -194,7 +194,7 @@ async def _run(
     log,
     live: bool,
     engine,
-    speculation: str = "auto",
+    speculation: Speculation = "auto",
 ) -> None:
     from .gpu_status import GpuWatch
 

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from backends.private import make_private, private_dir
+
 from ..agent.toolbox import TOOLS
 from ..errors import ConfigError
-from ..private import make_private, private_dir
 from .file_locks import lock_holders, locked_by_others
 
 if TYPE_CHECKING:

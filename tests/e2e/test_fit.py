@@ -46,7 +46,8 @@ def test_fit_table_names_every_line(dspine, headers):
 
 
 def test_fit_catalog_bundle_over_http_range_before_pull(dspine, gguf_hub, headers, tmp_path):
-    result = dspine("fit", "qwen3.8-27b", "--json", "--no-measure", extra_env=nvml_env(RTX_3090))
+    cache = {"DSPINE_CACHE_DIR": str(tmp_path / "moved-cache")}  # the setting cache_dir
+    result = dspine("fit", "qwen3.8-27b", "--json", "--no-measure", extra_env={**nvml_env(RTX_3090), **cache})
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["budget"] == 23 * GiB
@@ -59,9 +60,12 @@ def test_fit_catalog_bundle_over_http_range_before_pull(dspine, gguf_hub, header
     assert gets and all(r and r.startswith("bytes=") for _, r in gets)
     # The plan names where the files will be after a pull.
     assert data["settings"]["target_file"].endswith(f"{TARGET_REPO}/Qwen3.8-27B-Q4_K_M.gguf")
+    # The headers are kept under cache_dir, and nowhere else.
+    assert len(list((tmp_path / "moved-cache" / "headers").glob("*.gguf"))) == len({path for path, _ in gets})
+    assert not (tmp_path / "cache" / "dspine").exists()
 
     gguf_hub.reset_counts()
-    again = dspine("fit", "qwen3.8-27b", "--json", "--no-measure", extra_env=nvml_env(RTX_3090))
+    again = dspine("fit", "qwen3.8-27b", "--json", "--no-measure", extra_env={**nvml_env(RTX_3090), **cache})
     assert again.returncode == 0
     assert not [p for m, p, _ in gguf_hub.requests if "/resolve/" in p]  # headers cached
 

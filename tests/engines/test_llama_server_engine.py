@@ -108,12 +108,12 @@ def test_server_killed_mid_reply_gives_an_error_and_no_process(server):
 def test_missing_binary_bad_model_and_missing_spec_type(models, tmp_path):
     files = models["dense"]
     with pytest.raises(EngineError, match="not found"):
-        LlamaServerEngine(ServerConfig(model=str(files["target"])), binary=str(tmp_path / "nope")).start()
+        LlamaServerEngine(ServerConfig(model=str(files["target"])), tmp_path, binary=str(tmp_path / "nope")).start()
     with pytest.raises(EngineError, match="does not exist"):
-        LlamaServerEngine(ServerConfig(model=str(tmp_path / "none.gguf"))).start()
+        LlamaServerEngine(ServerConfig(model=str(tmp_path / "none.gguf")), tmp_path).start()
     with pytest.raises(EngineError, match="cannot run a dspine drafter") as caught:
         LlamaServerEngine(
-            ServerConfig(model=str(files["target"]), drafter_kind="dspine", draft_model=str(files["same"]))
+            ServerConfig(model=str(files["target"]), drafter_kind="dspine", draft_model=str(files["same"])), tmp_path
         ).start()
     assert "DSpine-enabled llama.cpp fork" in caught.value.fix
 

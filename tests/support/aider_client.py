@@ -8,13 +8,14 @@ when it cannot be installed here (no package index)."""
 from __future__ import annotations
 
 import fcntl
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.caches import TEST_CACHE
+
 AIDER = "aider-chat==0.86.2"  # pinned: its flags and its model metadata format are what the test speaks
-CACHE = Path(os.environ.get("DSPINE_TEST_CACHE", Path.home() / ".cache" / "dspine-tests"))
+CACHE = TEST_CACHE
 VENV = CACHE / "aider-venv"
 INSTALL_TIMEOUT_S = 1200  # measured: about 4 minutes the first time on this 2-core machine
 

@@ -20,7 +20,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-CACHE = Path(os.environ.get("DSPINE_TEST_CACHE") or Path.home() / ".cache" / "dspine-tests")
+from tests.support.caches import TEST_CACHE
+
+CACHE = TEST_CACHE
 NPM_DIR = CACHE / "npm"
 # Pinned: their flags, environment variables and config formats are what the tests speak.
 CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.332"

@@ -18,8 +18,9 @@ from importlib.metadata import version
 from pathlib import Path
 
 from tests.conftest import ROOT
+from tests.support.caches import TEST_CACHE
 
-CACHE = Path(os.environ.get("DSPINE_TEST_CACHE") or Path.home() / ".cache" / "dspine-tests")
+CACHE = TEST_CACHE
 PATCH = ROOT / "installers" / "patches" / "llama-server-per-request-draft.patch"
 BUILD = ROOT / "installers" / "build_llama_server.sh"
 SOURCE = ROOT / "installers" / "llama_cpp_source.sh"

@@ -9,7 +9,6 @@ is kept under ~/.cache/dspine-tests/templates/ (DSPINE_TEST_CACHE moves it)."""
 from __future__ import annotations
 
 import fcntl
-import os
 import subprocess
 import sys
 import tarfile
@@ -17,7 +16,9 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
-CACHE = Path(os.environ.get("DSPINE_TEST_CACHE") or Path.home() / ".cache" / "dspine-tests")
+from tests.support.caches import TEST_CACHE
+
+CACHE = TEST_CACHE
 QWEN35 = "Qwen3.5-4B.jinja"
 
 

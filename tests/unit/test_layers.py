@@ -67,7 +67,8 @@ FLOORS = [
     {"fit"},
     {"hub"},
     {"models"},
-    {"settings", "units", "private", "terminal_text"},
+    {"settings", "units", "terminal_text", "choices"},
+    {"paths"},
     {"errors", "version", "__init__"},
 ]
 

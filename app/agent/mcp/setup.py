@@ -9,15 +9,13 @@ from typing import Any
 
 from .config import discover
 from .manager import McpManager
-from .switches import Switches, default_path
+from .switches import Switches
 
 
-def for_project(
-    root: Path, settings_servers: Mapping[str, Any] | None = None, switches_file: Path | None = None
-) -> McpManager | None:
+def for_project(root: Path, settings_servers: Mapping[str, Any] | None, switches_file: Path) -> McpManager | None:
     """None when nothing is configured anywhere (and nothing was wrong)."""
     specs, problems = discover(root, settings_servers)
     if not specs and not problems:
         return None
-    switches = Switches(switches_file or default_path(), root)
+    switches = Switches(switches_file, root)
     return McpManager(specs, root, switches, problems=[str(p) for p in problems])

@@ -1,6 +1,6 @@
 """Which MCP servers the user switched on or off, per project, remembered.
 
-Kept in dspine's data folder, one small JSON file (0600) keyed by the project's root:
+Kept in dspine's data folder (`Settings.mcp_switches_file`), one small JSON file (0600) keyed by the project's root:
 not in the project, because the choice is the user's and not the team's (a shared
 `.mcp.json` stays as it is, `git status` stays clean, `git clean` does not forget it).
 """
@@ -11,13 +11,7 @@ import json
 import os
 from pathlib import Path
 
-import platformdirs
-
-from ...settings import APP_NAME
-
-
-def default_path() -> Path:
-    return Path(platformdirs.user_data_dir(APP_NAME)) / "mcp-switches.json"
+from backends.private import open_private, private_dir
 
 
 class Switches:
@@ -45,11 +39,8 @@ class Switches:
     def set(self, name: str, on: bool) -> None:
         data = self._all()
         data.setdefault(self.root, {})[name] = on
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
         temporary = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, 0o600)  # a leftover .tmp of other permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(open_private(temporary, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as handle:
             json.dump(data, handle, indent=1, sort_keys=True)
         os.replace(temporary, self.path)

@@ -1,11 +1,13 @@
 """Files that hold prompts, code or keys are for their owner only: 0600 in 0700 folders.
 
 Folders dspine did not create (a models_dir on a shared disk, the user's home)
-keep their modes: only the ones it makes are 0700.
+keep their modes: only the ones it makes are 0700. The one copy of this rule:
+here, where both the engines (llama-server's logs and key file) and app/ reach it.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 FILE_MODE = 0o600
@@ -32,3 +34,12 @@ def make_private(path: Path) -> None:
             path.chmod(FILE_MODE)
     except FileNotFoundError:
         pass
+
+
+def open_private(path: Path, flags: int) -> int:
+    """`os.open` of a file for its owner only: created 0600, and narrowed to 0600 where an
+    older file of that name (a log of the same port, a leftover .tmp) was wider."""
+    fd = os.open(path, flags | os.O_CREAT, FILE_MODE)
+    if hasattr(os, "fchmod"):
+        os.fchmod(fd, FILE_MODE)
+    return fd
