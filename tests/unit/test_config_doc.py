@@ -11,9 +11,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def setting_keys() -> list[str]:
-    specs = getattr(app.settings, "SPECS", None)
-    if specs is not None:
-        return [spec.key for spec in specs]
     return [f.name for f in dataclasses.fields(app.settings.Settings) if "setting" in f.metadata]
 
 
