@@ -31,7 +31,8 @@ class DrafterKind:
     in_process: bool = False  # the in-process engine (llama-cpp-python) can run it
     # The draft probability floor llama-server runs it with (--spec-draft-p-min: a draft stops
     # where the drafter's own probability for its token is below it); None: the server's own
-    # (0, never stop). Measured with benchmarks/draft_p_min.py where a drafter of the kind exists here.
+    # (0, never stop). Measured with benchmarks/draft_p_min.py where a drafter of the kind exists
+    # here; each kind's entry below says what was measured, or why nothing was.
     p_min: float | None = None
 
 
@@ -48,6 +49,8 @@ KINDS: dict[str, DrafterKind] = {
             ("draft-dspine", "dspine"),
             "DSpine needs a DSpine-enabled llama.cpp fork: installers/install.sh --with-server --fork URL@REF",
             arch_marker="dspine",
+            # Not measured: no DSpine-enabled llama.cpp runs here (FACTS), so the server's own floor.
+            p_min=None,
         ),
         # FACTS: DFlash2 is best at 7 on code.
         DrafterKind(
@@ -59,6 +62,10 @@ KINDS: dict[str, DrafterKind] = {
             ("draft-dflash", "dflash"),
             "DFlash needs a llama.cpp of late 2026 (upstream) or the buun fork",
             arch_marker="dflash",
+            # Not measured: no DFlash GGUF small enough for this machine exists (the smallest is
+            # Qwen3.8's, 1.1 GB, for a 16 GB target), and DFlash2's lattice drafts no per-token
+            # probabilities the floor could read; the server's own floor.
+            p_min=None,
         ),
         # FACTS: MTP heads draft 2.
         DrafterKind(
@@ -69,6 +76,8 @@ KINDS: dict[str, DrafterKind] = {
             False,
             ("draft-mtp", "mtp"),
             "MTP drafting needs a llama.cpp of late 2026 (upstream)",
+            # Not measured: no target with an MTP head small enough for this machine; the server's own.
+            p_min=None,
         ),
         # FACTS: upstream llama-server's default draft length is 3.
         DrafterKind(
@@ -80,6 +89,18 @@ KINDS: dict[str, DrafterKind] = {
             ("draft-simple",),
             "draft models need a llama.cpp with --spec-type draft-simple",
             in_process=True,
+            # Measured (benchmarks/draft_p_min.py --tokens 64 --rounds 1, patched llama-server, load
+            # average 12-15 on 2 cores; counted work, which load does not change): on SmolLM2-135M
+            # Q8_0 with its Q4_1 and Q2_K and on the generated pair, both think presets, with a
+            # drafted token costing 0.1 of a target pass (a small drafter on a GPU), 0.3 is within
+            # 0.905 of the best floor everywhere; 0 falls to 0.655 (a near-random drafter drafts
+            # 417 tokens to keep 8), 0.5 to 0.757, 0.75 to 0.457 (it cuts good drafts short). With
+            # a drafter as big as its target no floor beats plain, and break-even switches it off.
+            # Still None (the server's 0): with 0.3 the generated test models (near-flat logits, a
+            # top-10 confidence near 0.1) would never draft, and the tests that drive drafting
+            # through llama-server with them need `--spec-draft-p-min 0` or sharper models first.
+            # The in-process engine has no floor.
+            p_min=None,
         ),
     )
 }

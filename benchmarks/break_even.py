@@ -8,12 +8,21 @@ and of speculation with it (`auto`), over the replies after it switched off (goa
 least 0.98 of plain) and over all replies (the switch-off and the tries included), and
 the reply at which it switched off.
 
-    .venv/bin/python benchmarks/break_even.py [--replies 40] [--tokens 64]
+With `--engine server` the same runs go through dspine's patched llama-server (`--binary
+PATH`, by default the one the tests build once per machine): plain is a server without a
+drafter, `on` and `auto` servers with the slow drafter. There a switched-off mode still
+pays for the drafter: llama-server keeps the draft model's cache in step with the
+target's, so the drafter reads every token the target does, drafting or not
+(`common_speculative_process` after each target batch); the ratio after the switch-off
+shows what that costs.
+
+    .venv/bin/python benchmarks/break_even.py [--replies 40] [--tokens 64] [--engine inproc|server] [--binary PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -22,16 +31,34 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from backends.base import Engine  # noqa: E402
 from backends.break_even import BreakEven  # noqa: E402
 from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
+from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
 from tests.support.gguf_models import chat_model, write_model  # noqa: E402
 
 MESSAGES = [{"role": "user", "content": "Write a function that adds two numbers."}]
 
 
-def reply(engine: InprocEngine, tokens: int) -> End:
+def server(binary: str, target: Path, drafter: Path | None, policy: BreakEven | None, logs: Path) -> LlamaServerEngine:
+    # No busy-waiting between passes: three servers share this machine's cores with others.
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+    config = ServerConfig(
+        model=str(target),
+        draft_model=str(drafter) if drafter else None,
+        drafter_kind="draft" if drafter else None,
+        n_ctx=1024,
+        gpu_layers=0,
+        draft_gpu_layers=0,
+        n_max=4 if drafter else None,
+        extra_args=("--poll", "0", "--poll-draft", "0") if drafter else ("--poll", "0"),
+    )
+    return LlamaServerEngine(config, binary=binary, log_dir=logs, break_even=policy).start()
+
+
+def reply(engine: Engine, tokens: int) -> End:
     end = list(engine.stream(MESSAGES, think=False, sampling=Sampling(temperature=0, max_tokens=tokens)))[-1]
     assert isinstance(end, End), end
     return end
@@ -41,43 +68,73 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--replies", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--engine", choices=["inproc", "server"], default="inproc")
+    parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
+    parser.add_argument(
+        "--no-pinned",
+        action="store_true",
+        help="leave out `speculation = on` (the slowest engine; saves most of the time)",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-break-even-"))
     target = write_model(folder / "target.gguf", chat_model(n_layer=6, n_embd=512), silent_from=1)
     slow = write_model(folder / "slow.gguf", chat_model(n_layer=6, n_embd=512), noise=0.6)
-    plain = InprocEngine(str(target), n_ctx=1024).load()
-    always = InprocEngine(str(target), draft_path=str(slow), n_ctx=1024, n_max=4, break_even=BreakEven("on")).load()
-    switch = BreakEven()
-    judged = InprocEngine(str(target), draft_path=str(slow), n_ctx=1024, n_max=4, break_even=switch).load()
+    plain: Engine
+    always: Engine | None
+    judged: Engine
+    if args.engine == "server":
+        if args.binary:
+            binary = args.binary
+        else:
+            from tests.support.patched_server import build_folder
+
+            binary = str(build_folder() / "bin" / "llama-server")
+        plain = server(binary, target, None, None, folder)
+        always = None if args.no_pinned else server(binary, target, slow, BreakEven("on"), folder)
+        judged = server(binary, target, slow, BreakEven(), folder)
+    else:
+        plain = InprocEngine(str(target), n_ctx=1024).load()
+        always = (
+            None
+            if args.no_pinned
+            else InprocEngine(str(target), draft_path=str(slow), n_ctx=1024, n_max=4, break_even=BreakEven("on")).load()
+        )
+        judged = InprocEngine(str(target), draft_path=str(slow), n_ctx=1024, n_max=4, break_even=BreakEven()).load()
     rates: dict[str, list[float]] = {"plain": [], "on": [], "auto": []}
     spent: dict[str, list[tuple[int, float]]] = {"plain": [], "on": [], "auto": []}  # (tokens, seconds)
     drafted: list[bool] = []
     try:
-        for _ in range(args.replies):
-            for name, engine in (("plain", plain), ("on", always), ("auto", judged)):
+        engines = [("plain", plain), ("auto", judged)] + ([("on", always)] if always is not None else [])
+        for turn in range(args.replies):
+            # who goes first alternates, so neither gains from the other's warm caches or a lull
+            for name, engine in engines if turn % 2 == 0 else engines[::-1]:
                 end = reply(engine, args.tokens)
                 rates[name].append(end.stats.generated_tokens / end.stats.decode_s)
                 spent[name].append((end.stats.generated_tokens, end.stats.decode_s))
                 if name == "auto":
                     drafted.append(end.stats.drafted > 0)
     finally:
-        for engine in (plain, always, judged):
+        for _, engine in engines:
             engine.close()
     off_at = next(i for i in range(len(drafted)) if not any(drafted[i : i + 4]))
     after = slice(off_at, None)
     plain_after = statistics.median(rates["plain"][after])
-    print(f"{args.replies} replies of {args.tokens} tokens each, greedy, k=4; medians in tok/s")
-    print(f"plain {statistics.median(rates['plain']):.1f}, speculation pinned on {statistics.median(rates['on']):.1f}")
+    print(f"{args.engine}: {args.replies} replies of {args.tokens} tokens each, greedy, k=4; medians in tok/s")
+    pinned = f", speculation pinned on {statistics.median(rates['on']):.1f}" if rates["on"] else ""
+    print(f"plain {statistics.median(rates['plain']):.1f}{pinned}")
     print(f"auto switched off after reply {off_at} (drafted at replies {[i + 1 for i, d in enumerate(drafted) if d]})")
     print(
         f"after the switch-off: auto {statistics.median(rates['auto'][after]):.1f} vs plain {plain_after:.1f}: "
         f"{statistics.median(rates['auto'][after]) / plain_after:.3f}"
     )
-    overall = {name: sum(t for t, _ in pairs) / sum(s for _, s in pairs) for name, pairs in spent.items()}
-    print(
-        f"over all replies (tokens / seconds): auto/plain {overall['auto'] / overall['plain']:.3f}, "
-        f"pinned on/plain {overall['on'] / overall['plain']:.3f}"
-    )
+    # Reply by reply (the two ran seconds apart, under the same load): the steadier ratio.
+    paired = [
+        rates["auto"][i] / rates["plain"][i] for i in range(off_at, len(drafted)) if not drafted[i]
+    ]  # the tries while off are drafting replies: left out here, counted in the totals below
+    print(f"after the switch-off, paired reply by reply: median auto/plain {statistics.median(paired):.3f}")
+    overall = {name: sum(t for t, _ in pairs) / sum(s for _, s in pairs) for name, pairs in spent.items() if pairs}
+    pinned = f", pinned on/plain {overall['on'] / overall['plain']:.3f}" if "on" in overall else ""
+    print(f"over all replies (tokens / seconds): auto/plain {overall['auto'] / overall['plain']:.3f}{pinned}")
 
 
 if __name__ == "__main__":

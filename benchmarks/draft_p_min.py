@@ -11,6 +11,17 @@ floor closest to the best everywhere (the highest worst-case share). The servers
 turns round after round and each is scored by its best round (this machine's other
 tenants only ever add time).
 
+Timings on a loaded 2-core machine swing by 2-3x between runs that do the same work, so
+each floor's work is also counted, which load does not change (a fixed seed): target
+passes (verify steps) and drafted tokens per generated token. From those, the rate in
+units of one target pass for a drafter that costs `c` of a target pass per drafted
+token: c = 0.1 (a small drafter on a GPU, where a verify pass of a few tokens costs
+about one decode step) and c = 1 (a drafter as big as its target, as the SmolLM2 quants
+are), printed as shares of the best floor's. `--by work` (the default) picks the floor
+with the highest worst-case share at c = 0.1, where drafting can pay at all: at c = 1 no
+floor beats plain decoding (a kept draft costs what the target pass it saves costs), and
+break-even (backends/break_even.py) switches such a drafter off.
+
     .venv/bin/python benchmarks/draft_p_min.py [--tokens 128] [--rounds 2] [--binary PATH]
 """
 
@@ -49,10 +60,20 @@ def launch(binary: str, target: Path, drafter: Path, floor: float, log_dir: Path
     return LlamaServerEngine(config, binary=binary, log_dir=log_dir).start()
 
 
-def run(engine: LlamaServerEngine, think: bool, tokens: int) -> tuple[float, int, int]:
+COSTS = (0.1, 1.0)  # a drafted token's cost, in target passes
+
+
+def run(engine: LlamaServerEngine, think: bool, tokens: int) -> tuple[float, int, int, int]:
     sampling = preset(think).with_(seed=3, max_tokens=tokens)
     end = [e for e in engine.stream(MESSAGES, think=think, sampling=sampling, n_max=8) if isinstance(e, End)][-1]
-    return end.stats.tokens_per_s or 0.0, end.stats.accepted, end.stats.drafted
+    return end.stats.tokens_per_s or 0.0, end.stats.accepted, end.stats.drafted, end.stats.generated_tokens
+
+
+def modelled(found: tuple[float, int, int, int], cost: float) -> float:
+    """Tokens per target pass: each verify step yields its kept drafts plus one token."""
+    _, kept, drafted, tokens = found
+    steps = max(tokens - kept, 1)
+    return tokens / (steps + cost * drafted)
 
 
 def main() -> None:
@@ -60,6 +81,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
+    parser.add_argument("--by", choices=["time", "work"], default="work", help="what picks the default")
     args = parser.parse_args()
     if args.binary:
         binary = args.binary
@@ -76,9 +98,10 @@ def main() -> None:
     }
     logs = Path(tempfile.mkdtemp(prefix="dspine-p-min-logs-"))
     worst: dict[float, float] = dict.fromkeys(FLOORS, 1.0)
+    worst_work: dict[tuple[float, float], float] = {(floor, c): 1.0 for floor in FLOORS for c in COSTS}
     for name, (target, drafter) in pairs.items():
         for think in (False, True):
-            best: dict[float, tuple[float, int, int]] = {}
+            best: dict[float, tuple[float, int, int, int]] = {}
             for _ in range(args.rounds):
                 for floor in FLOORS:
                     engine = launch(binary, target, drafter, floor, logs)
@@ -89,17 +112,30 @@ def main() -> None:
                         engine.close()
                     if floor not in best or found[0] > best[floor][0]:
                         best[floor] = found
-            top = max(rate for rate, _, _ in best.values())
+            top = max(found[0] for found in best.values())
+            top_work = {c: max(modelled(found, c) for found in best.values()) for c in COSTS}
             mode = "think on " if think else "think off"
             cells = []
             for floor in FLOORS:
-                rate, kept, drafted = best[floor]
+                rate, kept, drafted, tokens = best[floor]
                 worst[floor] = min(worst[floor], rate / top)
-                share = f"{kept / drafted:.2f}" if drafted else "-"
-                cells.append(f"p_min {floor}: {rate:.1f} tok/s, kept {share}, {rate / top:.3f}")
+                share = f"{kept}/{drafted} kept" if drafted else "no drafts"
+                work = []
+                for c in COSTS:
+                    ratio = modelled(best[floor], c) / top_work[c]
+                    worst_work[floor, c] = min(worst_work[floor, c], ratio)
+                    work.append(f"c={c}: {ratio:.3f}")
+                cells.append(f"p_min {floor}: {rate:.1f} tok/s ({rate / top:.3f}), {share}, {', '.join(work)}")
             print(f"{name:<11} {mode}  " + " | ".join(cells))
-    print("worst share of the best, per floor: " + ", ".join(f"{floor}: {worst[floor]:.3f}" for floor in FLOORS))
-    print(f"the floor closest to the best everywhere: {max(FLOORS, key=lambda floor: worst[floor])}")
+    print("worst share of the best, timed: " + ", ".join(f"{floor}: {worst[floor]:.3f}" for floor in FLOORS))
+    for c in COSTS:
+        shares = ", ".join(f"{floor}: {worst_work[floor, c]:.3f}" for floor in FLOORS)
+        print(f"worst share of the best, counted work, c={c}: {shares}")
+    if args.by == "time":
+        pick = max(FLOORS, key=lambda floor: worst[floor])
+    else:
+        pick = max(FLOORS, key=lambda floor: worst_work[floor, COSTS[0]])
+    print(f"the floor closest to the best everywhere ({args.by}): {pick}")
 
 
 if __name__ == "__main__":
