@@ -26,28 +26,17 @@ sys.path.insert(0, str(ROOT))
 from app.fit.shape import shape_from_header  # noqa: E402
 from backends.gguf_header import read_local  # noqa: E402
 from tests.support.fake_hub import FakeHub  # noqa: E402
-from tests.support.gguf_models import K_QUANT_MIXES, QTYPE, Shape, qwen38_27b_quant, write_header_only  # noqa: E402
+from tests.support.gguf_models import (  # noqa: E402
+    K_QUANT_MIXES,
+    QTYPE,
+    qwen38_27b_drafter,
+    qwen38_27b_quant,
+    write_header_only,
+)
 
 TARGET = "unsloth/Qwen3.8-27B-GGUF"
 DSPINE = "aj9o9/Qwen3.8-27B-DSpine-b16-GGUF"
 DFLASH = "incoai/Qwen3.8-27B-DFlash2-GGUF"
-
-
-def drafter_shape(arch: str, weight_type: int) -> Shape:
-    # About 2.03B parameters with the 248K vocabulary tied: 4.0 GB in BF16, 1.1 GB in Q4_K.
-    return Shape(
-        arch=arch,
-        n_layer=5,
-        n_embd=5120,
-        n_head=32,
-        n_head_kv=8,
-        head_dim=128,
-        n_ff=6144,
-        n_vocab=248320,
-        n_ctx_train=262144,
-        tied_output=True,
-        weight_type=weight_type,
-    )
 
 
 def serve(folder: Path) -> FakeHub:
@@ -58,13 +47,13 @@ def serve(folder: Path) -> FakeHub:
             folder / f"{quant}.gguf", qwen38_27b_quant(quant)
         )
     files[DSPINE]["Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf"] = write_header_only(
-        folder / "dq4.gguf", drafter_shape("dspine", QTYPE.Q4_K)
+        folder / "dq4.gguf", qwen38_27b_drafter(QTYPE.Q4_K, "dspine")
     )
     files[DSPINE]["Qwen3.8-27B-DSpine-b16-BF16.gguf"] = write_header_only(
-        folder / "dbf16.gguf", drafter_shape("dspine", QTYPE.BF16)
+        folder / "dbf16.gguf", qwen38_27b_drafter(QTYPE.BF16, "dspine")
     )
     files[DFLASH]["Qwen3.8-27B-DFlash2-Q4_K_M.gguf"] = write_header_only(
-        folder / "df.gguf", drafter_shape("dflash", QTYPE.Q4_K)
+        folder / "df.gguf", qwen38_27b_drafter(QTYPE.Q4_K, "dflash")
     )
     for repo, named in files.items():
         hub.add_repo(repo, {name: path.read_bytes() for name, path in named.items()})
@@ -79,6 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-fit-cards-"))
     hub = serve(folder)
+    (folder / "config.toml").write_text("")  # default settings, not the user's (a missing file is an error)
     env = {
         **os.environ,
         "HF_ENDPOINT": hub.url,

@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,8 @@ from app.tui.history import ChatStore
 from app.tui.screens.consent import ConsentScreen
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.tool_line import ToolLine
-from backends.base import Engine
 from backends.events import Delta, End, ToolCall
-from backends.inproc import InprocEngine
-from backends.llama_server import LlamaServerEngine, ServerConfig
-from tests.e2e.test_tool_call_e2e import Recorded
+from tests.support.local_engines import KINDS, Counts, Recorded, open_local
 from tests.support.pilot import until
 from tests.support.script_model import Script, write_script_model
 
@@ -50,15 +48,9 @@ SCRIPT = Script(
 )
 
 
-class Counting(Recorded):
+@dataclass
+class Counting(Counts, Recorded):
     """Recorded, plus the engine's token count (what /mcp uses)."""
-
-    def count_tokens(self, messages, tools=None, think=True) -> int:
-        return self.engine.count_tokens(messages, tools, think)
-
-    @property
-    def context_size(self) -> int | None:
-        return self.engine.context_size
 
 
 @pytest.fixture(scope="module")
@@ -68,16 +60,9 @@ def script_model(tmp_path_factory) -> Path:
 
 # The generated vocabulary spells most text a byte a token: the built-in and the time server's
 # tool definitions alone take about 3,300 tokens, so the context is 8K.
-@pytest.fixture(params=["inproc", "server"])
+@pytest.fixture(params=KINDS)
 def engine(request, script_model, tmp_path):
-    model = str(script_model)
-    if request.param == "inproc":
-        opened: Engine = InprocEngine(model, draft_path=model, n_ctx=8192, n_max=4).load()
-    else:
-        config = ServerConfig(
-            model, draft_model=model, drafter_kind="draft", n_ctx=8192, gpu_layers=0, draft_gpu_layers=0, n_max=4
-        )
-        opened = LlamaServerEngine(config, log_dir=tmp_path).start()
+    opened = open_local(request.param, script_model, 8192, tmp_path, self_draft=True)
     yield Counting(opened)
     opened.close()
 

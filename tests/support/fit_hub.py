@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import DFLASH_REPO, DSPINE_REPO, TARGET_REPO
 from tests.support.fake_hub import FakeHub
-from tests.support.gguf_models import QTYPE, dspine_b16, qwen38_27b, write_header_only
+from tests.support.gguf_models import QTYPE, qwen38_27b, qwen38_27b_drafter, write_header_only
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +20,8 @@ def headers(tmp_path_factory) -> dict[str, Path]:
     return {
         "Qwen3.8-27B-Q4_K_M.gguf": write_header_only(folder / "q4.gguf", qwen38_27b(QTYPE.Q4_K)),
         "Qwen3.8-27B-Q8_0.gguf": write_header_only(folder / "q8.gguf", qwen38_27b(QTYPE.Q8_0)),
-        "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf": write_header_only(folder / "dq4.gguf", dspine_b16(QTYPE.Q4_K)),
-        "Qwen3.8-27B-DSpine-b16-BF16.gguf": write_header_only(folder / "dbf16.gguf", dspine_b16(QTYPE.BF16)),
+        "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf": write_header_only(folder / "dq4.gguf", qwen38_27b_drafter(QTYPE.Q4_K)),
+        "Qwen3.8-27B-DSpine-b16-BF16.gguf": write_header_only(folder / "dbf16.gguf", qwen38_27b_drafter(QTYPE.BF16)),
     }
 
 

@@ -343,10 +343,11 @@ def qwen38_27b(weight_type: int = QTYPE.Q4_K, nextn: int = 1) -> Shape:
     )
 
 
-def dspine_b16(weight_type: int = QTYPE.BF16) -> Shape:
-    """Qwen3.8-27B's DSpine drafter (b16): 5 dense blocks over the target's vocabulary, tied output."""
+def qwen38_27b_drafter(weight_type: int = QTYPE.BF16, arch: str = "dspine") -> Shape:
+    """Qwen3.8-27B's DSpine (b16) or DFlash2 drafter: 5 dense blocks over the target's vocabulary,
+    tied output; about 2.03B parameters, 4.0 GB in BF16, 1.1 GB in Q4_K."""
     return Shape(
-        arch="dspine",
+        arch=arch,
         n_layer=5,
         n_embd=5120,
         n_head=32,

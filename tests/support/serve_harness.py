@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -16,7 +19,7 @@ from aiohttp import web
 from app.serve.board import Board
 from app.serve.connections import HEADER_S, IDLE_S, WRITE_STALL_S, listen, runner
 from app.serve.proxy import Proxy, ProxyConfig
-from backends.llama_server import LlamaServerEngine
+from backends.llama_server import LlamaServerEngine, ServerConfig
 from backends.message_order import MERGE
 
 
@@ -117,6 +120,26 @@ class ProxyThread:
     def stop(self) -> None:
         if self._app is not None:
             self._app.stop()
+
+
+@contextmanager
+def proxies(log_dir: Path) -> Iterator[Callable[..., ProxyThread]]:
+    """start(config, **proxy options) -> a ProxyThread in front of a llama-server of its own;
+    every one started is stopped, proxy first, when the block ends."""
+    started: list[tuple[LlamaServerEngine, ProxyThread]] = []
+
+    def start(config: ServerConfig, **options: Any) -> ProxyThread:
+        engine = LlamaServerEngine(config, log_dir=log_dir).start()
+        proxy = ProxyThread(engine, **options).start()
+        started.append((engine, proxy))
+        return proxy
+
+    try:
+        yield start
+    finally:
+        for engine, proxy in started:
+            proxy.stop()
+            engine.close()
 
 
 class ServeProcess:

@@ -8,7 +8,7 @@ import pytest
 from app.fit.planner import MEMORY_KEYS, Option, Wishes, assess, max_context, plan
 from app.fit.shape import shape_from_header
 from backends.gguf_header import read_local
-from tests.support.gguf_models import QTYPE, dspine_b16, qwen38_27b, write_header_only
+from tests.support.gguf_models import QTYPE, qwen38_27b, qwen38_27b_drafter, write_header_only
 
 GiB = 2**30
 
@@ -33,7 +33,7 @@ def options(tmp_path_factory):
         Option("Q6_K", "/m/q6.gguf", scaled(q4, 6.5625 / 4.5)),
         Option("Q8_0", "/m/q8.gguf", scaled(q4, 8.5 / 4.5)),
     ]
-    bf16 = shape_from_header(read_local(write_header_only(folder / "d.gguf", dspine_b16(QTYPE.BF16))))
+    bf16 = shape_from_header(read_local(write_header_only(folder / "d.gguf", qwen38_27b_drafter(QTYPE.BF16))))
     drafters = [
         Option("dspine-q4", "/m/dq4.gguf", scaled(bf16, 4.5 / 16), kind="dspine"),
         Option("dspine-bf16", "/m/dbf16.gguf", bf16, kind="dspine"),
