@@ -21,7 +21,6 @@ from rich.text import Text
 
 from backends.errors import EngineError
 
-from . import __version__
 from .choices import BenchThink, EngineName, Goal, KvType, LocalEngine, Think
 from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result
 from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
@@ -62,14 +61,18 @@ _debug = {"on": False}
 
 def _version(value: bool) -> None:
     if value:
-        out.print(f"dspine {__version__}")
+        from .version import package_version
+
+        out.print(f"dspine {package_version()}")
         raise typer.Exit()
 
 
 @app.callback()
 def main_options(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     _debug["on"] = _debug["on"] or debug
 

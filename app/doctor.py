@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import __version__
 from .fit.build_backends import llama_cpp_python_backends, rebuild_for_cuda, server_devices
 from .fit.hardware import Hardware, detect
 from .hub import client as hub
@@ -20,6 +19,7 @@ from .hub.store import Manifest, file_state
 from .models.catalog import Catalog
 from .settings import Settings
 from .units import format_bytes
+from .version import package_version
 
 MIN_FREE_DISK = 40 * 2**30  # a 27B target and a drafter, with room to spare
 
@@ -45,7 +45,7 @@ def check_python() -> Check:
 
 
 def check_dspine() -> Check:
-    return Check("dspine", True, f"dspine {__version__}")
+    return Check("dspine", True, f"dspine {package_version()}")
 
 
 def check_llama_cpp_python(hardware: Hardware) -> Check:

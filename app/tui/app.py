@@ -57,6 +57,7 @@ from .reply import Reply
 from .screens.chat_list import ChatList
 from .screens.consent import ConsentScreen
 from .screens.first_run import FirstRun, FirstRunScreen
+from .slash_commands import SlashCommand, by_name, help_markdown
 from .widgets.compaction_note import CompactionNote, note_title, saved_note_title
 from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
@@ -65,27 +66,7 @@ from .widgets.readout import Readout
 from .widgets.tool_line import ToolLine
 
 SAVE_S = 0.25  # save a growing reply this often (and always at its end)
-HELP = """**dspine chat**
-
-- **Enter** sends, **Ctrl+J** adds a line, **Up/Down** walk your prompts
-- **Ctrl+T** or `/think`, `/no_think`: thinking on or off (each has its sampling preset)
-- **Esc** stops a reply and keeps what arrived
-- `@path/to/file` attaches a text file to the prompt (up to 256 KiB)
-- **Ctrl+G** or `/drafts [on|off]`: tint the text that came from accepted draft tokens
-- **Ctrl+O** copies the last reply; `/copy N` copies its N-th code block
-- `/export [FILE]` writes the chat as Markdown (`FILE.jsonl`: as prompts for `dspine bench --prompts`)
-- **Ctrl+L** lists the saved chats: open, rename (r) or delete (d) one
-- `/model` says what runs; `/fit` shows the memory plan for this model on this GPU
-- Tools (when the chat has a project): the model reads and searches at once; edits, writes and
-  commands wait for **y** yes, **n** no or **a** always (this chat); **Esc** stops a running tool or command
-- `/undo` reverts the last applied edit or write; `/tools off` (or `on`) switches the tools
-- `/context` shows what fills the model's context; `/compact [focus]` summarises the older part now
-  (it also happens by itself before the context would overflow; the meter in the readout shows how full it is)
-- `/mcp` lists the MCP servers (from `.mcp.json`, `opencode.json`, dspine's settings), their tools and
-  what their definitions cost in tokens; `/mcp off NAME` / `/mcp on NAME` switches one for this project.
-  Every MCP call waits for **y**, **n** or **a** (always that server's tool, this chat)
-- `/new` starts a chat, `/clear` clears the screen, `/help` shows this
-"""
+SlashHandler = Callable[["ChatApp", str], Awaitable[None]]  # takes what follows the command
 
 
 class ChatApp(App):
@@ -431,11 +412,11 @@ class ChatApp(App):
     async def _command(self, text: str) -> None:
         parts = text.split(maxsplit=1)
         command, argument = parts[0].lower(), parts[1] if len(parts) > 1 else ""
-        handler = self.SLASH_COMMANDS.get(command)
-        if handler is None:
+        slash = self.SLASH_COMMANDS.get(command)
+        if slash is None:
             self.notify(f"unknown command {command}; /help lists them", severity="warning")
             return
-        await handler(self, argument)
+        await slash.handler(self, argument)
 
     # -- slash commands: each takes what follows the command ---------------------------------
 
@@ -557,7 +538,7 @@ class ChatApp(App):
         await self._show_drafts(not self.show_drafts if not word else word == "on")
 
     async def _slash_help(self, argument: str) -> None:
-        await self._post_note(HELP)
+        await self._post_note(help_markdown(self.SLASH_COMMANDS.values()))
 
     async def _slash_context(self, argument: str) -> None:
         usage = await self.session.usage()
@@ -585,23 +566,44 @@ class ChatApp(App):
         finally:
             self._turn_over()
 
-    SLASH_COMMANDS: ClassVar[dict[str, Callable[[ChatApp, str], Awaitable[None]]]] = {
-        "/think": _slash_think,
-        "/no_think": _slash_no_think,
-        "/new": _slash_new,
-        "/clear": _slash_clear,
-        "/copy": _slash_copy,
-        "/export": _slash_export,
-        "/model": _slash_model,
-        "/fit": _slash_fit,
-        "/undo": _slash_undo,
-        "/tools": _slash_tools,
-        "/drafts": _slash_drafts,
-        "/help": _slash_help,
-        "/context": _slash_context,
-        "/compact": _slash_compact,
-        "/mcp": _slash_mcp,
-    }
+    SLASH_COMMANDS: ClassVar[dict[str, SlashCommand[SlashHandler]]] = by_name(
+        [
+            SlashCommand("/think", "", "thinking on (with its sampling preset); **Ctrl+T** switches", _slash_think),
+            SlashCommand("/no_think", "", "thinking off (with its sampling preset)", _slash_no_think),
+            SlashCommand(
+                "/drafts", "[on|off]", "tint the text from accepted draft tokens (alone: switch)", _slash_drafts
+            ),
+            SlashCommand("/copy", "[N]", "copy the N-th code block of the last reply (default the first)", _slash_copy),
+            SlashCommand(
+                "/export",
+                "[FILE]",
+                "write the chat as Markdown (`FILE.jsonl`: as prompts for `dspine bench --prompts`)",
+                _slash_export,
+            ),
+            SlashCommand("/model", "", "say what runs: model, engine, drafter, thinking", _slash_model),
+            SlashCommand("/fit", "", "show the memory plan for this model on this GPU", _slash_fit),
+            SlashCommand("/undo", "", "revert the last applied edit or write (a created file is removed)", _slash_undo),
+            SlashCommand("/tools", "[on|off]", "switch the project tools off or on", _slash_tools),
+            SlashCommand("/context", "", "show what fills the model's context", _slash_context),
+            SlashCommand(
+                "/compact",
+                "[focus]",
+                "summarise the older part of the chat now (it also happens by itself before the context "
+                "would overflow; the meter in the readout shows how full it is)",
+                _slash_compact,
+            ),
+            SlashCommand(
+                "/mcp",
+                "[on|off NAME]",
+                "list the MCP servers (from `.mcp.json`, `opencode.json`, dspine's settings), their tools and "
+                "what their definitions cost in tokens; `/mcp off NAME` / `/mcp on NAME` switches one for this project",
+                _slash_mcp,
+            ),
+            SlashCommand("/new", "", "start a new chat (**Ctrl+N**)", _slash_new),
+            SlashCommand("/clear", "", "clear the screen", _slash_clear),
+            SlashCommand("/help", "", "show this", _slash_help),
+        ]
+    )
 
     # -- a turn: the session runs it, the chat draws what it says ----------------------------
 

@@ -69,7 +69,7 @@ FLOORS = [
     {"models"},
     {"settings", "units", "terminal_text", "choices"},
     {"paths"},
-    {"errors", "__init__"},
+    {"errors", "version", "__init__"},
 ]
 
 
