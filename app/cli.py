@@ -590,8 +590,8 @@ def bench(
     adaptive: bool = typer.Option(
         True,
         "--adaptive/--no-adaptive",
-        help="Also run each drafter with the draft length learned per think mode (in-process engine: "
-        "llama-server takes no per-request length).",
+        help="Also run each drafter with the draft length learned per think mode (in-process, and on a "
+        "llama-server that honours a per-request length: dspine's patched build).",
     ),
     repeat: int = typer.Option(1, "--repeat", help="Runs of each prompt."),
     max_tokens: int = typer.Option(128, "--max-tokens", "-n", help="Tokens generated per prompt."),
