@@ -52,9 +52,11 @@ def test_chat_with_a_finished_reply(snap_compare, store):
 
     async def drawn(pilot):
         # A chat opens with its messages asleep; those in view wake right after the first layout.
+        # Its context is counted in the background as it opens: the meter fills once that is done.
         conversation = pilot.app.query_one(Conversation)
+        meter = pilot.app.query_one("#context")
         deadline = time.monotonic() + 5
-        while not conversation.drawn and time.monotonic() < deadline:
+        while not (conversation.drawn and str(meter.render()).strip()) and time.monotonic() < deadline:
             await pilot.pause(0.02)
 
     app = ChatApp(ScriptedEngine(), store, model="qwen3.8-27b")
