@@ -10,11 +10,9 @@ the reply at which it switched off.
 
 With `--engine server` the same runs go through dspine's patched llama-server (`--binary
 PATH`, by default the one the tests build once per machine): plain is a server without a
-drafter, `on` and `auto` servers with the slow drafter. There a switched-off mode still
-pays for the drafter: llama-server keeps the draft model's cache in step with the
-target's, so the drafter reads every token the target does, drafting or not
-(`common_speculative_process` after each target batch); the ratio after the switch-off
-shows what that costs.
+drafter, `on` and `auto` servers with the slow drafter. There a switched-off mode sends
+`speculative.n_max: 0`, and the patched server then does not feed the draft model either
+(it catches up when drafting resumes), so after the switch-off `auto` should run as plain.
 
     .venv/bin/python benchmarks/break_even.py [--replies 40] [--tokens 64] [--engine inproc|server] [--binary PATH]
 """
