@@ -10,10 +10,15 @@ when it gains something.
    model that drops them loses nothing.
 
 The system prompt (with AGENTS.md) is never part of the history handed here: the
-session re-inserts it as it was. The newest turns stay verbatim, except a tool result
-too large for the context even then (its cap was set for a larger context than the
-engine turned out to have): it keeps its head and tail, the cut saying how to get the
-rest, as any capped result does.
+session re-inserts it as it was. The summary request is the conversation as the engine
+last read it, with the chat's own system prompt and tool list, and the request to
+summarise as a last user message: the engine reads only that message anew, its prefix
+cache holding the rest (a request of its own, with another system prompt, would make it
+read the whole conversation again, and evict the chat's prefix from a one-slot cache).
+
+The newest turns stay verbatim, except a tool result too large for the context even
+then (its cap was set for a larger context than the engine turned out to have): it
+keeps its head and tail, the cut saying how to get the rest, as any capped result does.
 """
 
 from __future__ import annotations
@@ -34,8 +39,9 @@ KEEP_ROUNDS = 2  # the tool results of this many newest assistant rounds are nev
 STUB_MIN_CHARS = 200  # a result shorter than this costs less than the stub that would replace it
 SUMMARY_PREFIX = "Summary of the earlier conversation (compacted by dspine to fit the context):"
 ACK = "Understood: I have the summary of the earlier conversation and go on from it."
-SUMMARY_PROMPT = """You compact a coding session so that it can go on in a smaller context.
-Write a summary another assistant can continue the work from, under these headings:
+SUMMARY_PROMPT = """Stop the work here for a moment: this coding session is being compacted so that it
+can go on in a smaller context. Answer with text only (call no tool): a summary of the
+conversation so far that another assistant can continue the work from, under these headings:
 
 ## Goal
 ## Decisions
@@ -228,7 +234,11 @@ def split_point(history: list[dict[str, Any]], tail_budget: int, sizes: list[int
     return best
 
 
+# The summary request's history (without the system prompt and tools, which the session adds
+# as in every request) and the reply's limit, to the summary's text.
 Summariser = Callable[[list[dict[str, Any]], int], str]
+# A history to the whole prompt it makes, counted in tokens.
+Counter = Callable[[list[dict[str, Any]]], int]
 
 
 def summary_message(summary: str, found: Facts) -> str:
@@ -236,13 +246,23 @@ def summary_message(summary: str, found: Facts) -> str:
     return f"{SUMMARY_PREFIX}\n\n{summary.strip()}" + (f"\n\n{listed}" if listed else "")
 
 
-def engine_summariser(engine: Any, n_ctx: int) -> Summariser:
-    """The chat's own engine as summariser: think off, a short preset, no tools."""
+def is_summary_request(messages: list[dict[str, Any]]) -> bool:
+    """A request the summariser sent: its last message asks for the summary."""
+    last = messages[-1] if messages else {}
+    return last.get("role") == "user" and str(last.get("content") or "").startswith(SUMMARY_PROMPT)
 
-    def summarise(messages: list[dict[str, Any]], max_tokens: int) -> str:
+
+def engine_summariser(
+    engine: Any, framed: Callable[[list[dict[str, Any]]], tuple[list[dict[str, Any]], list[dict[str, Any]] | None]]
+) -> Summariser:
+    """The chat's own engine as summariser: think off, a short preset. `framed` gives the
+    request the chat's system prompt and tools, as every request of the chat has them."""
+
+    def summarise(request: list[dict[str, Any]], max_tokens: int) -> str:
+        messages, tools = framed(request)
         sampling = NON_THINKING.with_(max_tokens=max_tokens, temperature=0.3, presence_penalty=0.0)
         answer: list[str] = []
-        for event in engine.stream(messages, think=False, sampling=sampling):
+        for event in engine.stream(messages, think=False, sampling=sampling, tools=tools):
             if isinstance(event, Delta) and event.kind == "answer":
                 answer.append(event.text)
             elif isinstance(event, Error):
@@ -252,19 +272,32 @@ def engine_summariser(engine: Any, n_ctx: int) -> Summariser:
     return summarise
 
 
-def summary_request(older: list[dict[str, Any]], focus: str, room: int) -> tuple[list[dict[str, Any]], str]:
-    """The summariser's messages, cut to fit `room` tokens (estimated): long texts are cut
-    shorter until it fits; paths and commands are never cut."""
+def summary_request(
+    sent: list[dict[str, Any]],
+    pruned: list[dict[str, Any]],
+    older: list[dict[str, Any]],
+    focus: str,
+    count: Counter,
+    room: int,
+) -> tuple[list[dict[str, Any]], str]:
+    """The summariser's request (a history ending in the request to summarise) within `room`
+    tokens, and the conversation it shows as text (what tests check for paths).
+
+    In order of preference: the older part as the engine last read it (`sent`: only the
+    request to summarise is new to its cache), as pruned (the cache holds it up to the
+    first pruned result), then as a transcript in one message (`older`, without the
+    request being worked on, which stays verbatim), its long texts cut shorter until it
+    fits; paths and commands are never cut."""
+    ask = {"role": "user", "content": SUMMARY_PROMPT + (f"\n\nFocus on: {focus}" if focus else "")}
+    for candidate in (sent, pruned):
+        if count([*candidate, ask]) <= room:
+            return [*candidate, ask], transcript(candidate, 1 << 30)
     per_item = 4000
     while True:
         text = transcript(older, per_item)
-        ask = "Summarise this conversation." + (f" Focus on: {focus}" if focus else "")
-        messages = [
-            {"role": "system", "content": SUMMARY_PROMPT},
-            {"role": "user", "content": f"{ask}\n\n<conversation>\n{text}\n</conversation>"},
-        ]
-        if estimate_tokens(messages) <= room or per_item <= 100:
-            return messages, text
+        request = [{"role": "user", "content": f"{ask['content']}\n\n<conversation>\n{text}\n</conversation>"}]
+        if per_item <= 100 or count(request) <= room:
+            return request, text
         per_item //= 2
 
 
@@ -272,9 +305,7 @@ _SAVED = re.compile(r"the whole output is in (\S+): read_file it")
 SHRINK_ROUNDS = 6  # cuts tried before giving up (each recounts the prompt)
 
 
-def shrink_results(
-    history: list[dict[str, Any]], count: Callable[[list[dict[str, Any]]], int], limit: int
-) -> tuple[list[dict[str, Any]], int]:
+def shrink_results(history: list[dict[str, Any]], count: Counter, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The largest tool results cut to their head and tail until the prompt is within `limit`
     tokens: the last resort when the newest rounds alone do not fit. The cut says where the
     whole of it is (a command's saved output) or how to read it again."""
@@ -316,7 +347,7 @@ def shrink_results(
 
 def compact(
     history: list[dict[str, Any]],
-    count: Callable[[list[dict[str, Any]]], int],
+    count: Counter,
     target: int,
     summariser: Summariser | None,
     n_ctx: int,
@@ -347,7 +378,7 @@ def compact(
 
 def _compact(
     history: list[dict[str, Any]],
-    count: Callable[[list[dict[str, Any]]], int],
+    count: Counter,
     target: int,
     summariser: Summariser | None,
     n_ctx: int,
@@ -381,7 +412,7 @@ def _compact(
         current = [older[index]]
         older = older[:index] + older[index + 1 :]
     max_tokens = max(128, min(1024, n_ctx // 6))
-    request, text = summary_request(older, focus, n_ctx - max_tokens - 64)
+    request, text = summary_request(history[:cut], pruned[:cut], older, focus, count, n_ctx - max_tokens - 64)
     note = ""
     try:
         summary = summariser(request, max_tokens).strip()
