@@ -76,10 +76,17 @@ class SummaryCounting:
         return getattr(self.engine, name)
 
     def stream(self, messages, **kwargs):
+        started = time.monotonic()
         for event in self.engine.stream(messages, **kwargs):
             if isinstance(event, End) and is_summary_request(messages):
                 stats = event.stats
                 self.run.summaries.append(Turn(stats.prompt_tokens + stats.prompt_cached, stats.prompt_tokens, True))
+                print(
+                    f"  summary request: prompt/processed {stats.prompt_tokens + stats.prompt_cached}/"
+                    f"{stats.prompt_tokens}, {stats.generated_tokens} tokens written "
+                    f"({event.reason}), {time.monotonic() - started:.1f} s",
+                    flush=True,
+                )
             yield event
 
 

@@ -423,8 +423,13 @@ def _compact(
         summary = "The user's first request: " + _cut(firsts[0], 1500) if firsts else "(no summary)"
         note = note or "the model wrote no summary; kept the first request and the list of files and commands"
     message = summary_message(summary, facts(older))
-    compacted: list[dict[str, Any]] = [{"role": "user", "content": message}, {"role": "assistant", "content": ACK}]
-    compacted += current + tail
+    following = current + tail
+    compacted: list[dict[str, Any]] = [{"role": "user", "content": message}]
+    if not following or following[0].get("role") != "assistant":
+        # The acknowledgement keeps the roles alternating; before a kept assistant turn it would
+        # make two in a row, which strict templates refuse.
+        compacted.append({"role": "assistant", "content": ACK})
+    compacted += following
     after = count(compacted)
     if after >= after_prune:  # the summary gained nothing over pruning alone
         return Compaction(pruned, before, after_prune, n_pruned, summary_input=text, note=note)

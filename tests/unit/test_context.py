@@ -139,6 +139,21 @@ def test_compaction_summarises_the_older_part_and_keeps_the_newest_verbatim():
     assert all(f"src/f{n}.py" in done.summary_input for n in range(10) if f"src/f{n}.py" not in str(done.history[3:]))
 
 
+def test_roles_still_alternate_when_the_kept_part_starts_with_an_assistant_turn():
+    turns = []
+    for n in range(12):
+        turns += [
+            {"role": "user", "content": f"question {n} " + "about the parser " * 40},
+            {"role": "assistant", "content": f"answer {n} " + "it parses " * 40},
+        ]
+    turns.append({"role": "user", "content": "and now?"})
+    for target in range(300, 1400, 50):  # splits falling before a user turn and before an assistant one
+        done = compact(turns, estimate_tokens, target, lambda r, n: "## Goal\nparse", 4096, force=True)
+        roles = [m["role"] for m in done.history]
+        assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:], strict=False)), (target, roles)
+        assert done.history[-1] == turns[-1]
+
+
 def test_a_summariser_that_fails_still_keeps_the_list_of_files():
     def broken(request, max_tokens):
         raise RuntimeError("the engine stopped")
