@@ -272,9 +272,19 @@ def engine_summariser(
     return summarise
 
 
+def _shared(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
+    """How many leading messages two histories share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def summary_request(
+    shapes: list[list[dict[str, Any]]],
     sent: list[dict[str, Any]],
-    pruned: list[dict[str, Any]],
     older: list[dict[str, Any]],
     focus: str,
     count: Counter,
@@ -283,15 +293,17 @@ def summary_request(
     """The summariser's request (a history ending in the request to summarise) within `room`
     tokens, and the conversation it shows as text (what tests check for paths).
 
-    In order of preference: the older part as the engine last read it (`sent`: only the
-    request to summarise is new to its cache), as pruned (the cache holds it up to the
-    first pruned result), then as a transcript in one message (`older`, without the
-    request being worked on, which stays verbatim), its long texts cut shorter until it
-    fits; paths and commands are never cut."""
+    Of the `shapes` the older part can go in (as the engine last read it, `sent`; pruned;
+    without the request being worked on, which stays verbatim anyway), the one that
+    fits and shares the most leading messages with `sent`: the engine's prefix cache
+    holds those, so it reads little more than the request to summarise. When none fits,
+    `older` as a transcript in one message, its long texts cut shorter until it fits;
+    paths and commands are never cut."""
     ask = {"role": "user", "content": SUMMARY_PROMPT + (f"\n\nFocus on: {focus}" if focus else "")}
-    for candidate in (sent, pruned):
-        if count([*candidate, ask]) <= room:
-            return [*candidate, ask], transcript(candidate, 1 << 30)
+    unique = [shape for i, shape in enumerate(shapes) if shape and shape not in shapes[:i]]
+    for shape in sorted(unique, key=lambda shape: (-_shared(shape, sent), len(shape))):
+        if count([*shape, ask]) <= room:
+            return [*shape, ask], transcript(shape, 1 << 30)
     per_item = 4000
     while True:
         text = transcript(older, per_item)
@@ -398,6 +410,8 @@ def _compact(
     sizes = [int(r * scale) + 1 for r in raw]
     cut = split_point(pruned, target // 2, sizes)
     older, tail = pruned[:cut], pruned[cut:]
+    sent = history[:cut]  # the same messages as the engine last read them (prune keeps positions)
+    shapes = [sent, older]
     if not older:
         return Compaction(pruned, before, after_prune, n_pruned, note="nothing older than the newest turn to summarise")
     # The request being worked on stays verbatim, after the summary, even when its turn's older
@@ -411,8 +425,9 @@ def _compact(
     ):
         current = [older[index]]
         older = older[:index] + older[index + 1 :]
+        shapes += [sent[:index] + sent[index + 1 :], older]
     max_tokens = max(128, min(1024, n_ctx // 6))
-    request, text = summary_request(history[:cut], pruned[:cut], older, focus, count, n_ctx - max_tokens - 64)
+    request, text = summary_request(shapes, sent, older, focus, count, n_ctx - max_tokens - 64)
     note = ""
     try:
         summary = summariser(request, max_tokens).strip()

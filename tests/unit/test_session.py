@@ -164,10 +164,10 @@ def test_a_summary_request_too_big_for_the_context_falls_back_to_a_cut_transcrip
         return sum(len(m.get("content") or "") for m in history) // 4
 
     sent = [{"role": "user", "content": "x" * 8000}, {"role": "assistant", "content": "ok"}]
-    request, text = summary_request(sent, sent, sent, "the parser", count, 1000)
+    request, text = summary_request([sent], sent, sent, "the parser", count, 1000)
     assert len(request) == 1 and is_summary_request(request) and "Focus on: the parser" in request[0]["content"]
     assert "<conversation>" in request[0]["content"] and count(request) <= 1000 and "left out" in text
-    fits, _ = summary_request(sent[1:], sent[1:], sent[1:], "", count, 1000)
+    fits, _ = summary_request([sent[1:]], sent[1:], sent[1:], "", count, 1000)
     assert fits[:-1] == sent[1:] and is_summary_request(fits)  # it fits: the conversation as it was, then the ask
 
 
