@@ -37,6 +37,7 @@ from .capture import head_tail, saved_hint
 
 KEEP_ROUNDS = 2  # the tool results of this many newest assistant rounds are never pruned
 STUB_MIN_CHARS = 200  # a result shorter than this costs less than the stub that would replace it
+CUT_CHARS = 1500  # a long text cut to fit the summary request keeps this much, head and tail
 SUMMARY_PREFIX = "Summary of the earlier conversation (compacted by dspine to fit the context):"
 ACK = "Understood: I have the summary of the earlier conversation and go on from it."
 SUMMARY_PROMPT = """Stop the work here for a moment: this coding session is being compacted so that it
@@ -282,6 +283,23 @@ def _shared(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
     return n
 
 
+def _cut_from_the_end(
+    shape: list[dict[str, Any]], ask: dict[str, Any], count: Counter, room: int
+) -> list[dict[str, Any]] | None:
+    """`shape` with its newest long texts cut to head and tail, newest first, until it fits
+    beside `ask` in `room`: the messages before the first cut stay as the engine read them,
+    so its cache still holds them. None when even cutting every long text does not fit."""
+    out = list(shape)
+    for index in range(len(out) - 1, -1, -1):
+        content = out[index].get("content")
+        if not isinstance(content, str) or len(content) <= CUT_CHARS:
+            continue
+        out[index] = {**out[index], "content": _cut(content, CUT_CHARS)}
+        if count([*out, ask]) <= room:
+            return out
+    return None
+
+
 def summary_request(
     shapes: list[list[dict[str, Any]]],
     sent: list[dict[str, Any]],
@@ -294,16 +312,26 @@ def summary_request(
     tokens, and the conversation it shows as text (what tests check for paths).
 
     Of the `shapes` the older part can go in (as the engine last read it, `sent`; pruned;
-    without the request being worked on, which stays verbatim anyway), the one that
-    fits and shares the most leading messages with `sent`: the engine's prefix cache
-    holds those, so it reads little more than the request to summarise. When none fits,
-    `older` as a transcript in one message, its long texts cut shorter until it fits;
-    paths and commands are never cut."""
+    without the request being worked on, which stays verbatim anyway), each whole or with
+    its newest long texts cut until it fits, the one that shares the most leading
+    messages with `sent`: the engine's prefix cache holds those, so it reads little more
+    than the request to summarise. When none fits, `older` as a transcript in one
+    message, its long texts cut shorter until it fits; paths and commands are never cut."""
     ask = {"role": "user", "content": SUMMARY_PROMPT + (f"\n\nFocus on: {focus}" if focus else "")}
     unique = [shape for i, shape in enumerate(shapes) if shape and shape not in shapes[:i]]
+    fitting: list[list[dict[str, Any]]] = []
     for shape in sorted(unique, key=lambda shape: (-_shared(shape, sent), len(shape))):
+        if fitting and _shared(shape, sent) <= _shared(fitting[0], sent):
+            break  # no shape left can share more than one that fits
         if count([*shape, ask]) <= room:
-            return [*shape, ask], transcript(shape, 1 << 30)
+            fitting.append(shape)
+            break
+        cut = _cut_from_the_end(shape, ask, count, room)
+        if cut is not None:
+            fitting.append(cut)
+            fitting.sort(key=lambda shape: -_shared(shape, sent))
+    if fitting:
+        return [*fitting[0], ask], transcript(fitting[0], 1 << 30)
     per_item = 4000
     while True:
         text = transcript(older, per_item)
