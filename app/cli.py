@@ -425,7 +425,12 @@ def chat(
     ctx: int = typer.Option(
         8192, "--ctx", help="Context length per conversation; the start says how much the fit plan allows."
     ),
-    think: Think = typer.Option("on", "--think", help="Start with thinking on or off (Ctrl+T switches)."),
+    think: Think | None = typer.Option(
+        None,
+        "--think",
+        help="Start with thinking on or off (Ctrl+T switches). Default: on; a saved chat you go on with "
+        "keeps the mode it was left in.",
+    ),
     no_tools: bool = typer.Option(
         False, "--no-tools", help="A plain chat: no project tools (read, search, edit, run); /tools on switches."
     ),
@@ -447,7 +452,7 @@ def chat(
     check_lengths(ctx=ctx)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
-    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, think=think == "on")
+    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, think=think != "off")
     store = ChatStore(settings.chats_db)  # before the engine: a bad chats_db fails fast
     if store.set_aside is not None:
         err.print(
@@ -515,7 +520,8 @@ def chat(
             opened,
             store,
             model=files.label if files else "",
-            think=think == "on",
+            think=think != "off",
+            think_given=think is not None,
             first_run=first_run,
             open_engine=open_after_pull,
             fit_summary=fit_summary if files and files.target else None,

@@ -13,6 +13,13 @@ here on CPU: 13.5 ms for 4 tokens, 21.6 ms for 5). Where the engine can time
 passes of each length (a table, `verify_s_by_len`), that table decides, scaled
 to the verify time seen in real use (deeper context costs more); otherwise a
 fixed + per-token line fitted to what was seen.
+
+The table is timed on synthetic passes (a fresh cache, one at a time) and has
+been seen to overstate long passes against the ones of real replies (9 tokens
+1.29x the cost of 6 in the table, less in use), which keeps the choice short.
+So the pass times seen in use, by length, replace the table where they are
+enough to trust; lengths not seen yet take the table's shape scaled to the
+nearest length that was seen, and exploring longer drafts (below) fills them in.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ EXPLORE_EVERY_THIN = 2
 THIN = 16
 EXPLORE_REACH = 3
 EXPLORE_LOSS = 0.2
+SEEN_ENOUGH = 8  # verify passes of one length before their measured time replaces the table's
 
 
 @dataclass
@@ -45,6 +53,11 @@ class ModeStats:
     verify_tokens: int = 0  # tokens verified in that time (k + 1 per step)
     steps: int = 0
     replies: int = 0  # replies that drafted (paces exploring past the best length)
+    # Verify time seen in use by pass length (index n - 1 for n tokens): each reply's time
+    # under the mean pass length of its steps (a reply drafts one length, but its last
+    # steps may be shorter).
+    seen_s: list[float] = field(default_factory=lambda: [0.0] * (MAX_K + 1))
+    seen_steps: list[int] = field(default_factory=lambda: [0] * (MAX_K + 1))
 
     def add(
         self, tested: list[int], kept: list[int], draft_s: float, drafted: int, verify_s: float, steps: int
@@ -58,6 +71,18 @@ class ModeStats:
         self.verify_tokens += drafted + steps
         self.steps += steps
         self.replies += 1
+        if steps:
+            index = min(max(round((drafted + steps) / steps), 1), len(self.seen_s)) - 1
+            self.seen_s[index] += verify_s
+            self.seen_steps[index] += steps
+
+    def seen(self) -> dict[int, float]:
+        """Mean verify time by pass length, for the lengths seen often enough."""
+        return {
+            n + 1: total / steps
+            for n, (total, steps) in enumerate(zip(self.seen_s, self.seen_steps, strict=True))
+            if steps >= SEEN_ENOUGH
+        }
 
     def acceptance(self, prior: float = 0.5) -> list[float]:
         """Conditional acceptance per position, pulled where data is thin towards the
@@ -110,12 +135,29 @@ def costs_from(
     draft_per_token = stats.draft_s / stats.drafted
     if verify_s_by_len:
         table = list(verify_s_by_len)
-        expected = _interpolate(table, mean_len)
-        scale = min(max(per_step / expected, 0.5), 4.0) if expected > 0 else 1.0
-        return Costs(draft_per_token, verify_by_len=tuple(t * scale for t in table))
+        seen = {n: t for n, t in stats.seen().items() if n <= len(table) and table[n - 1] > 0}
+        if not seen:
+            expected = _interpolate(table, mean_len)
+            scale = min(max(per_step / expected, 0.5), 4.0) if expected > 0 else 1.0
+            return Costs(draft_per_token, verify_by_len=tuple(t * scale for t in table))
+        return Costs(draft_per_token, verify_by_len=tuple(_seen_over_table(table, seen)))
     fixed = min(plain_token_s or per_step / mean_len, per_step)
     per_token = max(per_step - fixed, 0.0) / max(mean_len - 1, 1)
     return Costs(draft_per_token, fixed, per_token)
+
+
+def _seen_over_table(table: list[float], seen: dict[int, float]) -> list[float]:
+    """Pass times by length: as seen where seen; elsewhere the table's, scaled as the
+    nearest seen length (the shorter one on a tie) compares with the table there."""
+    out = []
+    for n in range(1, len(table) + 1):
+        if n in seen:
+            out.append(seen[n])
+            continue
+        nearest = min(seen, key=lambda m: (abs(m - n), m))
+        scale = min(max(seen[nearest] / table[nearest - 1], 0.25), 4.0)
+        out.append(table[n - 1] * scale)
+    return out
 
 
 def _interpolate(table: list[float], n: float) -> float:

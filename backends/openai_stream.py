@@ -188,7 +188,12 @@ def stream_chat(
     chunks_with_text = 0
     lines = response.iter_lines()
     while not cancelled.is_set():
-        line = next(lines, None)
+        try:
+            line = next(lines, None)
+        except (OSError, ValueError, RuntimeError):
+            if cancelled.is_set():  # a cancel closes the response under the reader
+                break
+            raise
         if line is None:
             yield from splitter.flush()
             if cancelled.is_set():
@@ -244,6 +249,10 @@ def stream_chat(
         if now - last_stats >= STATS_INTERVAL_S and (chunk.get("timings") or chunk.get("usage")):
             last_stats = now
             yield StatsUpdate(stats.copy())
+    # Stopped: what was streamed so far counts (the server's own figures come at the end).
+    stats.generated_tokens = max(stats.generated_tokens, chunks_with_text)
+    if not stats.decode_s and first_at is not None:
+        stats.decode_s = time.monotonic() - first_at
     yield End("cancelled", stats.copy())
 
 

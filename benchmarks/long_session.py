@@ -12,7 +12,9 @@ Printed per engine: turns survived of those asked and overflow errors; compactio
 prompt tokens processed per turn (the rest is reused from the engine's prefix cache)
 in the turns before the first compaction and in the turns right after one; and the
 share of the new prompt re-processed right after a compaction (the price of a
-compaction on the prefix cache).
+compaction on the prefix cache); and what each summary request processed of its
+prompt (it is the conversation as the engine last read it plus the request to
+summarise, so the prefix cache should hold all but that request).
 
     .venv/bin/python benchmarks/long_session.py [--turns 40] [--ctx 4096] [--engines inproc,server]
         [--chars 3500] [--reply-tokens 64] [--drafter none|q4]
@@ -34,9 +36,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.agent.compaction import is_summary_request  # noqa: E402
 from app.agent.project import open_project, system_prompt  # noqa: E402
 from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session  # noqa: E402
 from app.agent.toolbox import Toolbox  # noqa: E402
+from backends.events import End  # noqa: E402
 from backends.inproc import InprocEngine  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
@@ -58,6 +62,32 @@ class Run:
     turns: list[Turn] = field(default_factory=list)
     compactions: int = 0
     errors: list[str] = field(default_factory=list)
+    summaries: list[Turn] = field(default_factory=list)  # each summary request's prompt and processed
+
+
+class SummaryCounting:
+    """The engine, with each summary request's prompt figures kept (the session sees only
+    the summary's text)."""
+
+    def __init__(self, engine, run: Run) -> None:
+        self.engine, self.run = engine, run
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def stream(self, messages, **kwargs):
+        started = time.monotonic()
+        for event in self.engine.stream(messages, **kwargs):
+            if isinstance(event, End) and is_summary_request(messages):
+                stats = event.stats
+                self.run.summaries.append(Turn(stats.prompt_tokens + stats.prompt_cached, stats.prompt_tokens, True))
+                print(
+                    f"  summary request: prompt/processed {stats.prompt_tokens + stats.prompt_cached}/"
+                    f"{stats.prompt_tokens}, {stats.generated_tokens} tokens written "
+                    f"({event.reason}), {time.monotonic() - started:.1f} s",
+                    flush=True,
+                )
+            yield event
 
 
 def file_turn(n: int, chars: int) -> str:
@@ -88,7 +118,13 @@ async def run_session(engine, turns: int, repo: Path, run: Run, chars: int, repl
         return "no"
 
     session = Session(
-        engine, Toolbox(repo), ask, emit, system=system_prompt(open_project(repo), True), think=False, sampling=reply
+        SummaryCounting(engine, run),
+        Toolbox(repo),
+        ask,
+        emit,
+        system=system_prompt(open_project(repo), True),
+        think=False,
+        sampling=reply,
     )
     for n in range(turns):
         started = time.monotonic()
@@ -123,6 +159,12 @@ def report(name: str, run: Run, asked: int, stopped: bool = False) -> None:
             f"  turns right after a compaction: {statistics.mean(t.processed for t in after):,.0f} processed of "
             f"{statistics.mean(t.prompt for t in after):,.0f} "
             f"({statistics.mean(t.processed / t.prompt for t in after):.0%} of the new prompt re-processed)"
+        )
+    if run.summaries:
+        print(
+            f"  summary requests: {statistics.mean(t.processed for t in run.summaries):,.0f} processed of "
+            f"{statistics.mean(t.prompt for t in run.summaries):,.0f} "
+            f"({statistics.mean(t.processed / t.prompt for t in run.summaries):.0%} of their prompt)"
         )
     print("  per turn (prompt / processed, * after a compaction):")
     print("   " + " ".join(f"{t.prompt}/{t.processed}{'*' if t.after_compaction else ''}" for t in run.turns))

@@ -9,13 +9,15 @@ every machine; tests/unit/test_cli_reference.py runs the check.
 
 from __future__ import annotations
 
-import argparse
-import difflib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from generated_page import generated_page_main  # noqa: E402
+
 REFERENCE = ROOT / "docs" / "cli.md"
 WIDTH = 100
 REGENERATE = "python scripts/cli_reference.py"
@@ -68,23 +70,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the file is stale")
-    parser.add_argument("--path", type=Path, default=REFERENCE, help="the reference file (default docs/cli.md)")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.path.read_text(encoding="utf-8") if args.path.is_file() else ""
-        if current != text:
-            print(f"{args.path} is stale: the commands' --help changed. Run `{REGENERATE}` and commit it.")
-            diff = difflib.unified_diff(current.splitlines(), text.splitlines(), "file", "--help now", lineterm="")
-            print("\n".join(list(diff)[:40]))
-            return 1
-        print(f"{args.path} matches --help")
-        return 0
-    args.path.write_text(text, encoding="utf-8")
-    print(f"wrote {args.path}")
-    return 0
+    return generated_page_main(__doc__ or "", REFERENCE, render, "the commands' --help", REGENERATE, argv)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ tests/unit/test_client_configs_doc.py runs the check.
 
 from __future__ import annotations
 
-import argparse
-import difflib
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from generated_page import generated_page_main  # noqa: E402
+
 PAGE = ROOT / "docs" / "client-configs.md"
 REGENERATE = "python scripts/client_configs.py"
 EXAMPLE = {"base_url": "http://127.0.0.1:8080/v1", "model": "qwen3.8-27b", "n_ctx": 32768}
@@ -52,23 +54,7 @@ client does with its window: [agents.md](agents.md).
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="only compare; exit 1 when the page is stale")
-    parser.add_argument("--path", type=Path, default=PAGE, help="the page (default docs/client-configs.md)")
-    args = parser.parse_args(argv)
-    text = render()
-    if args.check:
-        current = args.path.read_text(encoding="utf-8") if args.path.is_file() else ""
-        if current != text:
-            print(f"{args.path} is stale: what --print-config prints changed. Run `{REGENERATE}` and commit it.")
-            diff = difflib.unified_diff(current.splitlines(), text.splitlines(), "file", "code now", lineterm="")
-            print("\n".join(list(diff)[:40]))
-            return 1
-        print(f"{args.path} matches --print-config")
-        return 0
-    args.path.write_text(text, encoding="utf-8")
-    print(f"wrote {args.path}")
-    return 0
+    return generated_page_main(__doc__ or "", PAGE, render, "what --print-config prints", REGENERATE, argv)
 
 
 if __name__ == "__main__":

@@ -10,10 +10,15 @@ when it gains something.
    model that drops them loses nothing.
 
 The system prompt (with AGENTS.md) is never part of the history handed here: the
-session re-inserts it as it was. The newest turns stay verbatim, except a tool result
-too large for the context even then (its cap was set for a larger context than the
-engine turned out to have): it keeps its head and tail, the cut saying how to get the
-rest, as any capped result does.
+session re-inserts it as it was. The summary request is the conversation as the engine
+last read it, with the chat's own system prompt and tool list, and the request to
+summarise as a last user message: the engine reads only that message anew, its prefix
+cache holding the rest (a request of its own, with another system prompt, would make it
+read the whole conversation again, and evict the chat's prefix from a one-slot cache).
+
+The newest turns stay verbatim, except a tool result too large for the context even
+then (its cap was set for a larger context than the engine turned out to have): it
+keeps its head and tail, the cut saying how to get the rest, as any capped result does.
 """
 
 from __future__ import annotations
@@ -32,10 +37,12 @@ from .capture import head_tail, saved_hint
 
 KEEP_ROUNDS = 2  # the tool results of this many newest assistant rounds are never pruned
 STUB_MIN_CHARS = 200  # a result shorter than this costs less than the stub that would replace it
+CUT_CHARS = 1500  # a long text cut to fit the summary request keeps this much, head and tail
 SUMMARY_PREFIX = "Summary of the earlier conversation (compacted by dspine to fit the context):"
 ACK = "Understood: I have the summary of the earlier conversation and go on from it."
-SUMMARY_PROMPT = """You compact a coding session so that it can go on in a smaller context.
-Write a summary another assistant can continue the work from, under these headings:
+SUMMARY_PROMPT = """Stop the work here for a moment: this coding session is being compacted so that it
+can go on in a smaller context. Answer with text only (call no tool): a summary of the
+conversation so far that another assistant can continue the work from, under these headings:
 
 ## Goal
 ## Decisions
@@ -228,7 +235,11 @@ def split_point(history: list[dict[str, Any]], tail_budget: int, sizes: list[int
     return best
 
 
+# The summary request's history (without the system prompt and tools, which the session adds
+# as in every request) and the reply's limit, to the summary's text.
 Summariser = Callable[[list[dict[str, Any]], int], str]
+# A history to the whole prompt it makes, counted in tokens.
+Counter = Callable[[list[dict[str, Any]]], int]
 
 
 def summary_message(summary: str, found: Facts) -> str:
@@ -236,13 +247,23 @@ def summary_message(summary: str, found: Facts) -> str:
     return f"{SUMMARY_PREFIX}\n\n{summary.strip()}" + (f"\n\n{listed}" if listed else "")
 
 
-def engine_summariser(engine: Any, n_ctx: int) -> Summariser:
-    """The chat's own engine as summariser: think off, a short preset, no tools."""
+def is_summary_request(messages: list[dict[str, Any]]) -> bool:
+    """A request the summariser sent: its last message asks for the summary."""
+    last = messages[-1] if messages else {}
+    return last.get("role") == "user" and str(last.get("content") or "").startswith(SUMMARY_PROMPT)
 
-    def summarise(messages: list[dict[str, Any]], max_tokens: int) -> str:
+
+def engine_summariser(
+    engine: Any, framed: Callable[[list[dict[str, Any]]], tuple[list[dict[str, Any]], list[dict[str, Any]] | None]]
+) -> Summariser:
+    """The chat's own engine as summariser: think off, a short preset. `framed` gives the
+    request the chat's system prompt and tools, as every request of the chat has them."""
+
+    def summarise(request: list[dict[str, Any]], max_tokens: int) -> str:
+        messages, tools = framed(request)
         sampling = NON_THINKING.with_(max_tokens=max_tokens, temperature=0.3, presence_penalty=0.0)
         answer: list[str] = []
-        for event in engine.stream(messages, think=False, sampling=sampling):
+        for event in engine.stream(messages, think=False, sampling=sampling, tools=tools):
             if isinstance(event, Delta) and event.kind == "answer":
                 answer.append(event.text)
             elif isinstance(event, Error):
@@ -252,19 +273,71 @@ def engine_summariser(engine: Any, n_ctx: int) -> Summariser:
     return summarise
 
 
-def summary_request(older: list[dict[str, Any]], focus: str, room: int) -> tuple[list[dict[str, Any]], str]:
-    """The summariser's messages, cut to fit `room` tokens (estimated): long texts are cut
-    shorter until it fits; paths and commands are never cut."""
+def _shared(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> int:
+    """How many leading messages two histories share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _cut_from_the_end(
+    shape: list[dict[str, Any]], ask: dict[str, Any], count: Counter, room: int
+) -> list[dict[str, Any]] | None:
+    """`shape` with its newest long texts cut to head and tail, newest first, until it fits
+    beside `ask` in `room`: the messages before the first cut stay as the engine read them,
+    so its cache still holds them. None when even cutting every long text does not fit."""
+    out = list(shape)
+    for index in range(len(out) - 1, -1, -1):
+        content = out[index].get("content")
+        if not isinstance(content, str) or len(content) <= CUT_CHARS:
+            continue
+        out[index] = {**out[index], "content": _cut(content, CUT_CHARS)}
+        if count([*out, ask]) <= room:
+            return out
+    return None
+
+
+def summary_request(
+    shapes: list[list[dict[str, Any]]],
+    sent: list[dict[str, Any]],
+    older: list[dict[str, Any]],
+    focus: str,
+    count: Counter,
+    room: int,
+) -> tuple[list[dict[str, Any]], str]:
+    """The summariser's request (a history ending in the request to summarise) within `room`
+    tokens, and the conversation it shows as text (what tests check for paths).
+
+    Of the `shapes` the older part can go in (as the engine last read it, `sent`; pruned;
+    without the request being worked on, which stays verbatim anyway), each whole or with
+    its newest long texts cut until it fits, the one that shares the most leading
+    messages with `sent`: the engine's prefix cache holds those, so it reads little more
+    than the request to summarise. When none fits, `older` as a transcript in one
+    message, its long texts cut shorter until it fits; paths and commands are never cut."""
+    ask = {"role": "user", "content": SUMMARY_PROMPT + (f"\n\nFocus on: {focus}" if focus else "")}
+    unique = [shape for i, shape in enumerate(shapes) if shape and shape not in shapes[:i]]
+    fitting: list[list[dict[str, Any]]] = []
+    for shape in sorted(unique, key=lambda shape: (-_shared(shape, sent), len(shape))):
+        if fitting and _shared(shape, sent) <= _shared(fitting[0], sent):
+            break  # no shape left can share more than one that fits
+        if count([*shape, ask]) <= room:
+            fitting.append(shape)
+            break
+        cut = _cut_from_the_end(shape, ask, count, room)
+        if cut is not None:
+            fitting.append(cut)
+            fitting.sort(key=lambda shape: -_shared(shape, sent))
+    if fitting:
+        return [*fitting[0], ask], transcript(fitting[0], 1 << 30)
     per_item = 4000
     while True:
         text = transcript(older, per_item)
-        ask = "Summarise this conversation." + (f" Focus on: {focus}" if focus else "")
-        messages = [
-            {"role": "system", "content": SUMMARY_PROMPT},
-            {"role": "user", "content": f"{ask}\n\n<conversation>\n{text}\n</conversation>"},
-        ]
-        if estimate_tokens(messages) <= room or per_item <= 100:
-            return messages, text
+        request = [{"role": "user", "content": f"{ask['content']}\n\n<conversation>\n{text}\n</conversation>"}]
+        if per_item <= 100 or count(request) <= room:
+            return request, text
         per_item //= 2
 
 
@@ -272,9 +345,7 @@ _SAVED = re.compile(r"the whole output is in (\S+): read_file it")
 SHRINK_ROUNDS = 6  # cuts tried before giving up (each recounts the prompt)
 
 
-def shrink_results(
-    history: list[dict[str, Any]], count: Callable[[list[dict[str, Any]]], int], limit: int
-) -> tuple[list[dict[str, Any]], int]:
+def shrink_results(history: list[dict[str, Any]], count: Counter, limit: int) -> tuple[list[dict[str, Any]], int]:
     """The largest tool results cut to their head and tail until the prompt is within `limit`
     tokens: the last resort when the newest rounds alone do not fit. The cut says where the
     whole of it is (a command's saved output) or how to read it again."""
@@ -316,7 +387,7 @@ def shrink_results(
 
 def compact(
     history: list[dict[str, Any]],
-    count: Callable[[list[dict[str, Any]]], int],
+    count: Counter,
     target: int,
     summariser: Summariser | None,
     n_ctx: int,
@@ -347,7 +418,7 @@ def compact(
 
 def _compact(
     history: list[dict[str, Any]],
-    count: Callable[[list[dict[str, Any]]], int],
+    count: Counter,
     target: int,
     summariser: Summariser | None,
     n_ctx: int,
@@ -367,6 +438,8 @@ def _compact(
     sizes = [int(r * scale) + 1 for r in raw]
     cut = split_point(pruned, target // 2, sizes)
     older, tail = pruned[:cut], pruned[cut:]
+    sent = history[:cut]  # the same messages as the engine last read them (prune keeps positions)
+    shapes = [sent, older]
     if not older:
         return Compaction(pruned, before, after_prune, n_pruned, note="nothing older than the newest turn to summarise")
     # The request being worked on stays verbatim, after the summary, even when its turn's older
@@ -380,8 +453,9 @@ def _compact(
     ):
         current = [older[index]]
         older = older[:index] + older[index + 1 :]
+        shapes += [sent[:index] + sent[index + 1 :], older]
     max_tokens = max(128, min(1024, n_ctx // 6))
-    request, text = summary_request(older, focus, n_ctx - max_tokens - 64)
+    request, text = summary_request(shapes, sent, older, focus, count, n_ctx - max_tokens - 64)
     note = ""
     try:
         summary = summariser(request, max_tokens).strip()
@@ -392,8 +466,13 @@ def _compact(
         summary = "The user's first request: " + _cut(firsts[0], 1500) if firsts else "(no summary)"
         note = note or "the model wrote no summary; kept the first request and the list of files and commands"
     message = summary_message(summary, facts(older))
-    compacted: list[dict[str, Any]] = [{"role": "user", "content": message}, {"role": "assistant", "content": ACK}]
-    compacted += current + tail
+    following = current + tail
+    compacted: list[dict[str, Any]] = [{"role": "user", "content": message}]
+    if not following or following[0].get("role") != "assistant":
+        # The acknowledgement keeps the roles alternating; before a kept assistant turn it would
+        # make two in a row, which strict templates refuse.
+        compacted.append({"role": "assistant", "content": ACK})
+    compacted += following
     after = count(compacted)
     if after >= after_prune:  # the summary gained nothing over pruning alone
         return Compaction(pruned, before, after_prune, n_pruned, summary_input=text, note=note)

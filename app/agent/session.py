@@ -457,7 +457,11 @@ class Session:
         if not self.history:
             return None
         loop = asyncio.get_running_loop()
-        summariser = engine_summariser(self.engine, self.budget.n_ctx) if self.engine is not None else None
+        summariser = (
+            engine_summariser(self.engine, lambda request: (self.messages(request), self.tools()))
+            if self.engine is not None
+            else None
+        )
         history = list(self.history)
         self._stop.clear()
         self._streaming = True  # Esc stops the summary as it would a reply

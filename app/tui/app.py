@@ -99,12 +99,15 @@ class ChatApp(App):
         open_chat: int | None = None,
         continue_last: bool = False,
         mcp: McpManager | None = None,
+        think_given: bool = False,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
         say (a remote server). `open_chat`: the saved chat to resume; `continue_last`: the last
         chat of this project (else: the newest chat, as before). `mcp`: the project's MCP servers,
-        not started yet (the chat starts them once it is on screen and stops them when it ends)."""
+        not started yet (the chat starts them once it is on screen and stops them when it ends).
+        A saved chat opens in the thinking mode it was left in, except the first one when
+        `think_given` (the command line named a mode)."""
         super().__init__()
         self.project = project
         self.tools_on = project is not None and tools
@@ -115,6 +118,7 @@ class ChatApp(App):
         self.chain_limit = chain_limit
         self.open_chat = open_chat
         self.continue_last = continue_last
+        self._think_given = think_given  # for the first chat shown: the command line's mode wins
         # The system prompt is made once: the same bytes every request keep the prefix cache warm.
         self.session = Session(
             engine,
@@ -265,6 +269,8 @@ class ChatApp(App):
     @think.setter
     def think(self, on: bool) -> None:
         self.session.think = on
+        if self.chat is not None:
+            self.store.set_think(self.chat.id, on)  # going on with it later goes on in this mode
 
     def action_toggle_think(self) -> None:
         self.think = not self.think
@@ -332,6 +338,10 @@ class ChatApp(App):
     async def _show_chat(self) -> None:
         """The chat's transcript on screen, and the model's context (compacted as it was) in the session."""
         assert self.chat is not None
+        if self.chat.think is not None and not self._think_given and self.chat.think != self.think:
+            self.session.think = self.chat.think
+            self._show_mode()
+        self._think_given = False
         self.session.restore(self.store.context(self.chat.id))
         self._measure_context()
         notes: dict[int, list] = {}
@@ -612,6 +622,7 @@ class ChatApp(App):
         if not self.store.messages(self.chat.id):
             self.store.rename(self.chat.id, text[:60])
         self.store.add_message(self.chat.id, "user", text)
+        self.store.set_think(self.chat.id, self.think)
         await self.query_one(Conversation).mount(MessageView("user", text))
         self.streaming = True
         self._turn(text)

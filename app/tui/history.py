@@ -70,6 +70,11 @@ SCHEMA = [
     CREATE INDEX contexts_by_chat ON contexts(chat_id, id);
     ALTER TABLE chats ADD COLUMN project TEXT NOT NULL DEFAULT '';
     """,
+    # version 5: the thinking mode a chat was left in (NULL: never switched), so going on
+    # with it (--continue, --resume, the list) goes on in that mode
+    """
+    ALTER TABLE chats ADD COLUMN think INTEGER;
+    """,
 ]
 
 
@@ -108,6 +113,15 @@ class Chat:
     title: str
     model: str
     project: str = ""  # the project root the chat worked on ("" for older chats)
+    think: bool | None = None  # the thinking mode it was left in (None: never switched)
+
+
+CHAT_COLUMNS = "id, title, model, project, think"
+
+
+def _chat(row: tuple) -> Chat:
+    chat_id, title, model, project, think = row
+    return Chat(chat_id, title, model, project, None if think is None else bool(think))
 
 
 @dataclass(frozen=True)
@@ -276,16 +290,20 @@ class ChatStore:
     def chats(self, project: str | None = None) -> list[Chat]:
         """Newest first; with `project`, only the chats that worked on it."""
         if project is None:
-            rows = self.db.execute("SELECT id, title, model, project FROM chats ORDER BY id DESC").fetchall()
+            rows = self.db.execute(f"SELECT {CHAT_COLUMNS} FROM chats ORDER BY id DESC").fetchall()
         else:
             rows = self.db.execute(
-                "SELECT id, title, model, project FROM chats WHERE project = ? ORDER BY id DESC", (project,)
+                f"SELECT {CHAT_COLUMNS} FROM chats WHERE project = ? ORDER BY id DESC", (project,)
             ).fetchall()
-        return [Chat(*row) for row in rows]
+        return [_chat(row) for row in rows]
 
     def chat(self, chat_id: int) -> Chat | None:
-        row = self.db.execute("SELECT id, title, model, project FROM chats WHERE id = ?", (chat_id,)).fetchone()
-        return Chat(*row) if row else None
+        row = self.db.execute(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id = ?", (chat_id,)).fetchone()
+        return _chat(row) if row else None
+
+    def set_think(self, chat_id: int, on: bool) -> None:
+        with self.db:
+            self.db.execute("UPDATE chats SET think = ? WHERE id = ?", (int(on), chat_id))
 
     # -- the model's context (compacted) ---------------------------------------------------
 

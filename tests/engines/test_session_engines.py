@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.compaction import SUMMARY_PROMPT
+from app.agent.compaction import is_summary_request
 from app.agent.project import open_project, system_prompt
 from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session
 from app.agent.toolbox import Toolbox
@@ -47,7 +47,7 @@ class Counted(Counts, Passthrough):
         return None
 
     def stream(self, messages, think=True, sampling=None, n_max=None, tools=None) -> Iterator[Event]:
-        if messages[0]["content"] == SUMMARY_PROMPT:
+        if is_summary_request(messages):
             self.summaries += 1
         else:
             self.sent.append(self.engine.count_tokens(messages, tools, think))

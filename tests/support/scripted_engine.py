@@ -8,7 +8,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from app.agent.compaction import SUMMARY_PROMPT
+from app.agent.compaction import is_summary_request
 from backends.base import estimate_tokens
 from backends.events import Delta, End, Error, StatsUpdate, ToolCall
 from backends.stats import Stats
@@ -97,7 +97,7 @@ class ScriptedEngine:
 @dataclass
 class ProjectEngine:
     """A model working through a project: each prompt `read mod07` makes it read that file,
-    then it answers. A summary request (the summariser's system prompt) gets a summary.
+    then it answers. A summary request (its last message asks for one) gets a summary.
     Every request is checked against the context as the session counts it."""
 
     context_size: int = 3072
@@ -106,6 +106,8 @@ class ProjectEngine:
     drafter_name: str | None = None
     calls: list[dict] = field(default_factory=list)
     summaries: list[list[dict]] = field(default_factory=list)
+    summary_tools: list[list[dict] | None] = field(default_factory=list)
+    summary_at: list[int] = field(default_factory=list)  # chat requests before each summary request
     overflow_on: set[int] = field(default_factory=set)  # request numbers answered with an overflow error
     always_overflow: bool = False
 
@@ -119,8 +121,10 @@ class ProjectEngine:
         pass
 
     def stream(self, messages, think=True, sampling=None, n_max=None, tools=None):
-        if messages and messages[0]["role"] == "system" and messages[0]["content"] == SUMMARY_PROMPT:
+        if is_summary_request(messages):
             self.summaries.append(messages)
+            self.summary_tools.append(tools)
+            self.summary_at.append(len(self.calls))
             assert not think and sampling is not None and sampling.max_tokens
             yield Delta("## Goal\nRead the modules one by one.\n## Open problems\nnone")
             yield End("stop", Stats(prompt_tokens=10))

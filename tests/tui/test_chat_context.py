@@ -202,3 +202,34 @@ async def test_the_meter_shows_a_reopened_chats_context_at_once(repo, store, tmp
         await pilot.press("enter")
         await until(pilot, lambda: listed.chat.id == chat_id and meter(listed) != "", what="the reopened chat")
         assert meter(listed).strip() == counted_meter(listed)
+
+
+async def test_a_chat_goes_on_in_the_thinking_mode_it_was_left_in(repo, store):
+    from app.agent.project import open_project
+
+    app = project_app(repo, store, ProjectEngine(context_size=8192))  # starts with thinking off
+    async with app.run_test() as pilot:
+        await turn(pilot, app, "read mod00")
+        chat_id = app.chat.id
+    assert store.chat(chat_id).think is False
+    other = store.new_chat("a chat never switched", project=str(repo))
+    assert store.chat(other.id).think is None
+
+    def reopened(**kwargs) -> ChatApp:
+        return ChatApp(ProjectEngine(context_size=8192), store, model="test", project=open_project(repo), **kwargs)
+
+    # The command line named no mode (think=True is its default): the chat's own mode wins.
+    resumed = reopened(think=True, open_chat=chat_id)
+    async with resumed.run_test() as pilot:
+        await until(pilot, lambda: resumed.chat is not None, what="the chat")
+        assert resumed.think is False and "think off" in str(resumed.query_one("#mode").render())
+        await pilot.press("ctrl+t")  # switched: remembered at once
+        assert resumed.think is True
+    assert store.chat(chat_id).think is True
+    # --think off named on the command line wins over the saved mode, and is then saved.
+    named = reopened(think=False, think_given=True, open_chat=chat_id)
+    async with named.run_test() as pilot:
+        await until(pilot, lambda: named.chat is not None, what="the chat")
+        assert named.think is False
+        await turn(pilot, named, "read mod01")
+    assert store.chat(chat_id).think is False

@@ -138,3 +138,35 @@ def test_no_exploring_past_the_longest_length_or_before_anything_was_learned():
         adaptive.modes["no_think"].replies = replies
         assert adaptive.choose(think=False) == 4
     assert AdaptiveDraft(default=3).choose(think=True) == 3
+
+
+def test_pass_times_seen_in_use_replace_a_table_that_overstates_long_passes():
+    from backends.adaptive import ModeStats, costs_from
+
+    # The calibration table says a pass grows steeply past 6 tokens; in use, passes of 10 tokens
+    # (drafts of 9) cost about as much as passes of 7 (drafts of 6).
+    table = [0.010 + 0.001 * n for n in range(6)] + [0.016 * 1.1**n for n in range(1, 12)]
+    stats = ModeStats()
+    tested, kept = [100] * 16, [95] * 16
+    for k, per_step in ((6, 0.0165), (9, 0.0175)):
+        for _ in range(3):  # a few replies at each length, 20 steps each
+            stats.add(tested[:k], kept[:k], 0.0001 * k * 20, k * 20, per_step * 20, 20)
+    assert stats.seen() == {7: pytest.approx(0.0165), 10: pytest.approx(0.0175)}
+    costs = costs_from(stats, verify_s_by_len=table)
+    assert costs is not None
+    assert costs.verify(7) == pytest.approx(0.0165) and costs.verify(10) == pytest.approx(0.0175)
+    # A length not seen takes the table's shape, scaled as the nearest length seen.
+    assert costs.verify(12) == pytest.approx(table[11] * 0.0175 / table[9])
+    assert costs.verify(2) == pytest.approx(table[1] * 0.0165 / table[6])
+    acceptance = stats.acceptance()
+    table_only = costs_from(ModeStats(**{**vars(stats), "seen_steps": [0] * 17}), verify_s_by_len=table)
+    assert table_only is not None
+    assert best_length(acceptance, costs) > best_length(acceptance, table_only)
+    # Too few passes of a length are not trusted yet; and it is all remembered.
+    few = ModeStats()
+    few.add([10] * 4, [9] * 4, 0.0004, 4, 0.001, 1)
+    assert few.seen() == {}
+    again = AdaptiveDraft.from_json({"modes": {"no_think": vars(stats)}})
+    assert again.mode(False).seen() == stats.seen()
+    old = AdaptiveDraft.from_json({"modes": {"no_think": {"steps": 3}}})  # saved before this was kept
+    assert old.mode(False).seen() == {}

@@ -8,8 +8,10 @@ import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
+
 from app.agent.capture import HEAD_BYTES, TAIL_BYTES, OutputCapture, head_tail
-from app.agent.compaction import SUMMARY_PREFIX, compact, facts, is_stub, prune, split_point
+from app.agent.compaction import SUMMARY_PREFIX, compact, facts, is_stub, is_summary_request, prune, split_point
 from app.agent.context import Budget, Usage, is_overflow, reply_reserve, reported_context
 from backends.base import estimate_tokens
 from backends.events import Error
@@ -137,6 +139,45 @@ def test_compaction_summarises_the_older_part_and_keeps_the_newest_verbatim():
     # The request being worked on stays verbatim after the summary.
     assert {"role": "user", "content": "fix the parser"} in done.history
     assert all(f"src/f{n}.py" in done.summary_input for n in range(10) if f"src/f{n}.py" not in str(done.history[3:]))
+
+
+def test_roles_still_alternate_when_the_kept_part_starts_with_an_assistant_turn():
+    turns = []
+    for n in range(12):
+        turns += [
+            {"role": "user", "content": f"question {n} " + "about the parser " * 40},
+            {"role": "assistant", "content": f"answer {n} " + "it parses " * 40},
+        ]
+    turns.append({"role": "user", "content": "and now?"})
+    for target in range(300, 1400, 50):  # splits falling before a user turn and before an assistant one
+        done = compact(turns, estimate_tokens, target, lambda r, n: "## Goal\nparse", 4096, force=True)
+        roles = [m["role"] for m in done.history]
+        assert roles[0] == "user" and all(a != b for a, b in zip(roles, roles[1:], strict=False)), (target, roles)
+        assert done.history[-1] == turns[-1]
+
+
+@pytest.mark.parametrize("n_ctx", [16384, 4096, 2048])
+def test_the_summary_request_shares_the_longest_prefix_with_what_was_sent_that_fits(n_ctx):
+    """The request being worked on is the first message here: leaving it out of the summary
+    request (it stays verbatim after the summary anyway) would leave the engine nothing
+    cached but the system prompt, so it stays in place where the request fits."""
+    messages = history(10)
+    seen: list = []
+
+    def summariser(request, max_tokens):
+        seen.append(request)
+        return "## Goal\nFix the parser."
+
+    compact(messages, estimate_tokens, 800, summariser, n_ctx, force=True)
+    request = seen[0]
+    assert is_summary_request(request) and estimate_tokens(request) <= n_ctx - max(128, min(1024, n_ctx // 6))
+    shared = next((i for i, (a, b) in enumerate(zip(request, messages, strict=False)) if a != b), len(request))
+    if n_ctx == 16384:
+        assert request[:-1] == messages[: len(request) - 1]  # all of it as sent: the engine reads only the ask
+    elif n_ctx == 4096:
+        assert request[0] == messages[0] and shared >= 2 and is_stub(request[shared]["content"])  # up to pruning
+    else:
+        assert len(request) == 1 and "<conversation>" in request[0]["content"]  # a transcript cut to fit
 
 
 def test_a_summariser_that_fails_still_keeps_the_list_of_files():

@@ -53,3 +53,28 @@ def test_one_token_in_gives_no_rate_yet():
     assert stats.tokens_per_s is None
     apply_timings(stats, {"predicted_n": 20, "predicted_ms": 500.0, "prompt_n": 5, "prompt_ms": 10.0})
     assert stats.tokens_per_s == 40.0
+
+
+def test_a_stopped_reply_counts_what_it_streamed_also_when_the_cancel_closes_the_stream():
+    cancelled = threading.Event()
+
+    class Stopped:
+        def __init__(self, close_under_reader: bool) -> None:
+            self.close_under_reader = close_under_reader
+
+        def iter_lines(self):
+            for n in range(5):
+                yield f"data: {json.dumps({'choices': [{'delta': {'content': f'word{n} '}}]})}"
+            cancelled.set()
+            if self.close_under_reader:
+                raise OSError("the response was closed")
+            yield f"data: {json.dumps({'choices': [{'delta': {'content': 'late'}}]})}"
+
+    for close in (False, True):
+        cancelled.clear()
+        events = list(stream_chat(Stopped(close), cancelled, time.monotonic()))  # type: ignore[arg-type]
+        end = events[-1]
+        assert isinstance(end, End) and end.reason == "cancelled"
+        texts = [e.text for e in events if isinstance(e, Delta)]
+        assert "".join(texts).startswith("word0 word1 word2 word3 word4 ")  # a line already read still counts
+        assert end.stats.generated_tokens == len(texts) >= 5 and end.stats.decode_s > 0

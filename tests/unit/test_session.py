@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.compaction import SUMMARY_PREFIX
+from app.agent.compaction import SUMMARY_PREFIX, is_stub, is_summary_request, summary_request
 from app.agent.project import open_project, system_prompt
 from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session, ToolFinished
 from app.agent.toolbox import BUILTIN, NEEDS_CONSENT, TOOLS, Done, Toolbox
@@ -123,6 +123,60 @@ def test_forty_turns_at_a_3k_context_never_overflow_and_keep_what_matters(repo):
     # The summary message lists every file read so far, by dspine itself.
     assert all(p in final.summary for p in summarised)
     assert final.history[0]["content"].startswith(SUMMARY_PREFIX)
+
+
+@pytest.mark.parametrize("context", [6144, 3072])
+def test_the_summary_request_is_the_chats_last_request_plus_the_ask(repo, context):
+    """The engine reads only the request to summarise anew: everything before it is the
+    conversation exactly as the chat last sent it (system prompt, tools, messages), so the
+    prefix cache holds it, and the chat's system prompt stays cached for after. Where the
+    conversation as sent does not fit beside the summary (3072), its newest long texts
+    are cut (or its old tool results go as stubs), and the rest is as sent."""
+    engine = ProjectEngine(context_size=context)
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+
+    async def go():
+        for turn in range(20):
+            await session.send(f"read mod{turn:02}")
+            if engine.summaries:
+                return
+
+    asyncio.run(go())
+    assert engine.summaries, "a compaction summarised"
+    before, after = engine.calls[engine.summary_at[0] - 1], engine.calls[engine.summary_at[0]]
+    summary, last_sent = engine.summaries[0], before["messages"]
+    ask = summary[-1]
+    assert is_summary_request(summary) and ask["role"] == "user" and "call no tool" in ask["content"]
+    assert summary[0] == last_sent[0] and AGENTS in summary[0]["content"]  # the chat's own system prompt
+    assert engine.summary_tools[0] == before["tools"] == after["tools"]  # and its tool list
+    shared = summary[:-1]
+    assert len(shared) > 3 and [m["role"] for m in last_sent[: len(shared)]] == [m["role"] for m in shared]
+    changed = [m for m, was in zip(shared, last_sent, strict=False) if m != was]
+    assert all(is_stub(m["content"]) or "characters left out" in m["content"] for m in changed)
+    assert (not changed) if context == 6144 else changed  # as sent where it fits; else its newest long texts cut
+    # The compacted chat starts with the same system prompt and tools: that prefix stays cached.
+    assert after["messages"][0] == summary[0] and after["messages"][1]["content"].startswith(SUMMARY_PREFIX)
+
+
+def test_a_summary_request_too_big_for_the_context_cuts_its_newest_long_texts_then_falls_back_to_a_transcript():
+    def count(history):
+        return sum(len(m.get("content") or "") for m in history) // 4
+
+    sent = [
+        {"role": "user", "content": "fix it " * 150},
+        {"role": "assistant", "content": "y" * 8000},
+        {"role": "assistant", "content": "ok"},
+    ]
+    request, _ = summary_request([sent], sent, sent, "the parser", count, 1000)
+    assert request[0] == sent[0] and request[2] == sent[2]  # the messages before the cut as sent: cached
+    assert "characters left out" in request[1]["content"] and len(request[1]["content"]) < 2000
+    assert is_summary_request(request) and request[-1]["content"].endswith("Focus on: the parser")
+    request, text = summary_request([sent], sent, sent, "", count, 500)  # even cut it does not fit
+    assert len(request) == 1 and "<conversation>" in request[0]["content"] and count(request) <= 500
+    assert "left out" in text
+    fits, _ = summary_request([sent[1:]], sent[1:], sent[1:], "", count, 3000)
+    assert fits[:-1] == sent[1:] and is_summary_request(fits)  # it fits: the conversation as it was, then the ask
 
 
 def test_a_message_too_big_for_any_compaction_is_refused_once_without_looping(repo):
