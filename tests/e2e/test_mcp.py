@@ -25,6 +25,7 @@ from app.agent.mcp.switches import Switches
 from app.errors import ConfigError
 from tests.conftest import ROOT, wait_for
 from tests.support.mcp_servers import alive, pids, write_http_server, write_mcp_json, write_server
+from tests.support.signals import default_sigint
 
 TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent))
 
@@ -354,6 +355,7 @@ def test_no_server_or_its_child_outlives_the_chat_process(project, tmp_path, how
         cwd=project,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))},
         stdin=subprocess.DEVNULL,
+        preexec_fn=default_sigint,
     )
     try:
         server, child = pids(pidfile)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DRAFTER_Q4, DSPINE_REPO, ROOT, TARGET_Q4, TARGET_REPO, dspine_cmd, wait_for
+from tests.support.signals import default_sigint
 
 
 def sha(path: Path) -> str:
@@ -52,7 +53,13 @@ def test_interrupted_pull_resumes_with_only_the_missing_bytes(env, dspine, hub, 
     hub.misbehave.bytes_per_second = 1024 * 1024  # a 3 MiB file takes about 3 s
     part = models_dir / TARGET_REPO / (TARGET_Q4 + ".part")
     process = subprocess.Popen(
-        dspine_cmd("pull", "qwen3.8-27b"), env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        dspine_cmd("pull", "qwen3.8-27b"),
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
     )
     try:
         wait_for(lambda: part.exists() and part.stat().st_size >= 1024 * 1024, what="a partial download")
