@@ -99,6 +99,21 @@ def _speculation(value: Any) -> Speculation:
     raise ValueError("must be auto, on or off")
 
 
+def _probability_floor(value: Any) -> float | None:
+    """A draft probability floor from 0 to 1, or none given ("auto", empty): the drafter kind's."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError("must be a probability from 0 to 1 (e.g. 0.3), or auto")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("must be a probability from 0 to 1 (e.g. 0.3), or auto") from None
+    if not 0 <= number <= 1:
+        raise ValueError("must be from 0 to 1 (0: drafts never stop early), or auto")
+    return number
+
+
 def parse_bool(value: Any) -> bool:
     """The one reading of true and false, for the file (true) and the environment (1, yes, on)."""
     if isinstance(value, bool):
@@ -222,6 +237,12 @@ class Settings:
         lambda _: "auto",
         "drafting per think mode: auto (off where it runs slower than plain decoding, tried again "
         "after a while), on, or off",
+    )
+    draft_p_min: float | None = _setting(
+        _probability_floor,
+        lambda _: None,
+        "llama-server's draft probability floor (a draft stops at the first token the drafter gives "
+        "less than this); auto: the drafter kind's measured default (docs/speed.md)",
     )
     adaptive_draft_file: Path = _setting(
         _path,

@@ -96,11 +96,10 @@ KINDS: dict[str, DrafterKind] = {
             # 0.905 of the best floor everywhere; 0 falls to 0.655 (a near-random drafter drafts
             # 417 tokens to keep 8), 0.5 to 0.757, 0.75 to 0.457 (it cuts good drafts short). With
             # a drafter as big as its target no floor beats plain, and break-even switches it off.
-            # Still None (the server's 0): with 0.3 the generated test models (near-flat logits, a
-            # top-10 confidence near 0.1) would never draft, and the tests that drive drafting
-            # through llama-server with them need `--spec-draft-p-min 0` or sharper models first.
-            # The in-process engine has no floor.
-            p_min=None,
+            # Tests on generated near-flat models (a top-10 confidence near 0.1, so 0.3 would
+            # stop every draft) pin 0 where drafting is what they test; the setting
+            # `draft_p_min` overrides this. The in-process engine has no floor.
+            p_min=0.3,
         ),
     )
 }

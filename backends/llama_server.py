@@ -146,6 +146,7 @@ class ServerConfig:
     # The name every response's `model` field carries (llama-server says the model's path otherwise).
     alias: str | None = None
     chat_template_file: str | None = None  # a template to run instead of the GGUF's (see template_choice)
+    draft_p_min: float | None = None  # --spec-draft-p-min; None: the drafter kind's (DrafterKind.p_min)
 
 
 def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
@@ -199,8 +200,9 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
         if config.n_max:
             args += ["--spec-draft-n-max" if has("--spec-draft-n-max") else "--draft-max", str(config.n_max)]
         kind = KINDS.get(config.drafter_kind)
-        if kind is not None and kind.p_min is not None and has("--spec-draft-p-min"):
-            args += ["--spec-draft-p-min", str(kind.p_min)]  # extra_args may give another: the last wins
+        p_min = config.draft_p_min if config.draft_p_min is not None else kind.p_min if kind else None
+        if p_min is not None and has("--spec-draft-p-min"):
+            args += ["--spec-draft-p-min", f"{p_min:g}"]  # extra_args may give another: the last wins
     return args + list(config.extra_args)
 
 
@@ -230,11 +232,18 @@ def key_delivery(caps: Capabilities, api_key: str, key_file: Path) -> tuple[list
     )
 
 
+# The signal llama-server gets when dspine dies. SIGKILL, not SIGTERM: llama-server's SIGTERM
+# handler takes its task queue's lock, and a SIGTERM landing while its main thread holds that
+# lock (mid-decode) deadlocks it for good, a server holding the GPU's memory with nobody to stop
+# it (seen here). With dspine gone there is nothing to shut down gracefully.
+PARENT_DEATH_SIGNAL = signal.SIGKILL
+
+
 def _die_with_parent() -> None:
-    """In the child, before exec: on Linux, get SIGTERM when dspine dies, even by SIGKILL."""
+    """In the child, before exec: on Linux, die when dspine dies, even by SIGKILL."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError):
-            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, PARENT_DEATH_SIGNAL)  # PR_SET_PDEATHSIG
 
 
 _HONOURS: dict[tuple[str, float, int], bool] = {}

@@ -134,6 +134,7 @@ def open_engine(
             n_max=n_max,
             n_parallel=options.parallel,
             alias=options.served_name,
+            draft_p_min=settings.draft_p_min,
         )
         config = _planned(config, files, options, settings)
         return LlamaServerEngine(

@@ -187,6 +187,7 @@ def test_hybrid_acceptance_does_not_fall_as_the_draft_grows(models, tmp_path):
             gpu_layers=0,
             draft_gpu_layers=0,
             n_max=k,
+            draft_p_min=0.0,  # a generated model's near-flat drafter never passes the draft kind's floor
         )
         server = LlamaServerEngine(config, log_dir=tmp_path).start()
         try:
@@ -240,6 +241,7 @@ def server_run(files: dict, draft: str | None, think: bool, tmp_path, binary=Non
         n_max=4,
         draft_model=str(files[draft]) if draft else None,
         drafter_kind="draft" if draft else None,
+        draft_p_min=0.0,  # a generated model's near-flat drafter never passes the draft kind's floor
     )
     engine = LlamaServerEngine(config, binary=str(binary) if binary else None, log_dir=tmp_path).start()
     try:

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import psutil
 import pytest
@@ -28,7 +29,8 @@ def server(models, tmp_path):
         files = models["dense"]
         settings = {"model": str(files["target"]), "n_ctx": 2048, "gpu_layers": 0, "draft_gpu_layers": 0, "n_max": 4}
         if draft:
-            settings.update(draft_model=str(files[draft]), drafter_kind="draft")
+            # draft_p_min 0: a generated model's near-flat drafter never passes the kind's floor
+            settings.update(draft_model=str(files[draft]), drafter_kind="draft", draft_p_min=0.0)
         settings.update(config)
         engine = LlamaServerEngine(ServerConfig(**settings), log_dir=tmp_path).start()
         engines.append(engine)
@@ -69,6 +71,7 @@ def test_hybrid_target_drafts_through_llama_server(models, tmp_path):
         gpu_layers=0,
         draft_gpu_layers=0,
         n_max=4,
+        draft_p_min=0.0,  # a generated model's near-flat drafter never passes the draft kind's floor
     )
     engine = LlamaServerEngine(config, log_dir=tmp_path).start()
     try:
@@ -143,6 +146,21 @@ def test_no_server_outlives_a_killed_dspine(env, models):
         process.kill()
 
 
+def test_llama_server_is_killed_not_asked_to_stop_when_dspine_dies():
+    """llama-server's SIGTERM handler can deadlock on its queue's lock when it lands mid-decode
+    (a server seen alive, idle, 10 minutes after its dspine was killed), so the parent-death
+    signal is SIGKILL. Read back in a child started as llama-server is (PR_GET_PDEATHSIG)."""
+    from backends.llama_server import _die_with_parent
+
+    ask = (
+        "import ctypes; v = ctypes.c_int(); "
+        "ctypes.CDLL('libc.so.6').prctl(2, ctypes.byref(v)); print(v.value)"  # PR_GET_PDEATHSIG
+    )
+    out = subprocess.run([sys.executable, "-c", ask], preexec_fn=_die_with_parent, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout) == signal.SIGKILL
+
+
 def test_run_cli_server_and_inproc_agree(dspine, models):
     files = models["dense"]
     results = {}
@@ -163,6 +181,7 @@ def test_run_cli_server_and_inproc_agree(dspine, models):
             "-n",
             "32",
             "--json",
+            extra_env={"DSPINE_DRAFT_P_MIN": "0"},  # the generated drafter never passes the kind's floor
         )
         assert out.returncode == 0, out.stderr
         results[engine] = json.loads(out.stdout)

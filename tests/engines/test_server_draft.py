@@ -77,6 +77,9 @@ def engine_on(binary, files, tmp_path, drafter="noisy", n_max=8, **kwargs) -> Ll
         gpu_layers=0,
         draft_gpu_layers=0,
         n_max=n_max,
+        # 0: a generated model's near-flat drafter never passes the draft kind's floor, and on the
+        # real pair the floor would keep only near-certain drafts, in both modes alike
+        draft_p_min=0.0,
     )
     return LlamaServerEngine(config, binary=str(binary), log_dir=tmp_path, **kwargs).start()
 
@@ -260,8 +263,9 @@ def test_serve_sends_the_length_learned_for_each_requests_mode():
 
 def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_server, real, tmp_path):
     """SmolLM2-135M Q8_0 with its Q4_1 as drafter, through the patched server: each mode's
-    sampling preset (think off: presence penalty 1.5, which llama-server's drafter does
-    not apply) gives its own acceptance by position, and so its own length. The costs are
+    sampling preset (think on: temperature 1 and top-p 0.95; think off: 0.7, 0.8 and presence
+    penalty 1.5) gives its own acceptance by position, and so its own length (with no
+    probability floor: the draft kind's would keep only near-certain drafts in both). The costs are
     fixed here (a GPU-like step: verify about flat in length, drafting 5% of it), so
     the choice depends only on what the counts taught, not on this machine's load."""
     from backends.adaptive import CALIBRATIONS, Costs, best_length
@@ -312,7 +316,7 @@ def test_bench_adapts_on_the_patched_server(patched_server, dspine, models, tmp_
         "--think",
         "off",
         "--json",
-        extra_env={"DSPINE_LLAMA_SERVER": str(patched_server)},
+        extra_env={"DSPINE_LLAMA_SERVER": str(patched_server), "DSPINE_DRAFT_P_MIN": "0"},  # near-flat drafter
         timeout=300,
     )
     assert result.returncode == 0, result.stderr

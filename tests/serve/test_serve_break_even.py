@@ -45,7 +45,8 @@ def test_serve_stops_drafting_below_plain_says_so_and_tries_again(env, slow_pair
         "--think",
         "off",
         # passive: llama-server's idle threads do not spin against this machine's other work
-        extra_env={"DSPINE_LLAMA_SERVER": str(patched_server), "OMP_WAIT_POLICY": "passive"},
+        # a floor of 0: the generated drafter's near-flat logits never pass the draft kind's 0.3
+        extra_env={"DSPINE_LLAMA_SERVER": str(patched_server), "OMP_WAIT_POLICY": "passive", "DSPINE_DRAFT_P_MIN": "0"},
     )
     try:
         drafted: list[int] = []

@@ -26,11 +26,18 @@ def keys(session: str, *typed: str) -> None:
 
 @contextmanager
 def dspine_in_tmux(
-    env: dict[str, str], tmp_path: Path, *args: str, cwd: Path, name: str, size: tuple[int, int] = (110, 32)
+    env: dict[str, str],
+    tmp_path: Path,
+    *args: str,
+    cwd: Path,
+    name: str,
+    size: tuple[int, int] = (110, 32),
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[str]:
-    """Start `dspine ARGS` in `cwd` in a new tmux session; yield the session's name; end it."""
+    """Start `dspine ARGS` in `cwd` in a new tmux session (the tmux server's environment, with
+    `env`'s isolated folders and `extra_env` over it); yield the session's name; end it."""
     variables = {k: env[k] for k in ISOLATED if k in env}
-    variables |= {"DSPINE_CHATS_DB": str(tmp_path / "chats.db"), "PYTHONPATH": str(ROOT)}
+    variables |= {"DSPINE_CHATS_DB": str(tmp_path / "chats.db"), "PYTHONPATH": str(ROOT), **(extra_env or {})}
     exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in variables.items())
     session = f"dspine-{name}-{tmp_path.name}"
     subprocess.run(

@@ -186,6 +186,18 @@ def test_serve_origins_from_the_file_or_the_environment(config_file, monkeypatch
         load_settings()
 
 
+def test_draft_p_min_is_the_kinds_unless_set(config_file, monkeypatch):
+    assert load_settings().draft_p_min is None  # None: the drafter kind's measured floor
+    config_file.write_text("draft_p_min = 0\n")
+    assert load_settings().draft_p_min == 0.0
+    monkeypatch.setenv("DSPINE_DRAFT_P_MIN", "auto")
+    assert load_settings().draft_p_min is None
+    for wrong in ("1.5", "-0.1", "high"):
+        monkeypatch.setenv("DSPINE_DRAFT_P_MIN", wrong)
+        with pytest.raises(ConfigError, match="DSPINE_DRAFT_P_MIN"):
+            load_settings()
+
+
 def test_speculation_is_auto_unless_pinned(config_file, monkeypatch):
     assert load_settings().speculation == "auto"
     config_file.write_text('speculation = "Off"\n')
