@@ -16,6 +16,7 @@ from backends.inproc import InprocEngine
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from backends.sampling import Sampling, preset
 from tests.support.script_model import write_script_model
+from tests.support.self_drafting import complete, launch
 
 REQUEST = "Write a Python function that parses a CSV line into fields, then explain how it handles quotes."
 PROMPT = f"<|im_start|>user\n{REQUEST}<|im_end|>\n<|im_start|>assistant\n"
@@ -43,28 +44,6 @@ def body(**changes) -> dict:
     }
     request.update(changes)
     return request
-
-
-def launch(binary, real, tmp_path, drafter: bool, *extra: str) -> LlamaServerEngine:
-    config = ServerConfig(
-        model=str(real["target"]),
-        draft_model=str(real["target"]) if drafter else None,
-        drafter_kind="draft" if drafter else None,
-        n_ctx=2048,
-        gpu_layers=0,
-        draft_gpu_layers=0,
-        n_max=8 if drafter else None,
-        extra_args=extra,
-    )
-    return LlamaServerEngine(config, binary=str(binary), log_dir=tmp_path).start()
-
-
-def complete(engine: LlamaServerEngine, request: dict) -> tuple[str, dict]:
-    assert engine._running is not None
-    response = engine._running.client.post("/completion", json=request)
-    assert response.status_code == 200, response.text
-    reply = response.json()
-    return reply["content"], reply["timings"]
 
 
 @pytest.fixture(scope="module")

@@ -11,36 +11,26 @@ from __future__ import annotations
 
 import pytest
 
-from backends.llama_server import LlamaServerEngine, ServerConfig
+from backends.llama_server import LlamaServerEngine
+from tests.support import self_drafting
 
 USER = "<|im_start|>user\n{}<|im_end|>\n<|im_start|>assistant\n"
 FIRST = USER.format("Write a Python function that parses a CSV line into fields.")
 SECOND = "<|im_end|>\n" + USER.format("Now explain how it handles quotes.")
 
 
+# One slot (the launch's default), so each turn lands where the one before left its cache; no
+# prompt cache in RAM: a state restored from it would bring where its own drafter stopped.
+NO_RAM_CACHE = ("--cache-ram", "0")
+
+
 def launch(binary, real, tmp_path, drafter: bool) -> LlamaServerEngine:
-    config = ServerConfig(
-        model=str(real["target"]),
-        draft_model=str(real["target"]) if drafter else None,
-        drafter_kind="draft" if drafter else None,
-        n_ctx=2048,
-        gpu_layers=0,
-        draft_gpu_layers=0,
-        n_max=8 if drafter else None,
-        n_parallel=1,  # one slot: each turn lands where the one before left its cache
-        # no prompt cache in RAM: a state restored from it would bring where its own drafter stopped
-        extra_args=("--cache-ram", "0"),
-    )
-    return LlamaServerEngine(config, binary=str(binary), log_dir=tmp_path).start()
+    return self_drafting.launch(binary, real, tmp_path, drafter, *NO_RAM_CACHE)
 
 
 def complete(engine: LlamaServerEngine, prompt: str, **extra) -> tuple[str, dict]:
-    assert engine._running is not None
     request = {"prompt": prompt, "n_predict": 64, "temperature": 0, "cache_prompt": True, **extra}
-    response = engine._running.client.post("/completion", json=request)
-    assert response.status_code == 200, response.text
-    reply = response.json()
-    return reply["content"], reply["timings"]
+    return self_drafting.complete(engine, request)
 
 
 @pytest.fixture(scope="module")
