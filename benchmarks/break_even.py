@@ -52,6 +52,7 @@ def server(binary: str, target: Path, drafter: Path | None, policy: BreakEven | 
         draft_gpu_layers=0,
         n_max=4 if drafter else None,
         extra_args=("--poll", "0", "--poll-draft", "0") if drafter else ("--poll", "0"),
+        draft_p_min=0.0,  # the generated drafter's near-flat logits never pass the draft kind's floor
     )
     return LlamaServerEngine(config, binary=binary, log_dir=logs, break_even=policy).start()
 

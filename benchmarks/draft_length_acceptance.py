@@ -64,6 +64,7 @@ def main() -> None:
                 gpu_layers=0,
                 draft_gpu_layers=0,
                 n_max=k,
+                draft_p_min=0.0,  # like for like: the in-process engine has no floor
             )
             server = LlamaServerEngine(config, log_dir=folder).start()
             try:

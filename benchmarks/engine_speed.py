@@ -139,6 +139,7 @@ def main() -> None:
             gpu_layers=0,
             draft_gpu_layers=0,
             n_max=args.k,
+            draft_p_min=0.0,  # the generated drafter's near-flat logits never pass the draft kind's floor
         ),
         log_dir=folder,
     ).start()

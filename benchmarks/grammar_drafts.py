@@ -81,6 +81,7 @@ def main() -> None:
         draft_gpu_layers=0,
         n_max=args.k,
         extra_args=("--poll", "0", "--poll-draft", "0"),
+        draft_p_min=0.0,  # the generated drafter's near-flat logits never pass the draft kind's floor
     )
     engine = LlamaServerEngine(config, binary=binary, log_dir=folder).start()
     rows = {

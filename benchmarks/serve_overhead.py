@@ -102,6 +102,7 @@ def main() -> None:
         gpu_layers=0,
         draft_gpu_layers=0,
         n_max=8,
+        draft_p_min=0.0,  # the generated drafter's near-flat logits never pass the draft kind's floor
     )
     engine = LlamaServerEngine(config, log_dir=folder).start()
     assert engine.base_url and engine.api_key

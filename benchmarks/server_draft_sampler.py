@@ -60,6 +60,7 @@ def server(binary: str, target: Path, log_dir: Path) -> LlamaServerEngine:
         draft_gpu_layers=0,
         n_max=8,
         extra_args=("--poll", "0", "--poll-draft", "0"),
+        draft_p_min=0.0,  # like for like: the in-process engine has no floor
     )
     return LlamaServerEngine(config, binary=binary, log_dir=log_dir).start()
 
