@@ -203,6 +203,8 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
         p_min = config.draft_p_min if config.draft_p_min is not None else kind.p_min if kind else None
         if p_min is not None and has("--spec-draft-p-min"):
             args += ["--spec-draft-p-min", f"{p_min:g}"]  # extra_args may give another: the last wins
+        if kind is not None and kind.probabilistic is not None and has("--spec-draft-sampling"):
+            args += ["--spec-draft-sampling", "probabilistic" if kind.probabilistic else "greedy"]
     return args + list(config.extra_args)
 
 

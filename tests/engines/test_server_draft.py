@@ -68,7 +68,7 @@ def test_props_marker():
 # -- the patched llama-server -------------------------------------------------------------
 
 
-def engine_on(binary, files, tmp_path, drafter="noisy", n_max=8, **kwargs) -> LlamaServerEngine:
+def engine_on(binary, files, tmp_path, drafter="noisy", n_max=8, extra_args=(), **kwargs) -> LlamaServerEngine:
     config = ServerConfig(
         model=str(files["target"]),
         draft_model=str(files[drafter]),
@@ -80,6 +80,7 @@ def engine_on(binary, files, tmp_path, drafter="noisy", n_max=8, **kwargs) -> Ll
         # 0: a generated model's near-flat drafter never passes the draft kind's floor, and on the
         # real pair the floor would keep only near-certain drafts, in both modes alike
         draft_p_min=0.0,
+        extra_args=tuple(extra_args),
     )
     return LlamaServerEngine(config, binary=str(binary), log_dir=tmp_path, **kwargs).start()
 
@@ -264,8 +265,10 @@ def test_serve_sends_the_length_learned_for_each_requests_mode():
 def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_server, real, tmp_path):
     """SmolLM2-135M Q8_0 with its Q4_1 as drafter, through the patched server: each mode's
     sampling preset (think on: temperature 1 and top-p 0.95; think off: 0.7, 0.8 and presence
-    penalty 1.5) gives its own acceptance by position, and so its own length (with no
-    probability floor: the draft kind's would keep only near-certain drafts in both). The costs are
+    penalty 1.5) gives its own acceptance by position, and so its own length. With no
+    probability floor (the draft kind's would keep only near-certain drafts in both) and drafts
+    verified by match (under rejection sampling this pair keeps about 0.9 of its drafts in both
+    modes, and both learn the longest length). The costs are
     fixed here (a GPU-like step: verify about flat in length, drafting 5% of it), so
     the choice depends only on what the counts taught, not on this machine's load."""
     from backends.adaptive import CALIBRATIONS, Costs, best_length
@@ -273,7 +276,8 @@ def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_serve
 
     # Taught only by the replies: a table as if calibrated, so no time goes into calibrating.
     adaptive = AdaptiveDraft(default=4, max_k=8, verify_s_by_len=[0.02] * 9, verify_samples=CALIBRATIONS)
-    engine = engine_on(patched_server, real, tmp_path, drafter="q4", n_max=8, adaptive=adaptive)
+    match = ("--spec-draft-sampling", "greedy")
+    engine = engine_on(patched_server, real, tmp_path, drafter="q4", n_max=8, extra_args=match, adaptive=adaptive)
     code = [{"role": "user", "content": "Write a Python function that parses a CSV line into fields."}]
     try:
         for think in (True, False):

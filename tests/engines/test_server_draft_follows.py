@@ -57,7 +57,7 @@ def plain(patched_server, real, tmp_path_factory):
 # (verified by rejection against the candidates the drafter reports).
 @pytest.fixture(scope="module", params=["greedy drafts", "probabilistic drafts"])
 def drafting(request, patched_server, real, tmp_path_factory):
-    extra = ("--spec-draft-sampling", "probabilistic") if request.param == "probabilistic drafts" else ()
+    extra = ("--spec-draft-sampling", "probabilistic" if request.param == "probabilistic drafts" else "greedy")
     engine = launch(patched_server, real, tmp_path_factory.mktemp("self"), True, *extra)
     yield engine
     engine.close()

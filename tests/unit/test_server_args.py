@@ -7,7 +7,9 @@ from backends.drafters import KINDS
 from backends.llama_server import Capabilities, ServerConfig, server_args
 
 CURRENT = Capabilities(
-    flags=frozenset({"-md", "-ngld", "--spec-type", "--spec-draft-n-max", "--spec-draft-p-min"}),
+    flags=frozenset(
+        {"-md", "-ngld", "--spec-type", "--spec-draft-n-max", "--spec-draft-p-min", "--spec-draft-sampling"}
+    ),
     spec_types=("draft-simple", "dspine"),
 )
 
@@ -31,3 +33,15 @@ def test_no_floor_where_the_kind_has_none_or_the_binary_lacks_the_flag():
     draft = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", draft_p_min=0.5)
     assert p_min_flag(server_args(draft, older)) is None
     assert p_min_flag(server_args(ServerConfig("t.gguf"), CURRENT)) is None  # no drafter, no floor
+
+
+def test_a_draft_models_sampled_drafts_are_verified_by_rejection_where_the_binary_can():
+    """Probabilistic drafts (rejection sampling) keep as many drafts on llama-server as in
+    process; drafts verified by match lose most of a noisy drafter's (backends/drafters.py)."""
+    draft = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft")
+    args = server_args(draft, CURRENT)
+    assert args[args.index("--spec-draft-sampling") + 1] == "probabilistic"
+    older = Capabilities(flags=CURRENT.flags - {"--spec-draft-sampling"}, spec_types=CURRENT.spec_types)
+    assert "--spec-draft-sampling" not in server_args(draft, older)
+    dspine = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="dspine")
+    assert "--spec-draft-sampling" not in server_args(dspine, CURRENT)  # not measured: the server's own
