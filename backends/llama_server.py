@@ -239,6 +239,10 @@ def key_delivery(caps: Capabilities, api_key: str, key_file: Path) -> tuple[list
 # lock (mid-decode) deadlocks it for good, a server holding the GPU's memory with nobody to stop
 # it (seen here). With dspine gone there is nothing to shut down gracefully.
 PARENT_DEATH_SIGNAL = signal.SIGKILL
+# On a normal close it is asked first (an idle server exits in well under a second), then
+# killed: the same deadlock can catch a SIGTERM that lands mid-decode, and quitting the chat
+# should not hang on it.
+STOP_GRACE_S = 3.0
 
 
 def _die_with_parent() -> None:
@@ -521,7 +525,7 @@ class LlamaServerEngine:
         if process.poll() is None:
             process.terminate()
             try:
-                process.wait(timeout=10)
+                process.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=10)

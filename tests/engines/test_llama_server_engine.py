@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
@@ -144,6 +145,22 @@ def test_no_server_outlives_a_killed_dspine(env, models):
         )
     finally:
         process.kill()
+
+
+def test_close_kills_a_server_that_does_not_stop_when_asked(server):
+    """A SIGTERM landing mid-decode can deadlock llama-server (see PARENT_DEATH_SIGNAL), and
+    quitting must not hang on it. A stopped process stands in for it: it leaves SIGTERM
+    pending, as the deadlocked one leaves it unanswered, and only SIGKILL ends it."""
+    from backends.llama_server import STOP_GRACE_S
+
+    engine = server("same")
+    process = psutil.Process(engine._running.process.pid)
+    os.kill(process.pid, signal.SIGSTOP)
+    started = time.monotonic()
+    engine.close()
+    took = time.monotonic() - started
+    assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    assert STOP_GRACE_S <= took < STOP_GRACE_S + 5
 
 
 def test_llama_server_is_killed_not_asked_to_stop_when_dspine_dies():
