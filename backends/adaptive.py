@@ -14,12 +14,17 @@ passes of each length (a table, `verify_s_by_len`), that table decides, scaled
 to the verify time seen in real use (deeper context costs more); otherwise a
 fixed + per-token line fitted to what was seen.
 
-The table is timed on synthetic passes (a fresh cache, one at a time) and has
-been seen to overstate long passes against the ones of real replies (9 tokens
-1.29x the cost of 6 in the table, less in use), which keeps the choice short.
-So the pass times seen in use, by length, replace the table where they are
-enough to trust; lengths not seen yet take the table's shape scaled to the
-nearest length that was seen, and exploring longer drafts (below) fills them in.
+The table is timed on synthetic passes (a fresh cache, one at a time), so its
+level is off (deeper context costs more) and, less, its shape: it has been seen
+to overstate long passes against the ones of real replies (9 tokens 1.29x the
+cost of 6 in the table, less in use), which keeps the choice short. So the
+pass times seen in use set the table's level, pooled over every length seen,
+and each length's own passes bend its shape as they add up. Pooled, because one
+length's few passes can fall in a burst of load elsewhere: at 8 passes a
+length's own time used to replace the table, and such a burst then decided
+the choice (seen here: 12-token passes at 1.5x the table's level, their
+neighbours at 1.2x). Exploring longer drafts (below) fills in the lengths past
+the best.
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ EXPLORE_EVERY_THIN = 2
 THIN = 16
 EXPLORE_REACH = 3
 EXPLORE_LOSS = 0.2
-SEEN_ENOUGH = 8  # verify passes of one length before their measured time replaces the table's
+SEEN_ENOUGH = 8  # verify passes of one length before its mean time is reported (seen())
+# A length's own passes weigh as much as the table (at the pooled level) after this many.
+SEEN_PRIOR = 32
 
 
 @dataclass
@@ -135,28 +142,34 @@ def costs_from(
     draft_per_token = stats.draft_s / stats.drafted
     if verify_s_by_len:
         table = list(verify_s_by_len)
-        seen = {n: t for n, t in stats.seen().items() if n <= len(table) and table[n - 1] > 0}
-        if not seen:
+        scale = _pooled_scale(stats, table)
+        if scale is None:  # saved before pass times were kept by length
             expected = _interpolate(table, mean_len)
             scale = min(max(per_step / expected, 0.5), 4.0) if expected > 0 else 1.0
             return Costs(draft_per_token, verify_by_len=tuple(t * scale for t in table))
-        return Costs(draft_per_token, verify_by_len=tuple(_seen_over_table(table, seen)))
+        return Costs(draft_per_token, verify_by_len=tuple(_seen_over_table(stats, table, scale)))
     fixed = min(plain_token_s or per_step / mean_len, per_step)
     per_token = max(per_step - fixed, 0.0) / max(mean_len - 1, 1)
     return Costs(draft_per_token, fixed, per_token)
 
 
-def _seen_over_table(table: list[float], seen: dict[int, float]) -> list[float]:
-    """Pass times by length: as seen where seen; elsewhere the table's, scaled as the
-    nearest seen length (the shorter one on a tie) compares with the table there."""
+def _pooled_scale(stats: ModeStats, table: list[float]) -> float | None:
+    """How the passes seen in use compare with the table, all lengths together."""
+    seen = total = 0.0
+    for n in range(1, len(table) + 1):
+        seen += stats.seen_s[n - 1] if n <= len(stats.seen_s) else 0.0
+        total += (stats.seen_steps[n - 1] if n <= len(stats.seen_steps) else 0) * table[n - 1]
+    return min(max(seen / total, 0.25), 4.0) if seen > 0 and total > 0 else None
+
+
+def _seen_over_table(stats: ModeStats, table: list[float], scale: float) -> list[float]:
+    """Pass times by length: the table at the pooled level, moved towards a length's own
+    mean time as its passes add up (SEEN_PRIOR passes weigh as much as the table)."""
     out = []
     for n in range(1, len(table) + 1):
-        if n in seen:
-            out.append(seen[n])
-            continue
-        nearest = min(seen, key=lambda m: (abs(m - n), m))
-        scale = min(max(seen[nearest] / table[nearest - 1], 0.25), 4.0)
-        out.append(table[n - 1] * scale)
+        own_s = stats.seen_s[n - 1] if n <= len(stats.seen_s) else 0.0
+        own_steps = stats.seen_steps[n - 1] if n <= len(stats.seen_steps) else 0
+        out.append((own_s + SEEN_PRIOR * scale * table[n - 1]) / (own_steps + SEEN_PRIOR))
     return out
 
 
