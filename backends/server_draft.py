@@ -52,12 +52,23 @@ def _contains(path: Path, needle: bytes) -> bool:
 
 
 def positions(timings: dict) -> tuple[list[int], list[int]]:
-    """Per draft position: how many drafts reached it (tested) and were kept there.
-    Empty when the server does not send them (unpatched)."""
-    tested = [int(n) for n in timings.get("draft_tested_per_pos") or []]
+    """Per draft position: how many steps tested it (every draft token before it kept) and
+    kept it, as `stats.count_positions` counts them. Empty when the server does not send
+    them (unpatched).
+
+    The patched server counts a position as tested whenever a draft reached it, whatever
+    became of the tokens before it. Read that way, acceptance by position falls off as a
+    product of products: the adaptive length multiplies the rates along the draft, so it
+    judged long drafts far worse than they were (a pair measured at 4.8 tokens a step at
+    length 7, predicted at 3.1) and drafted too short. Position i is tested when the
+    first i were kept, and that is the server's kept count at i - 1. A draft the floor
+    cut short after all its tokens were kept counts as ending there: the next position
+    yields no token, as after a rejection, which is what a longer length would get."""
+    reached = [int(n) for n in timings.get("draft_tested_per_pos") or []]
     kept = [int(n) for n in timings.get("draft_kept_per_pos") or []]
-    if len(tested) != len(kept):
+    if len(reached) != len(kept):
         return [], []
+    tested = [max(n, k) for n, k in zip(reached[:1] + kept[:-1], kept, strict=True)]
     return tested, kept
 
 

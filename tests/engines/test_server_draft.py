@@ -24,6 +24,10 @@ HELLO = [{"role": "user", "content": "hello"}]
 def test_positions_read_from_timings_and_rejected_when_uneven():
     timings = {"draft_tested_per_pos": [5, 4, 2], "draft_kept_per_pos": [4, 2, 0]}
     assert server_draft.positions(timings) == ([5, 4, 2], [4, 2, 0])
+    # The server counts every position a draft reached; a position is tested when the ones
+    # before it were kept. Ten full drafts of 3: four kept none, four kept one, two kept two.
+    full = {"draft_tested_per_pos": [10, 10, 10], "draft_kept_per_pos": [6, 2, 0]}
+    assert server_draft.positions(full) == ([10, 6, 2], [6, 2, 0])
     assert server_draft.positions({"draft_n": 3}) == ([], [])
     assert server_draft.positions({"draft_tested_per_pos": [1], "draft_kept_per_pos": []}) == ([], [])
 
@@ -269,8 +273,9 @@ def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_serve
     probability floor (the draft kind's would keep only near-certain drafts in both) and drafts
     verified by match (under rejection sampling this pair keeps about 0.9 of its drafts in both
     modes, and both learn the longest length). The costs are
-    fixed here (a GPU-like step: verify about flat in length, drafting 5% of it), so
-    the choice depends only on what the counts taught, not on this machine's load."""
+    fixed here (verify about flat in length, as on a GPU; a drafted token a fifth of a step, so
+    length has a price), and the choice depends only on what the counts taught, not on this
+    machine's load."""
     from backends.adaptive import CALIBRATIONS, Costs, best_length
     from backends.sampling import preset
 
@@ -286,7 +291,7 @@ def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_serve
                 assert isinstance(end[-1], End), end[-1]
     finally:
         engine.close()
-    costs = Costs(draft_per_token=0.001, verify_fixed=0.020, verify_per_token=0.0003)
+    costs = Costs(draft_per_token=0.004, verify_fixed=0.020, verify_per_token=0.001)
     on, off = adaptive.mode(True), adaptive.mode(False)
     assert sum(on.tested) > 20 and sum(off.tested) > 20
     chosen = {think: best_length(adaptive.mode(think).acceptance(), costs, 8) for think in (True, False)}
@@ -294,7 +299,7 @@ def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_serve
         think: [round(k / t, 2) for k, t in zip(m.kept, m.tested, strict=True) if t]
         for think, m in ((True, on), (False, off))
     }
-    assert chosen[True] != chosen[False], (chosen, rates)
+    assert chosen[True] < chosen[False], (chosen, rates)  # think off's cooler preset keeps more
 
 
 def test_bench_adapts_on_the_patched_server(patched_server, dspine, models, tmp_path):
