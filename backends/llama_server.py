@@ -443,15 +443,16 @@ class LlamaServerEngine:
             return "per-request draft length: honoured" + (" (learned per think mode)" if self.adaptive else "")
         return server_draft.fallback_note(self.config.n_max or 0)
 
-    def calibrate(self, max_k: int, n_predict: int = 16) -> list[float]:
+    def calibrate(self, max_k: int) -> list[float]:
         """Seconds per step by draft length 0..max_k, timed through the server: one short
-        greedy completion at each of a few lengths, the rest interpolated."""
+        greedy completion at each of a few lengths, each placed at the length it really
+        drafted, the rest interpolated."""
         assert self._running is not None
         measured: dict[int, float] = {}
         for k in server_draft.calibration_lengths(max_k):
             body = {
                 "prompt": _CALIBRATION_PROMPT,
-                "n_predict": n_predict,
+                "n_predict": server_draft.calibration_tokens(k),
                 "temperature": 0.0,
                 "cache_prompt": True,
                 "speculative.n_max": k,
@@ -462,9 +463,10 @@ class LlamaServerEngine:
                     f"llama-server answered {response.status_code} to a draft-length calibration",
                     f"see {self._running.log_path}",
                 )
-            seconds = server_draft.step_seconds(response.json().get("timings") or {})
-            if seconds is not None:
-                measured[k] = seconds
+            point = server_draft.calibration_point(k, response.json().get("timings") or {})
+            if point is not None:
+                length, seconds = point
+                measured[length] = min(seconds, measured.get(length, seconds))
         if not measured:
             raise EngineError("the draft-length calibration timed nothing", f"see {self._running.log_path}")
         return server_draft.step_table(measured, max_k)

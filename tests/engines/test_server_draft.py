@@ -48,6 +48,18 @@ def test_step_table_interpolates_between_measured_lengths_and_holds_beyond():
         server_draft.step_table({}, 4)
 
 
+def test_calibration_times_full_drafts_and_places_them_at_the_length_drafted():
+    # Three full drafts at every length: a reply shorter than its drafts cuts them.
+    assert all(server_draft.calibration_tokens(k) >= 3 * (k + 1) for k in range(1, 17))
+    # Asked for 16, drafted 40 tokens in 4 rounds (the floor or the reply's end cut some):
+    # timed as length 10, 50 tokens with 40 kept = 10 steps in 0.5 s.
+    timings = {"predicted_n": 50, "predicted_ms": 500.0, "draft_n": 40, "draft_rounds": 4, "draft_n_accepted": 40}
+    assert server_draft.calibration_point(16, timings) == (10, pytest.approx(0.05))
+    # No rounds reported (an older server): the length asked; nothing timed: no point.
+    assert server_draft.calibration_point(4, {"predicted_n": 10, "predicted_ms": 100.0}) == (4, pytest.approx(0.01))
+    assert server_draft.calibration_point(4, {}) is None
+
+
 def test_calibration_lengths_stay_within_the_launch_maximum():
     assert server_draft.calibration_lengths(5) == [1, 2, 3, 4, 5]
     assert server_draft.calibration_lengths(16)[-1] == 16
