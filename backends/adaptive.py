@@ -25,6 +25,17 @@ length's own time used to replace the table, and such a burst then decided
 the choice (seen here: 12-token passes at 1.5x the table's level, their
 neighbours at 1.2x). Exploring longer drafts (below) fills in the lengths past
 the best.
+
+A drafter may stop short of the length asked: llama-server's probability floor
+ends a draft where the drafter grows unsure. Asking for 16 then costs the pass
+of the tokens really drafted, far less than a full draft of 16 (the real SmolLM2
+pair: priced as full drafts, adaptive drafted 6 where 16 was best, 0.90). So
+where an engine reports how many drafts reached each position, a length is
+priced at the draft it is expected to make: the continuation rate by position
+(reached i / reached i - 1, over the drafts that asked for more than i) gives
+the expected tokens drafted, and the pass times (filed by the mean pass really
+made) give that pass's cost. Drafts with no floor reach every position asked,
+and their lengths are priced as before.
 """
 
 from __future__ import annotations
@@ -65,10 +76,31 @@ class ModeStats:
     # steps may be shorter).
     seen_s: list[float] = field(default_factory=lambda: [0.0] * (MAX_K + 1))
     seen_steps: list[int] = field(default_factory=lambda: [0] * (MAX_K + 1))
+    # Drafts that reached position i (a token drafted there), of those that could: the steps
+    # for position 0, the drafts that reached i - 1 after; only from replies that asked for
+    # more than i tokens, so a length's own cut is not read as the drafter stopping.
+    reached: list[int] = field(default_factory=lambda: [0] * MAX_K)
+    reachable: list[int] = field(default_factory=lambda: [0] * MAX_K)
 
     def add(
-        self, tested: list[int], kept: list[int], draft_s: float, drafted: int, verify_s: float, steps: int
+        self,
+        tested: list[int],
+        kept: list[int],
+        draft_s: float,
+        drafted: int,
+        verify_s: float,
+        steps: int,
+        reached: list[int] | None = None,
+        asked: int | None = None,
     ) -> None:
+        """One reply's counts and times. `reached` (drafts per position) and `asked` (the
+        length the reply asked for): where the engine reports them, how often drafts stop
+        short of the length asked."""
+        if reached is not None and asked:
+            for i in range(min(asked, MAX_K)):
+                before = steps if i == 0 else (reached[i - 1] if i - 1 < len(reached) else 0)
+                self.reachable[i] += before
+                self.reached[i] += min(reached[i] if i < len(reached) else 0, before)
         for i in range(min(MAX_K, len(tested))):
             self.tested[i] += tested[i]
             self.kept[i] += kept[i]
@@ -103,6 +135,26 @@ class ModeStats:
             rates.append(prior)
         return rates
 
+    def continuation(self) -> list[float]:
+        """Per position, the share of drafts that go on to it from the one before (the first:
+        of the steps), pulled where data is thin towards the position before it (the first
+        towards 1: a draft of the length asked). Positions never reachable so inherit the
+        last measured rate, as acceptance() does."""
+        rates, prior = [], 1.0
+        for reached, reachable in zip(self.reached, self.reachable, strict=True):
+            prior = (reached + PRIOR * prior) / (reachable + PRIOR)
+            rates.append(prior)
+        return rates
+
+
+def expected_drafted(continuation: list[float], k: int) -> float:
+    """Tokens a draft asked for k is expected to hold."""
+    total, chain = 0.0, 1.0
+    for rate in continuation[:k]:
+        chain *= rate
+        total += chain
+    return total
+
 
 def expected_tokens(acceptance: list[float], k: int) -> float:
     total, chain = 1.0, 1.0
@@ -118,14 +170,21 @@ class Costs:
     verify_fixed: float = 0.0  # the part of a verify pass that does not grow with its length
     verify_per_token: float = 0.0
     verify_by_len: tuple[float, ...] = ()  # measured: index n - 1 for a pass of n tokens
+    # Tokens a draft asked for k is expected to hold (index k - 1); empty: k, a full draft.
+    drafted_by_len: tuple[float, ...] = ()
 
-    def verify(self, n: int) -> float:
-        if n <= len(self.verify_by_len):
-            return self.verify_by_len[n - 1]
+    def verify(self, n: float) -> float:
+        """A pass of n tokens (fractional: a mean over passes of the lengths around it)."""
+        if self.verify_by_len and n <= len(self.verify_by_len):
+            return _interpolate(list(self.verify_by_len), n)
         return self.verify_fixed + n * self.verify_per_token
 
+    def drafted(self, k: int) -> float:
+        return self.drafted_by_len[k - 1] if k <= len(self.drafted_by_len) else float(k)
+
     def step(self, k: int) -> float:
-        return k * self.draft_per_token + self.verify(k + 1)
+        drafted = self.drafted(k)
+        return drafted * self.draft_per_token + self.verify(drafted + 1)
 
 
 def costs_from(
@@ -140,17 +199,20 @@ def costs_from(
     per_step = stats.verify_s / stats.steps
     mean_len = stats.verify_tokens / stats.steps
     draft_per_token = stats.draft_s / stats.drafted
+    continuation = stats.continuation()
+    drafted = tuple(expected_drafted(continuation, k) for k in range(1, MAX_K + 1))
     if verify_s_by_len:
         table = list(verify_s_by_len)
         scale = _pooled_scale(stats, table)
         if scale is None:  # saved before pass times were kept by length
             expected = _interpolate(table, mean_len)
             scale = min(max(per_step / expected, 0.5), 4.0) if expected > 0 else 1.0
-            return Costs(draft_per_token, verify_by_len=tuple(t * scale for t in table))
-        return Costs(draft_per_token, verify_by_len=tuple(_seen_over_table(stats, table, scale)))
+            return Costs(draft_per_token, verify_by_len=tuple(t * scale for t in table), drafted_by_len=drafted)
+        seen = tuple(_seen_over_table(stats, table, scale))
+        return Costs(draft_per_token, verify_by_len=seen, drafted_by_len=drafted)
     fixed = min(plain_token_s or per_step / mean_len, per_step)
     per_token = max(per_step - fixed, 0.0) / max(mean_len - 1, 1)
-    return Costs(draft_per_token, fixed, per_token)
+    return Costs(draft_per_token, fixed, per_token, drafted_by_len=drafted)
 
 
 def _pooled_scale(stats: ModeStats, table: list[float]) -> float | None:

@@ -597,7 +597,7 @@ class LlamaServerEngine:
                     return
                 for event in stream_chat(response, self._cancel, started):
                     if learning and isinstance(event, End) and event.stats.position_tested:
-                        self._learn(think, event.stats)
+                        self._learn(think, event.stats, n_max)
                     if judged is not None and isinstance(event, End) and event.reason != "cancelled":
                         stats = event.stats
                         stats.draft_note = judged.observed(
@@ -620,13 +620,21 @@ class LlamaServerEngine:
         finally:
             self._response_in_use = None
 
-    def _learn(self, think: bool, stats: Stats) -> None:
+    def _learn(self, think: bool, stats: Stats, asked: int | None) -> None:
         """A reply's per-position counts and its step time. The server does not split
         drafting from verifying: the whole decode time counts as verify time, which the
-        calibrated table (step time by length) matches."""
+        calibrated table (step time by length drafted) matches. With the length asked and
+        how far drafts reached, how often the probability floor ends them early."""
         assert self.adaptive is not None
         self.adaptive.mode(think).add(
-            stats.position_tested, stats.position_kept, 0.0, stats.drafted, stats.decode_s, stats.verify_steps
+            stats.position_tested,
+            stats.position_kept,
+            0.0,
+            stats.drafted,
+            stats.decode_s,
+            stats.verify_steps,
+            reached=stats.position_reached,
+            asked=asked,
         )
 
     def _exits_soon(self) -> bool:

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .events import STATS_INTERVAL_S, Delta, End, EndReason, Event, StatsUpdate, ToolCall, end_reason
-from .server_draft import positions
+from .server_draft import positions, reached
 from .stats import Stats, count_positions
 from .thinking import ThinkSplitter
 
@@ -78,6 +78,7 @@ def apply_timings(stats: Stats, timings: dict) -> None:
         # dspine's patched llama-server counts by position itself: exact, so it replaces
         # what StepPositions inferred from the rises of draft_n.
         stats.position_tested, stats.position_kept = positions(timings)
+        stats.position_reached = reached(timings)
     # Each verify step yields its accepted draft tokens plus one of the target's own.
     stats.verify_steps = max(stats.generated_tokens - stats.accepted, 0)
 

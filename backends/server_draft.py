@@ -63,13 +63,25 @@ def positions(timings: dict) -> tuple[list[int], list[int]]:
     length 7, predicted at 3.1) and drafted too short. Position i is tested when the
     first i were kept, and that is the server's kept count at i - 1. A draft the floor
     cut short after all its tokens were kept counts as ending there: the next position
-    yields no token, as after a rejection, which is what a longer length would get."""
+    yields no token, as after a rejection, which is what a longer length would get. So
+    position 0 is tested on every step: the floor can leave a step with no draft at all
+    (a quarter of the steps on the real SmolLM2 pair), and counting only the steps that
+    drafted priced every length a third too high."""
     reached = [int(n) for n in timings.get("draft_tested_per_pos") or []]
     kept = [int(n) for n in timings.get("draft_kept_per_pos") or []]
-    if len(reached) != len(kept):
+    if not reached or len(reached) != len(kept):
         return [], []
-    tested = [max(n, k) for n, k in zip(reached[:1] + kept[:-1], kept, strict=True)]
+    steps = int(timings.get("predicted_n", 0)) - int(timings.get("draft_n_accepted", 0))
+    first = max(steps, reached[0])
+    tested = [max(n, k) for n, k in zip([first, *kept[:-1]], kept, strict=True)]
     return tested, kept
+
+
+def reached(timings: dict) -> list[int]:
+    """Per draft position, how many drafts held a token there, as the patched server counts
+    (`positions` turns these into tested counts). Empty when it does not send them."""
+    counts = timings.get("draft_tested_per_pos") or []
+    return [int(n) for n in counts] if len(counts) == len(timings.get("draft_kept_per_pos") or []) else []
 
 
 def step_seconds(timings: dict) -> float | None:

@@ -27,6 +27,9 @@ class Stats:
     # exact; llama-server: from the draft counts in its per-token timings, step by step).
     position_tested: list[int] = field(default_factory=list)
     position_kept: list[int] = field(default_factory=list)
+    # Per draft position: how many drafts held a token there (llama-server patched; a draft the
+    # probability floor ends early reaches fewer positions than asked). Empty: not reported.
+    position_reached: list[int] = field(default_factory=list)
     # What changed about drafting (backends/break_even.py), or its state while off or pinned.
     draft_note: str | None = None
 

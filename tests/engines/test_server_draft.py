@@ -9,7 +9,7 @@ import json
 import pytest
 
 from backends import server_draft
-from backends.adaptive import AdaptiveDraft
+from backends.adaptive import AdaptiveDraft, costs_from
 from backends.events import End
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from backends.sampling import Sampling
@@ -28,6 +28,12 @@ def test_positions_read_from_timings_and_rejected_when_uneven():
     # before it were kept. Ten full drafts of 3: four kept none, four kept one, two kept two.
     full = {"draft_tested_per_pos": [10, 10, 10], "draft_kept_per_pos": [6, 2, 0]}
     assert server_draft.positions(full) == ([10, 6, 2], [6, 2, 0])
+    # The floor left 4 of 14 steps with no draft (22 tokens, 8 of them kept drafts): position 0
+    # was tested on every step, so a step that drafted nothing counts as yielding nothing there.
+    floor = {**full, "predicted_n": 22, "draft_n_accepted": 8}
+    assert server_draft.positions(floor) == ([14, 6, 2], [6, 2, 0])
+    assert server_draft.reached(floor) == [10, 10, 10]
+    assert server_draft.reached({"draft_n": 3}) == []
     assert server_draft.positions({"draft_n": 3}) == ([], [])
     assert server_draft.positions({"draft_tested_per_pos": [1], "draft_kept_per_pos": []}) == ([], [])
 
@@ -84,7 +90,9 @@ def test_props_marker():
 # -- the patched llama-server -------------------------------------------------------------
 
 
-def engine_on(binary, files, tmp_path, drafter="noisy", n_max=8, extra_args=(), **kwargs) -> LlamaServerEngine:
+def engine_on(
+    binary, files, tmp_path, drafter="noisy", n_max=8, extra_args=(), p_min: float | None = 0.0, **kwargs
+) -> LlamaServerEngine:
     config = ServerConfig(
         model=str(files["target"]),
         draft_model=str(files[drafter]),
@@ -94,8 +102,9 @@ def engine_on(binary, files, tmp_path, drafter="noisy", n_max=8, extra_args=(), 
         draft_gpu_layers=0,
         n_max=n_max,
         # 0: a generated model's near-flat drafter never passes the draft kind's floor, and on the
-        # real pair the floor would keep only near-certain drafts, in both modes alike
-        draft_p_min=0.0,
+        # real pair the floor would keep only near-certain drafts, in both modes alike (None: the
+        # kind's floor)
+        draft_p_min=p_min,
         extra_args=tuple(extra_args),
     )
     return LlamaServerEngine(config, binary=str(binary), log_dir=tmp_path, **kwargs).start()
@@ -114,7 +123,8 @@ def test_patched_server_drafts_at_each_requests_length(patched_server, models, t
             # Every position up to n_max was tested, none beyond: drafts of that length.
             longest[n_max] = len(end.stats.position_tested)
             assert all(n > 0 for n in end.stats.position_tested)
-            rounds = end.stats.position_tested[0]
+            rounds = end.stats.position_reached[0]  # drafts made (position 0 is tested every step)
+            assert end.stats.position_tested[0] >= rounds
             assert end.stats.drafted <= rounds * n_max
             assert end.stats.drafted > rounds * (n_max - 1)  # nearly all full length (the last may be cut short)
         assert longest == {2: 2, 6: 6}
@@ -312,6 +322,35 @@ def test_think_on_and_off_learn_different_lengths_on_the_real_pair(patched_serve
         for think, m in ((True, on), (False, off))
     }
     assert chosen[True] < chosen[False], (chosen, rates)  # think off's cooler preset keeps more
+
+
+def test_adaptive_learns_how_far_drafts_reach_under_the_floor_on_the_real_pair(patched_server, real, tmp_path):
+    """At the draft kind's probability floor, drafts of the real pair stop where the drafter
+    grows unsure, and some steps draft nothing. What adaptive learns from the server's counts
+    prices asking for 16 at the draft really made, not at 16 (asked for 16, it drafted about
+    5 a step here)."""
+    from backends.adaptive import CALIBRATIONS
+
+    adaptive = AdaptiveDraft(default=16, max_k=16, verify_s_by_len=[0.02] * 17, verify_samples=CALIBRATIONS)
+    engine = engine_on(patched_server, real, tmp_path, drafter="q4", n_max=16, p_min=None, adaptive=adaptive)
+    code = [{"role": "user", "content": "Write a Python function that parses a CSV line into fields."}]
+    try:
+        from backends.sampling import preset
+
+        end = list(engine.stream(code, think=False, sampling=preset(False).with_(seed=1, max_tokens=96)))[-1]
+        assert isinstance(end, End), end
+    finally:
+        engine.close()
+    stats, mode = end.stats, adaptive.mode(False)
+    assert stats.position_reached and mode.reached[0] == stats.position_reached[0]
+    # Position 0 is tested on every step, drafted or not.
+    assert stats.position_tested[0] == mode.reachable[0] == stats.verify_steps
+    assert stats.position_reached[-1] < stats.position_reached[0]  # the floor ended drafts early
+    costs = costs_from(mode, adaptive.plain_token_s, adaptive.verify_s_by_len)
+    assert costs is not None
+    drafted_per_step = stats.drafted / stats.verify_steps
+    assert costs.drafted(16) < 14
+    assert costs.drafted(16) == pytest.approx(drafted_per_step, rel=0.15), (stats.position_reached, mode.continuation())
 
 
 def test_bench_adapts_on_the_patched_server(patched_server, dspine, models, tmp_path):

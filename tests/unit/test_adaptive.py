@@ -2,7 +2,18 @@
 
 import pytest
 
-from backends.adaptive import AdaptiveDraft, AdaptiveStore, Costs, best_length, expected_tokens
+from backends.adaptive import (
+    MAX_K,
+    AdaptiveDraft,
+    AdaptiveStore,
+    Costs,
+    ModeStats,
+    best_length,
+    costs_from,
+    expected_drafted,
+    expected_tokens,
+    rates_by_length,
+)
 from tests.support.acceptance import learned
 
 GPU_LIKE = Costs(draft_per_token=0.001, verify_fixed=0.020, verify_per_token=0.0005)
@@ -194,3 +205,63 @@ def test_a_burst_of_load_on_a_few_passes_does_not_steer_the_choice():
     assert calm_costs is not None and burst_costs is not None
     assert best_length(burst.acceptance(), burst_costs) == best_length(calm.acceptance(), calm_costs) == 9
     assert burst_costs.verify(12) < 1.25 * table[11]
+
+
+def floor_replies(steps: int, go_on: float, keep: float, asked: int = 16) -> dict:
+    """Counts of replies whose drafts a probability floor ends early: each position is
+    reached by `go_on` of the drafts that reached the one before (the first: of the steps),
+    and `keep` of the tokens before it kept, as llama-server reports them."""
+    reached = [round(steps * go_on ** (i + 1)) for i in range(asked)]
+    kept = [round(steps * (go_on * keep) ** (i + 1)) for i in range(asked)]
+    return {"tested": [steps, *kept[:-1]], "kept": kept, "reached": reached, "steps": steps}
+
+
+def test_a_length_is_priced_at_the_draft_it_makes_where_a_floor_ends_drafts_early():
+    """Asked for 16, drafts under llama-server's floor held 3.9 tokens: asking for 16 costs a
+    pass of about 5, not 17. Priced as full drafts, long lengths looked ruinous and adaptive
+    drafted 6 where 16 was best on the real SmolLM2 pair (0.90)."""
+    table = [0.02 + 0.004 * n for n in range(1, MAX_K + 2)]
+    replies = floor_replies(1000, go_on=0.8, keep=0.9)
+    drafted = sum(replies["reached"])
+    verify_s = replies["steps"] * (0.02 + 0.004 * (1 + drafted / replies["steps"]))
+    choices = {}
+    for reported in (True, False):
+        stats = ModeStats()
+        stats.add(
+            replies["tested"],
+            replies["kept"],
+            0.0,
+            drafted,
+            verify_s,
+            replies["steps"],
+            reached=replies["reached"] if reported else None,
+            asked=16,
+        )
+        costs = costs_from(stats, verify_s_by_len=table)
+        assert costs is not None
+        rates = rates_by_length(stats.acceptance(), costs)
+        choices[reported] = best_length(stats.acceptance(), costs)
+        if reported:
+            assert costs.drafted(16) == pytest.approx(0.8 * (1 - 0.8**16) / 0.2, rel=0.01)
+            assert costs.step(16) == pytest.approx(verify_s / replies["steps"], rel=0.03)  # the pass it makes
+            assert rates[16] > 0.97 * rates[choices[True]]
+        else:
+            assert costs.drafted(16) == 16  # no counts of reach: full drafts, as before
+            assert rates[16] < 0.6 * rates[choices[False]]
+    assert choices[True] >= 7 and choices[False] <= 4
+
+
+def test_a_reply_asking_for_a_short_length_does_not_read_as_drafts_stopping_there():
+    stats = ModeStats()
+    long = floor_replies(200, go_on=0.9, keep=1.0)
+    stats.add(long["tested"], long["kept"], 0.0, sum(long["reached"]), 1.0, 200, reached=long["reached"], asked=16)
+    short = floor_replies(200, go_on=0.9, keep=1.0, asked=4)
+    stats.add(short["tested"], short["kept"], 0.0, sum(short["reached"]), 1.0, 200, reached=short["reached"], asked=4)
+    continuation = stats.continuation()
+    # Position 4 was reachable only on the replies that asked for more than 4.
+    assert stats.reachable[4] == long["reached"][3]
+    assert all(rate == pytest.approx(0.9, abs=0.02) for rate in continuation)
+    # An engine that drafts what it is asked (in process) reports no reach: full drafts.
+    plain = ModeStats()
+    plain.add([10, 8], [8, 6], 0.1, 20, 1.0, 10)
+    assert expected_drafted(plain.continuation(), 2) == 2.0
