@@ -79,8 +79,11 @@ def apply_timings(stats: Stats, timings: dict) -> None:
         # what StepPositions inferred from the rises of draft_n.
         stats.position_tested, stats.position_kept = positions(timings)
         stats.position_reached = reached(timings)
-    # Each verify step yields its accepted draft tokens plus one of the target's own.
-    stats.verify_steps = max(stats.generated_tokens - stats.accepted, 0)
+    # Each verify step yields its accepted draft tokens plus one of the target's own. Mid-stream,
+    # llama-server announces a step's accepted drafts on the chunk of its first token, before
+    # the rest are counted as generated: the difference then falls for a moment, and the
+    # readout showed "accept len 26" mid-reply on a pair that ended at 7.2. Steps only grow.
+    stats.verify_steps = max(stats.generated_tokens - stats.accepted, stats.verify_steps, 0)
 
 
 def check_counts(stats: Stats) -> None:

@@ -55,6 +55,20 @@ def test_one_token_in_gives_no_rate_yet():
     assert stats.tokens_per_s == 40.0
 
 
+def test_steps_mid_stream_never_fall_when_a_steps_kept_drafts_are_announced_first():
+    from backends.openai_stream import apply_timings
+    from backends.stats import Stats
+
+    stats = Stats()
+    apply_timings(stats, {"predicted_n": 10, "predicted_ms": 100.0, "draft_n": 8, "draft_n_accepted": 6})
+    assert stats.verify_steps == 4
+    # The next step's first token: its 7 kept drafts are counted, its tokens not yet.
+    apply_timings(stats, {"predicted_n": 11, "predicted_ms": 110.0, "draft_n": 16, "draft_n_accepted": 13})
+    assert stats.verify_steps == 4 and stats.acceptance_length == 11 / 4  # not 11 tokens a step
+    apply_timings(stats, {"predicted_n": 18, "predicted_ms": 180.0, "draft_n": 16, "draft_n_accepted": 13})
+    assert stats.verify_steps == 5 and stats.acceptance_length == 18 / 5
+
+
 def test_a_stopped_reply_counts_what_it_streamed_also_when_the_cancel_closes_the_stream():
     cancelled = threading.Event()
 
