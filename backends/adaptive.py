@@ -41,6 +41,7 @@ and their lengths are priced as before.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,37 +130,41 @@ class ModeStats:
         the last measured rate: after high acceptance at the lengths used so far, a longer
         draft looks worth trying, so the engine explores it and learns the truth; after
         low acceptance it does not."""
-        rates = []
-        for kept, tested in zip(self.kept, self.tested, strict=True):
-            prior = (kept + PRIOR * prior) / (tested + PRIOR)
-            rates.append(prior)
-        return rates
+        return _pulled(self.kept, self.tested, prior)
 
     def continuation(self) -> list[float]:
         """Per position, the share of drafts that go on to it from the one before (the first:
         of the steps), pulled where data is thin towards the position before it (the first
         towards 1: a draft of the length asked). Positions never reachable so inherit the
         last measured rate, as acceptance() does."""
-        rates, prior = [], 1.0
-        for reached, reachable in zip(self.reached, self.reachable, strict=True):
-            prior = (reached + PRIOR * prior) / (reachable + PRIOR)
-            rates.append(prior)
-        return rates
+        return _pulled(self.reached, self.reachable, 1.0)
+
+
+def _pulled(hits: list[int], trials: list[int], prior: float) -> list[float]:
+    """Rates by position, each pulled towards the one before it (the first towards `prior`)
+    by PRIOR pseudo-trials."""
+    rates = []
+    for hit, trial in zip(hits, trials, strict=True):
+        prior = (hit + PRIOR * prior) / (trial + PRIOR)
+        rates.append(prior)
+    return rates
 
 
 def expected_drafted(continuation: list[float], k: int) -> float:
     """Tokens a draft asked for k is expected to hold."""
-    total, chain = 0.0, 1.0
-    for rate in continuation[:k]:
-        chain *= rate
-        total += chain
-    return total
+    return _chained(continuation, k)
 
 
 def expected_tokens(acceptance: list[float], k: int) -> float:
-    total, chain = 1.0, 1.0
-    for a in acceptance[:k]:
-        chain *= a
+    """Tokens a verify step of a k-token draft yields: its kept drafts and one of the target's."""
+    return 1.0 + _chained(acceptance, k)
+
+
+def _chained(rates: list[float], k: int) -> float:
+    """Expected positions passed, each reached only through all before it."""
+    total, chain = 0.0, 1.0
+    for rate in rates[:k]:
+        chain *= rate
         total += chain
     return total
 
@@ -176,7 +181,7 @@ class Costs:
     def verify(self, n: float) -> float:
         """A pass of n tokens (fractional: a mean over passes of the lengths around it)."""
         if self.verify_by_len and n <= len(self.verify_by_len):
-            return _interpolate(list(self.verify_by_len), n)
+            return _interpolate(self.verify_by_len, n)
         return self.verify_fixed + n * self.verify_per_token
 
     def drafted(self, k: int) -> float:
@@ -235,7 +240,7 @@ def _seen_over_table(stats: ModeStats, table: list[float], scale: float) -> list
     return out
 
 
-def _interpolate(table: list[float], n: float) -> float:
+def _interpolate(table: Sequence[float], n: float) -> float:
     n = min(max(n, 1.0), float(len(table)))
     low = int(n)
     if low >= len(table):

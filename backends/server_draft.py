@@ -67,12 +67,12 @@ def positions(timings: dict) -> tuple[list[int], list[int]]:
     position 0 is tested on every step: the floor can leave a step with no draft at all
     (a quarter of the steps on the real SmolLM2 pair), and counting only the steps that
     drafted priced every length a third too high."""
-    reached = [int(n) for n in timings.get("draft_tested_per_pos") or []]
-    kept = [int(n) for n in timings.get("draft_kept_per_pos") or []]
-    if not reached or len(reached) != len(kept):
+    drafts = reached(timings)
+    if not drafts:
         return [], []
+    kept = [int(n) for n in timings["draft_kept_per_pos"]]
     steps = int(timings.get("predicted_n", 0)) - int(timings.get("draft_n_accepted", 0))
-    first = max(steps, reached[0])
+    first = max(steps, drafts[0])
     tested = [max(n, k) for n, k in zip([first, *kept[:-1]], kept, strict=True)]
     return tested, kept
 
