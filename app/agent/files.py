@@ -6,7 +6,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import stat
-import subprocess
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import regex
 from . import safe_files
 from .capture import head_tail
 from .paths import ToolRefused, resolve, shown
+from .safe_git import run_git
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_LIST = 400
@@ -67,13 +67,8 @@ def project_files(root: Path, under: Path) -> list[Path]:
     project is a repository), never the .git folder, and never what leads out of the project."""
     root = root.resolve()
     if (root / ".git").exists():
-        listed = subprocess.run(
-            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", str(under)],
-            cwd=root,
-            capture_output=True,
-            stdin=subprocess.DEVNULL,
-            check=False,
-        )
+        # Never the project's own fsmonitor, hooks or pager: this tool asks no consent.
+        listed = run_git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", str(under))
         if listed.returncode == 0:
             found = [root / p for p in listed.stdout.decode(errors="replace").split("\0") if p]
             return sorted(p for p in found if _stays_inside(root, p))
