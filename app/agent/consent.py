@@ -27,6 +27,13 @@ Decision = Literal["yes", "no", "always"]
 # by "always" (`HEAD~1` is fine). Quotes and spaces are fine: with none of these inside,
 # `git  'status'` is the same argv as `git status`.
 _SHELL_SYNTAX = re.compile(r"""[;&|<>()`$\\*?\[\]{}#!]|(?:^|[\s=:'"])~""")
+# A command longer than this is shown as its head and tail with what is hidden between (the
+# question's keys must never sit on screen with part of the command out of sight), and
+# "always" is never offered for it: the user cannot have seen it whole.
+SHOWN_CHARS = 1200
+SHOWN_LINES = 20
+HEAD_CHARS, HEAD_LINES = 600, 8
+TAIL_CHARS, TAIL_LINES = 400, 6
 # `NAME=value` in front of the program: an environment assignment, which can make any program
 # run another (LD_PRELOAD, PATH, GIT_EXTERNAL_DIFF, GIT_CONFIG_PARAMETERS, PYTEST_ADDOPTS, ...).
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
@@ -38,6 +45,23 @@ def _shown_plainly(command: str) -> bool:
     # Categories C (controls, format characters such as U+202E) and Z (spaces other than the
     # plain one: a no-break space looks like a word break and is not one).
     return all(ch in " \t" or unicodedata.category(ch)[0] not in "CZ" for ch in command)
+
+
+def shown_whole(command: str) -> bool:
+    return len(command) <= SHOWN_CHARS and command.count("\n") < SHOWN_LINES
+
+
+def shown_command(command: str) -> str:
+    """The command as the consent question shows it: whole when it fits on a screen, else its
+    head and its tail (where `; rm -rf ~` would hide) with how much is hidden between."""
+    if shown_whole(command):
+        return command
+    head = "\n".join(command[:HEAD_CHARS].split("\n")[:HEAD_LINES])
+    tail = "\n".join(command[-TAIL_CHARS:].split("\n")[-TAIL_LINES:])
+    hidden = command[len(head) : len(command) - len(tail)]
+    lines = hidden.count("\n")
+    what = f"{len(hidden):,} characters" + (f" ({lines:,} line breaks)" if lines else "")
+    return f"{head}\n\n[… {what} hidden here: the command is {len(command):,} characters in all …]\n\n{tail}"
 
 
 def command_words(command: str) -> tuple[str, ...] | None:
@@ -70,7 +94,7 @@ class Consent:
     def always_label(self, tool: str, command: str = "") -> str | None:
         """What "always" would cover, for the key's label; None when it cannot be offered."""
         if tool == "run_command":
-            if command_words(command) is None:
+            if command_words(command) is None or not shown_whole(command):
                 return None
             return "always run exactly this command in this chat (any other asks)"
         return f"always {tool.replace('_', ' ')} in this chat"
@@ -80,7 +104,7 @@ class Consent:
             return
         if tool == "run_command":
             words = command_words(command)
-            if words is not None:
+            if words is not None and shown_whole(command):
                 self.always_commands.add(words)
         else:
             self.always_tools.add(tool)

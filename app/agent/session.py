@@ -33,7 +33,7 @@ from . import apart
 from .capture import head_tail, saved_hint
 from .commands import run_command
 from .compaction import Compaction, compact, engine_summariser
-from .consent import Consent
+from .consent import Consent, shown_command
 from .context import Budget, Usage, is_overflow
 from .paths import ToolRefused
 from .toolbox import Done, ProposedCall, ProposedChange, Step, Toolbox, parse_arguments
@@ -601,7 +601,7 @@ class Session:
             question = Question(step.title, step.body, tool=call.name)
             command = ""
         else:
-            question = Question(f"Run this in {toolbox.root}?", step.command, tool=call.name)
+            question = Question(f"Run this in {toolbox.root}?", shown_command(step.command), tool=call.name)
             command = step.command
         decision = "always (this chat)"
         if toolbox.needs_consent(call.name) and self.consent.must_ask(call.name, command):

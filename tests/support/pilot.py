@@ -26,6 +26,13 @@ async def until(pilot, predicate: Callable[[], object], timeout: float = 20.0, w
     raise AssertionError(f"timed out waiting for {what}")
 
 
+async def answer(pilot, key: str, timeout: float = 20.0) -> None:
+    """Press `key` for the question on screen once it takes an answer (a consent question
+    ignores keys until the keyboard has been quiet a moment after it appeared)."""
+    await until(pilot, lambda: getattr(pilot.app.screen, "armed", True), timeout, "the question to take keys")
+    await pilot.press(key)
+
+
 async def send(pilot, text: str) -> None:
     """Type `text` into the prompt and press Enter, as a user would."""
     pilot.app.query_one("#prompt").load_text(text)

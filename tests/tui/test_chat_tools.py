@@ -14,7 +14,7 @@ from app.tui.history import ChatStore
 from app.tui.screens.consent import ConsentScreen
 from app.tui.widgets.tool_line import ToolLine
 from backends.events import ToolCall
-from tests.support.pilot import send, until
+from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
 
 
@@ -75,7 +75,7 @@ async def test_edit_accepted_then_undone(repo, store):
         assert isinstance(app.screen, ConsentScreen)
         assert "+    return a + b" in app.screen.body  # the diff waits for the user
         assert (repo / "src/calc.py").read_text().endswith("a - b\n")
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: not app.streaming, what="the end")
         assert (repo / "src/calc.py").read_text().endswith("a + b\n")
         assert tool_messages(engine)[0]["content"].startswith("applied")
@@ -88,7 +88,7 @@ async def test_edit_rejected_leaves_the_file(repo, store):
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
         await run_chat(pilot, app, "rewrite it")
-        await pilot.press("n")
+        await answer(pilot, "n")
         await until(pilot, lambda: not app.streaming, what="the end")
         assert (repo / "src/calc.py").read_text().startswith("def add")
         assert "declined" in tool_messages(engine)[0]["content"]
@@ -109,13 +109,13 @@ async def test_command_with_consent_streams_and_always_covers_exactly_that_comma
         await run_chat(pilot, app, "say hello")
         assert isinstance(app.screen, ConsentScreen) and app.screen.body == "echo hello"
         assert app.screen.always == "always run exactly this command in this chat (any other asks)"
-        await pilot.press("a")
+        await answer(pilot, "a")
         await until(
             pilot,
             lambda: isinstance(app.screen, ConsentScreen) and app.screen.body == "echo again",
             what="the third command's question",
         )
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: not app.streaming, what="the end")
         results = tool_messages(engine)
         assert [r["content"] for r in results] == ["exit code 0\nhello\n"] * 2 + ["exit code 0\nagain\n"]
@@ -126,7 +126,7 @@ async def test_escape_stops_a_long_command(repo, store):
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
         await run_chat(pilot, app, "run it")
-        await pilot.press("y")
+        await answer(pilot, "y")
         line = app.query_one(ToolLine)
         await until(pilot, lambda: "started" in line.result, what="streamed output")
         started = time.monotonic()
@@ -141,7 +141,7 @@ async def test_command_timeout(repo, store):
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
         await run_chat(pilot, app, "run it")
-        await pilot.press("y")
+        await answer(pilot, "y")
         await until(pilot, lambda: not app.streaming, what="the end")
         assert "timed out" in tool_messages(engine)[0]["content"]
 
@@ -174,7 +174,7 @@ async def test_a_looping_model_is_stopped_at_the_chain_limit(repo, store):
         await run_chat(pilot, app, "loop")
         await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="go on?")
         assert "chained 3 rounds" in app.screen.question and len(engine.calls) == 3
-        await pilot.press("n")
+        await answer(pilot, "n")
         await until(pilot, lambda: not app.streaming, what="stop")
         assert len(engine.calls) == 3
 

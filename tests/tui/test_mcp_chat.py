@@ -21,7 +21,7 @@ from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.tool_line import ToolLine
 from backends.events import ToolCall
 from tests.support.mcp_servers import write_server
-from tests.support.pilot import send, until
+from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
 
 
@@ -73,14 +73,14 @@ async def test_an_mcp_call_waits_for_consent_and_no_reaches_the_model(repo, stor
             assert screen.always == "always call s0's echo in this chat"
             names = [t["function"]["name"] for t in engine.calls[0]["tools"]]
             assert "s0__echo" in names and "read_file" in names
-            await pilot.press("n")
+            await answer(pilot, "n")
             await until(pilot, lambda: not app.streaming and len(engine.calls) == 2, what="the refusal")
             assert tool_results(engine) == [DECLINED]
             assert [line.decision for line in app.query(ToolLine)] == ["no"]
 
             await send(pilot, "now say yes")
             await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the second dialog")
-            await pilot.press("y")
+            await answer(pilot, "y")
             await until(pilot, lambda: not app.streaming and len(engine.calls) == 4, what="the answer")
             assert tool_results(engine)[-1] == "echo: again"
             assert [line.decision for line in app.query(ToolLine)] == ["no", "yes"]
@@ -104,11 +104,11 @@ async def test_always_covers_that_server_tool_only(repo, store, tmp_path):
             await until(pilot, lambda: manager.servers["s0"].status == "ready", what="the server")
             await send(pilot, "go")
             await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the dialog")
-            await pilot.press("a")
+            await answer(pilot, "a")
             # The second echo runs without asking; the picture asks.
             await until(pilot, lambda: isinstance(app.screen, ConsentScreen) and len(engine.calls) == 3, what="ask")
             assert app.screen.question == "Call picture on the MCP server s0?"
-            await pilot.press("y")
+            await answer(pilot, "y")
             await until(pilot, lambda: not app.streaming and len(engine.calls) == 4, what="the end")
             assert tool_results(engine) == [
                 "echo: 1",
@@ -140,10 +140,10 @@ async def test_the_tool_list_changes_only_between_turns_and_is_announced(repo, s
             await until(pilot, lambda: all(s.status == "ready" for s in manager.servers.values()), what="servers")
             await send(pilot, "go")
             await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the first dialog")
-            await pilot.press("y")
+            await answer(pilot, "y")
             await until(pilot, lambda: manager.servers["s1"].status == "stopped", what="s1 to die")
             await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the second dialog")
-            await pilot.press("y")
+            await answer(pilot, "y")
             await until(pilot, lambda: not app.streaming and len(engine.calls) == 3, what="the turn's end")
             first_turn = [[t["function"]["name"] for t in c["tools"]] for c in engine.calls]
             assert first_turn[0] == first_turn[1] == first_turn[2]  # fixed within the turn

@@ -1,0 +1,85 @@
+"""Only a key pressed for a consent question answers it (fourth hostile trial, finding 2),
+and a command too long for the screen is shown as its head and tail with what is hidden
+between, never with "always" (finding 7)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from app.agent.consent import Consent, shown_command
+from app.agent.project import open_project
+from app.tui.app import ChatApp
+from app.tui.screens.consent import ConsentScreen
+from backends.events import ToolCall
+from tests.support.pilot import answer, send, until
+from tests.support.scripted_engine import ScriptedEngine
+
+
+def call(name: str, **args) -> ToolCall:
+    return ToolCall(f"c_{name}", name, json.dumps(args))
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+@pytest.mark.parametrize("typed", ["sure, go ahead", "okay then", "yes"])
+async def test_keys_typed_as_the_question_appears_answer_nothing(repo, store, typed):
+    marker = repo / "ran"
+    engine = ScriptedEngine(turns=[[call("run_command", command=f"touch {marker}")], ["Not run."]])
+    app = ChatApp(engine, store, model="test", project=open_project(repo))
+    async with app.run_test() as pilot:
+        await send(pilot, "go")
+        await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question")
+        question = app.screen
+        assert isinstance(question, ConsentScreen)
+        # The user goes on typing a message (the `a` of "ahead" was "always", the `n` of
+        # "then" was "no", and "yes" has its `y`).
+        for key in typed:
+            await pilot.press("space" if key == " " else "comma" if key == "," else key)
+        assert app.screen is question and not question.armed
+        assert question.swallowed == len(typed)
+        assert "y yes" not in str(question.query_one("#consent-keys").render())
+        assert not marker.exists() and len(engine.calls) == 1
+        # A key pressed for the question, once the keyboard was quiet, answers it.
+        await answer(pilot, "n")
+        await until(pilot, lambda: not app.streaming, what="the end")
+        assert not marker.exists()
+        assert engine.calls[-1]["messages"][-1]["content"].startswith("the user declined")
+
+
+async def test_a_long_command_shows_its_tail_and_offers_no_always(repo, store):
+    hidden_end = "; touch TAIL_MARKER"
+    command = "echo " + "x" * 60_000 + hidden_end
+    engine = ScriptedEngine(turns=[[call("run_command", command=command)], ["Declined."]])
+    app = ChatApp(engine, store, model="test", project=open_project(repo))
+    async with app.run_test() as pilot:
+        await send(pilot, "go")
+        await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question")
+        question = app.screen
+        assert isinstance(question, ConsentScreen)
+        assert question.body.endswith(hidden_end) and question.body.startswith("echo xxx")
+        assert "60,0" in question.body and "hidden here" in question.body
+        assert len(question.body) < 1500
+        assert question.always is None
+        await answer(pilot, "n")
+        await until(pilot, lambda: not app.streaming, what="the end")
+
+
+def test_always_is_never_kept_for_a_command_too_long_to_show():
+    command = "echo " + "y" * 5000
+    consent = Consent()
+    assert consent.always_label("run_command", command) is None
+    consent.remember("run_command", "always", command)
+    assert consent.must_ask("run_command", command)
+    lines = "\n".join(f"echo {i}" for i in range(40))
+    shown = shown_command(lines)
+    assert shown.startswith("echo 0\n") and shown.endswith("echo 39") and "hidden here" in shown
+    assert shown_command("echo short") == "echo short"
