@@ -444,6 +444,7 @@ def chat(
     """Open the coding chat on the project here: it reads, searches, edits and runs with your consent;
     streaming replies, think / no-think, live tok/s and acceptance."""
     from .agent.project import open_project
+    from .run.chat_model import remembered
     from .run.engines import EngineOptions, ModelFiles, open_engine, resolve_files
     from .run.inputs import check_lengths
     from .tui.app import ChatApp
@@ -470,6 +471,9 @@ def chat(
         raise UsageError(
             f"there is no saved chat {resume}", f"give one of the saved chats ({known}), or leave --resume out"
         )
+    project = open_project(Path.cwd())
+    if model is None and draft is None and engine != "remote" and (continue_last or resume is not None):
+        model, draft = _saved_model(store, resume, str(project.root))
     first_run = None
     opened = None
     if engine == "remote":
@@ -509,12 +513,13 @@ def chat(
             + "\n".join(f"- {r}" for r in plan.reasons)
         )
 
-    project = open_project(Path.cwd())
-    mcp = None
+    mcp = trust = None
     if not no_tools:  # --no-tools: no MCP server starts either
         from .agent.mcp.setup import for_project
 
-        mcp = for_project(project.root, settings.mcp_servers, settings.mcp_switches_file)
+        mcp, trust = for_project(
+            project.root, settings.mcp_servers, settings.mcp_switches_file, settings.project_trust_file
+        )
     try:
         ChatApp(
             opened,
@@ -532,6 +537,8 @@ def chat(
             open_chat=resume,
             continue_last=continue_last,
             mcp=mcp,
+            mcp_trust=trust,
+            model_files=remembered(model, draft, files) if files is not None else "",
         ).run()
     finally:
         if mcp is not None:
@@ -540,6 +547,28 @@ def chat(
             if running is not None:
                 running.close()
         store.close()
+
+
+def _saved_model(store, resume: int | None, project: str) -> tuple[str | None, str | None]:
+    """The --model and --draft a chat being gone on with was made with (None, None: the default)."""
+    from rich.markup import escape
+
+    from .run.chat_model import saved
+
+    chats = [store.chat(resume)] if resume is not None else store.chats(project)[:1]
+    if not chats or chats[0] is None:
+        return None, None
+    found = saved(chats[0].model_files)
+    if found is None:
+        return None, None
+    if found.missing:
+        err.print(
+            f"[yellow]notice:[/] the chat was made with {escape(controls_shown(found.missing))}, which is gone; "
+            "it goes on with the default model (give --model to choose)"
+        )
+        return None, None
+    err.print(f"going on with the model the chat was made with: {escape(controls_shown(found.model or ''))}")
+    return found.model, found.draft
 
 
 def _first_run(settings, catalog):

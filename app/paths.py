@@ -78,6 +78,11 @@ def mcp_switches_file(data_dir: Path) -> Path:
     return data_dir / "mcp-switches.json"
 
 
+def project_trust_file(data_dir: Path) -> Path:
+    """The user's answers about projects' MCP files (app/agent/trust.py): never in a project."""
+    return data_dir / "project-trust.json"
+
+
 def llama_server_build(data_dir: Path) -> Path:
     """Where installers/install.sh (install.ps1 -Fork) puts the llama-server it builds."""
     return data_dir / "llama.cpp" / "bin" / ("llama-server.exe" if os.name == "nt" else "llama-server")

@@ -277,6 +277,10 @@ class Settings:
         return paths.mcp_switches_file(self.data_dir)
 
     @property
+    def project_trust_file(self) -> Path:
+        return paths.project_trust_file(self.data_dir)
+
+    @property
     def header_cache(self) -> Path:
         return paths.header_cache(self.cache_dir)
 

@@ -25,6 +25,7 @@ from backends.stats import Stats
 
 from ..agent.consent import Consent
 from ..agent.mcp.manager import McpManager
+from ..agent.mcp.setup import ProjectTrust
 from ..agent.mcp.tools import McpTools
 from ..agent.mcp.view import describe as describe_mcp
 from ..agent.paths import ToolRefused
@@ -100,12 +101,17 @@ class ChatApp(App):
         continue_last: bool = False,
         mcp: McpManager | None = None,
         think_given: bool = False,
+        mcp_trust: ProjectTrust | None = None,
+        model_files: str = "",
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
         say (a remote server). `open_chat`: the saved chat to resume; `continue_last`: the last
-        chat of this project (else: the newest chat, as before). `mcp`: the project's MCP servers,
-        not started yet (the chat starts them once it is on screen and stops them when it ends).
+        chat of this project (else the same, without a word when there is none). `mcp`: the
+        project's MCP servers, not started yet (the chat starts them once it is on screen and
+        stops them when it ends); `mcp_trust`: the question about the project's own servers,
+        asked once the chat is on screen when it has no remembered answer (until then none of
+        them starts). `model_files`: what reopens the model (saved with each new chat).
         A saved chat opens in the thinking mode it was left in, except the first one when
         `think_given` (the command line named a mode)."""
         super().__init__()
@@ -114,6 +120,7 @@ class ChatApp(App):
         self.toolbox = Toolbox(project.root) if project is not None else None
         self.consent = Consent()
         self.mcp = mcp if self.toolbox is not None else None
+        self.mcp_trust = mcp_trust if self.mcp is not None else None
         self.started_without_tools = not tools  # --no-tools: no MCP server starts either
         self.chain_limit = chain_limit
         self.open_chat = open_chat
@@ -141,6 +148,7 @@ class ChatApp(App):
         self.fit_summary = fit_summary
         self.store = store
         self.model = model
+        self.model_files = model_files
         self.chat: Chat | None = None
         self.streaming = False
         self.last_end: End | None = None
@@ -176,13 +184,25 @@ class ChatApp(App):
         self.set_interval(2.0, self._refresh_gpu)
         if self.mcp is not None:
             self.mcp.on_notice = self._mcp_notice
-            self.mcp.start()  # in the background: the chat is usable now
+            self.mcp.start()  # in the background: the chat is usable now (project servers wait)
+            if self.mcp_trust is not None and self.mcp_trust.decision() is None:
+                self._ask_trust()
+
+    @work(exclusive=True, group="trust")
+    async def _ask_trust(self) -> None:
+        """The project's own MCP servers: started only if the user says yes to what is shown."""
+        assert self.mcp_trust is not None
+        asked = self.mcp_trust.question()
+        answer = await self.push_screen_wait(ConsentScreen(asked.title, asked.body, None))
+        self.mcp_trust.answer(answer == "yes")
+        if answer != "yes":
+            self.notify("The project's MCP servers stay off; /mcp trust asks again", timeout=10)
 
     def _project_key(self) -> str:
         return str(self.project.root) if self.project is not None else ""
 
     def _new_chat(self) -> Chat:
-        return self.store.new_chat(model=self.model, project=self._project_key())
+        return self.store.new_chat(model=self.model, project=self._project_key(), model_files=self.model_files)
 
     def _first_chat(self) -> Chat:
         if self.open_chat is not None:
@@ -191,7 +211,9 @@ class ChatApp(App):
                 return chat
             self.notify(f"there is no saved chat {self.open_chat}; a new chat starts", severity="warning")
             return self._new_chat()
-        chats = self.store.chats(self._project_key()) if self.continue_last else self.store.chats()
+        # A chat belongs to its project: another project's history never goes to this one's
+        # model, nor this one's turns into another's chat (the list can still open any).
+        chats = self.store.chats(self._project_key())
         if self.continue_last and not chats:
             self.notify("no saved chat of this project yet; a new chat starts")
         return chats[0] if chats else self._new_chat()
@@ -511,10 +533,18 @@ class ChatApp(App):
         if self.mcp is None:
             self.notify("no MCP servers in this chat (none configured, or --no-tools)", severity="warning")
             return
+        if words == ["trust"]:
+            if self.mcp_trust is None:
+                self.notify("this project carries no MCP servers of its own to trust", severity="warning")
+            else:
+                self._ask_trust()
+            return
         if words[0] not in ("on", "off") or len(words) != 2 or words[1] not in self.mcp.servers:
             names = ", ".join(self.mcp.servers)
             self.notify(
-                f"/mcp lists the servers; /mcp on NAME or /mcp off NAME switches one ({names})", severity="warning"
+                f"/mcp lists the servers; /mcp on NAME or /mcp off NAME switches one ({names}); "
+                "/mcp trust asks about the project's own servers again",
+                severity="warning",
             )
             return
         self.mcp.set_enabled(words[1], words[0] == "on")
@@ -604,9 +634,10 @@ class ChatApp(App):
             ),
             SlashCommand(
                 "/mcp",
-                "[on|off NAME]",
+                "[on|off NAME|trust]",
                 "list the MCP servers (from `.mcp.json`, `opencode.json`, dspine's settings), their tools and "
-                "what their definitions cost in tokens; `/mcp off NAME` / `/mcp on NAME` switches one for this project",
+                "what their definitions cost in tokens; `/mcp off NAME` / `/mcp on NAME` switches one for this "
+                "project; `/mcp trust` asks again whether the project's own servers may start",
                 _slash_mcp,
             ),
             SlashCommand("/new", "", "start a new chat (**Ctrl+N**)", _slash_new),

@@ -68,17 +68,18 @@ def test_config_files_are_read_in_order_and_each_server_knows_its_file(project):
     )
     specs, problems = discover(project, {"time": {"command": "mcp-server-time"}, "fs": {"command": "late"}})
     by_name = {s.name: s for s in specs}
-    assert list(by_name) == ["git", "docs", "fs", "remote", "time"]
+    # The user's own servers first: a project's server of the same name never replaces one.
+    assert list(by_name) == ["time", "fs", "git", "docs", "remote"]
     assert by_name["git"].source == str(project / ".mcp.json") and by_name["git"].command == "uvx"
     assert by_name["docs"].transport == "http" and by_name["docs"].headers == {"Authorization": "Bearer x"}
-    assert by_name["fs"].source == str(project / "opencode.json") and by_name["fs"].args == ("-y", "fs")
-    assert by_name["fs"].enabled is False and by_name["fs"].env == {"A": "1"}
+    assert by_name["fs"].source == SETTINGS_SOURCE and by_name["fs"].command == "late" and not by_name["fs"].project
     assert by_name["remote"].transport == "http" and by_name["remote"].timeout_s == 2.5
-    assert by_name["time"].source == SETTINGS_SOURCE
+    assert by_name["time"].source == SETTINGS_SOURCE and not by_name["time"].project
+    assert by_name["git"].project and by_name["docs"].project and by_name["remote"].project
     said = [str(p) for p in problems]
     assert any("'broken' left out" in p and '"command"' in p for p in said)
-    assert any("'git' is also in" in p and ".mcp.json" in p for p in said)
-    assert any("'fs' is also in" in p for p in said)
+    assert any("'git' (other-git) is not used: .mcp.json" in p.replace(str(project) + "/", "") for p in said)
+    assert any("'fs' (npx -y fs) is not used: your own server of that name is used" in p for p in said)
 
 
 def test_a_broken_file_is_a_notice_and_the_other_files_still_count(project):

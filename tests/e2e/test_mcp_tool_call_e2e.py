@@ -25,7 +25,7 @@ from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.tool_line import ToolLine
 from backends.events import Delta, End, ToolCall
 from tests.support.local_engines import KINDS, Counts, Recorded, open_local
-from tests.support.pilot import until
+from tests.support.pilot import answer, until
 from tests.support.script_model import Script, write_script_model
 
 TIME_SERVER = shutil.which("mcp-server-time", path=str(Path(sys.executable).parent)) or shutil.which("mcp-server-time")
@@ -79,11 +79,15 @@ def repo(tmp_path) -> Path:
 
 async def test_an_mcp_call_reaches_the_server_and_its_answer_reaches_the_model(engine, repo, tmp_path):
     store = ChatStore(tmp_path / "chats.db")
-    manager = for_project(repo, None, tmp_path / "switches.json")
-    assert manager is not None
-    app = ChatApp(engine, store, model="script", project=open_project(repo), mcp=manager)
+    manager, trust = for_project(repo, None, tmp_path / "switches.json", tmp_path / "trust.json")
+    assert manager is not None and trust is not None
+    app = ChatApp(engine, store, model="script", project=open_project(repo), mcp=manager, mcp_trust=trust)
     try:
         async with app.run_test() as pilot:
+            # The project's own server waits for the user's trust, then starts.
+            await until(pilot, lambda: isinstance(app.screen, ConsentScreen), 60, "the trust question")
+            assert manager.servers["time"].status == "untrusted"
+            await answer(pilot, "y")
             await until(pilot, lambda: manager.servers["time"].status == "ready", 60, "the time server")
             app.query_one("#prompt").load_text("/mcp")
             await pilot.press("enter")
@@ -100,7 +104,7 @@ async def test_an_mcp_call_reaches_the_server_and_its_answer_reaches_the_model(e
             await until(pilot, lambda: isinstance(app.screen, ConsentScreen), 180, "the consent dialog")
             assert app.screen.question == "Call get_current_time on the MCP server time?"
             assert json.loads(app.screen.body) == {"timezone": "Asia/Kathmandu"}
-            await pilot.press("y")
+            await answer(pilot, "y")
             await until(pilot, lambda: len(engine.replies) == 2 and not app.streaming, 180, "the second turn")
 
             first, second = engine.replies

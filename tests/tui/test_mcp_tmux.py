@@ -59,6 +59,12 @@ def echo_model() -> Iterator[StandIn]:
         yield served
 
 
+def trust_the_project(session: str) -> None:
+    """Say yes to the question about the project's own servers, once it takes keys."""
+    wait_for(lambda: "Trust them?" in screen(session) and "y yes" in screen(session), 60, "the trust question")
+    keys(session, "y")
+
+
 @pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGKILL])
 def test_no_mcp_server_outlives_the_chat(env, model, tmp_path, how):
     repo = scratch_repo(tmp_path)
@@ -66,6 +72,7 @@ def test_no_mcp_server_outlives_the_chat(env, model, tmp_path, how):
     write_mcp_json(repo, {"kid": entry(write_server(tmp_path), "ok-child", pidfile)})
     args = ("chat", "--engine", "remote", "--url", model.url, "--think", "off")
     with dspine_in_tmux(env, tmp_path, *args, cwd=repo, name="mcp") as session:
+        trust_the_project(session)
         server, child = pids(pidfile)
         wait_for(lambda: "MCP kid (.mcp.json): ready, 2 tools" in screen(session), 60, "the ready notice")
         guard = parent(server)
@@ -96,9 +103,12 @@ def test_an_mcp_call_through_a_remote_engine_waits_for_consent(env, echo_model, 
     write_mcp_json(repo, {"kid": entry(write_server(tmp_path), "ok", tmp_path / "pids")})
     args = ("chat", "--engine", "remote", "--url", echo_model.url, "--think", "off")
     with dspine_in_tmux(env, tmp_path, *args, cwd=repo, name="mcp-remote") as session:
+        trust_the_project(session)
         wait_for(lambda: "MCP kid (.mcp.json): ready" in screen(session), 60, "the server")
         keys(session, "Echo something", "Enter")
-        wait_for(lambda: "Call echo on the MCP server kid?" in screen(session), 30, "the consent dialog")
+        # The keys show once the question takes them (a moment of quiet keyboard after it appears).
+        wait_for(lambda: "y yes" in screen(session) and "Call echo on the MCP server kid?" in screen(session), 30,
+                 "the consent dialog")  # fmt: skip
         shown = screen(session)
         print("\n--- dspine chat in tmux: an MCP call waiting for consent ---\n" + shown)
         assert '"text": "over the wire"' in shown and "always call kid's echo in this chat" in shown

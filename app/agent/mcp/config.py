@@ -1,12 +1,15 @@
-"""Which MCP servers a project has: read from the files other assistants already use,
-in this order, the first file to name a server winning:
+"""Which MCP servers a chat has: read from the files other assistants already use, in
+this order, the first to name a server winning:
 
-1. the project's `.mcp.json` (Claude Code): {"mcpServers": {NAME: {"command", "args",
+1. dspine's own settings: `[mcp_servers.NAME]` tables shaped like `.mcp.json`'s entries
+   (the user's own: a project's server of the same name never replaces one of them);
+2. the project's `.mcp.json` (Claude Code): {"mcpServers": {NAME: {"command", "args",
    "env"} or {"type": "http", "url", "headers"}}}
-2. the `mcp` block of the project's `opencode.json` (opencode): {NAME: {"type": "local",
+3. the `mcp` block of the project's `opencode.json` (opencode): {NAME: {"type": "local",
    "command": [...], "environment", "enabled"} or {"type": "remote", "url", "headers"}}
-3. dspine's own settings: `[mcp_servers.NAME]` tables shaped like `.mcp.json`'s entries.
 
+The project's servers are the project's words, not the user's: none starts, and no
+variable is expanded for one, until the user trusts the project (`app/agent/trust.py`).
 `${VAR}` and `${VAR:-default}` (and opencode's `{env:VAR}`) are expanded from the
 environment when a server starts; the values go to that server only. A broken file or
 entry is a Problem (a notice), never a crash: the other servers still start.
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -47,6 +50,7 @@ class ServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     enabled: bool = True  # opencode's "enabled": false
     timeout_s: float | None = None  # opencode's "timeout" (ms): the start deadline
+    project: bool = False  # from a file the project carries (starts only once it is trusted)
 
     def describe(self) -> str:
         """What runs, for people: the command line or the URL, never the environment's values."""
@@ -62,6 +66,14 @@ class Problem:
 
     def __str__(self) -> str:
         return f"MCP config {self.source}: {self.message}"
+
+
+def variables(spec: ServerSpec) -> list[str]:
+    """The names of the user's environment variables the server would be given (in its
+    command, arguments, environment, URL or headers), in order, each once."""
+    texts = [spec.command, *spec.args, *spec.env.values(), spec.url, *spec.headers.values()]
+    names = [m.group(1) or m.group(3) for text in texts for m in _VAR.finditer(text)]
+    return list(dict.fromkeys(names))
 
 
 def expand(text: str, environ: Mapping[str, str]) -> str:
@@ -94,6 +106,7 @@ def expanded(spec: ServerSpec, environ: Mapping[str, str]) -> ServerSpec:
         {k: expand(v, environ) for k, v in spec.headers.items()},
         spec.enabled,
         spec.timeout_s,
+        spec.project,
     )
 
 
@@ -185,13 +198,24 @@ def _opencode_entry(name: str, entry: Any, source: str) -> ServerSpec:
     )
 
 
-def _read_json(path: Path) -> Any:
+MAX_CONFIG_BYTES = 1 << 20  # a config file is a few KB; more is not one (and is not read whole)
+
+
+def _read_json(path: Path, seen: dict[str, bytes] | None = None) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+        if seen is not None:
+            seen[path.name] = raw
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigProblem(f"is over {MAX_CONFIG_BYTES >> 20} MiB: not a config file")
+        return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigProblem("is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise ConfigProblem(f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:
+        raise ConfigProblem("is nested too deeply to be a config file") from None
     except OSError as exc:
         raise ConfigProblem(f"cannot be read ({exc.strerror})") from None
 
@@ -205,12 +229,18 @@ def _block(data: Any, key: str) -> dict[str, Any]:
     return block
 
 
-def discover(root: Path, settings_servers: Mapping[str, Any] | None = None) -> tuple[list[ServerSpec], list[Problem]]:
-    """The project's servers in the order above, and what was wrong on the way."""
+PROJECT_FILES = ((CLAUDE_FILE, "mcpServers", _claude_entry), (OPENCODE_FILE, "mcp", _opencode_entry))
+
+
+def discover(
+    root: Path, settings_servers: Mapping[str, Any] | None = None, seen: dict[str, bytes] | None = None
+) -> tuple[list[ServerSpec], list[Problem]]:
+    """Every server in the order above, and what was wrong on the way. `seen` gets the bytes
+    of each project file read (what the user is asked to trust is exactly what was parsed)."""
     specs: dict[str, ServerSpec] = {}
     problems: list[Problem] = []
 
-    def add(source: str, block: Mapping[str, Any], parse) -> None:
+    def add(source: str, block: Mapping[str, Any], parse, project: bool) -> None:
         for name, entry in block.items():
             try:
                 spec = parse(str(name), entry, source)
@@ -218,19 +248,21 @@ def discover(root: Path, settings_servers: Mapping[str, Any] | None = None) -> t
                 problems.append(Problem(source, f"server {name!r} left out: {exc}"))
                 continue
             if spec.name in specs:
-                problems.append(Problem(source, f"server {name!r} is also in {specs[spec.name].source}, which is used"))
+                used = specs[spec.name].source
+                why = "your own server of that name is used" if used == SETTINGS_SOURCE else f"{used}'s is used"
+                problems.append(Problem(source, f"server {name!r} ({spec.describe()}) is not used: {why}"))
                 continue
-            specs[spec.name] = spec
+            specs[spec.name] = replace(spec, project=project)
 
-    for file_name, key, parse in ((CLAUDE_FILE, "mcpServers", _claude_entry), (OPENCODE_FILE, "mcp", _opencode_entry)):
+    add(SETTINGS_SOURCE, settings_servers or {}, _claude_entry, False)
+    for file_name, key, parse in PROJECT_FILES:
         path = root / file_name
         if not path.is_file():
             continue
         try:
-            block = _block(_read_json(path), key)
+            block = _block(_read_json(path, seen), key)
         except ConfigProblem as exc:
             problems.append(Problem(str(path), f"{exc}; its servers are left out"))
             continue
-        add(str(path), block, parse)
-    add(SETTINGS_SOURCE, settings_servers or {}, _claude_entry)
+        add(str(path), block, parse, True)
     return list(specs.values()), problems

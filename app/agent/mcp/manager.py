@@ -43,7 +43,8 @@ STOP_TIMEOUT_S = 6.0  # the SDK's own shutdown: stdin closed, 2 s, SIGTERM, 2 s,
 GUARD = Path(__file__).with_name("guard.py")
 MAX_NAME = 64  # OpenAI function names: ^[a-zA-Z0-9_-]{1,64}$
 
-Status = Literal["off", "starting", "ready", "failed", "stopped"]
+# "untrusted": a project's server before the user trusts the project (app/agent/trust.py).
+Status = Literal["off", "untrusted", "starting", "ready", "failed", "stopped"]
 
 
 def tool_name(server: str, tool: str) -> str:
@@ -149,6 +150,9 @@ class McpManager:
         self.problems = list(problems or [])
         self.on_change = on_change or (lambda: None)
         self.servers: dict[str, Server] = {spec.name: Server(spec) for spec in specs}
+        # A project's own servers start only once the user trusts the project: until then none
+        # of them is started, and no variable is expanded for one.
+        self.project_trusted = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -170,11 +174,39 @@ class McpManager:
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp", daemon=True)
         self._thread.start()
         for server in self.servers.values():
-            if self.enabled(server.name):
+            if not self._may_start(server):
+                server.status = "untrusted"
+            elif self.enabled(server.name):
                 self._launch(server)
+
+    def _may_start(self, server: Server) -> bool:
+        return not server.spec.project or self.project_trusted
+
+    @property
+    def untrusted(self) -> list[ServerSpec]:
+        """The project's servers waiting for the user's trust."""
+        return [] if self.project_trusted else [s.spec for s in self.servers.values() if s.spec.project]
+
+    def trust(self, trusted: bool) -> None:
+        """The user's answer about the project's servers: yes starts the enabled ones now."""
+        self.project_trusted = trusted
+        for server in self.servers.values():
+            if not server.spec.project:
+                continue
+            if not trusted:
+                self._stop(server)
+                server.status, server.tools, server.reason = "untrusted", [], ""
+            elif server.status == "untrusted":
+                server.status = "off"
+                if self.enabled(server.name) and self._loop is not None and not self.closed:
+                    self._launch(server)
+        self.on_change()
 
     def _launch(self, server: Server) -> None:
         assert self._loop is not None
+        if not self._may_start(server):  # every start goes through here: the one gate
+            server.status = "untrusted"
+            return
         server.status, server.reason, server.tools = "starting", "", []
         run = server._run = _Run()
         run.future = asyncio.run_coroutine_threadsafe(self._serve(server, run), self._loop)
@@ -184,6 +216,8 @@ class McpManager:
         server = self.servers[name]
         if self.switches is not None:
             self.switches.set(name, on)
+        if not self._may_start(server):
+            return  # remembered; it starts with the project's trust
         if on and server.status not in ("starting", "ready") and not self.closed:
             self._launch(server)
         elif not on:

@@ -35,6 +35,8 @@ def describe(
             head += f" · {len(server.tools)} tools, {'' if exact else '~'}{tokens:,} tokens"
         elif server.status == "off":
             head += f" · `/mcp on {server.name}`"
+        elif server.status == "untrusted":
+            head += " · the project's own: starts once you trust the project (`/mcp trust`)"
         elif server.reason:
             head += f" · {server.reason}"
         lines.append(head)
