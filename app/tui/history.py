@@ -75,6 +75,12 @@ SCHEMA = [
     """
     ALTER TABLE chats ADD COLUMN think INTEGER;
     """,
+    # version 6: the model files a chat was made with (JSON {"model": a catalog name or a GGUF's
+    # absolute path, "draft": a drafter file, "none", or null for the bundle's own}), so going
+    # on with it comes back on the same model, a local file included
+    """
+    ALTER TABLE chats ADD COLUMN model_files TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
@@ -114,14 +120,15 @@ class Chat:
     model: str
     project: str = ""  # the project root the chat worked on ("" for older chats)
     think: bool | None = None  # the thinking mode it was left in (None: never switched)
+    model_files: str = ""  # what reopens its model (version 6's JSON; "" for older chats)
 
 
-CHAT_COLUMNS = "id, title, model, project, think"
+CHAT_COLUMNS = "id, title, model, project, think, model_files"
 
 
 def _chat(row: tuple) -> Chat:
-    chat_id, title, model, project, think = row
-    return Chat(chat_id, title, model, project, None if think is None else bool(think))
+    chat_id, title, model, project, think, model_files = row
+    return Chat(chat_id, title, model, project, None if think is None else bool(think), model_files)
 
 
 @dataclass(frozen=True)
@@ -278,14 +285,14 @@ class ChatStore:
     def close(self) -> None:
         self.db.close()
 
-    def new_chat(self, title: str = "New chat", model: str = "", project: str = "") -> Chat:
+    def new_chat(self, title: str = "New chat", model: str = "", project: str = "", model_files: str = "") -> Chat:
         with self.db:
             cursor = self.db.execute(
-                "INSERT INTO chats (title, model, created, project) VALUES (?, ?, ?, ?)",
-                (title, model, time.time(), project),
+                "INSERT INTO chats (title, model, created, project, model_files) VALUES (?, ?, ?, ?, ?)",
+                (title, model, time.time(), project, model_files),
             )
         assert cursor.lastrowid is not None
-        return Chat(cursor.lastrowid, title, model, project)
+        return Chat(cursor.lastrowid, title, model, project, model_files=model_files)
 
     def chats(self, project: str | None = None) -> list[Chat]:
         """Newest first; with `project`, only the chats that worked on it."""
