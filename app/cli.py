@@ -22,7 +22,7 @@ from rich.text import Text
 from backends.errors import EngineError
 
 from .choices import BenchThink, EngineName, Goal, KvType, LocalEngine, Think
-from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result
+from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result, shown
 from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
@@ -92,7 +92,7 @@ def pull(
     settings = load_settings()
     request = make_request(name, load_catalog(settings.catalog), quant, drafter)
     _open_manifest(settings)
-    err.print(f"pulling [bold]{request.name}[/] into {settings.models_dir}")
+    err.print(f"pulling [bold]{shown(request.name)}[/] into {shown(settings.models_dir)}")
     try:
         result = pull_model(request, settings, RichPullProgress(err))
     except KeyboardInterrupt:
@@ -205,14 +205,14 @@ def rm(
         raise UsageError("rm needs a name or --orphans", "see `dspine list` for what is on disk")
     record, removal = plan_removal(manifest, name, settings.models_dir)
     for path in removal.deleted:
-        out.print(f"  delete {path}")
+        out.print(f"  delete {shown(path)}")
     for path in removal.kept_shared:
-        out.print(f"  keep   {path} [dim](another pull uses it)[/]")
+        out.print(f"  keep   {shown(path)} [dim](another pull uses it)[/]")
     for path in removal.kept_foreign:
-        out.print(f"  keep   {path} [dim](in your Hugging Face cache; remove it with `hf cache` if you wish)[/]")
-    _confirm(f"{record.name} ({format_bytes(removal.freed)})", yes)
+        out.print(f"  keep   {shown(path)} [dim](in your Hugging Face cache; remove it with `hf cache` if you wish)[/]")
+    _confirm(f"{controls_shown(record.name)} ({format_bytes(removal.freed)})", yes)
     apply_removal(manifest, record, removal, settings.models_dir)
-    out.print(f"removed {record.name}, freed {format_bytes(removal.freed)}")
+    out.print(f"removed {shown(record.name)}, freed {format_bytes(removal.freed)}")
 
 
 def _confirm(what: str, yes: bool) -> None:
@@ -233,13 +233,13 @@ def _remove_orphans(orphans, settings: Settings, yes: bool) -> None:
         return
     total = sum(o.size for o in orphans)
     for orphan in orphans:
-        out.print(f"  delete {orphan.final}  {format_bytes(orphan.size)}")
+        out.print(f"  delete {shown(orphan.final)}  {format_bytes(orphan.size)}")
     _confirm(f"{len(orphans)} file(s) no pull owns ({format_bytes(total)})", yes)
     removal = remove_orphans(orphans, settings.models_dir, settings.manifest_path)
     for path in removal.busy:
-        out.print(f"  keep   {path} [dim](a pull is fetching it right now)[/]")
+        out.print(f"  keep   {shown(path)} [dim](a pull is fetching it right now)[/]")
     for path in removal.owned:
-        out.print(f"  keep   {path} [dim](a pull recorded it meanwhile)[/]")
+        out.print(f"  keep   {shown(path)} [dim](a pull recorded it meanwhile)[/]")
     out.print(f"removed {len(removal.deleted)} file(s), freed {format_bytes(removal.freed)}")
 
 

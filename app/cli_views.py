@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -27,6 +28,13 @@ from .units import format_bytes
 
 if TYPE_CHECKING:
     from .hub.download import FetchReport
+
+
+def shown(value: object) -> str:
+    """A name from the hub or the manifest (a repository, a file, a path) for Rich: its
+    control characters made visible (ESC as ␛) and its brackets taken as text, not markup."""
+    return escape(controls_shown(str(value)))
+
 
 _ACTION_WORDS = {"present": "already here, checking its sha256", "hf-cache": "in your HF cache", "fetch": "download"}
 
@@ -59,7 +67,7 @@ class RichPullProgress(PullProgress):
     def begin(self, files: list[PlannedFile]) -> None:
         for item in files:
             if item.action != "fetch":
-                self.console.print(f"  {item.role:8} {item.label}  [green]{_ACTION_WORDS[item.action]}[/]")
+                self.console.print(f"  {item.role:8} {shown(item.label)}  [green]{_ACTION_WORDS[item.action]}[/]")
         to_fetch = [f for f in files if f.action == "fetch"]
         if not to_fetch:
             return
@@ -77,29 +85,29 @@ class RichPullProgress(PullProgress):
         if item.remote.path not in self.tasks:
             self.progress.start()
             self.tasks[item.remote.path] = self.progress.add_task(
-                f"{item.role} {item.label}", total=item.remote.size, completed=item.partial, start=False
+                f"{item.role} {shown(item.label)}", total=item.remote.size, completed=item.partial, start=False
             )
         return self.tasks[item.remote.path]
 
     def resume_from(self, item: PlannedFile, have: int) -> None:
         task = self._task(item)
         self.progress.start_task(task)
-        self.progress.update(task, completed=have, description=f"{item.role} {item.label}")
+        self.progress.update(task, completed=have, description=f"{item.role} {shown(item.label)}")
         if self.total is not None and have != item.partial:
             self.progress.update(self.total, advance=have - item.partial)
         if have:
-            self.progress.console.print(f"  resuming {item.label} from {format_bytes(have)}")
+            self.progress.console.print(f"  resuming {shown(item.label)} from {format_bytes(have)}")
 
     def rehash(self, item: PlannedFile, n: int) -> None:
         if item.action != "present":
             return  # re-reading a .part is quick next to the download; no separate bar
         task = self._task(item)
         self.progress.start_task(task)
-        self.progress.update(task, description=f"sha256 {item.label}")
+        self.progress.update(task, description=f"sha256 {shown(item.label)}")
         self.progress.advance(task, n)
 
     def notice(self, item: PlannedFile, text: str) -> None:
-        self.progress.console.print(f"  {text}")
+        self.progress.console.print(f"  {shown(text)}")
 
     def advance(self, item: PlannedFile, n: int) -> None:
         self.progress.advance(self._task(item), n)
@@ -109,7 +117,9 @@ class RichPullProgress(PullProgress):
     def file_end(self, item: PlannedFile, report: FetchReport | None) -> None:
         if item.remote.path in self.tasks:
             task = self.tasks[item.remote.path]
-            self.progress.update(task, completed=item.remote.size, description=f"[green]✓[/] {item.role} {item.label}")
+            self.progress.update(
+                task, completed=item.remote.size, description=f"[green]✓[/] {item.role} {shown(item.label)}"
+            )
 
     def end(self) -> None:
         self.progress.stop()
@@ -117,12 +127,13 @@ class RichPullProgress(PullProgress):
 
 def render_pull_result(console: Console, result: PullResult) -> None:
     for note in result.notes:
-        console.print(f"[dim]note: {note}[/]")
+        console.print(f"[dim]note: {shown(note)}[/]")
     record = result.record
     drafter = f", drafter {record.drafter} ({record.drafter_kind})" if record.drafter else ", no drafter"
-    console.print(f"[bold green]pulled[/] {record.name} ({record.quant or 'default quant'}{drafter})")
+    what = shown(f"{record.name} ({record.quant or 'default quant'}{drafter})")
+    console.print(f"[bold green]pulled[/] {what}")
     for stored in record.files:
-        console.print(f"  {stored.role:8} {stored.local}  {format_bytes(stored.size)}  sha256 ok")
+        console.print(f"  {stored.role:8} {shown(stored.local)}  {format_bytes(stored.size)}  sha256 ok")
     if result.fetched_bytes and result.seconds > 0:
         rate = result.fetched_bytes / result.seconds
         reused = f", {format_bytes(result.reused_bytes)} resumed from disk" if result.reused_bytes else ""
@@ -132,16 +143,16 @@ def render_pull_result(console: Console, result: PullResult) -> None:
     if result.left_behind:
         size = sum(p.stat().st_size for p in result.left_behind if p.exists())
         console.print(
-            f"[yellow]kept:[/] the earlier pull of {record.name} left {len(result.left_behind)} file(s) "
+            f"[yellow]kept:[/] the earlier pull of {shown(record.name)} left {len(result.left_behind)} file(s) "
             f"({format_bytes(size)}) that it no longer uses:"
         )
         for path in result.left_behind:
-            console.print(f"  {path}")
+            console.print(f"  {shown(path)}")
         console.print("  `dspine list` shows them; `dspine rm --orphans` deletes them")
 
 
 def list_table(manifest: Manifest) -> Table:
-    table = Table(title=f"Pulled models ({manifest.path.parent})", title_justify="left")
+    table = Table(title=f"Pulled models ({shown(manifest.path.parent)})", title_justify="left")
     for column in ("name", "role", "size", "on disk", "status", "path"):
         table.add_column(column, overflow="fold")
     for record in manifest.records.values():
@@ -150,15 +161,15 @@ def list_table(manifest: Manifest) -> Table:
             state = file_state(stored)
             colour = {"complete": "green", "partial": "yellow", "missing": "red"}[state.status]
             table.add_row(
-                record.name if index == 0 else "",
+                shown(record.name) if index == 0 else "",
                 stored.role + (f" ({record.drafter_kind})" if stored.role == "drafter" else ""),
                 format_bytes(stored.size),
                 format_bytes(state.on_disk),
                 f"[{colour}]{state.status}[/]",
-                stored.local,
+                shown(stored.local),
             )
         if not record.files:
-            table.add_row(record.name, "", "", "", "", status, "")
+            table.add_row(shown(record.name), "", "", "", "", status, "")
     return table
 
 
@@ -172,7 +183,7 @@ def orphans_table(orphans: list[Orphan]) -> Table:
         table.add_column(column, overflow="fold")
     for orphan in orphans:
         unfinished = "" if orphan.final in orphan.paths else " [dim](unfinished)[/]"
-        table.add_row(orphan.name + unfinished, format_bytes(orphan.size), str(orphan.final))
+        table.add_row(shown(orphan.name) + unfinished, format_bytes(orphan.size), shown(orphan.final))
     return table
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -26,6 +27,10 @@ from ..paths import hf_cache_dir
 from .locks import held, lock_path
 
 MANIFEST_VERSION = 1
+
+# C0, DEL and C1: a name holding one would carry an escape sequence or a line break to the
+# disk, to every listing of the folder, and to the terminal of whoever prints it.
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _known(cls: type, raw: dict) -> dict:
@@ -86,7 +91,14 @@ def record_status(record: PullRecord) -> str:
 def local_path(models_dir: Path, remote: RemoteFile) -> Path:
     """Where a hub file lives under the models folder. Repository ids and file paths
     come from catalogs and hub listings, so one that would lead out of the folder
-    (`..`, an absolute path) is refused before anything is written."""
+    (`..`, an absolute path) or that holds a control character is refused before
+    anything is written."""
+    if _CONTROL_CHARACTERS.search(remote.repo + remote.path):
+        raise UsageError(
+            f"{remote.repo + '/' + remote.path!r} holds a control character "
+            "(an escape or a line break), which no file name of a model should",
+            "pull another repository or file; nothing was written",
+        )
     final = models_dir / remote.repo / remote.path
     folder = (models_dir / remote.repo).resolve()
     inside = folder.is_relative_to(models_dir.resolve()) and final.resolve().is_relative_to(folder)
