@@ -33,7 +33,7 @@ from .reply_limit import with_reply_limit
 from .stopping import STOPPING, Stopping, end_stream
 from .system_messages import SystemMessageError
 from .system_messages import apply as order_system_messages
-from .validate import body_problem
+from .validate import NotJson, body_problem, parse_body
 from .window import budget
 
 # Endpoints with figures: path -> whether a chat template (and so a think mode) applies.
@@ -219,9 +219,9 @@ class Proxy:
         assert self.upstream is not None
         raw = await read_body(request, self.body_idle_s)
         try:
-            body = json.loads(raw) if raw else {}
-        except ValueError:
-            return error(400, f"{request.path}: the request body is not JSON")
+            body = parse_body(request.path, raw) if raw else {}
+        except NotJson as exc:
+            return error(400, str(exc))
         problem = body_problem(request.path, body)
         if problem:
             return error(400, problem)
@@ -241,9 +241,9 @@ class Proxy:
     async def _generate(self, request: web.Request) -> web.StreamResponse:
         raw = await read_body(request, self.body_idle_s)
         try:
-            body = json.loads(raw)
-        except ValueError:
-            return error(400, f"{request.path}: the request body is not JSON")
+            body = parse_body(request.path, raw)
+        except NotJson as exc:
+            return error(400, str(exc))
         del raw
         problem = body_problem(request.path, body)
         if problem:

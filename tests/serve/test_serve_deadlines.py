@@ -101,6 +101,18 @@ def test_wrong_types_are_a_400_naming_the_field(proxy_at, body, field):
     assert plain.status_code == 400 and "model" in plain.json()["error"]["message"]
 
 
+@pytest.mark.parametrize("depth", [200, 100_000])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/tokenize"])
+def test_deeply_nested_json_is_a_400_not_a_500(proxy_at, path, depth):
+    # Issue 34: json.loads raised RecursionError and the proxy answered 500.
+    base = proxy_at()
+    nested = b'{"messages": [{"role": "user", "content": ' + b"[" * depth + b"]" * depth + b"}]}"
+    reply = httpx2.post(base + path, content=nested, headers={"Content-Type": "application/json"})
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["type"] == "invalid_request_error" and "deep" in error["message"] and path in error["message"]
+
+
 def test_a_key_header_that_is_not_utf8_is_a_401(proxy_at):
     base = proxy_at(api_key="k-" + "x" * 30)
     for name in ("x-api-key", "Authorization"):
