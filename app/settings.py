@@ -134,9 +134,31 @@ def _mcp_servers(value: Any) -> dict[str, Any]:
             value = json.loads(value) if value.strip() else {}
         except json.JSONDecodeError as exc:
             raise ValueError(f"must be a JSON object of servers ({exc.msg})") from None
+        except RecursionError:
+            value = None  # nested past Python's recursion limit: too deep, below
+    if value is None or _nested_deeper(value, MAX_MCP_DEPTH):
+        raise ValueError(f"nests lists and tables more than {MAX_MCP_DEPTH} deep; a server entry needs 3")
     if not isinstance(value, dict) or not all(isinstance(entry, dict) for entry in value.values()):
         raise ValueError('must be a table of servers, e.g. [mcp_servers.time] command = "uvx", args = [...]')
     return value
+
+
+# servers -> server -> env or args -> a value: anything much deeper is not a server list.
+MAX_MCP_DEPTH = 16
+
+
+def _nested_deeper(value: Any, limit: int) -> bool:
+    """Whether `value` nests dicts and lists deeper than `limit` (counted without recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 @dataclass(frozen=True)
@@ -298,36 +320,44 @@ SPECS_BY_KEY = {spec.key: spec for spec in SPECS}
 MAX_FILE_BYTES = 2**20  # a settings file is a few lines; anything near this is not one
 
 
-class _NotASettingsFile(OSError):
-    pass
+class NotARegularFile(OSError):
+    """A file dspine reads whole that is not one: a folder, a FIFO or device, or too large."""
 
 
-def _read_regular(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_FILE_BYTES. Opened without blocking
-    and checked before reading: a FIFO would wait for a writer for ever, /dev/zero
-    would fill the memory."""
+def read_regular(path: Path, limit: int, what: str) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (NotARegularFile otherwise,
+    saying it is not `what`). Opened without blocking and checked before reading: a FIFO
+    would wait for a writer for ever, /dev/zero would fill the memory."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a FIFO, device or socket"
-            raise _NotASettingsFile(f"{path} is {kind}, not a settings file")
+            raise NotARegularFile(f"{path} is {kind}, not {what}")
         data = b""
-        while len(data) <= MAX_FILE_BYTES:
-            chunk = os.read(fd, MAX_FILE_BYTES + 1 - len(data))
+        while len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
             if not chunk:
                 return data
             data += chunk
-        raise _NotASettingsFile(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB, not a settings file")
+        raise NotARegularFile(f"{path} is larger than {limit // 2**20} MiB, not {what}")
     finally:
         os.close(fd)
+
+
+def _read_regular(path: Path) -> bytes:
+    return read_regular(path, MAX_FILE_BYTES, "a settings file")
 
 
 def _read_file(path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(_read_regular(path).decode("utf-8"))
-    except _NotASettingsFile as exc:
+    except NotARegularFile as exc:
         raise ConfigError(str(exc), "point DSPINE_CONFIG at a TOML settings file, or unset it") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{path} nests arrays or tables too deep to read", f"fix or delete {path}: settings are a few flat lines"
+        ) from None
     except FileNotFoundError:
         if os.environ.get("DSPINE_CONFIG"):
             raise ConfigError(
@@ -385,8 +415,10 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         except (TypeError, ValueError) as exc:
             line = _line_of(path, spec.key) if source.startswith("file") else None
             where = f"{path} line {line}" if line else source
+            shown = repr(raw)
+            shown = shown if len(shown) <= 200 else shown[:200] + f"… ({len(shown):,} characters)"
             raise ConfigError(
-                f"bad value {raw!r} for {spec.key} ({where}): {exc}",
+                f"bad value {shown} for {spec.key} ({where}): {exc}",
                 f"{spec.key} is {spec.help}",
             ) from exc
         sources[spec.key] = source

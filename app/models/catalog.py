@@ -17,6 +17,9 @@ from typing import Any
 from backends.drafters import KINDS
 
 from ..errors import ConfigError, UsageError
+from ..settings import NotARegularFile, read_regular
+
+MAX_CATALOG_BYTES = 4 * 2**20  # the built-in catalog is a few KiB
 
 NO_DRAFTER = "none"
 
@@ -198,6 +201,8 @@ def parse_catalog(text: str, origin: str) -> Catalog:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"catalog {origin} is not valid TOML: {exc}", f"fix {origin}") from exc
+    except RecursionError:
+        raise ConfigError(f"catalog {origin} nests arrays or tables too deep to read", f"fix {origin}") from None
     bundles = {
         name: _parse_bundle(name, table, f"{origin}: bundles.{name}") for name, table in data.get("bundles", {}).items()
     }
@@ -219,7 +224,13 @@ def load_catalog(extra: Path | None = None) -> Catalog:
     catalog = parse_catalog(builtin.read_text(encoding="utf-8"), str(builtin))
     if extra is not None:
         try:
-            text = extra.read_text(encoding="utf-8")
+            text = read_regular(extra, MAX_CATALOG_BYTES, "a catalog").decode("utf-8")
+        except NotARegularFile as exc:
+            raise ConfigError(str(exc), "point the catalog setting (DSPINE_CATALOG) at a catalog TOML file") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"catalog {extra} is not UTF-8 text (byte {exc.start})", f"save {extra} as UTF-8"
+            ) from None
         except OSError as exc:
             raise ConfigError(
                 f"cannot read catalog {extra}: {exc.strerror}",

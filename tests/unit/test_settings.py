@@ -139,6 +139,50 @@ def test_a_folder_or_an_oversized_file_is_refused(tmp_path, monkeypatch):
         load_settings()
 
 
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero"])
+def test_a_fifo_or_device_as_catalog_is_refused_at_once(dspine, tmp_path, kind):
+    # Issue 34: DSPINE_CATALOG=/dev/zero grew the memory without limit.
+    if kind == "fifo":
+        target = tmp_path / "catalog.fifo"
+        os.mkfifo(target)
+    else:
+        target = Path(kind)
+    started = time.monotonic()
+    done = dspine(
+        "list", "--catalog", extra_env={"DSPINE_CATALOG": str(target)}, timeout=30, preexec_fn=_limited_memory
+    )
+    assert done.returncode == 8, done.stderr
+    assert "not a catalog" in done.stderr and "DSPINE_CATALOG" in done.stderr
+    assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
+    assert time.monotonic() - started < 20
+
+
+def test_an_oversized_catalog_is_refused(tmp_path):
+    from app.models.catalog import MAX_CATALOG_BYTES, load_catalog
+
+    huge = tmp_path / "huge.toml"
+    huge.write_bytes(b"# " + b"x" * MAX_CATALOG_BYTES + b"\n")
+    with pytest.raises(ConfigError, match="larger than 4 MiB, not a catalog"):
+        load_catalog(huge)
+
+
+@pytest.mark.parametrize("depth", [40, 30_000])
+def test_deeply_nested_mcp_servers_are_a_clear_error(dspine, depth):
+    # Issue 34: a DSPINE_MCP_SERVERS nested past the recursion limit gave a traceback.
+    nested = '{"a": ' + "[" * depth + "]" * depth + "}"
+    done = dspine("config", extra_env={"DSPINE_MCP_SERVERS": nested}, timeout=60)
+    assert done.returncode == 8, done.stderr
+    assert "mcp_servers" in done.stderr and "deep" in done.stderr
+    assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
+    assert len(done.stderr) < 5000  # the value is cut, not printed whole
+
+
+def test_deeply_nested_settings_toml_is_a_clear_error(config_file):
+    config_file.write_text("mcp_servers = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ConfigError, match="too deep"):
+        load_settings()
+
+
 @pytest.mark.parametrize("key", ["models_dir", "chats_db", "catalog", "llama_server"])
 def test_a_nul_or_escape_in_a_path_setting_is_a_clear_error(config_file, key):
     config_file.write_text(f'{key} = "a\\u0000b"\n')
