@@ -58,6 +58,19 @@ def _read_key_file(given: str, path: Path) -> str:
     return lines[0].strip() if lines else ""
 
 
+def _key_problem(key: str) -> str | None:
+    """Why `key` cannot be a key: blank (it would be no key), with spaces around it or a
+    control character in it (a header is trimmed and carries no control characters, so no
+    client could send it)."""
+    if not key.strip():
+        return "blank: a key of spaces would be no key"
+    if key != key.strip():
+        return "a key with spaces around it, which no client's header can carry"
+    if not key.isprintable():
+        return "a key with a control character in it, which no client's header can carry"
+    return None
+
+
 def resolve_access(host: str, api_key: str | None, environ: dict[str, str] | None = None) -> Access:
     """`--api-key` is `@FILE` (read it), `generate` (make one, print it once) or the key
     itself (works, but `ps` shows it: we say so); else DSPINE_SERVE_API_KEY."""
@@ -69,7 +82,11 @@ def resolve_access(host: str, api_key: str | None, environ: dict[str, str] | Non
         key = _read_key_file(api_key, path)
         if not key:
             raise UsageError(f"--api-key {api_key}: {path} is empty", "put the key on its first line")
+        if problem := _key_problem(key):
+            raise UsageError(f"--api-key {api_key}: the first line of {path} is {problem}", "put the key alone on it")
         return Access(key, warning=_readable_by_others(path))
+    if api_key is not None and (problem := _key_problem(api_key)):
+        raise UsageError(f"--api-key is {problem}", "give the key alone, --api-key @FILE, or --api-key generate")
     if api_key:
         return Access(
             api_key,
@@ -79,7 +96,13 @@ def resolve_access(host: str, api_key: str | None, environ: dict[str, str] | Non
             ),
         )
     if environ.get(KEY_ENV):
-        return Access(environ[KEY_ENV])
+        key = environ[KEY_ENV]
+        if problem := _key_problem(key):
+            raise UsageError(
+                f"{KEY_ENV} is {problem}",
+                f"set {KEY_ENV} to the key alone, or unset it",
+            )
+        return Access(key)
     if host not in LOOPBACK:
         raise UsageError(
             f"--host {host} opens the endpoint to other machines, and no API key was given",

@@ -73,3 +73,18 @@ def test_a_key_readable_by_others_is_warned_about(tmp_path):
 )
 def test_the_printed_address_is_a_url(host, url):
     assert endpoint_url(host, 8080) == url
+
+
+@pytest.mark.parametrize("key", [" ", "   ", "\t", " s3cret", "s3cret\n", "s3\x1bcret"])
+def test_a_blank_or_untransmittable_key_is_refused(key):
+    # Issue 34: DSPINE_SERVE_API_KEY=" " was taken as a key.
+    with pytest.raises(UsageError) as caught:
+        resolve_access("0.0.0.0", None, environ={"DSPINE_SERVE_API_KEY": key})
+    assert "DSPINE_SERVE_API_KEY" in caught.value.cause and "\x1b" not in caught.value.cause
+    with pytest.raises(UsageError) as given:
+        resolve_access("127.0.0.1", key, environ={})
+    assert "--api-key" in given.value.cause
+
+
+def test_a_key_with_an_inner_space_still_works():
+    assert resolve_access("0.0.0.0", None, environ={"DSPINE_SERVE_API_KEY": "two words"}).key == "two words"
