@@ -60,7 +60,10 @@ class Changes:
         self._read[path] = fingerprint(text)
 
     def _current(self, path: Path, name: str) -> str | None:
-        return read_text(self.root, path, name) if os.path.lexists(path) else None
+        try:
+            return read_text(self.root, path, name) if os.path.lexists(path) else None
+        except safe_files.TooLarge as exc:
+            raise ToolRefused(f"{exc}: the tools cannot change it") from None
 
     def _unchanged_since_read(self, path: Path, name: str, now: str | None) -> None:
         if path in self._read and self._read[path] != fingerprint(now):

@@ -20,6 +20,10 @@ MAX_FILE_BYTES = 256 * 1024
 MAX_LIST = 400
 MAX_MATCHES = 200
 MAX_OUTPUT_CHARS = 20_000
+# A line range of a file over MAX_FILE_BYTES is read as a stream: this far into the file at
+# most, and each line cut to this many characters.
+MAX_RANGE_SCAN_BYTES = 256 * 1024 * 1024
+MAX_LINE_CHARS = 2000
 # A pattern such as (a+)+$ backtracks for ever on a long line; the whole search gets this long.
 SEARCH_BUDGET_S = 5.0
 
@@ -50,6 +54,68 @@ def numbered(text: str, start_line: int = 1, end_line: int | None = None) -> str
     body = "\n".join(f"{n:>5}\t{lines[n - 1]}" for n in range(start_line, end + 1))
     # Head and tail: the end of a file (a log's last lines) matters as much as its start.
     return head_tail(body, MAX_OUTPUT_CHARS, "read the lines you need with start_line and end_line")
+
+
+def read_range(
+    root: Path,
+    path: Path,
+    name: str,
+    start_line: int = 1,
+    end_line: int | None = None,
+    *,
+    max_chars: int = MAX_OUTPUT_CHARS,
+) -> str:
+    """Numbered lines of a file too large to read whole, read as a stream: only the lines
+    asked come back, at most `max_chars` of them, and no more than MAX_RANGE_SCAN_BYTES of
+    the file is read to reach them."""
+    start_line = max(1, start_line)
+    lines: list[str] = []
+    size = number = scanned = 0
+    try:
+        with safe_files.opened(root, path, name) as (handle, _):
+            if b"\0" in handle.read(8192):
+                raise ToolRefused(f"{name!r} is a binary file: only text files can be read or edited")
+            handle.seek(0)
+            while end_line is None or number < end_line:
+                if scanned >= MAX_RANGE_SCAN_BYTES:
+                    return _past_the_scan(name, number, lines)
+                raw = handle.readline(MAX_LINE_CHARS * 4)
+                if not raw:
+                    break
+                scanned += len(raw)
+                rest = raw
+                while not rest.endswith(b"\n") and scanned < MAX_RANGE_SCAN_BYTES:  # a long line's rest
+                    rest = handle.readline(64 * 1024)
+                    if not rest:
+                        break
+                    scanned += len(rest)
+                number += 1
+                if number < start_line:
+                    continue
+                text = raw.decode("utf-8", errors="replace").rstrip("\r\n")[:MAX_LINE_CHARS]
+                line = f"{number:>5}\t{text}"
+                if lines and size + len(line) + 1 > max_chars:
+                    lines.append(f"… (cut at line {number}: read on with start_line={number})")
+                    break
+                size += len(line) + 1
+                lines.append(line)
+    except FileNotFoundError:
+        raise ToolRefused(f"{name!r} does not exist: use list_files or search to find the file") from None
+    except OSError as exc:
+        raise ToolRefused(f"{name!r} cannot be read ({exc.strerror}): choose another file") from None
+    if not lines:
+        raise ToolRefused(f"start_line {start_line} is past the end of the file ({number} lines)")
+    return "\n".join(lines)
+
+
+def _past_the_scan(name: str, number: int, lines: list[str]) -> str:
+    limit = f"{MAX_RANGE_SCAN_BYTES // 2**20} MiB"
+    if not lines:
+        raise ToolRefused(
+            f"{name!r}: the lines asked lie past its first {limit} ({number:,} lines), further than read_file "
+            "reads into a file"
+        )
+    return "\n".join([*lines, f"… (stopped at line {number:,}: read_file reads no further than {limit} into a file)"])
 
 
 def _stays_inside(root: Path, path: Path) -> bool:

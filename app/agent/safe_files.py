@@ -12,10 +12,13 @@ call is refused. Special files are refused from their lstat, before any open
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from .paths import ToolRefused, kind_of
 
@@ -73,18 +76,31 @@ def _regular(info: os.stat_result, name: str) -> None:
         raise ToolRefused(f"{name!r} is {kind_of(info.st_mode)}: only regular files can be read or written")
 
 
+class TooLarge(ToolRefused):
+    """A file over the cap of a whole read: a line range of it can still be read (`opened`)."""
+
+
 def read_bytes(root: Path, real: Path, name: str, limit: int, *, cut: bool = False) -> bytes:
-    """The bytes of a regular file inside root; over `limit` bytes is refused (the message
-    says the size), or with `cut` only the first `limit` bytes come back. FileNotFoundError
-    when it does not exist."""
+    """The bytes of a regular file inside root; over `limit` bytes is refused (TooLarge, the
+    message says the size), or with `cut` only the first `limit` bytes come back.
+    FileNotFoundError when it does not exist."""
+    with opened(root, real, name) as (handle, info):
+        if not cut:
+            _cap(info.st_size, limit, name)
+        return handle.read(limit if cut else limit + 1)
+
+
+@contextlib.contextmanager
+def opened(root: Path, real: Path, name: str) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """A regular file inside root opened for reading, reached without following links, with
+    its stat. FileNotFoundError when it does not exist."""
     root = root.resolve()
     if not _AT_SUPPORTED:
         info = os.stat(real)
         _regular(info, name)
-        if not cut:
-            _cap(info.st_size, limit, name)
-        with open(real, "rb") as handle:
-            return handle.read(limit if cut else limit + 1)
+        with open(real, "rb") as plain:
+            yield plain, info
+        return
     *folders, last = _parts(root, real)
     parent = _folder(root, tuple(folders), name, create=False)
     try:
@@ -100,17 +116,12 @@ def read_bytes(root: Path, real: Path, name: str, limit: int, *, cut: bool = Fal
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         _regular(info, name)  # swapped between the lstat and the open
-        if not cut:
-            _cap(info.st_size, limit, name)
-        return handle.read(limit if cut else limit + 1)
+        yield handle, info
 
 
 def _cap(size: int, limit: int, name: str) -> None:
     if size > limit:
-        raise ToolRefused(
-            f"{name!r} is {size:,} bytes, over the {limit:,}-byte cap: "
-            "use search to find the lines you need, then read_file with start_line and end_line"
-        )
+        raise TooLarge(f"{name!r} is {size:,} bytes, over the {limit:,}-byte cap of a whole read")
 
 
 def replace(root: Path, real: Path, name: str, expect: bytes | None, new: bytes | None) -> None:

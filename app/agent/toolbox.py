@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import files
+from . import files, safe_files
 from .changes import Change, Changes
 from .commands import DEFAULT_TIMEOUT_S
 from .paths import ToolRefused, resolve
@@ -122,7 +122,15 @@ def _read_file(box: Toolbox, args: dict[str, Any]) -> Step:
     start, end = _int(args.get("start_line"), "start_line") or 1, _int(args.get("end_line"), "end_line")
     if box.scratch.holds(path) and path.is_file():
         return Done(read_lines(path, start, end, box.result_chars))  # a saved output: read as a stream, any size
-    text = files.read_text(box.root, path, path_name)
+    try:
+        text = files.read_text(box.root, path, path_name)
+    except safe_files.TooLarge as exc:
+        if args.get("start_line") is None and args.get("end_line") is None:
+            raise ToolRefused(
+                f"{exc}: read it in parts, with start_line and end_line (up to {files.MAX_OUTPUT_CHARS:,} "
+                "characters come back a call)"
+            ) from None
+        return Done(files.read_range(box.root, path, path_name, start, end))
     box.changes.saw(path, text)
     return Done(files.numbered(text, start, end))
 

@@ -10,7 +10,7 @@ import pytest
 
 from app.agent.commands import run_command
 from app.agent.consent import Consent, command_words
-from app.agent.files import MAX_FILE_BYTES
+from app.agent.files import MAX_FILE_BYTES, MAX_OUTPUT_CHARS
 from app.agent.paths import ToolRefused, resolve
 from app.agent.project import find_root, open_project, system_prompt
 from app.agent.toolbox import NEEDS_CONSENT, Done, ProposedChange, ProposedCommand, Toolbox
@@ -89,7 +89,38 @@ def test_binary_and_oversized_files_are_refused_with_what_to_do(repo):
     box = Toolbox(repo)
     assert "binary" in box.prepare("read_file", {"path": "blob.bin"}).result  # type: ignore[union-attr]
     big = box.prepare("read_file", {"path": "big.txt"})
-    assert isinstance(big, Done) and "cap" in big.result and "search" in big.result
+    assert isinstance(big, Done) and "cap" in big.result and "start_line and end_line" in big.result
+
+
+def test_a_line_range_of_a_file_over_the_cap_is_read(repo):
+    # Issue 34: the refusal said to read a range, then refused the range as well.
+    (repo / "big.log").write_text("".join(f"entry {n} " + "x" * 60 + "\n" for n in range(1, 6001)))
+    assert (repo / "big.log").stat().st_size > MAX_FILE_BYTES
+    box = Toolbox(repo)
+    part = box.prepare("read_file", {"path": "big.log", "start_line": 5000, "end_line": 5002})
+    assert isinstance(part, Done), part
+    assert [line.split("\t")[0].strip() for line in part.result.splitlines()] == ["5000", "5001", "5002"]
+    assert part.result.splitlines()[0].endswith("entry 5000 " + "x" * 60)
+    onward = box.prepare("read_file", {"path": "big.log", "start_line": 10})
+    assert isinstance(onward, Done) and onward.result.startswith("   10\tentry 10 ")
+    assert len(onward.result) <= MAX_OUTPUT_CHARS + 100 and "read on with start_line=" in onward.result
+    past = box.prepare("read_file", {"path": "big.log", "start_line": 7000, "end_line": 7001})
+    assert isinstance(past, Done) and "past the end of the file (6000 lines)" in past.result
+    edit = box.prepare("edit_file", {"path": "big.log", "old_text": "entry 5000", "new_text": "e"})
+    assert isinstance(edit, Done) and "cannot change it" in edit.result
+
+
+def test_a_range_of_a_large_file_reads_no_further_than_its_bound(repo, monkeypatch):
+    import app.agent.files as files
+
+    monkeypatch.setattr(files, "MAX_RANGE_SCAN_BYTES", MAX_FILE_BYTES + 1000)
+    (repo / "big.log").write_text("y" * 100 + "\n" + "z" * (2 * MAX_FILE_BYTES) + "\nlast\n")
+    box = Toolbox(repo)
+    first = box.prepare("read_file", {"path": "big.log", "start_line": 1, "end_line": 2})
+    assert isinstance(first, Done) and first.result.startswith("    1\t" + "y" * 100)
+    assert len(first.result.splitlines()[1]) < 2100  # a long line is cut, not returned whole
+    far = box.prepare("read_file", {"path": "big.log", "start_line": 3, "end_line": 3})
+    assert isinstance(far, Done) and "further than read_file reads" in far.result
 
 
 def test_edit_shows_a_diff_applies_and_undoes(repo):
