@@ -19,6 +19,7 @@ class Project:
     root: Path
     instructions_file: Path | None = None
     instructions: str = ""
+    refused: str = ""  # why an instructions file that is there was not read (a link out, a hard link)
 
     @property
     def instructions_size(self) -> int:
@@ -35,16 +36,21 @@ def find_root(cwd: Path) -> Path:
 
 def open_project(cwd: Path) -> Project:
     root = find_root(cwd)
+    refused = ""
     for name in INSTRUCTION_FILES:
         # Like every tool's read: an instructions file that links out of the project (it would
-        # go to the model, a remote one too) or is a FIFO (which would hang the start) is skipped.
+        # go to the model, a remote one too), is a hard link (it may be a file outside), or is
+        # a FIFO (which would hang the start) is skipped, and the chat says why.
         try:
             path = resolve(root, name)
             data = safe_files.read_bytes(root, path, name, MAX_INSTRUCTIONS, cut=True)
-        except (ToolRefused, FileNotFoundError):
+        except FileNotFoundError:
             continue
-        return Project(root, root / name, data.decode("utf-8", errors="replace"))
-    return Project(root)
+        except ToolRefused as exc:
+            refused = refused or str(exc)
+            continue
+        return Project(root, root / name, data.decode("utf-8", errors="replace"), refused)
+    return Project(root, refused=refused)
 
 
 def system_prompt(project: Project, tools: bool, today: str | None = None) -> str:

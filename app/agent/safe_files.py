@@ -69,11 +69,12 @@ def _folder(root: Path, parts: tuple[str, ...], name: str, *, create: bool) -> i
     return fd
 
 
-def _regular(info: os.stat_result, name: str) -> None:
+def _regular(info: os.stat_result, name: str) -> os.stat_result:
     if stat.S_ISDIR(info.st_mode):
         raise ToolRefused(f"{name!r} is a directory: use list_files to see what it holds")
     if not stat.S_ISREG(info.st_mode):
         raise ToolRefused(f"{name!r} is {kind_of(info.st_mode)}: only regular files can be read or written")
+    return info
 
 
 class TooLarge(ToolRefused):
@@ -98,13 +99,14 @@ def opened(root: Path, real: Path, name: str) -> Iterator[tuple[BinaryIO, os.sta
     if not _AT_SUPPORTED:
         info = os.stat(real)
         _regular(info, name)
+        _not_linked(info, name)
         with open(real, "rb") as plain:
             yield plain, info
         return
     *folders, last = _parts(root, real)
     parent = _folder(root, tuple(folders), name, create=False)
     try:
-        _regular(os.stat(last, dir_fd=parent, follow_symlinks=False), name)
+        _not_linked(_regular(os.stat(last, dir_fd=parent, follow_symlinks=False), name), name)
         try:
             fd = os.open(last, os.O_RDONLY | _NOFOLLOW | _NONBLOCK | _CLOEXEC, dir_fd=parent)
         except OSError as exc:
@@ -116,7 +118,18 @@ def opened(root: Path, real: Path, name: str) -> Iterator[tuple[BinaryIO, os.sta
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         _regular(info, name)  # swapped between the lstat and the open
+        _not_linked(info, name)  # linked between them
         yield handle, info
+
+
+def _not_linked(info: os.stat_result, name: str) -> None:
+    """A file with a second hard link may be a file outside the project (a link made to
+    ~/.ssh/id_ed25519 inside it is a plain file to every path check): it is not read."""
+    if info.st_nlink > 1:
+        raise ToolRefused(
+            f"{name!r} is a hard link ({info.st_nlink} names for one file): it may be a file outside the "
+            "project, so it is not read"
+        )
 
 
 def _cap(size: int, limit: int, name: str) -> None:

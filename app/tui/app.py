@@ -173,6 +173,9 @@ class ChatApp(App):
         if self.project is not None and self.project.instructions_file is not None:
             name = self.project.instructions_file.relative_to(self.project.root)
             self.notify(f"{name} in the system prompt ({self.project.instructions_size:,} bytes)")
+        if self.project is not None and self.project.refused:
+            text = f"Not in the system prompt: {self.project.refused}"
+            self.notify(for_terminal(text), severity="warning", timeout=20, markup=False)
         if self.store.set_aside is not None:
             self.notify(f"The chats database was damaged; it was set aside as {self.store.set_aside}", timeout=30)
         self.chat = self._first_chat()

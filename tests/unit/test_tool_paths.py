@@ -152,6 +152,29 @@ def test_a_file_with_a_second_hard_link_is_not_written(plain, tmp_path):
     assert target.read_text() == "mine\n"
 
 
+def test_a_hard_link_to_a_file_outside_is_not_read(plain, home):
+    # Issue 34: a hard link is a plain file inside the project to every path check.
+    os.link(home / ".ssh" / "id_ed25519", plain / "notes.txt")
+    toolbox = Toolbox(plain)
+    for args in ({"path": "notes.txt"}, {"path": "notes.txt", "start_line": 1, "end_line": 1}):
+        result = run(toolbox, "read_file", **args)
+        assert result.startswith("error:") and "hard link" in result and "outside the project" in result
+        assert SECRET not in result
+    found = run(toolbox, "search", pattern="PRIVATE KEY")
+    assert SECRET not in found and "notes.txt" not in found
+
+
+def test_a_hard_linked_instructions_file_is_not_read_and_the_chat_is_told_why(tmp_path, home):
+    from app.agent.project import open_project, system_prompt
+
+    root = tmp_path / "project"
+    root.mkdir()
+    os.link(home / ".ssh" / "id_ed25519", root / "CLAUDE.md")
+    project = open_project(root)
+    assert project.instructions == "" and SECRET not in system_prompt(project, True)
+    assert "CLAUDE.md" in project.refused and "hard link" in project.refused
+
+
 def test_a_hard_link_made_while_consent_waited_stops_the_write(plain, tmp_path):
     toolbox = Toolbox(plain)
     step = toolbox.prepare("write_file", {"path": "sub/old.txt", "content": "new\n"})
