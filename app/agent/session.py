@@ -239,19 +239,22 @@ class Session:
         history: list[dict[str, Any]] | None = None,
         sampling: Sampling | None = None,
         tool_sources: list[ToolSource] | None = None,
+        instructions_file: str | None = None,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
         bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
         `sampling`: fixed sampling for every reply (None: the engine's preset for the think mode);
         its max_tokens is the room kept for the reply; `tool_sources`: tools from elsewhere (MCP
         servers), brought into the toolbox at the start of each user turn only, so a reply and its
-        tool rounds see one tool list (prefix cache)."""
+        tool rounds see one tool list (prefix cache); `instructions_file`: the name of the project's
+        instructions file in the system prompt (AGENTS.md), for the error when it does not fit."""
         self.engine = engine
         self.toolbox = toolbox
         self.ask = ask
         self.emit = emit
         self.consent = consent or Consent()
         self.system = system
+        self.instructions_file = instructions_file
         self.tools_on = tools_on and toolbox is not None
         self.chain_limit = chain_limit
         self.history: list[dict[str, Any]] = list(history or [])
@@ -421,6 +424,13 @@ class Session:
         made to fit, and the user was told why."""
         loop = asyncio.get_running_loop()
         counted = await _thread(loop, lambda: self._count(self.history))
+        fixed = 0
+        if counted > self.budget.available:
+            # What every request carries: no compaction of the conversation makes it smaller.
+            fixed = await _thread(loop, lambda: self._count([]))
+            if fixed >= self.budget.available:
+                await self._too_large_system_prompt(fixed)
+                return False
         if force or counted > self.budget.available:
             fingerprint = (len(self.history), repr(self.history[-1:]))
             if not force and self._futile == fingerprint:
@@ -431,6 +441,9 @@ class Session:
                     self._futile = fingerprint
                 counted = await _thread(loop, lambda: self._count(self.history))
         if counted > self.budget.available:
+            if fixed >= counted - fixed:
+                await self._too_large_system_prompt(fixed)
+                return False
             newest = max(self.history[-1:], key=lambda m: len(m.get("content") or ""), default={})
             await self.emit(
                 Notice(
@@ -448,6 +461,22 @@ class Session:
         self._meter(counted)
         await self._flush_meter()
         return True
+
+    async def _too_large_system_prompt(self, fixed: int) -> None:
+        instructions = self.instructions_file
+        what = f"The system prompt with {instructions} and the tool list" if instructions else "The tool list"
+        shorten = f"Shorten {instructions}, switch" if instructions else "Switch"
+        await self.emit(
+            Notice(
+                f"{what} take {fixed:,} tokens of the "
+                f"{self.budget.available:,} available (context {self.budget.n_ctx:,}, {self.budget.reserve:,} kept "
+                f"for the reply), leaving {max(self.budget.available - fixed, 0):,} for the conversation: it is "
+                "too large for this context. Nothing was sent. "
+                f"{shorten} the tools off with /tools off (the system prompt and the tool list go only with "
+                "them), or use a larger --ctx.",
+                "error",
+            )
+        )
 
     async def compact(self, focus: str = "") -> Compaction | None:
         """/compact [focus]: summarise the older part now, whatever the budget says."""

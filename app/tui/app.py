@@ -139,6 +139,11 @@ class ChatApp(App):
             chain_limit=chain_limit,
             n_ctx=n_ctx,
             tool_sources=[McpTools(self.mcp)] if self.mcp is not None else None,
+            instructions_file=(
+                str(project.instructions_file.relative_to(project.root))
+                if project is not None and project.instructions_file is not None
+                else None
+            ),
         )
         self._live: tuple[Reply, MessageView, int] | None = None  # the reply streaming now
         self._tool_lines: dict[str, ToolLine] = {}

@@ -233,3 +233,17 @@ async def test_a_chat_goes_on_in_the_thinking_mode_it_was_left_in(repo, store):
         assert named.think is False
         await turn(pilot, named, "read mod01")
     assert store.chat(chat_id).think is False
+
+
+async def test_an_agents_md_too_large_for_the_context_is_named_in_the_chat(repo, store):
+    (repo / "AGENTS.md").write_text("Follow the house style in every file you touch.\n" * 1200)  # about 57 KB
+    engine = ProjectEngine(context_size=8192)
+    app = project_app(repo, store, engine)
+    notices: list[str] = []
+    app.notify = lambda message, **kw: notices.append(str(message))  # type: ignore[method-assign]
+    async with app.run_test() as pilot:
+        await turn(pilot, app, "hi")
+        await until(pilot, lambda: any("Nothing was sent" in n for n in notices), what="the error")
+    error = next(n for n in notices if "Nothing was sent" in n)
+    assert "AGENTS.md" in error and "system prompt" in error and "newest message" not in error
+    assert not engine.calls

@@ -195,6 +195,29 @@ def test_a_message_too_big_for_any_compaction_is_refused_once_without_looping(re
     assert len(session.compactions) == 1  # tried once; no second compaction of the same history
 
 
+def test_an_agents_md_too_large_for_the_context_is_named_not_the_short_message(repo):
+    # Issue 34: a 57 KB AGENTS.md in an 8K context; the error blamed the user's 2-character message.
+    (repo / "AGENTS.md").write_text("Follow the house style in every file you touch.\n" * 1200)
+    engine = ProjectEngine(context_size=8192)
+    recorder = Recorder()
+    project = open_project(repo)
+    session = Session(
+        engine,
+        Toolbox(repo),
+        recorder.ask,
+        recorder.emit,
+        system=system_prompt(project, True),
+        instructions_file="AGENTS.md",
+        think=False,
+    )
+    asyncio.run(session.send("hi"))
+    errors = [n for n in recorder.of(Notice) if n.severity == "error"]
+    assert len(errors) == 1, errors
+    assert "AGENTS.md" in errors[0].text and "system prompt" in errors[0].text
+    assert "newest message" not in errors[0].text and "Nothing was sent" in errors[0].text
+    assert not engine.calls and not engine.summaries and not recorder.of(Compacted)
+
+
 def test_no_second_compaction_when_the_first_gained_nothing(repo):
     engine = ProjectEngine(context_size=2048)
     recorder = Recorder()
