@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
@@ -233,6 +234,24 @@ async def test_a_chat_goes_on_in_the_thinking_mode_it_was_left_in(repo, store):
         assert named.think is False
         await turn(pilot, named, "read mod01")
     assert store.chat(chat_id).think is False
+
+
+async def test_a_hard_linked_claude_md_is_named_and_left_out(tmp_path, store):
+    # Issue 34: a CLAUDE.md hard-linked to a file outside went into the system prompt.
+    root = tmp_path / "linked"
+    root.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("hunter2\n")
+    os.link(secret, root / "CLAUDE.md")
+    engine = ProjectEngine(context_size=4096)
+    app = project_app(root, store, engine)
+    notices: list[str] = []
+    app.notify = lambda message, **kw: notices.append(str(message))  # type: ignore[method-assign]
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: any("hard link" in n for n in notices), what="the notice")
+        await turn(pilot, app, "hi")
+    assert any("CLAUDE.md" in n and "outside the project" in n for n in notices)
+    assert "hunter2" not in json.dumps(engine.calls)
 
 
 async def test_an_agents_md_too_large_for_the_context_is_named_in_the_chat(repo, store):
