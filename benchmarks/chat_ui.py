@@ -9,7 +9,9 @@ tok/s into the real app (headless); measured side by side in one run:
 - the UI's CPU time per token (the whole process, engine thread included);
 - open: from starting the app to the chat's end drawn on screen.
 
-`--history N` opens a chat that already holds N replies of the same length.
+`--history N` opens a chat that already holds N replies of the same length (in a
+context that holds them all; `--compact` gives the engine 8,192 tokens, so the chat
+compacts them first: that summary is not timed as the reply).
 `--code-lines N` makes each code block N lines long (8 by default; a reply that
 writes a whole file has hundreds). Two flags keep an old path, to measure both
 in one sitting: `--highlight-open` highlights a code block on every update while
@@ -17,7 +19,7 @@ it grows; `--gc-as-usual` lets Python's full garbage collections run while the
 reply streams (the chat now holds them back: app/tui/full_gc.py).
 
     .venv/bin/python benchmarks/chat_ui.py [--tokens 3000] [--history 20] [--tint] [--code-lines 8]
-        [--highlight-open] [--gc-as-usual]
+        [--highlight-open] [--gc-as-usual] [--compact]
 """
 
 from __future__ import annotations
@@ -31,19 +33,22 @@ import time
 from pathlib import Path
 
 from textual import events
-from textual.css.query import NoMatches
-from textual.widgets.markdown import MarkdownBlock
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from app.agent.compaction import is_summary_request  # noqa: E402
 from app.tui.app import ChatApp  # noqa: E402
 from app.tui.history import ChatStore  # noqa: E402
 from app.tui.widgets.conversation import Conversation  # noqa: E402
 from app.tui.widgets.markdown_segment import MarkdownSegment  # noqa: E402
 from app.tui.widgets.message_view import MessageView  # noqa: E402
 from backends.events import Delta  # noqa: E402
+from tests.support.pilot import drawn_answer_chars  # noqa: E402
 from tests.support.scripted_engine import ScriptedEngine  # noqa: E402
+
+
+HISTORY_CONTEXT = 1 << 22  # tokens: more than 20 earlier replies of 3,000 tokens hold
 
 
 def reply_tokens(count: int, code_lines: int = 8) -> list[str]:
@@ -58,19 +63,30 @@ def reply_tokens(count: int, code_lines: int = 8) -> list[str]:
 
 
 class TimedEngine:
-    """The scripted engine, noting when each piece of the answer left it."""
+    """The scripted engine, noting when each piece of the live reply's answer left it.
+
+    Only the reply the chat shows is timed: a summary the session asks for first (a chat
+    whose earlier replies overflow the context is compacted before the message goes out)
+    streams through the same engine but is never drawn as a reply, and timing its text as
+    the reply's made every character of the real reply look a whole reply late (the 12 s
+    "lag" at 200 tok/s with `--history 3`)."""
 
     def __init__(self, engine: ScriptedEngine) -> None:
         self.engine = engine
         self.sent: list[tuple[float, int]] = []  # (time, characters of the answer so far)
         self.text = ""
+        self.summaries = 0  # summary requests streamed (not timed)
 
     def __getattr__(self, name):
         return getattr(self.engine, name)
 
-    def stream(self, *args, **kwargs):
+    def stream(self, messages, *args, **kwargs):
+        if is_summary_request(messages):
+            self.summaries += 1
+            yield from self.engine.stream(messages, *args, **kwargs)
+            return
         produced = 0
-        for event in self.engine.stream(*args, **kwargs):
+        for event in self.engine.stream(messages, *args, **kwargs):
             if isinstance(event, Delta) and event.kind == "answer":
                 produced += len(event.text)
                 self.text += event.text
@@ -96,11 +112,18 @@ async def one_rate(
     tint: bool = False,
     gc_as_usual: bool = False,
     code_lines: int = 8,
+    compact: bool = False,
 ) -> dict:
     # Four tokens in five as accepted drafts, as a good drafter gives; tinted when `tint`.
     drafted = {i for i in range(tokens) if i % 5 != 4}
     script = reply_tokens(tokens, code_lines)
-    engine = TimedEngine(ScriptedEngine(answer=script, tokens_per_s=rate, drafted_pieces=drafted))
+    # A context that holds the whole history: the lag of drawing a reply in a long chat is
+    # measured, not a compaction first (`--compact` measures with one).
+    context = None if compact else HISTORY_CONTEXT
+    scripted = ScriptedEngine(answer=script, tokens_per_s=rate, drafted_pieces=drafted)
+    if context is not None:
+        scripted.context_size = context
+    engine = TimedEngine(scripted)
     store = ChatStore(folder / f"chat-{rate}-{history}.db")
     if history:
         # Earlier turns of the same chat, on screen when the app opens: a long day's conversation.
@@ -132,7 +155,7 @@ async def one_rate(
         while end_lag is None:
             if view is None:
                 view = next((v for v in app.query(MessageView) if v.live), None)
-            shown = _shown(view) if view is not None else 0
+            shown = drawn_answer_chars(view) if view is not None else 0
             waiting = engine.waiting_since(shown)
             if engine.sent:
                 lags.append(time.monotonic() - waiting if waiting is not None else 0.0)
@@ -161,23 +184,8 @@ async def one_rate(
         "typing_ms": statistics.median(typing_lags) * 1000 if typing_lags else None,
         "cpu_us_per_token": cpu / tokens * 1e6,
         "open_s": opened,
+        "summaries": engine.summaries,
     }
-
-
-def _shown(view: MessageView) -> int:
-    """Characters of the answer on screen: earlier segments whole (finished, or asleep after
-    being drawn), the live one up to the end of its last mounted block."""
-    try:
-        segments = view.answer_markdown.segments
-    except NoMatches:  # not composed yet
-        return 0
-    if not segments:
-        return 0
-    *finished, live = segments
-    blocks = list(live.query_children(MarkdownBlock))
-    lines = live.source.splitlines(keepends=True)
-    drawn = len("".join(lines[: max(block.source_range[1] for block in blocks)])) if blocks else 0
-    return sum(len(segment.text) for segment in finished) + drawn
 
 
 def main() -> None:
@@ -188,6 +196,11 @@ def main() -> None:
     parser.add_argument("--code-lines", type=int, default=8, help="lines in each code block of the reply")
     parser.add_argument("--highlight-open", action="store_true", help="highlight growing code blocks (old path)")
     parser.add_argument("--gc-as-usual", action="store_true", help="full GC runs while streaming (old path)")
+    parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="the engine's context is 8,192 tokens, so a long history is compacted before the reply (not timed)",
+    )
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="dspine-chat-ui-"))
     if args.highlight_open:
@@ -205,7 +218,9 @@ def main() -> None:
     )
     for rate in (200, 800, 2000):
         result = asyncio.run(
-            one_rate(rate, args.tokens, folder, args.history, args.tint, args.gc_as_usual, args.code_lines)
+            one_rate(
+                rate, args.tokens, folder, args.history, args.tint, args.gc_as_usual, args.code_lines, args.compact
+            )
         )
         typing = f"{result['typing_ms']:.1f}" if result["typing_ms"] is not None else "-"
         print(

@@ -39,6 +39,25 @@ async def send(pilot, text: str) -> None:
     await pilot.press("enter")
 
 
+def drawn_answer_chars(view: MessageView) -> int:
+    """Characters of a reply's answer on screen: earlier segments whole (finished, or asleep
+    after being drawn), the live one up to the end of its last mounted block."""
+    from textual.css.query import NoMatches
+    from textual.widgets.markdown import MarkdownBlock
+
+    try:
+        segments = view.answer_markdown.segments
+    except NoMatches:  # not composed yet
+        return 0
+    if not segments:
+        return 0
+    *finished, live = segments
+    blocks = list(live.query_children(MarkdownBlock))
+    lines = live.source.splitlines(keepends=True)
+    drawn = len("".join(lines[: max(block.source_range[1] for block in blocks)])) if blocks else 0
+    return sum(len(segment.text) for segment in finished) + drawn
+
+
 def assistant_views(app) -> list[MessageView]:
     from app.tui.widgets.message_view import MessageView
 
