@@ -7,7 +7,8 @@ when it gains something.
    same engine (think off, a short preset of its own), asked to keep the goal,
    decisions, every file path, commands and their outcomes, and open problems. The
    paths and commands are also listed by dspine itself under the summary, so a small
-   model that drops them loses nothing.
+   model that drops them loses nothing: from its own records, kept as data and never
+   read back from the summary's text (records.py), each entry and list bounded.
 
 The system prompt (with AGENTS.md) is never part of the history handed here: the
 session re-inserts it as it was. The summary request is the conversation as the engine
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from backends.base import estimate_tokens
@@ -34,12 +35,24 @@ from backends.events import Delta, Error
 from backends.sampling import NON_THINKING
 
 from .capture import head_tail, saved_hint
+from .records import FACTS_KEY, OUTCOME_CHARS, Facts, bounded
+from .toolbox import DECLINED
 
 KEEP_ROUNDS = 2  # the tool results of this many newest assistant rounds are never pruned
 STUB_MIN_CHARS = 200  # a result shorter than this costs less than the stub that would replace it
 CUT_CHARS = 1500  # a long text cut to fit the summary request keeps this much, head and tail
-SUMMARY_PREFIX = "Summary of the earlier conversation (compacted by dspine to fit the context):"
-ACK = "Understood: I have the summary of the earlier conversation and go on from it."
+# The summary goes to the engine as a user message: chat templates want the first message
+# after the system prompt to be the user's and the roles to alternate (an assistant message
+# first, or a second system message, is refused by strict templates), and ACK answers it to
+# keep them alternating. So the role says "user" while the words say whose they are: the
+# assistant's notes and dspine's records, not the user's request.
+SUMMARY_PREFIX = (
+    "[dspine: the assistant's notes of the earlier conversation, compacted to fit the context. "
+    "Not a message from the user: the summary was written by the assistant, the lists after it "
+    "by dspine from what it recorded.]"
+)
+RECORDS_TITLE = "Recorded by dspine:"
+ACK = "Understood: these are my notes of the earlier conversation; I go on from them."
 SUMMARY_PROMPT = """Stop the work here for a moment: this coding session is being compacted so that it
 can go on in a smaller context. Answer with text only (call no tool): a summary of the
 conversation so far that another assistant can continue the work from, under these headings:
@@ -51,6 +64,7 @@ conversation so far that another assistant can continue the work from, under the
 ## Open problems and next steps
 
 Keep paths, names, numbers and error messages exactly as they were. No preamble."""
+ARGUMENT_CHARS = 1000  # a call's argument shown in a stub or transcript is cut after this much
 _KEPT_ARGUMENTS = ("path", "command", "pattern", "glob", "start_line", "end_line")
 
 
@@ -89,12 +103,15 @@ def calls_by_id(history: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def call_line(call: dict[str, Any] | None) -> str:
-    """`read_file path=src/a.py`: a call in one line, its main arguments whole."""
+    """`read_file path=src/a.py`: a call in one line, its main arguments whole up to a bound (a
+    stub of a 60 KB command must not be 60 KB)."""
     if call is None:
         return "a tool"
     args = _arguments(call)
     shown = " ".join(
-        f"{k}={json.dumps(args[k]) if not isinstance(args[k], str) else args[k]}" for k in _KEPT_ARGUMENTS if k in args
+        f"{k}={bounded(args[k] if isinstance(args[k], str) else json.dumps(args[k]), ARGUMENT_CHARS)}"
+        for k in _KEPT_ARGUMENTS
+        if k in args
     )
     return f"{call.get('function', {}).get('name', '?')} {shown}".strip()
 
@@ -163,56 +180,42 @@ def transcript(history: list[dict[str, Any]], per_item: int) -> str:
     return "\n\n".join(lines)
 
 
-@dataclass
-class Facts:
-    """What the work touched, listed by dspine itself (not by the model)."""
+def _began(stub_text: str) -> str:
+    """The first line of a pruned result, as its stub says it (the last "(it began: ...)": a
+    command shown earlier in the stub may hold those words too)."""
+    start, end = stub_text.rfind("(it began: "), stub_text.rfind("); call the tool again")
+    return stub_text[start + len("(it began: ") : end] if 0 <= start < end else ""
 
-    read: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    commands: list[str] = field(default_factory=list)
 
-    def add(self, kind: list[str], item: str) -> None:
-        if item and item not in kind:
-            kind.append(item)
-
-    def text(self) -> str:
-        parts = []
-        if self.read:
-            parts.append("Files read: " + ", ".join(self.read))
-        if self.changed:
-            parts.append("Files changed: " + ", ".join(self.changed))
-        if self.commands:
-            parts.append("Commands run:\n" + "\n".join(f"- {c}" for c in self.commands))
-        return "\n".join(parts)
+def outcome(result: str) -> str:
+    """How a command ended, from its result: declined, or the result's first line (dspine's own:
+    "exit code 1", "the command timed out ...")."""
+    if result == DECLINED:
+        return "declined"
+    first = (_began(result) if is_stub(result) else result).split("\n", 1)[0]
+    return bounded(first, OUTCOME_CHARS) if first else "no result"
 
 
 def facts(history: list[dict[str, Any]]) -> Facts:
+    """The files and commands of `history`, from its tool calls and results, and from the
+    records an earlier compaction kept as data (never from a summary's text, which the model
+    wrote: see records.py)."""
     found = Facts()
     results = {m.get("tool_call_id", ""): m.get("content") or "" for m in history if m.get("role") == "tool"}
     for message in history:
-        content = message.get("content") or ""
-        if message.get("role") == "user" and content.startswith(SUMMARY_PREFIX):
-            # An earlier summary's own lists carry on.
-            for line in content.splitlines():
-                if line.startswith("Files read: "):
-                    for path in line[len("Files read: ") :].split(", "):
-                        found.add(found.read, path)
-                elif line.startswith("Files changed: "):
-                    for path in line[len("Files changed: ") :].split(", "):
-                        found.add(found.changed, path)
-                elif line.startswith("- `"):
-                    found.add(found.commands, line[2:])
+        if FACTS_KEY in message:
+            found.merge(Facts.from_data(message[FACTS_KEY]))
         for call in message.get("tool_calls") or []:
             name = call.get("function", {}).get("name", "")
             args = _arguments(call)
-            path = str(args.get("path") or "")
+            path = bounded(str(args.get("path") or ""))
+            result = results.get(call.get("id", ""), "")
             if name == "read_file":
-                found.add(found.read, path)
-            elif name in ("edit_file", "write_file"):
-                found.add(found.changed, path)
+                found.add("read", path)
+            elif name in ("edit_file", "write_file") and result.startswith("applied"):
+                found.add("changed", path)  # a change declined or refused changed nothing
             elif name == "run_command" and args.get("command"):
-                outcome = results.get(call.get("id", ""), "").split("\n", 1)[0][:80]
-                found.add(found.commands, f"`{args['command']}`" + (f": {outcome}" if outcome else ""))
+                found.add("commands", f"`{bounded(str(args['command']))}`: {outcome(result)}")
     return found
 
 
@@ -244,7 +247,15 @@ Counter = Callable[[list[dict[str, Any]]], int]
 
 def summary_message(summary: str, found: Facts) -> str:
     listed = found.text()
-    return f"{SUMMARY_PREFIX}\n\n{summary.strip()}" + (f"\n\n{listed}" if listed else "")
+    return f"{SUMMARY_PREFIX}\n\n{summary.strip()}" + (f"\n\n{RECORDS_TITLE}\n{listed}" if listed else "")
+
+
+def is_summary(message: dict[str, Any]) -> bool:
+    """A compaction's summary message: it carries dspine's records (one saved before they did
+    is known by its opening words)."""
+    return FACTS_KEY in message or (
+        message.get("role") == "user" and str(message.get("content") or "").startswith(SUMMARY_PREFIX)
+    )
 
 
 def is_summary_request(messages: list[dict[str, Any]]) -> bool:
@@ -316,7 +327,8 @@ def summary_request(
     its newest long texts cut until it fits, the one that shares the most leading
     messages with `sent`: the engine's prefix cache holds those, so it reads little more
     than the request to summarise. When none fits, `older` as a transcript in one
-    message, its long texts cut shorter until it fits; paths and commands are never cut."""
+    message, its long texts cut shorter until it fits; paths and commands are cut only past
+    ARGUMENT_CHARS."""
     ask = {"role": "user", "content": SUMMARY_PROMPT + (f"\n\nFocus on: {focus}" if focus else "")}
     unique = [shape for i, shape in enumerate(shapes) if shape and shape not in shapes[:i]]
     fitting: list[list[dict[str, Any]]] = []
@@ -446,11 +458,7 @@ def _compact(
     # tool rounds are summarised.
     index = next((i for i in range(len(older) - 1, -1, -1) if older[i].get("role") == "user"), None)
     current: list[dict[str, Any]] = []
-    if (
-        index is not None
-        and not any(m.get("role") == "user" for m in tail)
-        and not (older[index].get("content") or "").startswith(SUMMARY_PREFIX)
-    ):
+    if index is not None and not any(m.get("role") == "user" for m in tail) and not is_summary(older[index]):
         current = [older[index]]
         older = older[:index] + older[index + 1 :]
         shapes += [sent[:index] + sent[index + 1 :], older]
@@ -465,9 +473,11 @@ def _compact(
         firsts = [m.get("content", "") for m in older if m.get("role") == "user"][:1]
         summary = "The user's first request: " + _cut(firsts[0], 1500) if firsts else "(no summary)"
         note = note or "the model wrote no summary; kept the first request and the list of files and commands"
-    message = summary_message(summary, facts(older))
+    found = facts(older)
+    message = summary_message(summary, found)
     following = current + tail
-    compacted: list[dict[str, Any]] = [{"role": "user", "content": message}]
+    # The records go with the message as data, for the next compaction (see records.py).
+    compacted: list[dict[str, Any]] = [{"role": "user", "content": message, FACTS_KEY: found.to_data()}]
     if not following or following[0].get("role") != "assistant":
         # The acknowledgement keeps the roles alternating; before a kept assistant turn it would
         # make two in a row, which strict templates refuse.

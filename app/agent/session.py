@@ -36,7 +36,8 @@ from .compaction import Compaction, compact, engine_summariser
 from .consent import Consent, shown_command
 from .context import Budget, Usage, is_overflow
 from .paths import ToolRefused
-from .toolbox import Done, ProposedCall, ProposedChange, Step, Toolbox, parse_arguments
+from .records import for_engine
+from .toolbox import DECLINED, Done, ProposedCall, ProposedChange, Step, Toolbox, parse_arguments
 
 DEFAULT_CHAIN_LIMIT = 10  # tool rounds in one reply before the session asks whether to go on
 # A tool result takes at most this share of the context the model has; the rest is saved.
@@ -46,7 +47,6 @@ CHARS_PER_TOKEN = 3
 RESULT_OVERHEAD = 64  # tokens a call and its result's framing take in the prompt
 MIN_RESULT_TOKENS = 64  # a result is never cut below this: the model needs its first lines
 STOPPED = "the user stopped this tool before it finished"
-DECLINED = "the user declined this; ask what they want instead, or try something else"
 
 Answer = Literal["yes", "no", "always"]
 T = TypeVar("T")
@@ -301,7 +301,8 @@ class Session:
         return []
 
     def messages(self, history: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-        return self._system_messages() + (self.history if history is None else history)
+        """What the engine is sent (and counted): dspine's own records in the history taken off."""
+        return self._system_messages() + for_engine(self.history if history is None else history)
 
     def _count(self, history: list[dict[str, Any]]) -> int:
         return self.budget.count(self.messages(history), self.tools())
@@ -311,7 +312,9 @@ class Session:
         last_user = max((i for i, m in enumerate(self.history) if m.get("role") == "user"), default=len(self.history))
         before, turn = self.history[:last_user], self.history[last_user:]
         loop = asyncio.get_running_loop()
-        return await _thread(loop, lambda: self.budget.usage(self._system_messages(), self.tools(), before, turn))
+        return await _thread(
+            loop, lambda: self.budget.usage(self._system_messages(), self.tools(), for_engine(before), for_engine(turn))
+        )
 
     # -- stopping ------------------------------------------------------------------------
 

@@ -57,6 +57,10 @@ class ProposedCall:
 
 Step = Done | ProposedChange | ProposedCommand | ProposedCall
 
+# What the model gets for a call the user said no to (the session answers it so); compaction
+# recognises it to list such a command as declined rather than with an outcome.
+DECLINED = "the user declined this; ask what they want instead, or try something else"
+
 
 def parse_arguments(arguments: str | dict) -> dict[str, Any]:
     if isinstance(arguments, dict):

@@ -15,6 +15,7 @@ import pytest
 
 from app.agent.compaction import SUMMARY_PREFIX, is_stub, is_summary_request, summary_request
 from app.agent.project import open_project, system_prompt
+from app.agent.records import FACTS_KEY, for_engine
 from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session, ToolFinished
 from app.agent.toolbox import BUILTIN, NEEDS_CONSENT, TOOLS, Done, Toolbox
 from app.tui.history import ChatStore
@@ -400,6 +401,8 @@ def test_resume_restores_the_compacted_context(repo, tmp_path):
     asyncio.run(resumed.send("what next?"))
     sent = resumed_engine.calls[0]["messages"]
     assert sent[0] == engine.calls[-1]["messages"][0]  # the same system prompt, AGENTS.md included
-    assert sent[1:-1] == session.history and sent[1]["content"].startswith(SUMMARY_PREFIX)
+    # The engine gets the history without dspine's own records (kept beside the summary).
+    assert sent[1:-1] == for_engine(session.history) and sent[1]["content"].startswith(SUMMARY_PREFIX)
+    assert FACTS_KEY in session.history[0] and FACTS_KEY not in sent[1]
     assert sent[-1] == {"role": "user", "content": "what next?"}
     store.close()
