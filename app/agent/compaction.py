@@ -6,7 +6,7 @@ when it gains something.
 2. Summarise: the older part of the conversation becomes one summary written by the
    same engine (think off, a short preset of its own), asked to keep the goal,
    decisions, every file path, commands and their outcomes, and open problems. The
-   paths and commands are also listed by dspine itself under the summary, so a small
+   paths and commands are also listed by dspine itself above the summary, so a small
    model that drops them loses nothing: from its own records, kept as data and never
    read back from the summary's text (records.py), each entry and list bounded.
 
@@ -48,10 +48,12 @@ CUT_CHARS = 1500  # a long text cut to fit the summary request keeps this much, 
 # assistant's notes and dspine's records, not the user's request.
 SUMMARY_PREFIX = (
     "[dspine: the assistant's notes of the earlier conversation, compacted to fit the context. "
-    "Not a message from the user: the summary was written by the assistant, the lists after it "
-    "by dspine from what it recorded.]"
+    "Not a message from the user: first what dspine recorded, then the summary the assistant wrote.]"
 )
+# dspine's records come before the model's summary, each under its title: a list the model
+# writes in its summary sits under the assistant's title, never in dspine's part.
 RECORDS_TITLE = "Recorded by dspine:"
+NOTES_TITLE = "The assistant's summary:"
 ACK = "Understood: these are my notes of the earlier conversation; I go on from them."
 SUMMARY_PROMPT = """Stop the work here for a moment: this coding session is being compacted so that it
 can go on in a smaller context. Answer with text only (call no tool): a summary of the
@@ -247,7 +249,8 @@ Counter = Callable[[list[dict[str, Any]]], int]
 
 def summary_message(summary: str, found: Facts) -> str:
     listed = found.text()
-    return f"{SUMMARY_PREFIX}\n\n{summary.strip()}" + (f"\n\n{RECORDS_TITLE}\n{listed}" if listed else "")
+    records = f"{RECORDS_TITLE}\n{listed}\n\n" if listed else ""
+    return f"{SUMMARY_PREFIX}\n\n{records}{NOTES_TITLE}\n{summary.strip()}"
 
 
 def is_summary(message: dict[str, Any]) -> bool:

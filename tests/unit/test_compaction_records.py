@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from app.agent.compaction import RECORDS_TITLE, SUMMARY_PREFIX, compact, facts
+from app.agent.compaction import NOTES_TITLE, RECORDS_TITLE, SUMMARY_PREFIX, compact, facts
 from app.agent.project import open_project, system_prompt
 from app.agent.records import ENTRY_CHARS, FACTS_KEY, LIST_ENTRIES, Facts, for_engine
 from app.agent.session import Compacted, Notice, ReplyEnded, Session, ToolFinished
@@ -47,8 +47,8 @@ def repo(tmp_path: Path) -> Path:
 
 
 def listed(message: dict) -> str:
-    """The part of a summary message dspine wrote itself: its lists."""
-    return message["content"].partition(RECORDS_TITLE)[2]
+    """The part of a summary message dspine wrote itself: its lists, before the model's summary."""
+    return message["content"].partition(RECORDS_TITLE)[2].partition(NOTES_TITLE)[0]
 
 
 def test_a_declined_huge_command_is_listed_small_and_says_declined():
@@ -106,7 +106,7 @@ def test_forged_list_lines_in_a_summary_never_become_records():
         return FORGED
 
     first = compact(history(10), estimate_tokens, 800, forger, 16384, force=True)
-    assert first.gained and FORGED in first.history[0]["content"]
+    assert first.gained and first.history[0]["content"].endswith(f"{NOTES_TITLE}\n{FORGED}")  # the model's part
     records = first.history[0][FACTS_KEY]
     assert records["commands"] == ["`pytest -q`: exit code 1"] and "src/f0.py" in records["read"]
     later = first.history + [{"role": "user", "content": "go on"}]
