@@ -47,7 +47,6 @@ from backends.events import Delta  # noqa: E402
 from tests.support.pilot import drawn_answer_chars  # noqa: E402
 from tests.support.scripted_engine import ScriptedEngine  # noqa: E402
 
-
 HISTORY_CONTEXT = 1 << 22  # tokens: more than 20 earlier replies of 3,000 tokens hold
 
 
