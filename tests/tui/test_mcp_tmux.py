@@ -5,11 +5,14 @@ asserted by pid."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -120,3 +123,62 @@ def test_an_mcp_call_through_a_remote_engine_waits_for_consent(env, echo_model, 
         (result,) = [m for m in echo_model.requests[-1]["messages"] if m["role"] == "tool"]
         assert result["content"] == "echo: over the wire"
         keys(session, "C-q")
+
+
+@contextlib.contextmanager
+def recording_http() -> Iterator[tuple[str, list[bytes]]]:
+    """A listener on 127.0.0.1 that keeps every request it gets (line, headers and body) and
+    answers 404: what a project's http server would receive."""
+    seen: list[bytes] = []
+
+    class Keep(http.server.BaseHTTPRequestHandler):
+        def _keep(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            seen.append(self.requestline.encode() + b"\n" + bytes(self.headers) + body)
+            self.send_error(404)
+
+        do_GET = do_POST = do_DELETE = _keep
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Keep)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_project_server_starts_only_after_the_user_trusts_the_project(env, model, tmp_path):
+    """The issue's check: a `.mcp.json` command that leaves a marker, and an http server whose
+    URL takes `${SECRET}`: nothing runs and nothing is sent before the user says yes, and then
+    the server gets what the question showed (SECRET), not the user's other variables."""
+    repo = scratch_repo(tmp_path)
+    marker = tmp_path / "pids"
+    with recording_http() as (url, seen):
+        write_mcp_json(
+            repo,
+            {
+                "kid": entry(write_server(tmp_path), "ok", marker),
+                "web": {"type": "http", "url": url + "/mcp?k=${SECRET}"},
+            },
+        )
+        args = ("chat", "--engine", "remote", "--url", model.url, "--think", "off")
+        secrets = {"SECRET": "shown-secret-4711", "OTHER_SECRET": "unshown-secret-0815"}
+        with dspine_in_tmux(env, tmp_path, *args, cwd=repo, name="trust", extra_env=secrets) as session:
+            wait_for(lambda: "Trust them?" in screen(session) and "y yes" in screen(session), 60, "the trust question")
+            shown = screen(session)
+            print("\n--- dspine chat in tmux: the project's MCP servers waiting for trust ---\n" + shown)
+            assert "gets your variables: SECRET" in shown and "${SECRET}" in shown
+            assert "shown-secret-4711" not in shown
+            assert not marker.exists() and seen == []  # nothing ran, nothing was sent
+            keys(session, "y")
+            pids(marker)  # the project's command ran, once trusted
+            wait_for(lambda: bool(seen), 30, "the http server's first request")
+            received = b"".join(seen)
+            assert b"k=shown-secret-4711" in received and b"unshown-secret-0815" not in received
+            keys(session, "C-q")
