@@ -9,6 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +56,9 @@ class Changes:
     root: Path
     _read: dict[Path, str | None] = field(default_factory=dict)  # path -> fingerprint when read
     _applied: list[Change] = field(default_factory=list)
+    # Told of each change once it is written (from the tool's worker thread): the chat keeps a
+    # record of it for /rewind.
+    on_applied: Callable[[Change], None] | None = None
 
     def saw(self, path: Path, text: str) -> None:
         self._read[path] = fingerprint(text)
@@ -108,6 +112,8 @@ class Changes:
         safe_files.replace(self.root, change.path, change.name, _encoded(change.before), change.after.encode())
         self._applied.append(change)
         self.saw(change.path, change.after)
+        if self.on_applied is not None:
+            self.on_applied(change)
         return f"applied: {change.summary}"
 
     def _same_place(self, change: Change) -> None:
@@ -116,6 +122,13 @@ class Changes:
                 f"{change.name!r} now leads somewhere else (a folder on its path changed) while the change "
                 "waited; nothing was written: look at the project again"
             )
+
+    def forget(self, names: set[str]) -> None:
+        """Files put back by a rewind: their changes can no longer be undone one by one, and
+        the model must read them again before changing them."""
+        self._applied = [c for c in self._applied if c.name not in names]
+        for path in [p for p in self._read if shown(self.root, p) in names]:
+            del self._read[path]
 
     @property
     def can_undo(self) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import re
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from datetime import date
 from pathlib import Path
@@ -23,6 +24,7 @@ from backends.base import Engine
 from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
+from ..agent.changes import Change
 from ..agent.consent import Consent
 from ..agent.mcp.manager import McpManager
 from ..agent.mcp.setup import ProjectTrust
@@ -55,6 +57,7 @@ from .figures import final_line, stats_from
 from .full_gc import FullCollections
 from .history import Chat, ChatStore
 from .reply import Reply
+from .rewinding import record, rewind
 from .screens.chat_list import ChatList
 from .screens.consent import ConsentScreen
 from .screens.first_run import FirstRun, FirstRunScreen
@@ -67,6 +70,7 @@ from .widgets.readout import Readout
 from .widgets.tool_line import ToolLine
 
 SAVE_S = 0.25  # save a growing reply this often (and always at its end)
+DOUBLE_ESCAPE_S = 0.5  # Esc twice within this long, with nothing running: /rewind
 SlashHandler = Callable[["ChatApp", str], Awaitable[None]]  # takes what follows the command
 
 
@@ -118,6 +122,13 @@ class ChatApp(App):
         self.project = project
         self.tools_on = project is not None and tools
         self.toolbox = Toolbox(project.root) if project is not None else None
+        # The edits and writes the tools applied (told from their worker thread), kept in the
+        # store under the prompt they answered once the tool is over: /rewind's records.
+        self._applied: list[Change] = []
+        if self.toolbox is not None:
+            self.toolbox.changes.on_applied = self._applied.append
+        self.prompt_id: int | None = None  # the user message the current turn answers
+        self._last_escape = 0.0
         self.consent = Consent()
         self.mcp = mcp if self.toolbox is not None else None
         self.mcp_trust = mcp_trust if self.mcp is not None else None
@@ -317,9 +328,28 @@ class ChatApp(App):
         self.notify("drafted text tinted" if on else "drafted text not tinted")
 
     def action_cancel(self) -> None:
-        """Esc: the session stops what runs (a reply, a tool); the chat stays as it is."""
+        """Esc: the session stops what runs (a reply, a tool); the chat stays as it is. Esc
+        twice in a row with nothing running goes back to an earlier prompt (/rewind)."""
         if self.streaming:
             self.session.stop()
+            return
+        now = time.monotonic()
+        if now - self._last_escape <= DOUBLE_ESCAPE_S:
+            self._last_escape = 0.0
+            self._rewind()
+        else:
+            self._last_escape = now
+
+    @work(exclusive=True, group="rewind")
+    async def _rewind(self) -> None:
+        await rewind(self)
+
+    @property
+    def prompt_area(self) -> PromptArea:
+        return self.query_one(PromptArea)
+
+    async def show_chat(self) -> None:
+        await self._show_chat()
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
@@ -509,6 +539,12 @@ class ChatApp(App):
             self.notify(self.toolbox.changes.undo())
         except ToolRefused as exc:
             self.notify(str(exc), severity="warning")
+            return
+        if self.chat is not None:
+            self.store.drop_last_change(self.chat.id)
+
+    async def _slash_rewind(self, argument: str) -> None:
+        self._rewind()
 
     async def _slash_tools(self, argument: str) -> None:
         if self.project is None:
@@ -631,6 +667,13 @@ class ChatApp(App):
             SlashCommand("/model", "", "say what runs: model, engine, drafter, thinking", _slash_model),
             SlashCommand("/fit", "", "show the memory plan for this model on this GPU", _slash_fit),
             SlashCommand("/undo", "", "revert the last applied edit or write (a created file is removed)", _slash_undo),
+            SlashCommand(
+                "/rewind",
+                "",
+                "go back to before an earlier prompt (also Esc Esc): the conversation, the files this chat "
+                "changed since, or both; the prompt comes back into the input",
+                _slash_rewind,
+            ),
             SlashCommand("/tools", "[on|off]", "switch the project tools off or on", _slash_tools),
             SlashCommand("/context", "", "show what fills the model's context", _slash_context),
             SlashCommand(
@@ -660,7 +703,7 @@ class ChatApp(App):
         assert self.chat is not None
         if not self.store.messages(self.chat.id):
             self.store.rename(self.chat.id, text[:60])
-        self.store.add_message(self.chat.id, "user", text)
+        self.prompt_id = self.store.add_message(self.chat.id, "user", text)
         self.store.set_think(self.chat.id, self.think)
         await self.query_one(Conversation).mount(MessageView("user", text))
         self.streaming = True
@@ -713,6 +756,7 @@ class ChatApp(App):
             if event.call.id in self._tool_lines:
                 self._tool_lines[event.call.id].append(event.text)
         elif isinstance(event, ToolFinished):
+            record(self, self._applied)
             finished = self._tool_lines.pop(event.call.id, None)
             if finished is not None:
                 finished.finish(event.result, event.decision)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from backends.private import make_private, private_dir
 
+from ..agent.rewind import RecordedChange
 from ..agent.toolbox import TOOLS
 from ..errors import ConfigError
 from .file_locks import lock_holders, locked_by_others
@@ -80,6 +81,20 @@ SCHEMA = [
     # on with it comes back on the same model, a local file included
     """
     ALTER TABLE chats ADD COLUMN model_files TEXT NOT NULL DEFAULT '';
+    """,
+    # version 7: the file changes a chat applied, each under the prompt it answered, so /rewind
+    # can put the files back as they were before any earlier prompt (a resumed chat too)
+    """
+    CREATE TABLE changes (
+        id INTEGER PRIMARY KEY,
+        chat_id INTEGER NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+        prompt_id INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        before TEXT,
+        after TEXT NOT NULL,
+        created REAL NOT NULL
+    );
+    CREATE INDEX changes_by_chat ON changes(chat_id, id);
     """,
 ]
 
@@ -346,6 +361,50 @@ class ChatStore:
         upto, saved = row
         later = [m for m in self.messages(chat_id) if m.id > upto]
         return json.loads(saved) + [m.for_engine() for m in later if _sent(m)]
+
+    # -- the files a chat changed, and going back ---------------------------------------------
+
+    def add_change(self, chat_id: int, prompt_id: int, name: str, before: str | None, after: str) -> int:
+        """An applied edit or write, under the prompt (user message) it answered."""
+        with self.db:
+            cursor = self.db.execute(
+                "INSERT INTO changes (chat_id, prompt_id, name, before, after, created) VALUES (?, ?, ?, ?, ?, ?)",
+                (chat_id, prompt_id, name, before, after, time.time()),
+            )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def changes(self, chat_id: int) -> list[RecordedChange]:
+        rows = self.db.execute(
+            "SELECT id, prompt_id, name, before, after FROM changes WHERE chat_id = ? ORDER BY id", (chat_id,)
+        ).fetchall()
+        return [RecordedChange(*row) for row in rows]
+
+    def drop_last_change(self, chat_id: int) -> None:
+        """The newest change was undone (/undo)."""
+        with self.db:
+            self.db.execute(
+                "DELETE FROM changes WHERE id = (SELECT MAX(id) FROM changes WHERE chat_id = ?)", (chat_id,)
+            )
+
+    def drop_changes(self, chat_id: int, from_prompt: int, names: set[str] | None = None) -> None:
+        """The changes made at or after a prompt (to `names` only, when given): put back, or
+        no longer the chat's to put back."""
+        with self.db:
+            if names is None:
+                self.db.execute("DELETE FROM changes WHERE chat_id = ? AND prompt_id >= ?", (chat_id, from_prompt))
+                return
+            self.db.executemany(
+                "DELETE FROM changes WHERE chat_id = ? AND prompt_id >= ? AND name = ?",
+                [(chat_id, from_prompt, name) for name in names],
+            )
+
+    def cut(self, chat_id: int, from_message: int) -> None:
+        """The conversation as it was before a message: it and every later message go, and
+        so does every compaction that covered any of them (an earlier one still holds)."""
+        with self.db:
+            self.db.execute("DELETE FROM messages WHERE chat_id = ? AND id >= ?", (chat_id, from_message))
+            self.db.execute("DELETE FROM contexts WHERE chat_id = ? AND upto >= ?", (chat_id, from_message))
 
     def rename(self, chat_id: int, title: str) -> None:
         with self.db:
