@@ -212,7 +212,7 @@ class ChatApp(App):
         """The project's own MCP servers: started only if the user says yes to what is shown."""
         assert self.mcp_trust is not None
         asked = self.mcp_trust.question()
-        answer = await self.push_screen_wait(ConsentScreen(asked.title, asked.body, None))
+        answer = await self.ask(ConsentScreen(asked.title, asked.body, None))
         self.mcp_trust.answer(answer == "yes")
         if answer != "yes":
             self.notify("The project's MCP servers stay off; /mcp trust asks again", timeout=10)
@@ -722,7 +722,16 @@ class ChatApp(App):
         self._tool_lines.clear()
 
     async def _ask(self, question: Question) -> Answer:
-        return await self.push_screen_wait(ConsentScreen(question.title, question.body, question.always_label))
+        return await self.ask(ConsentScreen(question.title, question.body, question.always_label))
+
+    async def ask(self, screen: ConsentScreen) -> Answer:
+        """A consent question; what the user was typing as it appeared goes back into the
+        message box, where it was going."""
+        answer = await self.push_screen_wait(screen)
+        if screen.typed:
+            with contextlib.suppress(NoMatches):
+                self.prompt_area.insert(screen.typed)
+        return answer
 
     async def _on_session_event(self, event: SessionEvent) -> None:
         """Everything the session says, drawn and saved; nothing here decides what happens next."""

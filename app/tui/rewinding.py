@@ -76,7 +76,7 @@ async def _files(app: ChatApp, chosen: Rewind) -> str:
     anyway = False
     if outside:
         names = "\n".join(f"- {f.name}" for f in outside)
-        answer = await app.push_screen_wait(
+        answer = await app.ask(
             ConsentScreen(
                 f"{len(outside)} file{'s' if len(outside) != 1 else ''} changed outside this chat since. "
                 "Put them back anyway?",

@@ -53,6 +53,8 @@ async def test_keys_typed_as_the_question_appears_answer_nothing(repo, store, ty
         await until(pilot, lambda: not app.streaming, what="the end")
         assert not marker.exists()
         assert engine.calls[-1]["messages"][-1]["content"].startswith("the user declined")
+        # What was typed is not lost: it is back in the message box.
+        assert app.prompt_area.text == typed
 
 
 async def test_a_long_command_shows_its_tail_and_offers_no_always(repo, store):

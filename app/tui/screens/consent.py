@@ -4,8 +4,9 @@ command) and keys for yes, no and "always for this chat".
 Only a key pressed for the question answers it. A question can appear while the user is
 typing a message ("sure, go ahead" would say "always" with its `a`), so the screen takes
 no answer until the keyboard has been quiet for `ARM_S` after it appeared: every key in
-that time is swallowed and starts the wait again, and the answer keys are shown only once
-they work.
+that time is swallowed and starts the wait again (the characters typed go back into the
+message box once the question is answered), and the answer keys are shown only once they
+work.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class ConsentScreen(ModalScreen[Decision]):
         self.arm_s = arm_s
         self.armed = False
         self.swallowed = 0  # keys typed before the question could be answered
+        self.typed = ""  # what they wrote: it goes back into the message box (typing loses nothing)
         self._arming: Timer | None = None
 
     def compose(self) -> ComposeResult:
@@ -78,6 +80,10 @@ class ConsentScreen(ModalScreen[Decision]):
         event.stop()
         event.prevent_default()
         self.swallowed += 1
+        if event.is_printable and event.character:
+            self.typed += event.character
+        elif event.key == "backspace":
+            self.typed = self.typed[:-1]
         if self._arming is not None:
             self._arming.stop()
         self._arming = self.set_timer(self.arm_s, self._arm)
