@@ -10,6 +10,7 @@ import difflib
 import hashlib
 import os
 from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,6 +132,11 @@ class Changes:
             del self._read[path]
 
     @property
+    def applied(self) -> tuple[Change, ...]:
+        """The changes applied and not undone, oldest first."""
+        return tuple(self._applied)
+
+    @property
     def can_undo(self) -> bool:
         return bool(self._applied)
 
@@ -154,3 +160,19 @@ class Changes:
 
 def _encoded(text: str | None) -> bytes | None:
     return None if text is None else text.encode()
+
+
+def net_diffs(applied: Iterable[Change]) -> list[str]:
+    """What a chat's applied changes did to the project: a unified diff a file (in the order
+    each file was first changed), from the file before its first change to after its last.
+    A file back where it started has none."""
+    first: dict[Path, Change] = {}
+    last: dict[Path, Change] = {}
+    for change in applied:
+        first.setdefault(change.path, change)
+        last[change.path] = change
+    return [
+        Change(path, last[path].name, start.before, last[path].after).diff
+        for path, start in first.items()
+        if start.before != last[path].after
+    ]

@@ -53,6 +53,7 @@ from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
 from ..terminal_text import for_terminal
 from .attachments import AttachmentError, expand_mentions
+from .diff_note import diff_note
 from .figures import final_line, stats_from
 from .full_gc import FullCollections
 from .history import Chat, ChatStore
@@ -546,6 +547,12 @@ class ChatApp(App):
     async def _slash_rewind(self, argument: str) -> None:
         self._rewind()
 
+    async def _slash_diff(self, argument: str) -> None:
+        if self.toolbox is None:
+            self.notify("this chat has no project tools", severity="warning")
+            return
+        await self._post_note(diff_note(self.toolbox.changes.applied))
+
     async def _slash_tools(self, argument: str) -> None:
         if self.project is None:
             self.notify("this chat has no project (started with --no-tools)", severity="warning")
@@ -674,6 +681,7 @@ class ChatApp(App):
                 "changed since, or both; the prompt comes back into the input",
                 _slash_rewind,
             ),
+            SlashCommand("/diff", "", "everything this chat changed in the project, as a unified diff", _slash_diff),
             SlashCommand("/tools", "[on|off]", "switch the project tools off or on", _slash_tools),
             SlashCommand("/context", "", "show what fills the model's context", _slash_context),
             SlashCommand(
