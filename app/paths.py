@@ -12,7 +12,9 @@ Beneath a root a file has a fixed name, unless people move it on its own, which
 `models_dir`, `chats_db` and `adaptive_draft_file` allow (settings too). The
 settings file itself is named by DSPINE_CONFIG; Hugging Face's cache, which pulls
 read, by HF_HUB_CACHE or HF_HOME; the chat's scratch folder is `.dspine/` in the
-project. Only this module asks platformdirs; `backends/` computes no path: it is
+project; custom slash commands are read from the folders other coding agents use
+(the project's and the user's own; Codex's under CODEX_HOME when it is set). Only
+this module asks platformdirs; `backends/` computes no path: it is
 handed the ones it needs.
 """
 
@@ -98,6 +100,28 @@ def manifest(models_dir: Path) -> Path:
 def project_scratch(root: Path) -> Path:
     """Whole tool outputs that were cut for the model (0700, ignored by git)."""
     return root / ".dspine"
+
+
+def project_command_folders(root: Path) -> list[Path]:
+    """Where a project keeps custom slash commands, in the order a name is looked up:
+    dspine's own, then Claude Code's, then opencode's (both spellings)."""
+    return [
+        project_scratch(root) / "commands",
+        root / ".claude" / "commands",
+        root / ".opencode" / "command",
+        root / ".opencode" / "commands",
+    ]
+
+
+# -- the user's own, kept by other coding agents -----------------------------------------
+
+
+def user_command_folders() -> list[Path]:
+    """The user's own custom slash commands, after the project's: Claude Code's
+    `~/.claude/commands`, then Codex's prompts (`$CODEX_HOME/prompts`, else `~/.codex/prompts`)."""
+    codex = os.environ.get("CODEX_HOME")
+    codex_home = Path(os.path.expanduser(codex)) if codex else Path.home() / ".codex"
+    return [Path.home() / ".claude" / "commands", codex_home / "prompts"]
 
 
 # -- beneath cache_dir -----------------------------------------------------------------
