@@ -443,6 +443,7 @@ def chat(
 ) -> None:
     """Open the coding chat on the project here: it reads, searches, edits and runs with your consent;
     streaming replies, think / no-think, live tok/s and acceptance."""
+    from .agent.command_files import load_for_chat
     from .agent.project import open_project
     from .run.chat_model import remembered
     from .run.engines import EngineOptions, ModelFiles, open_engine, resolve_files
@@ -539,6 +540,7 @@ def chat(
             mcp=mcp,
             mcp_trust=trust,
             model_files=remembered(model, draft, files) if files is not None else "",
+            commands=load_for_chat(project.root),  # prompts only: reading them runs nothing
         ).run()
     finally:
         if mcp is not None:

@@ -25,6 +25,7 @@ from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
 from ..agent.changes import Change
+from ..agent.command_files import LoadedCommands
 from ..agent.consent import Consent
 from ..agent.mcp.manager import McpManager
 from ..agent.mcp.setup import ProjectTrust
@@ -53,6 +54,7 @@ from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
 from ..terminal_text import for_terminal
 from .attachments import AttachmentError, expand_mentions
+from .custom_slash import with_custom
 from .diff_note import diff_note
 from .figures import final_line, stats_from
 from .full_gc import FullCollections
@@ -108,6 +110,7 @@ class ChatApp(App):
         think_given: bool = False,
         mcp_trust: ProjectTrust | None = None,
         model_files: str = "",
+        commands: LoadedCommands | None = None,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
@@ -117,6 +120,8 @@ class ChatApp(App):
         stops them when it ends); `mcp_trust`: the question about the project's own servers,
         asked once the chat is on screen when it has no remembered answer (until then none of
         them starts). `model_files`: what reopens the model (saved with each new chat).
+        `commands`: the custom commands read from the command files (app/agent/command_files.py),
+        registered after the built-ins, whose names they cannot take.
         A saved chat opens in the thinking mode it was left in, except the first one when
         `think_given` (the command line named a mode)."""
         super().__init__()
@@ -171,6 +176,9 @@ class ChatApp(App):
         self.last_end: End | None = None
         self.show_drafts = show_drafts  # tint text that came from accepted draft tokens
         self.full_collections = FullCollections()  # held while a reply streams (lag spikes)
+        # The one slash-command table of this chat: the built-ins, then the custom commands.
+        self.slash_commands, clashes = with_custom(self.SLASH_COMMANDS, commands.commands if commands else [])
+        self._command_notices = (commands.notices if commands else []) + clashes
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -193,6 +201,8 @@ class ChatApp(App):
         if self.project is not None and self.project.refused:
             text = f"Not in the system prompt: {self.project.refused}"
             self.notify(for_terminal(text), severity="warning", timeout=20, markup=False)
+        for notice in self._command_notices:
+            self.notify(for_terminal(notice), severity="warning", timeout=20, markup=False)
         if self.store.set_aside is not None:
             self.notify(f"The chats database was damaged; it was set aside as {self.store.set_aside}", timeout=30)
         self.chat = self._first_chat()
@@ -465,11 +475,7 @@ class ChatApp(App):
         if text.startswith("/"):
             await self._command(text)
             return
-        if self.streaming:
-            self.notify("a reply is still streaming: Esc stops it", severity="warning")
-            return
-        if self.engine is None:
-            self.notify("no model is loaded yet", severity="warning")
+        if not self._can_send():
             return
         try:
             full, attached = expand_mentions(text, Path.cwd())
@@ -480,10 +486,24 @@ class ChatApp(App):
             self.notify(f"attached {attachment.path.name} ({attachment.size:,} bytes)")
         await self._send(full)
 
+    def _can_send(self) -> bool:
+        if self.streaming:
+            self.notify("a reply is still streaming: Esc stops it", severity="warning")
+            return False
+        if self.engine is None:
+            self.notify("no model is loaded yet", severity="warning")
+            return False
+        return True
+
+    async def send_prompt(self, text: str) -> None:
+        """Send `text` as the user's message, exactly (no `@file` is attached): a custom command's prompt."""
+        if self._can_send():
+            await self._send(text)
+
     async def _command(self, text: str) -> None:
         parts = text.split(maxsplit=1)
         command, argument = parts[0].lower(), parts[1] if len(parts) > 1 else ""
-        slash = self.SLASH_COMMANDS.get(command)
+        slash = self.slash_commands.get(command)
         if slash is None:
             self.notify(f"unknown command {command}; /help lists them", severity="warning")
             return
@@ -629,7 +649,7 @@ class ChatApp(App):
         await self._show_drafts(not self.show_drafts if not word else word == "on")
 
     async def _slash_help(self, argument: str) -> None:
-        await self._post_note(help_markdown(self.SLASH_COMMANDS.values()))
+        await self._post_note(help_markdown(self.slash_commands.values()))
 
     async def _slash_context(self, argument: str) -> None:
         usage = await self.session.usage()

@@ -32,6 +32,7 @@ class SlashCommand(Generic[Handler]):
     args: str  # how its argument is written, "" when it takes none: "[on|off]"
     help: str  # one line of Markdown for /help
     handler: Handler
+    custom: bool = False  # a prompt from a command file: /help lists it apart
 
     def usage(self) -> str:
         return f"{self.name} {self.args}".strip()
@@ -49,5 +50,11 @@ def by_name(commands: Iterable[SlashCommand[Handler]]) -> dict[str, SlashCommand
 
 
 def help_markdown(commands: Iterable[SlashCommand[Handler]]) -> str:
-    lines = [f"- `{command.usage()}`: {command.help}" for command in commands]
-    return "**dspine chat**\n\n" + KEYS_HELP + "\n\n**Commands**\n\n" + "\n".join(lines) + "\n"
+    commands = list(commands)
+    lines = [f"- `{command.usage()}`: {command.help}" for command in commands if not command.custom]
+    text = "**dspine chat**\n\n" + KEYS_HELP + "\n\n**Commands**\n\n" + "\n".join(lines) + "\n"
+    custom = [f"- `{command.usage()}`: {command.help}" for command in commands if command.custom]
+    if custom:
+        text += "\n**Custom commands** (prompts from command files: each sends its text)\n\n"
+        text += "\n".join(custom) + "\n"
+    return text
