@@ -9,8 +9,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import os
-from collections.abc import Callable
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 

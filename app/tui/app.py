@@ -571,7 +571,11 @@ class ChatApp(App):
         if self.toolbox is None:
             self.notify("this chat has no project tools", severity="warning")
             return
-        await self._post_note(diff_note(self.toolbox.changes.applied))
+        # The chat's records in the store: the same ones /rewind uses, so a resumed chat shows its
+        # changes too (and what /undo or /rewind put back is not among them).
+        root = self.toolbox.root
+        recorded = self.store.changes(self.chat.id) if self.chat is not None else []
+        await self._post_note(diff_note(Change(root / c.name, c.name, c.before, c.after) for c in recorded))
 
     async def _slash_tools(self, argument: str) -> None:
         if self.project is None:
