@@ -13,3 +13,4 @@ EngineName = Literal["server", "inproc", "remote"]
 LocalEngine = Literal["server", "inproc"]  # what bench measures: an engine on this machine
 Goal = Literal["speed", "context"]
 KvType = Literal["f16", "q8_0", "q4_0"]
+PermissionMode = Literal["ask", "accept-edits", "plan"]  # what waits for the user (app/agent/modes.py)

@@ -17,6 +17,8 @@ from . import safe_files
 from .files import MAX_FILE_BYTES, read_text
 from .paths import ToolRefused, resolve, shown
 
+APPLIED = "applied: "  # how a change's result begins once it is written
+
 
 def fingerprint(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode()).hexdigest()
@@ -114,7 +116,7 @@ class Changes:
         self.saw(change.path, change.after)
         if self.on_applied is not None:
             self.on_applied(change)
-        return f"applied: {change.summary}"
+        return f"{APPLIED}{change.summary}"
 
     def _same_place(self, change: Change) -> None:
         if resolve(self.root, change.name, write=True) != change.path:

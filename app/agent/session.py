@@ -28,9 +28,11 @@ from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
 from backends.sampling import Sampling
 from backends.stats import Stats
 
+from ..choices import PermissionMode
 from ..terminal_text import for_terminal
-from . import apart
+from . import apart, modes
 from .capture import head_tail, saved_hint
+from .changes import APPLIED
 from .commands import run_command
 from .compaction import Compaction, compact, engine_summariser
 from .consent import Consent, shown_command
@@ -98,7 +100,8 @@ class ToolOutput:
 class ToolFinished:
     call: ToolCall
     result: str  # what the model gets
-    decision: str  # "auto", "yes", "always (this chat)", "no", "stopped"
+    decision: str  # "auto", "yes", "always (this chat)", "accept edits", "no", "stopped", "refused (plan mode)"
+    shown: str = ""  # what the user sees beside the result: the diff of a change applied
 
 
 @dataclass(frozen=True)
@@ -240,6 +243,7 @@ class Session:
         sampling: Sampling | None = None,
         tool_sources: list[ToolSource] | None = None,
         instructions_file: str | None = None,
+        mode: PermissionMode = modes.DEFAULT_MODE,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
         bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
@@ -247,7 +251,9 @@ class Session:
         its max_tokens is the room kept for the reply; `tool_sources`: tools from elsewhere (MCP
         servers), brought into the toolbox at the start of each user turn only, so a reply and its
         tool rounds see one tool list (prefix cache); `instructions_file`: the name of the project's
-        instructions file in the system prompt (AGENTS.md), for the error when it does not fit."""
+        instructions file in the system prompt (AGENTS.md), for the error when it does not fit;
+        `mode`: the permission mode (app/agent/modes.py), which the chat may change between
+        requests: which tools are offered, and which calls go through without a question."""
         self.engine = engine
         self.toolbox = toolbox
         self.ask = ask
@@ -270,6 +276,7 @@ class Session:
         self._tool_running = False
         self._streaming = False
         self.tool_sources = list(tool_sources or [])
+        self.mode: PermissionMode = mode
 
     # -- settings the chat changes between turns -------------------------------------------
 
@@ -293,7 +300,11 @@ class Session:
     # -- what the engine is sent ---------------------------------------------------------
 
     def tools(self) -> list[dict[str, Any]] | None:
-        return self.toolbox.schemas() if self.tools_on and self.toolbox is not None else None
+        """The tools offered in the mode in force (plan: only those that need no consent)."""
+        if not self.tools_on or self.toolbox is None:
+            return None
+        mode = self.mode
+        return self.toolbox.schemas(lambda spec: modes.offered(mode, spec))
 
     def _system_messages(self) -> list[dict[str, Any]]:
         if self.system is not None and self.tools_on:
@@ -334,6 +345,8 @@ class Session:
     async def send(self, text: str) -> None:
         """The user's prompt, then replies and tool rounds until the model stops, the user
         stops it, or the chain limit is declined."""
+        if self.mode == "plan" and self.tools_on:
+            text = f"{text}\n\n{modes.PLAN_NOTE}"
         self.history.append({"role": "user", "content": text})
         await self.sync_tools()
         await self.run_turn()
@@ -610,22 +623,27 @@ class Session:
         self._tool_running = True
         toolbox.result_chars = self.result_cap()
         try:
-            result, decision, saved = await self._tool_result(call, toolbox, loop)
+            result, decision, saved, shown = await self._tool_result(call, toolbox, loop)
         finally:
             self._tool_running = False
         result = await _thread(loop, lambda: self._fit_result(call, result, saved))
         self.history.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        await self.emit(ToolFinished(call, result, decision))
+        await self.emit(ToolFinished(call, result, decision, shown))
 
     async def _tool_result(
         self, call: ToolCall, toolbox: Toolbox, loop: asyncio.AbstractEventLoop
-    ) -> tuple[str, str, str | None]:
-        """The result for the model, the user's decision, and where a command's whole output was saved."""
+    ) -> tuple[str, str, str | None, str]:
+        """The result for the model, the user's decision, where a command's whole output was saved,
+        and what the user is shown beside the result (an applied change's diff)."""
+        spec = toolbox.spec(call.name)
+        mode = self.mode
+        if modes.refused(mode, spec):
+            return modes.PLAN_REFUSAL, "refused (plan mode)", None, ""  # never prepared: nothing runs
         step = await self._until_stopped(_thread(loop, lambda: self._prepare(toolbox, call)))
         if step is None:
-            return STOPPED, "stopped", None
+            return STOPPED, "stopped", None, ""
         if isinstance(step, Done):
-            return step.result, "auto", None
+            return step.result, "auto", None, ""
         if isinstance(step, ProposedChange):
             question = Question(f"{step.change.summary}?", step.change.diff, tool=call.name)
             command = ""
@@ -637,23 +655,30 @@ class Session:
             command = step.command
         decision = "always (this chat)"
         if toolbox.needs_consent(call.name) and self.consent.must_ask(call.name, command):
-            # A call elsewhere (an MCP server's tool) says itself what "always" covers.
-            always = step.always if isinstance(step, ProposedCall) else self.consent.always_label(call.name, command)
-            question = Question(question.title, question.body, always, call.name)
-            answer = await self.ask(question)
-            self.consent.remember(call.name, answer, command)
-            decision = answer
+            if modes.accepted(mode, spec) and isinstance(step, ProposedChange):
+                decision = "accept edits"  # the diff is shown in the chat, /undo reverts it
+            else:
+                # A call elsewhere (an MCP server's tool) says itself what "always" covers.
+                always = (
+                    step.always if isinstance(step, ProposedCall) else self.consent.always_label(call.name, command)
+                )
+                question = Question(question.title, question.body, always, call.name)
+                answer = await self.ask(question)
+                self.consent.remember(call.name, answer, command)
+                decision = answer
         if decision == "no":
-            return DECLINED, decision, None
+            return DECLINED, decision, None, ""
         if isinstance(step, ProposedChange):
             change = step.change
             applied = await self._until_stopped(_thread(loop, lambda: toolbox.apply(change)))
-            return (applied if applied is not None else STOPPED), decision, None
+            if applied is None:
+                return STOPPED, decision, None, ""
+            return applied, decision, None, (change.diff if applied.startswith(APPLIED) else "")
         if isinstance(step, ProposedCall):
             self._stop.clear()
             run = step.run
             answered = await self._until_stopped(_thread(loop, lambda: run(self._stop)))
-            return (answered if answered is not None else STOPPED), decision, None
+            return (answered if answered is not None else STOPPED), decision, None, ""
         # A command stops itself when asked (its process group is killed), so it is awaited whole.
         self._stop.clear()
 
@@ -664,7 +689,7 @@ class Session:
             loop,
             lambda: run_command(toolbox.root, step.command, step.timeout_s, show, self._stop, toolbox.scratch),
         )
-        return ran.for_model(), decision, ran.saved
+        return ran.for_model(), decision, ran.saved, ""
 
     def _prepare(self, toolbox: Toolbox, call: ToolCall) -> Step | None:
         """The call made a Step; a tool that runs apart runs in a child process the user can stop."""

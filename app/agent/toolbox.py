@@ -244,9 +244,10 @@ class Toolbox:
         for spec in specs:
             self.add(spec)
 
-    def schemas(self) -> list[dict[str, Any]]:
-        """What the engine is told, in a fixed order: the same bytes every request (prefix cache)."""
-        return [spec.schema for spec in self.specs.values()]
+    def schemas(self, offered: Callable[[ToolSpec], bool] | None = None) -> list[dict[str, Any]]:
+        """What the engine is told, in a fixed order: the same bytes every request (prefix cache);
+        `offered`: which tools go (a permission mode's choice), all when None."""
+        return [spec.schema for spec in self.specs.values() if offered is None or offered(spec)]
 
     def needs_consent(self, name: str) -> bool:
         spec = self.specs.get(name)

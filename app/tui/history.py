@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 
 from backends.private import make_private, private_dir
 
+from ..agent import modes
 from ..agent.rewind import RecordedChange
 from ..agent.toolbox import TOOLS
+from ..choices import PermissionMode
 from ..errors import ConfigError
 from .file_locks import lock_holders, locked_by_others
 
@@ -96,6 +98,11 @@ SCHEMA = [
     );
     CREATE INDEX changes_by_chat ON changes(chat_id, id);
     """,
+    # version 8: the permission mode a chat was left in ("ask", "accept-edits", "plan"; NULL:
+    # never set), so going on with it goes on in that mode
+    """
+    ALTER TABLE chats ADD COLUMN mode TEXT;
+    """,
 ]
 
 
@@ -136,14 +143,17 @@ class Chat:
     project: str = ""  # the project root the chat worked on ("" for older chats)
     think: bool | None = None  # the thinking mode it was left in (None: never switched)
     model_files: str = ""  # what reopens its model (version 6's JSON; "" for older chats)
+    mode: PermissionMode | None = None  # the permission mode it was left in (None: never set)
 
 
-CHAT_COLUMNS = "id, title, model, project, think, model_files"
+CHAT_COLUMNS = "id, title, model, project, think, model_files, mode"
 
 
 def _chat(row: tuple) -> Chat:
-    chat_id, title, model, project, think, model_files = row
-    return Chat(chat_id, title, model, project, None if think is None else bool(think), model_files)
+    chat_id, title, model, project, think, model_files, mode = row
+    # A word this dspine does not know (a newer one wrote it, or damage) is no mode: the chat's own.
+    known = modes.parse(mode) if isinstance(mode, str) else None
+    return Chat(chat_id, title, model, project, None if think is None else bool(think), model_files, known)
 
 
 @dataclass(frozen=True)
@@ -326,6 +336,10 @@ class ChatStore:
     def set_think(self, chat_id: int, on: bool) -> None:
         with self.db:
             self.db.execute("UPDATE chats SET think = ? WHERE id = ?", (int(on), chat_id))
+
+    def set_mode(self, chat_id: int, mode: PermissionMode) -> None:
+        with self.db:
+            self.db.execute("UPDATE chats SET mode = ? WHERE id = ?", (mode, chat_id))
 
     # -- the model's context (compacted) ---------------------------------------------------
 
