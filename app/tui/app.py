@@ -26,6 +26,7 @@ from backends.stats import Stats
 
 from ..agent.changes import Change
 from ..agent.command_files import LoadedCommands
+from ..agent import modes
 from ..agent.consent import Consent
 from ..agent.mcp.manager import McpManager
 from ..agent.mcp.setup import ProjectTrust
@@ -50,6 +51,7 @@ from ..agent.session import (
     ToolStarted,
 )
 from ..agent.toolbox import Toolbox
+from ..choices import PermissionMode
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
 from ..terminal_text import for_terminal
@@ -74,6 +76,15 @@ from .widgets.tool_line import ToolLine
 
 SAVE_S = 0.25  # save a growing reply this often (and always at its end)
 DOUBLE_ESCAPE_S = 0.5  # Esc twice within this long, with nothing running: /rewind
+MODE_SAYS: dict[PermissionMode, str] = {
+    "ask": "edits, writes, commands and MCP calls ask",
+    "accept-edits": "edits and writes in the project apply without asking; commands and MCP calls ask",
+    "plan": "only reading tools: the model answers with a plan; /plan accept goes ahead",
+}
+PLAN_DONE = (
+    "Plan mode: /plan accept goes ahead with the plan (edits ask), /plan accept edits goes ahead "
+    "applying edits without asking; or reply to change the plan"
+)
 SlashHandler = Callable[["ChatApp", str], Awaitable[None]]  # takes what follows the command
 
 
@@ -87,6 +98,8 @@ class ChatApp(App):
         Binding("ctrl+o", "copy_reply", "Copy reply", priority=True),
         Binding("ctrl+l", "chats", "Chats", priority=True),
         Binding("ctrl+g", "toggle_drafts", "Tint drafts", priority=True),
+        # Before the screen's own Shift+Tab (focus); not while a question is on screen (check_action).
+        Binding("shift+tab", "cycle_mode", "Mode", priority=True),
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
@@ -111,6 +124,8 @@ class ChatApp(App):
         mcp_trust: ProjectTrust | None = None,
         model_files: str = "",
         commands: LoadedCommands | None = None,
+        mode: PermissionMode = modes.DEFAULT_MODE,
+        mode_given: bool = False,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
@@ -123,7 +138,8 @@ class ChatApp(App):
         `commands`: the custom commands read from the command files (app/agent/command_files.py),
         registered after the built-ins, whose names they cannot take.
         A saved chat opens in the thinking mode it was left in, except the first one when
-        `think_given` (the command line named a mode)."""
+        `think_given` (the command line named a mode); so with the permission `mode`
+        (app/agent/modes.py) and `mode_given`."""
         super().__init__()
         self.project = project
         self.tools_on = project is not None and tools
@@ -143,6 +159,7 @@ class ChatApp(App):
         self.open_chat = open_chat
         self.continue_last = continue_last
         self._think_given = think_given  # for the first chat shown: the command line's mode wins
+        self._mode_given = mode_given
         # The system prompt is made once: the same bytes every request keep the prefix cache warm.
         self.session = Session(
             engine,
@@ -155,6 +172,7 @@ class ChatApp(App):
             think=think,
             chain_limit=chain_limit,
             n_ctx=n_ctx,
+            mode=mode,
             tool_sources=[McpTools(self.mcp)] if self.mcp is not None else None,
             instructions_file=(
                 str(project.instructions_file.relative_to(project.root))
@@ -310,6 +328,7 @@ class ChatApp(App):
             engine.name if engine else "?",
             engine.drafter if engine else None,
             engine.drafter_name if engine else None,
+            modes.LABELS[self.mode] if self.tools_on else "",
         )
 
     # -- actions ---------------------------------------------------------------------------
@@ -323,6 +342,31 @@ class ChatApp(App):
         self.session.think = on
         if self.chat is not None:
             self.store.set_think(self.chat.id, on)  # going on with it later goes on in this mode
+
+    @property
+    def mode(self) -> PermissionMode:
+        """The permission mode: the session decides with it what is offered and what asks."""
+        return self.session.mode
+
+    @mode.setter
+    def mode(self, mode: PermissionMode) -> None:
+        self.session.mode = mode
+        if self.chat is not None:
+            self.store.set_mode(self.chat.id, mode)  # going on with it later goes on in this mode
+
+    def set_mode(self, mode: PermissionMode) -> None:
+        self.mode = mode
+        self._show_mode()
+        self.notify(f"mode: {modes.LABELS[mode]} ({MODE_SAYS[mode]})")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cycle_mode":
+            # Only with tools, and only on the chat itself: a question on screen takes only its own keys.
+            return self.tools_on and len(self.screen_stack) == 1
+        return True
+
+    def action_cycle_mode(self) -> None:
+        self.set_mode(modes.after(self.mode))
 
     def action_toggle_think(self) -> None:
         self.think = not self.think
@@ -413,6 +457,10 @@ class ChatApp(App):
             self.session.think = self.chat.think
             self._show_mode()
         self._think_given = False
+        if self.chat.mode is not None and not self._mode_given and self.chat.mode != self.mode:
+            self.session.mode = self.chat.mode
+            self._show_mode()
+        self._mode_given = False
         self.session.restore(self.store.context(self.chat.id))
         self._measure_context()
         notes: dict[int, list] = {}
@@ -587,7 +635,53 @@ class ChatApp(App):
             return
         self.tools_on = self.session.tools_on = word == "on"
         self.sub_title = self._subtitle()
+        self._show_mode()
+        self.refresh_bindings()
         self.notify(f"tools {word}")
+
+    async def _slash_mode(self, argument: str) -> None:
+        if not self.tools_on:
+            self.notify("this chat has no project tools (/tools on switches them on)", severity="warning")
+            return
+        if not argument.strip():
+            self.notify(f"mode: {modes.LABELS[self.mode]} ({MODE_SAYS[self.mode]}); Shift+Tab switches", timeout=10)
+            return
+        mode = modes.parse(argument)
+        if mode is None:
+            self.notify(
+                f"/mode {argument.strip()}: say {', '.join(modes.MODES)}, or nothing to see the mode",
+                severity="warning",
+                markup=False,
+            )
+            return
+        self.set_mode(mode)
+
+    async def _slash_plan(self, argument: str) -> None:
+        if not self.tools_on:
+            self.notify("this chat has no project tools (/tools on switches them on)", severity="warning")
+            return
+        words = argument.lower().split()
+        if not words:
+            self.set_mode("plan")
+            return
+        if words[0] != "accept" or words[1:] not in ([], ["edits"]):
+            self.notify(
+                "/plan switches to plan mode; /plan accept [edits] goes ahead with the plan",
+                severity="warning",
+                markup=False,
+            )
+            return
+        if self.mode != "plan":
+            self.notify("the chat is not in plan mode: nothing to accept (/plan switches to it)", severity="warning")
+            return
+        if self.streaming:
+            self.notify("a reply is still streaming: Esc stops it", severity="warning")
+            return
+        if self.engine is None:
+            self.notify("no model is loaded yet", severity="warning")
+            return
+        self.set_mode("accept-edits" if words[1:] == ["edits"] else "ask")
+        await self._send(modes.GO_AHEAD)
 
     # -- MCP servers -------------------------------------------------------------------------
 
@@ -707,6 +801,21 @@ class ChatApp(App):
             ),
             SlashCommand("/diff", "", "everything this chat changed in the project, as a unified diff", _slash_diff),
             SlashCommand("/tools", "[on|off]", "switch the project tools off or on", _slash_tools),
+            SlashCommand(
+                "/mode",
+                "[ask|accept-edits|plan]",
+                "show or set the permission mode (**Shift+Tab** cycles): `ask` asks before edits, writes, "
+                "commands and MCP calls; `accept-edits` applies edits and writes in the project without asking "
+                "(commands and MCP calls still ask); `plan` offers only the reading tools, for a plan",
+                _slash_mode,
+            ),
+            SlashCommand(
+                "/plan",
+                "[accept [edits]]",
+                "switch to plan mode; `/plan accept` goes ahead with the plan in `ask` mode "
+                "(`/plan accept edits`: in `accept-edits`), sending “Go ahead with the plan.”",
+                _slash_plan,
+            ),
             SlashCommand("/context", "", "show what fills the model's context", _slash_context),
             SlashCommand(
                 "/compact",
@@ -737,6 +846,8 @@ class ChatApp(App):
             self.store.rename(self.chat.id, text[:60])
         self.prompt_id = self.store.add_message(self.chat.id, "user", text)
         self.store.set_think(self.chat.id, self.think)
+        if self.tools_on:
+            self.store.set_mode(self.chat.id, self.mode)
         await self.query_one(Conversation).mount(MessageView("user", text))
         self.streaming = True
         self._turn(text)
@@ -747,6 +858,8 @@ class ChatApp(App):
             await self.session.send(text)
         finally:
             self._turn_over()
+        if self.mode == "plan" and self.tools_on:
+            self.notify(PLAN_DONE, timeout=20)
 
     def _turn_over(self) -> None:
         self.streaming = False
@@ -800,7 +913,7 @@ class ChatApp(App):
             record(self, self._applied)
             finished = self._tool_lines.pop(event.call.id, None)
             if finished is not None:
-                finished.finish(event.result, event.decision)
+                finished.finish(event.result, event.decision, event.shown)
             self.store.add_tool_result(self.chat.id, event.call.as_message_part(), event.result, event.decision)
         elif isinstance(event, ContextMeter):
             self.query_one(Readout).show_context(event.used, event.available, event.exact)

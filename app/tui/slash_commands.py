@@ -16,6 +16,7 @@ Handler = TypeVar("Handler")
 # What `/help` says beyond the commands: keys, attachments and consent.
 KEYS_HELP = """- **Enter** sends, **Ctrl+J** adds a line, **Up/Down** walk your prompts
 - **Ctrl+T** switches thinking on or off (each mode has its sampling preset)
+- **Shift+Tab** cycles the permission mode: ask → accept edits → plan (see `/mode`, `/plan`)
 - **Esc** stops a reply and keeps what arrived
 - `@path/to/file` attaches a text file to the prompt (up to 256 KiB)
 - **Ctrl+G** tints the text that came from accepted draft tokens

@@ -1,5 +1,6 @@
 """Live figures while a reply streams: tok/s, TTFT, acceptance, a sparkline of
-tok/s over the reply, the mode in force, and how full the model's context is."""
+tok/s over the reply, the modes in force (permissions when the chat has
+tools, thinking, engine, drafter), and how full the model's context is."""
 
 from __future__ import annotations
 
@@ -25,15 +26,21 @@ class Readout(Horizontal):
         yield Sparkline([], id="rate-sparkline")
         yield Static("", id="gpu")
 
-    def set_mode(self, think: bool, engine: str, drafter: str | None, drafter_name: str | None = None) -> None:
-        """`drafter`: its kind; `drafter_name`: which one (its file), shown when it says more."""
+    def set_mode(
+        self, think: bool, engine: str, drafter: str | None, drafter_name: str | None = None, permissions: str = ""
+    ) -> None:
+        """`drafter`: its kind; `drafter_name`: which one (its file), shown when it says more;
+        `permissions`: the permission mode's label, shown first (marked unless it is `ask`) when
+        the chat has tools ("": none)."""
         mode = "think on" if think else "think off"
         which = drafter or "no drafter"
         if drafter and drafter_name and drafter_name != drafter:
             which = f"{drafter_name} ({drafter})"
-        self.query_one("#mode", Static).update(
-            Content.from_markup("[b]$mode[/] · $engine · $which", mode=mode, engine=engine, which=which)
-        )
+        line = Content.from_markup("[b]$mode[/] · $engine · $which", mode=mode, engine=engine, which=which)
+        if permissions:
+            style = "$permissions · " if permissions == "ask" else "[b reverse] $permissions [/] · "
+            line = Content.from_markup(style, permissions=permissions) + line
+        self.query_one("#mode", Static).update(line)
 
     def show_gpu(self, used: int | None, total: int | None) -> None:
         text = "GPU -" if not total or used is None else f"GPU {used / 2**30:.1f}/{total / 2**30:.1f} GiB"

@@ -1,5 +1,6 @@
 """One tool call in the conversation: a folded line (what was called, the user's
-decision), its result or streamed command output inside, shown on click."""
+decision), its result or streamed command output inside, shown on click; for a change
+applied, its diff above the result."""
 
 from __future__ import annotations
 
@@ -36,13 +37,17 @@ class ToolLine(Vertical):
         self.arguments = arguments
         self.result = for_terminal(result)
         self.decision = decision
+        self.shown = ""  # the diff of a change applied
 
     def _title(self) -> str:
         return f"⚙ {call_title(self.tool, self.arguments)}" + (f" · {self.decision}" if self.decision else "")
 
     def compose(self) -> ComposeResult:
         with Collapsible(title=self._title(), collapsed=True):
-            yield Static(self.result, markup=False, classes="tool-output")
+            yield Static(self._text(), markup=False, classes="tool-output")
+
+    def _text(self) -> str:
+        return f"{self.shown}\n{self.result}" if self.shown else self.result
 
     def append(self, text: str) -> None:
         """Streamed command output: shown as it comes, the line unfolded while it runs."""
@@ -51,9 +56,11 @@ class ToolLine(Vertical):
         self.query_one(Collapsible).collapsed = False
         self.query_one(".tool-output", Static).update(self.result)
 
-    def finish(self, result: str, decision: str) -> None:
+    def finish(self, result: str, decision: str, shown: str = "") -> None:
+        """`shown`: what the user sees beside the result (the diff of a change applied)."""
         self.result, self.decision = for_terminal(result)[-MAX_SHOWN:], decision
+        self.shown = for_terminal(shown)[:MAX_SHOWN]
         box = self.query_one(Collapsible)
         box.title = self._title()
         box.collapsed = True
-        self.query_one(".tool-output", Static).update(self.result)
+        self.query_one(".tool-output", Static).update(self._text())
