@@ -21,7 +21,7 @@ from rich.text import Text
 
 from backends.errors import EngineError
 
-from .choices import BenchThink, EngineName, Goal, KvType, LocalEngine, Think
+from .choices import BenchThink, EngineName, Goal, KvType, LocalEngine, PermissionMode, Think
 from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result, shown
 from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
@@ -431,6 +431,14 @@ def chat(
         help="Start with thinking on or off (Ctrl+T switches). Default: on; a saved chat you go on with "
         "keeps the mode it was left in.",
     ),
+    mode: PermissionMode | None = typer.Option(
+        None,
+        "--mode",
+        help="Start in this permission mode (Shift+Tab cycles): ask asks before edits, writes, commands and "
+        "MCP calls; accept-edits applies edits and writes in the project without asking (commands and MCP "
+        "calls still ask); plan offers only the reading tools, for a plan. Default: ask; a saved chat you "
+        "go on with keeps the mode it was left in.",
+    ),
     no_tools: bool = typer.Option(
         False, "--no-tools", help="A plain chat: no project tools (read, search, edit, run); /tools on switches."
     ),
@@ -528,6 +536,8 @@ def chat(
             model=files.label if files else "",
             think=think != "off",
             think_given=think is not None,
+            mode=mode or "ask",
+            mode_given=mode is not None,
             first_run=first_run,
             open_engine=open_after_pull,
             fit_summary=fit_summary if files and files.target else None,

@@ -226,3 +226,19 @@ async def test_a_chat_without_tools_shows_no_mode_and_shift_tab_leaves_it(repo, 
         assert shown_mode(app).startswith("think on")
         await pilot.press("shift+tab")
         assert app.mode == "ask"
+
+
+def test_dspine_chat_mode_reaches_the_chat(tmp_path, monkeypatch):
+    from app import cli
+
+    (tmp_path / "config.toml").write_text(f'data_dir = "{tmp_path / "data"}"\n')
+    monkeypatch.setenv("DSPINE_CONFIG", str(tmp_path / "config.toml"))
+    monkeypatch.delenv("DSPINE_DEBUG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    started: list[ChatApp] = []
+    monkeypatch.setattr(ChatApp, "run", lambda self: started.append(self))
+    url = ("--engine", "remote", "--url", "http://127.0.0.1:9/v1")
+    assert cli.run(["chat", *url, "--mode", "accept-edits"]) == 0
+    assert started[-1].mode == "accept-edits" and started[-1]._mode_given
+    assert cli.run(["chat", *url]) == 0
+    assert started[-1].mode == "ask" and not started[-1]._mode_given

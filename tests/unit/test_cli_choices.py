@@ -27,6 +27,7 @@ def no_user_settings(tmp_path, monkeypatch):
         (["run", "m", "hi", "--engine", "cloud"], "'--engine'", "'server', 'inproc', 'remote'"),
         (["chat", "--engine", "cloud"], "'--engine'", "'server', 'inproc', 'remote'"),
         (["chat", "--think", "1"], "'--think'", "'on', 'off'"),
+        (["chat", "--mode", "auto"], "'--mode'", "'ask', 'accept-edits', 'plan'"),
         (["bench", "--engine", "remote"], "'--engine'", "'server', 'inproc'"),
         (["bench", "--think", "all"], "'--think'", "'on', 'off', 'both'"),
         (["fit", "m", "--goal", "fastest"], "'--goal'", "'speed', 'context'"),
