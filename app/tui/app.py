@@ -24,9 +24,9 @@ from backends.base import Engine
 from backends.events import Delta, End, Error, Event, StatsUpdate
 from backends.stats import Stats
 
+from ..agent import modes
 from ..agent.changes import Change
 from ..agent.command_files import LoadedCommands
-from ..agent import modes
 from ..agent.consent import Consent
 from ..agent.mcp.manager import McpManager
 from ..agent.mcp.setup import ProjectTrust
