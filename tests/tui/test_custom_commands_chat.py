@@ -87,7 +87,7 @@ async def test_help_lists_them_and_a_builtins_name_or_a_bad_file_is_a_notice(rep
     command_file(
         repo / ".claude/commands/fix.md", "---\ndescription: Fix the failing test\nargument-hint: [test]\n---\n$1"
     )
-    command_file(repo / ".claude/commands/plan.md", "# Plan the work first\n\nThen do it.")
+    command_file(repo / ".claude/commands/outline.md", "# Outline the work first\n\nThen do it.")
     command_file(repo / ".claude/commands/broken.md", "---\ndescription: never closed\n")
     command_file(repo / ".claude/commands/huge.md", "x" * (MAX_COMMAND_BYTES + 1))
     command_file(repo / ".claude/commands/latin.md", "caf\xe9".encode("latin-1"))
@@ -98,7 +98,7 @@ async def test_help_lists_them_and_a_builtins_name_or_a_bad_file_is_a_notice(rep
         await until(pilot, lambda: notes(app, "**Commands**"), what="the /help note")
         shown = notes(app, "**Commands**")[-1]
         assert "- `/fix [test]`: Fix the failing test (from `.claude/commands/fix.md`)" in shown
-        assert "- `/plan`: Plan the work first (from `.claude/commands/plan.md`)" in shown
+        assert "- `/outline`: Outline the work first (from `.claude/commands/outline.md`)" in shown
         assert "- `/help`: show this" in shown and ".claude/commands/help.md" not in shown
         assert engine.calls == []  # /help was the built-in: nothing went to the model
     assert any(".claude/commands/help.md" in n and "/help is a built-in command" in n for n in notices)
