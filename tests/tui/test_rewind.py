@@ -114,3 +114,28 @@ async def test_a_resumed_chat_goes_back_with_esc_esc(repo, store):
         await until(pilot, lambda: resumed.prompt_area.text == "first: make it 2", what="the first prompt back")
         assert (repo / "a.py").read_bytes() == V1.encode() and not (repo / "b.py").exists()
         assert store.messages(chat_id) == [] and store.changes(chat_id) == []
+
+
+async def test_a_rewind_past_a_compaction_gets_the_messages_back_as_they_were(repo, store):
+    engine = ScriptedEngine(turns=[["Answer one."], ["Answer two."], ["Answer three."]])
+    app = ChatApp(engine, store, model="t", project=open_project(repo))
+    async with app.run_test() as pilot:
+        for prompt in ("one", "two"):
+            await send(pilot, prompt)
+            await until(pilot, lambda: not app.streaming, what=f"the reply to {prompt}")
+        chat_id = app.chat.id
+    # A compaction that covered both turns: the model's context became its summary.
+    summary = {"role": "user", "content": "Summary of the earlier conversation: one, two."}
+    store.save_context(chat_id, [summary, {"role": "assistant", "content": "ok"}], "one, two", 100, 10)
+    resumed = ChatApp(engine, store, model="t", project=open_project(repo), open_chat=chat_id)
+    async with resumed.run_test() as pilot:
+        assert resumed.session.history[0] == summary
+        await open_rewind(pilot, resumed)
+        await pilot.press("c")  # the newest prompt, "two": the conversation only
+        await until(pilot, lambda: resumed.prompt_area.text == "two", what="the prompt back")
+        # Before "two" the compaction had not happened: the messages as they were.
+        assert resumed.session.history == [
+            {"role": "user", "content": "one"},
+            {"role": "assistant", "content": "Answer one."},
+        ]
+        assert store.compactions(chat_id) == []
