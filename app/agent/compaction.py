@@ -40,6 +40,7 @@ from .toolbox import DECLINED
 
 KEEP_ROUNDS = 2  # the tool results of this many newest assistant rounds are never pruned
 STUB_MIN_CHARS = 200  # a result shorter than this costs less than the stub that would replace it
+RECORDS_CHARS = 3000  # an earlier summary's records, in the summariser's text, are never cut shorter
 CUT_CHARS = 1500  # a long text cut to fit the summary request keeps this much, head and tail
 # The summary goes to the engine as a user message: chat templates want the first message
 # after the system prompt to be the user's and the roles to alternate (an assistant message
@@ -174,6 +175,14 @@ def transcript(history: list[dict[str, Any]], per_item: int) -> str:
         if role == "tool":
             call = calls.get(message.get("tool_call_id", ""))
             lines.append(f"TOOL RESULT of {call_line(call)}:\n{_cut(content, per_item)}")
+            continue
+        if FACTS_KEY in message:
+            # An earlier summary: dspine's records cut no shorter than RECORDS_CHARS (the paths and
+            # commands matter most to the next summary), the assistant's notes like any text.
+            records = Facts.from_data(message[FACTS_KEY]).text()
+            notes = content.split(NOTES_TITLE, 1)[-1].strip()
+            head = f"EARLIER NOTES, {RECORDS_TITLE}\n{_cut(records, max(per_item, RECORDS_CHARS))}\n" if records else ""
+            lines.append(f"{head}EARLIER NOTES, {NOTES_TITLE}\n{_cut(notes, per_item)}")
             continue
         if content:
             lines.append(f"{role.upper()}:\n{_cut(content, per_item)}")
