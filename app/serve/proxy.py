@@ -49,6 +49,16 @@ GENERATING = {
 PLAIN = ("/v1/messages/count_tokens", "/tokenize", "/detokenize", "/apply-template")
 
 
+TAIL_BYTES = 64  # enough for the last event's marker
+_LAST_EVENTS = (b"data: [DONE]", b"event: message_stop")
+
+
+def _ended(tail: bytes) -> bool:
+    """Whether the bytes written end with the stream's own last event (OpenAI's `[DONE]`,
+    Anthropic's `message_stop` and its data)."""
+    return any(marker in tail for marker in _LAST_EVENTS)
+
+
 @dataclass(frozen=True)
 class ProxyConfig:
     upstream_url: str  # llama-server, http://127.0.0.1:PORT
@@ -328,13 +338,20 @@ class Proxy:
                 },
             )
             at_boundary = True  # whether the bytes sent so far end with a whole event
+            tail = b""  # the last bytes written, to see the stream's own last event go out
             try:
                 await response.prepare(request)
                 async for piece in reply.aiter_raw():
                     figures.feed(piece)
                     at_boundary = piece.endswith(b"\n\n")
                     await response.write(piece)
+                    tail = (tail + piece)[-TAIL_BYTES:]
             except asyncio.CancelledError:
+                if _ended(tail):
+                    # The client read the last event ([DONE], message_stop) and hung up before the
+                    # upstream's stream closed: every event was delivered, so the request is done.
+                    figures.finish(DONE)
+                    raise
                 if not (response.prepared and self.stopping.caught_stop()):
                     raise  # the client went away
                 await end_stream(response, request.path, at_boundary, STOPPING)

@@ -15,6 +15,7 @@ import subprocess
 import httpx2
 import pytest
 
+from tests.conftest import wait_for
 from tests.support.npm_clients import (
     CLAUDE_CODE,
     CLAUDE_CODE_TEST_REPLY,
@@ -69,7 +70,12 @@ def requests_logged(served: ServeProcess) -> list[dict]:
 
 
 def test_serve_says_which_template_is_in_force(served):
-    line = next(line for line in served.errors if line.startswith("chat template:"))
+    # stderr is read on a thread of its own: the line may land a moment after stdout's "serving".
+    line = wait_for(
+        lambda: next((line for line in served.errors if line.startswith("chat template:")), None),
+        timeout=20,
+        what="the chat template line",
+    )
     assert "Qwen3.5-family template" in line and "corrected by dspine" in line
     assert "rendered where they stand" in line
     models = httpx2.get(served.url + "/models").json()

@@ -7,6 +7,7 @@ behind it (a request that got through would fail with 502, not pass)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import time
@@ -196,3 +197,37 @@ def test_a_client_that_stops_reading_is_cut_off():
         client.close()
     finally:
         served.stop()
+
+
+def test_a_client_that_hangs_up_after_the_last_event_counts_as_done():
+    """The OpenAI SDK closes the connection once it has read `data: [DONE]`; an upstream that
+    has not closed its own stream yet must not make that a dropped request (seen as a flaky
+    `dropped` on the board under load)."""
+    release = asyncio.Event()
+
+    async def upstream(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        chunk = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}
+        await response.write(f"data: {json.dumps(chunk)}\n\n".encode() + b"data: [DONE]\n\n")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(release.wait(), 10)  # the upstream's stream stays open a while
+        return response
+
+    fake = web.Application()
+    fake.router.add_post("/v1/chat/completions", upstream)
+    behind = AppThread(fake).start()
+    board = Board()
+    proxy = Proxy(ProxyConfig(f"http://127.0.0.1:{behind.port}", "upstream-key", "m", 2048), board)
+    served = AppThread(proxy.app(), before_cleanup=proxy.stop).start()
+    try:
+        url = f"http://127.0.0.1:{served.port}/v1/chat/completions"
+        with httpx2.stream("POST", url, json={**CHAT, "stream": True}, timeout=20) as reply:
+            for line in reply.iter_lines():
+                if line == "data: [DONE]":
+                    break  # and hang up, as the SDK does
+        wait_for(lambda: board.done, timeout=20, what="the request on the board")
+        assert [figures.state for figures in board.done] == ["done"]
+    finally:
+        served.stop()
+        behind.stop()
