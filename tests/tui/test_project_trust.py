@@ -19,7 +19,7 @@ from app.agent.trust import TrustStore
 from app.tui.app import ChatApp
 from app.tui.screens.consent import ConsentScreen
 from tests.support.mcp_servers import entry, write_mcp_json, write_server
-from tests.support.pilot import answer, until
+from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
 
 
@@ -90,6 +90,31 @@ async def test_yes_starts_them_and_is_remembered_until_the_files_change(repo, st
             await answer(pilot, "y")
             await until(pilot, lambda: manager.servers["kid"].status == "ready", what="the project's server")
             assert marker.exists()
+            # /mcp trust asks again, showing the same servers; no stops them.
+            await send(pilot, "/mcp trust")
+            await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question again")
+            assert "kid (.mcp.json): runs" in app.screen.body and "web (opencode.json)" in app.screen.body
+            await answer(pilot, "n")
+            await until(pilot, lambda: manager.servers["kid"].status == "untrusted", what="the server stopped")
+    finally:
+        manager.close()
+    marker.unlink()
+    hostile_files(repo, tmp_path)  # the same bytes as before: remembered as declined now
+    declined, manager = chat(repo, store, tmp_path)
+    try:
+        async with declined.run_test():
+            assert declined.mcp_trust is not None and declined.mcp_trust.decision() is False  # not asked
+            assert not isinstance(declined.screen, ConsentScreen)
+            assert manager.servers["kid"].status == "untrusted" and not marker.exists()
+    finally:
+        manager.close()
+    TrustStore(tmp_path / "trust.json").path.unlink()  # forget: the next chat asks again, then yes
+    app, manager = chat(repo, store, tmp_path)
+    try:
+        async with app.run_test() as pilot:
+            await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the trust question")
+            await answer(pilot, "y")
+            await until(pilot, lambda: manager.servers["kid"].status == "ready", what="the project's server")
     finally:
         manager.close()
 

@@ -183,9 +183,14 @@ class McpManager:
         return not server.spec.project or self.project_trusted
 
     @property
+    def project_servers(self) -> list[ServerSpec]:
+        """The servers the project's own files name."""
+        return [s.spec for s in self.servers.values() if s.spec.project]
+
+    @property
     def untrusted(self) -> list[ServerSpec]:
         """The project's servers waiting for the user's trust."""
-        return [] if self.project_trusted else [s.spec for s in self.servers.values() if s.spec.project]
+        return [] if self.project_trusted else self.project_servers
 
     def trust(self, trusted: bool) -> None:
         """The user's answer about the project's servers: yes starts the enabled ones now."""

@@ -29,7 +29,7 @@ class ProjectTrust:
 
     def question(self) -> TrustQuestion:
         not_used = [p for p in self.manager.problems if "is not used" in p]
-        return question(self.root, self.manager.untrusted, not_used)
+        return question(self.root, self.manager.project_servers, not_used)
 
     def answer(self, trusted: bool) -> None:
         self.store.remember(self.root, self.files, trusted)
@@ -48,7 +48,7 @@ def for_project(
         return None, None
     switches = Switches(switches_file, root)
     manager = McpManager(specs, root, switches, problems=[str(p) for p in problems])
-    if not manager.untrusted:
+    if not manager.project_servers:
         return manager, None
     trust = ProjectTrust(root, fingerprint(seen), TrustStore(trust_file), manager)
     manager.project_trusted = trust.decision() is True
