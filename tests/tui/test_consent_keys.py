@@ -12,6 +12,7 @@ import pytest
 from app.agent.consent import Consent, shown_command
 from app.agent.project import open_project
 from app.tui.app import ChatApp
+from app.tui.screens import consent as consent_screen
 from app.tui.screens.consent import ConsentScreen
 from backends.events import ToolCall
 from tests.support.pilot import answer, send, until
@@ -31,7 +32,10 @@ def repo(tmp_path):
 
 
 @pytest.mark.parametrize("typed", ["sure, go ahead", "okay then", "yes"])
-async def test_keys_typed_as_the_question_appears_answer_nothing(repo, store, typed):
+async def test_keys_typed_as_the_question_appears_answer_nothing(repo, store, typed, monkeypatch):
+    # A quiet moment longer than any pause between the pilot's key presses on a loaded machine:
+    # what is tested is that keys in a burst never answer, not how long a pause may be.
+    monkeypatch.setattr(consent_screen, "ARM_S", 5.0)
     marker = repo / "ran"
     engine = ScriptedEngine(turns=[[call("run_command", command=f"touch {marker}")], ["Not run."]])
     app = ChatApp(engine, store, model="test", project=open_project(repo))
@@ -55,6 +59,27 @@ async def test_keys_typed_as_the_question_appears_answer_nothing(repo, store, ty
         assert engine.calls[-1]["messages"][-1]["content"].startswith("the user declined")
         # What was typed is not lost: it is back in the message box.
         assert app.prompt_area.text == typed
+
+
+async def test_typing_again_after_a_pause_takes_the_answer_keys_away(repo, store, monkeypatch):
+    """A pause mid-sentence arms the question; the next letter that is not an answer shows the
+    user is typing again, so the answer keys wait for quiet once more."""
+    monkeypatch.setattr(consent_screen, "ARM_S", 0.3)
+    engine = ScriptedEngine(turns=[[call("run_command", command="echo hi")], ["Declined."]])
+    app = ChatApp(engine, store, model="test", project=open_project(repo))
+    async with app.run_test() as pilot:
+        await send(pilot, "go")
+        await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question")
+        question = app.screen
+        assert isinstance(question, ConsentScreen)
+        await until(pilot, lambda: question.armed, what="armed after quiet")
+        await pilot.press("h")
+        assert not question.armed and app.screen is question and question.typed == "h"
+        await pilot.press("down")  # looking at the question is not typing
+        await answer(pilot, "n")
+        await until(pilot, lambda: not app.streaming, what="the end")
+        assert engine.calls[-1]["messages"][-1]["content"].startswith("the user declined")
+        assert app.prompt_area.text == "h"
 
 
 async def test_a_long_command_shows_its_tail_and_offers_no_always(repo, store):

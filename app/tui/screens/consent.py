@@ -23,6 +23,9 @@ from ...agent.consent import Decision
 from ...terminal_text import controls_shown
 
 ARM_S = 0.8  # quiet keyboard needed before a key answers: longer than the pause between typed keys
+ANSWER_KEYS = frozenset({"y", "n", "a", "escape"})
+# Keys that look at the question (scroll a long diff) without being typing.
+LOOK_KEYS = frozenset({"up", "down", "pageup", "pagedown", "home", "end", "tab", "shift+tab"})
 
 
 class ConsentScreen(ModalScreen[Decision]):
@@ -39,13 +42,13 @@ class ConsentScreen(ModalScreen[Decision]):
     #consent-keys { color: $text-muted; }
     """
 
-    def __init__(self, question: str, body: str, always: str | None, arm_s: float = ARM_S) -> None:
+    def __init__(self, question: str, body: str, always: str | None, arm_s: float | None = None) -> None:
         super().__init__()
         # Shown, not stripped: the user judges exactly what would run or be written.
         self.question = controls_shown(question)
         self.body = controls_shown(body)
         self.always = always
-        self.arm_s = arm_s
+        self.arm_s = ARM_S if arm_s is None else arm_s
         self.armed = False
         self.swallowed = 0  # keys typed before the question could be answered
         self.typed = ""  # what they wrote: it goes back into the message box (typing loses nothing)
@@ -74,9 +77,14 @@ class ConsentScreen(ModalScreen[Decision]):
 
     def on_key(self, event: events.Key) -> None:
         # Runs before the screen's bindings (a key bubbles up to the app, which checks them):
-        # a key before the quiet wait is over is stopped here and never reaches them.
-        if self.armed:
+        # a key before the quiet wait is over is stopped here and never reaches them. Once
+        # armed, a key that is neither an answer nor a look around means the user is typing
+        # again (a pause mid-sentence): the question waits for quiet once more.
+        if self.armed and (event.key in ANSWER_KEYS or event.key in LOOK_KEYS):
             return
+        if event.key in LOOK_KEYS:
+            return
+        self.armed = False
         event.stop()
         event.prevent_default()
         self.swallowed += 1
