@@ -18,6 +18,7 @@ from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
+from textual.notifications import SeverityLevel
 from textual.widgets import Footer, Header
 
 from backends.base import Engine
@@ -204,6 +205,19 @@ class ChatApp(App):
         yield Readout()
         yield PromptArea(id="prompt")
         yield Footer()
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """A notification, as plain text unless asked: most carry words from elsewhere (a
+        command the user typed, a file name, an error), and `[/]` in them is not markup."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     def _subtitle(self) -> str:
         if self.project is None:

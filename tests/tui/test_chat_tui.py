@@ -373,3 +373,33 @@ async def test_a_long_reply_streams_in_segments_and_follows_unless_scrolled_up(s
         conversation.scroll_end(animate=False, immediate=True)
         await pilot.pause()
         assert conversation.following
+
+
+async def test_chat_list_shows_titles_as_text_never_markup(store):
+    """A title is the user's first words: `[/]` or `[red]` in it is text to show, not markup
+    that would fail to parse (the list could not open) or restyle the line."""
+    from textual.widgets import Label
+
+    from app.tui.screens.chat_list import ChatList
+
+    store.new_chat("fix the [/] closing tag", model="m[bold].gguf")
+    store.new_chat("[red]alarm[/red] in the title")
+    app = ChatApp(ScriptedEngine(), store)
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+l")
+        await until(pilot, lambda: isinstance(app.screen, ChatList) and app.screen.query(Label), what="the list")
+        shown = [str(label.render()) for label in app.screen.query(Label)]
+        assert any("fix the [/] closing tag" in line and "m[bold].gguf" in line for line in shown)
+        assert any("[red]alarm[/red] in the title" in line for line in shown)
+
+
+async def test_notices_show_what_the_user_typed_as_text(store):
+    """`/[/]` is an unknown command; the notice naming it is text, not markup that fails to
+    parse and takes the chat down."""
+    app = ChatApp(ScriptedEngine(), store)
+    async with app.run_test() as pilot:
+        await send(pilot, "/[/]x")
+        await until(pilot, lambda: app._notifications, what="the notice")
+        (notice,) = list(app._notifications)
+        assert notice.message == "unknown command /[/]x; /help lists them" and not notice.markup
+        assert app.is_running

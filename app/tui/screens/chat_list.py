@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, ListItem, ListView
 
+from ...terminal_text import controls_shown
 from ..history import Chat, ChatStore
 
 
@@ -46,7 +48,11 @@ class ChatList(ModalScreen[int | None]):
         view = self.query_one(ListView)
         view.clear()
         for chat in self.chats:
-            view.append(ListItem(Label(f"{chat.title}  [dim]{chat.model}[/]")))
+            # The title is the user's first words and the model a file name: text, never markup
+            # (a title such as "fix the [/] tag" is not Rich markup to parse, nor a style to apply).
+            line = Text(f"{controls_shown(chat.title)}  ")
+            line.append(controls_shown(chat.model), style="dim")
+            view.append(ListItem(Label(line)))
         if self.chats:
             view.index = min(index, len(self.chats) - 1)
         view.focus()
