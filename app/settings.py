@@ -23,6 +23,7 @@ from backends.break_even import Speculation
 
 from . import paths
 from .errors import ConfigError
+from .nesting import nested_deeper
 from .paths import config_file
 
 
@@ -136,7 +137,7 @@ def _mcp_servers(value: Any) -> dict[str, Any]:
             raise ValueError(f"must be a JSON object of servers ({exc.msg})") from None
         except RecursionError:
             value = None  # nested past Python's recursion limit: too deep, below
-    if value is None or _nested_deeper(value, MAX_MCP_DEPTH):
+    if value is None or nested_deeper(value, MAX_MCP_DEPTH):
         raise ValueError(f"nests lists and tables more than {MAX_MCP_DEPTH} deep; a server entry needs 3")
     if not isinstance(value, dict) or not all(isinstance(entry, dict) for entry in value.values()):
         raise ValueError('must be a table of servers, e.g. [mcp_servers.time] command = "uvx", args = [...]')
@@ -145,20 +146,6 @@ def _mcp_servers(value: Any) -> dict[str, Any]:
 
 # servers -> server -> env or args -> a value: anything much deeper is not a server list.
 MAX_MCP_DEPTH = 16
-
-
-def _nested_deeper(value: Any, limit: int) -> bool:
-    """Whether `value` nests dicts and lists deeper than `limit` (counted without recursion)."""
-    pending = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        pending.extend((child, depth + 1) for child in children)
-    return False
 
 
 @dataclass(frozen=True)

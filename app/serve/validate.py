@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..nesting import nested_deeper
+
 # Deeper than any chat, tool list or JSON schema a client sends; deeper nesting would
 # exhaust Python's recursion (json.loads, then every walk of the body) and answer 500.
 MAX_JSON_DEPTH = 128
@@ -26,27 +28,13 @@ def parse_body(path: str, raw: bytes) -> Any:
         raise NotJson(_too_deep(path)) from None
     except ValueError:
         raise NotJson(f"{path}: the request body is not JSON") from None
-    if _depth_over(body, MAX_JSON_DEPTH):
+    if nested_deeper(body, MAX_JSON_DEPTH):
         raise NotJson(_too_deep(path))
     return body
 
 
 def _too_deep(path: str) -> str:
     return f"{path}: the request body nests lists and objects more than {MAX_JSON_DEPTH} deep: send flatter JSON"
-
-
-def _depth_over(value: Any, limit: int) -> bool:
-    """Whether `value` nests lists and objects deeper than `limit` (counted without recursion)."""
-    pending = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        pending.extend((child, depth + 1) for child in children)
-    return False
 
 
 # JSON type names as the message says them.
