@@ -68,7 +68,7 @@ FLOORS = [
     {"hub"},
     {"models"},
     {"settings", "units", "terminal_text", "choices"},
-    {"paths"},
+    {"paths", "nesting"},
     {"errors", "version", "__init__"},
 ]
 
