@@ -7,8 +7,10 @@ here, where both the engines (llama-server's logs and key file) and app/ reach i
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 FILE_MODE = 0o600
 DIR_MODE = 0o700
@@ -43,3 +45,13 @@ def open_private(path: Path, flags: int) -> int:
     if hasattr(os, "fchmod"):
         os.fchmod(fd, FILE_MODE)
     return fd
+
+
+def write_private_json(path: Path, data: Any) -> None:
+    """`data` as JSON in an owner-only file, whole or not at all (written beside it, then
+    moved over it), in an owner-only folder where dspine makes it."""
+    private_dir(path.parent)
+    temporary = path.with_name(path.name + ".tmp")
+    with os.fdopen(open_private(temporary, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+    os.replace(temporary, path)

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from backends.private import open_private, private_dir
+from backends.private import write_private_json
 
 from .mcp.config import PROJECT_FILES, ServerSpec, variables
 
@@ -97,11 +96,4 @@ class TrustStore:
     def remember(self, root: Path, files: str, trusted: bool) -> None:
         data = self._all()
         data[str(root.resolve())] = {"fingerprint": files, "trusted": trusted}
-        self._write(data)
-
-    def _write(self, data: dict[str, dict[str, object]]) -> None:
-        private_dir(self.path.parent)
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with os.fdopen(open_private(temporary, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-        os.replace(temporary, self.path)
+        write_private_json(self.path, data)

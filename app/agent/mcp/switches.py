@@ -8,10 +8,9 @@ not in the project, because the choice is the user's and not the team's (a share
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-from backends.private import open_private, private_dir
+from backends.private import write_private_json
 
 
 class Switches:
@@ -39,8 +38,4 @@ class Switches:
     def set(self, name: str, on: bool) -> None:
         data = self._all()
         data.setdefault(self.root, {})[name] = on
-        private_dir(self.path.parent)
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with os.fdopen(open_private(temporary, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=True)
-        os.replace(temporary, self.path)
+        write_private_json(self.path, data)
