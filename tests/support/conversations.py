@@ -33,6 +33,24 @@ def call(name: str, arguments: dict, ident: str) -> dict:
     return {"id": ident, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
 
 
+def round_trip(n: int, name: str, result: str, **args) -> list[dict]:
+    """A tool round: the assistant's call `c{n}` and the tool's result."""
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call(name, args, f"c{n}")]},
+        {"role": "tool", "tool_call_id": f"c{n}", "content": result},
+    ]
+
+
+def tool_history(rounds: int = 6) -> list[dict]:
+    """A coding session's history: `rounds` long file reads, a failing test run, a remark."""
+    messages: list[dict] = [{"role": "user", "content": "fix the parser"}]
+    for n in range(rounds):
+        messages += round_trip(n, "read_file", f"contents of file {n}\n" * 80, path=f"src/f{n}.py")
+    messages += round_trip(99, "run_command", "exit code 1\nFAILED test_parse\n" + "x\n" * 400, command="pytest -q")
+    messages.append({"role": "assistant", "content": "The parse test fails."})
+    return messages
+
+
 def user(text) -> dict:
     return {"role": "user", "content": text}
 

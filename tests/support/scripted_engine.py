@@ -14,6 +14,12 @@ from backends.events import Delta, End, Error, StatsUpdate, ToolCall
 from backends.stats import Stats
 
 
+def tool_call(name: str, suffix: str = "", **args) -> ToolCall:
+    """A tool call for a script, its id made of the name (and `suffix`, where one turn's
+    calls of the same tool must differ)."""
+    return ToolCall(f"c_{name}{suffix}", name, json.dumps(args))
+
+
 @dataclass
 class ScriptedEngine:
     answer: list[str] = field(default_factory=lambda: ["Here is ", "the **answer**.\n\n", "```python\nprint(1)\n```\n"])

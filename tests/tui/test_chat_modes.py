@@ -4,7 +4,6 @@ kept with the chat, and `dspine chat --mode`."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
@@ -17,13 +16,10 @@ from app.tui.widgets.tool_line import ToolLine
 from backends.events import ToolCall
 from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import tool_call as call
 
 READING = ["read_file", "list_files", "search"]
 ALL = READING + ["edit_file", "write_file", "run_command"]
-
-
-def call(name: str, **args) -> ToolCall:
-    return ToolCall(f"c_{name}", name, json.dumps(args))
 
 
 @pytest.fixture

@@ -13,13 +13,9 @@ from app.tui.app import ChatApp
 from app.tui.history import ChatStore
 from app.tui.screens.consent import ConsentScreen
 from app.tui.widgets.tool_line import ToolLine
-from backends.events import ToolCall
 from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
-
-
-def call(name: str, **args) -> ToolCall:
-    return ToolCall(f"c_{name}", name, json.dumps(args))
+from tests.support.scripted_engine import tool_call as call
 
 
 @pytest.fixture

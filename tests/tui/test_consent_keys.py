@@ -4,7 +4,6 @@ between, never with "always" (finding 7)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
@@ -14,13 +13,9 @@ from app.agent.project import open_project
 from app.tui.app import ChatApp
 from app.tui.screens import consent as consent_screen
 from app.tui.screens.consent import ConsentScreen
-from backends.events import ToolCall
 from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
-
-
-def call(name: str, **args) -> ToolCall:
-    return ToolCall(f"c_{name}", name, json.dumps(args))
+from tests.support.scripted_engine import tool_call as call
 
 
 @pytest.fixture

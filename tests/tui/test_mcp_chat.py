@@ -23,10 +23,7 @@ from backends.events import ToolCall
 from tests.support.mcp_servers import write_server
 from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
-
-
-def call(name: str, **args) -> ToolCall:
-    return ToolCall(f"c_{name}", name, json.dumps(args))
+from tests.support.scripted_engine import tool_call as call
 
 
 @pytest.fixture

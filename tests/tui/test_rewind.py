@@ -5,7 +5,6 @@ resumed chat can go back too (the store keeps the records)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
@@ -14,17 +13,13 @@ from app.agent.project import open_project
 from app.tui.app import ChatApp
 from app.tui.screens.consent import ConsentScreen
 from app.tui.screens.rewind import RewindScreen
-from backends.events import ToolCall
 from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import tool_call as call
 
 V1 = "def f():\n    return 1\n"
 V2 = "def f():\n    return 2\n"
 V3 = "def f():\n    return 3\n"
-
-
-def call(name: str, n: int, **args) -> ToolCall:
-    return ToolCall(f"c_{name}_{n}", name, json.dumps(args))
 
 
 @pytest.fixture
@@ -39,11 +34,11 @@ def repo(tmp_path):
 def three_turns() -> ScriptedEngine:
     return ScriptedEngine(
         turns=[
-            [call("edit_file", 1, path="a.py", old_text="return 1", new_text="return 2")],
+            [call("edit_file", "_1", path="a.py", old_text="return 1", new_text="return 2")],
             ["Done one."],
-            [call("write_file", 2, path="b.py", content="created\n")],
+            [call("write_file", "_2", path="b.py", content="created\n")],
             ["Done two."],
-            [call("edit_file", 3, path="a.py", old_text="return 2", new_text="return 3")],
+            [call("edit_file", "_3", path="a.py", old_text="return 2", new_text="return 3")],
             ["Done three."],
         ]
     )

@@ -16,26 +16,7 @@ from app.agent.context import Budget, Usage, is_overflow, reply_reserve, reporte
 from backends.base import estimate_tokens
 from backends.events import Error
 from backends.remote import RemoteEngine
-
-
-def call(n: int, name: str, **args) -> dict:
-    return {"id": f"c{n}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-
-
-def round_trip(n: int, name: str, result: str, **args) -> list[dict]:
-    return [
-        {"role": "assistant", "content": "", "tool_calls": [call(n, name, **args)]},
-        {"role": "tool", "tool_call_id": f"c{n}", "content": result},
-    ]
-
-
-def history(rounds: int = 6) -> list[dict]:
-    messages: list[dict] = [{"role": "user", "content": "fix the parser"}]
-    for n in range(rounds):
-        messages += round_trip(n, "read_file", f"contents of file {n}\n" * 80, path=f"src/f{n}.py")
-    messages += round_trip(99, "run_command", "exit code 1\nFAILED test_parse\n" + "x\n" * 400, command="pytest -q")
-    messages.append({"role": "assistant", "content": "The parse test fails."})
-    return messages
+from tests.support.conversations import round_trip, tool_history
 
 
 def test_overflow_errors_are_recognised_and_name_their_context():
@@ -99,7 +80,7 @@ def test_a_remote_budget_is_corrected_by_what_the_server_reports():
 
 
 def test_prune_keeps_the_newest_rounds_and_leaves_a_stub_that_says_how_to_get_it_again():
-    messages = history()
+    messages = tool_history()
     pruned, n = prune(messages)
     assert n == 5  # six reads and a command: the last read and the command stay whole
     stubs = [m["content"] for m in pruned if m["role"] == "tool" and is_stub(m["content"])]
@@ -109,21 +90,23 @@ def test_prune_keeps_the_newest_rounds_and_leaves_a_stub_that_says_how_to_get_it
 
 
 def test_facts_list_every_path_and_command_with_its_outcome():
-    found = facts(history() + round_trip(7, "edit_file", "applied", path="src/parse.py", old_text="a", new_text="b"))
+    found = facts(
+        tool_history() + round_trip(7, "edit_file", "applied", path="src/parse.py", old_text="a", new_text="b")
+    )
     assert found.read == [f"src/f{n}.py" for n in range(6)]
     assert found.changed == ["src/parse.py"]
     assert found.commands == ["`pytest -q`: exit code 1"]
 
 
 def test_split_keeps_a_call_with_its_results():
-    messages = history()
+    messages = tool_history()
     sizes = [estimate_tokens([m]) for m in messages]
     cut = split_point(messages, 50, sizes)
     assert messages[cut]["role"] != "tool"
 
 
 def test_compaction_summarises_the_older_part_and_keeps_the_newest_verbatim():
-    messages = history(10)
+    messages = tool_history(10)
     count = estimate_tokens
     seen: list = []
 
@@ -161,7 +144,7 @@ def test_the_summary_request_shares_the_longest_prefix_with_what_was_sent_that_f
     """The request being worked on is the first message here: leaving it out of the summary
     request (it stays verbatim after the summary anyway) would leave the engine nothing
     cached but the system prompt, so it stays in place where the request fits."""
-    messages = history(10)
+    messages = tool_history(10)
     seen: list = []
 
     def summariser(request, max_tokens):
@@ -184,7 +167,7 @@ def test_a_summariser_that_fails_still_keeps_the_list_of_files():
     def broken(request, max_tokens):
         raise RuntimeError("the engine stopped")
 
-    done = compact(history(10), estimate_tokens, 800, broken, 4096)
+    done = compact(tool_history(10), estimate_tokens, 800, broken, 4096)
     assert "could not be written" in done.note and "src/f0.py" in done.summary
 
 
@@ -246,7 +229,7 @@ def test_a_remote_400_about_the_context_is_an_overflow():
 
 def test_a_newest_result_too_large_for_the_context_is_cut_to_head_and_tail_as_the_last_resort():
     huge = "FIRST LINE\n" + "".join(f"middle {i}\n" for i in range(3000)) + "=== 3 passed ===\n"
-    older = history(2)
+    older = tool_history(2)
     newest = [{"role": "user", "content": "run the tests"}] + round_trip(
         7, "run_command", "exit code 0\n" + huge, command="pytest -q"
     )

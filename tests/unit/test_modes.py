@@ -4,7 +4,6 @@ calls ask, and that plan mode changes nothing whatever the model calls."""
 from __future__ import annotations
 
 import asyncio
-import json
 import subprocess
 from pathlib import Path
 
@@ -12,10 +11,11 @@ import pytest
 
 from app.agent import modes
 from app.agent.project import open_project, system_prompt
-from app.agent.session import Question, Session, ToolFinished
+from app.agent.session import Session
 from app.agent.toolbox import BUILTIN, Done, ProposedCall, Toolbox, ToolSpec
-from backends.events import ToolCall
 from tests.support.scripted_engine import ScriptedEngine
+from tests.support.scripted_engine import tool_call as call
+from tests.support.session_recorder import Recorder
 
 READING = ["read_file", "list_files", "search"]
 ALL = [spec.name for spec in BUILTIN]
@@ -28,23 +28,6 @@ def repo(tmp_path: Path) -> Path:
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     (root / "src" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     return root
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list = []
-        self.questions: list[Question] = []
-        self.answer = "yes"
-
-    async def emit(self, event) -> None:
-        self.events.append(event)
-
-    async def ask(self, question: Question):
-        self.questions.append(question)
-        return self.answer
-
-    def finished(self) -> list[ToolFinished]:
-        return [e for e in self.events if isinstance(e, ToolFinished)]
 
 
 def mcp_tool(ran: list[str]) -> ToolSpec:
@@ -67,10 +50,6 @@ def session_in(repo: Path, mode: modes.PermissionMode, recorder: Recorder, engin
         system=system_prompt(project, True),
         mode=mode,
     )
-
-
-def call(name: str, **args) -> ToolCall:
-    return ToolCall(f"c_{name}", name, json.dumps(args))
 
 
 def names(tools: list[dict] | None) -> list[str]:

@@ -16,11 +16,12 @@ import pytest
 from app.agent.compaction import SUMMARY_PREFIX, is_stub, is_summary_request, summary_request
 from app.agent.project import open_project, system_prompt
 from app.agent.records import FACTS_KEY, for_engine
-from app.agent.session import Compacted, Notice, Question, ReplyEnded, Session, ToolFinished
+from app.agent.session import Compacted, Notice, Session, ToolFinished
 from app.agent.toolbox import BUILTIN, NEEDS_CONSENT, TOOLS, Done, Toolbox
 from app.tui.history import ChatStore
 from backends.events import ToolCall
 from tests.support.scripted_engine import ProjectEngine
+from tests.support.session_recorder import Recorder, saving
 
 AGENTS = "Run the tests with `pytest -q`. Never touch vendor/.\n"
 
@@ -35,23 +36,6 @@ def repo(tmp_path: Path) -> Path:
         body = "".join(f"def f{n}_{i}(x):\n    return x * {i}  # line {i} of module {n}\n" for i in range(60))
         (root / "src" / f"mod{n:02}.py").write_text(body)  # about 3 KB each
     return root
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list = []
-        self.questions: list[Question] = []
-        self.answer = "yes"
-
-    async def emit(self, event) -> None:
-        self.events.append(event)
-
-    async def ask(self, question: Question):
-        self.questions.append(question)
-        return self.answer
-
-    def of(self, kind):
-        return [e for e in self.events if isinstance(e, kind)]
 
 
 def make_session(repo: Path, engine, recorder: Recorder, **kwargs) -> Session:
@@ -368,16 +352,7 @@ def test_resume_restores_the_compacted_context(repo, tmp_path):
     engine = ProjectEngine(context_size=3072)
     recorder = Recorder()
 
-    async def emit(event) -> None:  # what the chat saves, as the TUI does
-        await recorder.emit(event)
-        if isinstance(event, Compacted):
-            store.save_context(chat.id, event.history, event.compaction.summary)
-        elif isinstance(event, ReplyEnded):
-            reply = store.add_message(chat.id, "assistant", event.answer)
-            if event.tool_calls:
-                store.set_tool_calls(reply, [c.as_message_part() for c in event.tool_calls])
-        elif isinstance(event, ToolFinished):
-            store.add_tool_result(chat.id, event.call.as_message_part(), event.result, event.decision)
+    emit = saving(recorder, store, chat.id)  # what the chat saves, as the TUI does
 
     session = Session(engine, Toolbox(repo), recorder.ask, emit, system=system_prompt(open_project(repo), True))
     session.think = False
