@@ -26,6 +26,14 @@ def repo(tmp_path):
     return root
 
 
+async def asked(pilot, app) -> ConsentScreen:
+    """Send a message whose reply calls a tool; the question that comes up."""
+    await send(pilot, "go")
+    await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question")
+    assert isinstance(app.screen, ConsentScreen)
+    return app.screen
+
+
 @pytest.mark.parametrize("typed", ["sure, go ahead", "okay then", "yes"])
 async def test_keys_typed_as_the_question_appears_answer_nothing(repo, store, typed, monkeypatch):
     # A quiet moment longer than any pause between the pilot's key presses on a loaded machine:
@@ -35,10 +43,7 @@ async def test_keys_typed_as_the_question_appears_answer_nothing(repo, store, ty
     engine = ScriptedEngine(turns=[[call("run_command", command=f"touch {marker}")], ["Not run."]])
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
-        await send(pilot, "go")
-        await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question")
-        question = app.screen
-        assert isinstance(question, ConsentScreen)
+        question = await asked(pilot, app)
         # The user goes on typing a message (the `a` of "ahead" was "always", the `n` of
         # "then" was "no", and "yes" has its `y`).
         for key in typed:
@@ -63,10 +68,7 @@ async def test_typing_again_after_a_pause_takes_the_answer_keys_away(repo, store
     engine = ScriptedEngine(turns=[[call("run_command", command="echo hi")], ["Declined."]])
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
-        await send(pilot, "go")
-        await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question")
-        question = app.screen
-        assert isinstance(question, ConsentScreen)
+        question = await asked(pilot, app)
         await until(pilot, lambda: question.armed, what="armed after quiet")
         await pilot.press("h")
         assert not question.armed and app.screen is question and question.typed == "h"
@@ -83,10 +85,7 @@ async def test_a_long_command_shows_its_tail_and_offers_no_always(repo, store):
     engine = ScriptedEngine(turns=[[call("run_command", command=command)], ["Declined."]])
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
-        await send(pilot, "go")
-        await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question")
-        question = app.screen
-        assert isinstance(question, ConsentScreen)
+        question = await asked(pilot, app)
         assert question.body.endswith(hidden_end) and question.body.startswith("echo xxx")
         assert "60,0" in question.body and "hidden here" in question.body
         assert len(question.body) < 1500
