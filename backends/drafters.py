@@ -39,6 +39,10 @@ class DrafterKind:
     # target's (exact in distribution); False, drawn on the target's random stream and kept
     # only where the target's own draw matches; None: the server's default (match).
     probabilistic: bool | None = None
+    # llama-server keeps a snapshot of a hybrid target's recurrent state per drafted token for
+    # this kind (n_rs_seq = --spec-draft-n-max: common/common.h need_n_rs_seq), so the state is
+    # allocated 1 + n_max times. backends/rollback.py counts it.
+    snapshots: bool = False
 
 
 KINDS: dict[str, DrafterKind] = {
@@ -56,6 +60,8 @@ KINDS: dict[str, DrafterKind] = {
             arch_marker="dspine",
             # Not measured: no DSpine-enabled llama.cpp runs here (FACTS), so the server's own floor.
             p_min=None,
+            # draft-dspine joins need_n_rs_seq's list with dspine's DSpine patch (like draft-dflash).
+            snapshots=True,
         ),
         # FACTS: DFlash2 is best at 7 on code.
         DrafterKind(
@@ -71,6 +77,7 @@ KINDS: dict[str, DrafterKind] = {
             # Qwen3.8's, 1.1 GB, for a 16 GB target), and DFlash2's lattice drafts no per-token
             # probabilities the floor could read; the server's own floor.
             p_min=None,
+            snapshots=True,  # draft-dflash is in need_n_rs_seq's list (pinned common/common.h)
         ),
         # FACTS: MTP heads draft 2.
         DrafterKind(
@@ -83,6 +90,7 @@ KINDS: dict[str, DrafterKind] = {
             "MTP drafting needs a llama.cpp of late 2026 (upstream)",
             # Not measured: no target with an MTP head small enough for this machine; the server's own.
             p_min=None,
+            snapshots=True,  # draft-mtp is in need_n_rs_seq's list (pinned common/common.h)
         ),
         # FACTS: upstream llama-server's default draft length is 3.
         DrafterKind(

@@ -45,6 +45,7 @@ from .chat_template import render
 from .events import STATS_INTERVAL_S, Delta, End, EndReason, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
 from .message_order import normalise
+from .rollback import INPROC_TARGET_SEQUENCES, inproc_target_snapshots
 from .sampling import Sampling, preset
 from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats
@@ -135,7 +136,8 @@ class _Model:
         cparams.n_threads = cparams.n_threads_batch = threads
         if self.recurrent:
             cparams.n_rs_seq = rollback  # per-token snapshots of the last batch: a verify pass can be cut back
-            cparams.n_seq_max = 3 if drafts else 2  # SEQ_MAIN, SEQ_SAVED (, SEQ_DRAFT)
+            # SEQ_MAIN, SEQ_SAVED (, SEQ_DRAFT): the fit plan counts the target's (backends/rollback.py)
+            cparams.n_seq_max = INPROC_TARGET_SEQUENCES + 1 if drafts else INPROC_TARGET_SEQUENCES
             cparams.kv_unified = True  # the sequences share one KV buffer (and the context length)
         else:
             cparams.n_seq_max = 1
@@ -336,7 +338,9 @@ class InprocEngine:
         self._template = self.template_choice.text
         probe_template(self._template, str(target))
         n_batch = max(512, self.n_max + 1)
-        self._target = _Model(self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=self.n_max + 1)
+        self._target = _Model(
+            self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=inproc_target_snapshots(self.n_max)
+        )
         if self.draft_path:
             # A drafter never cuts its own sequence back by more than one token: it drafts on a copy.
             self._drafter = _Model(self.draft_path, self.n_ctx, self.gpu_layers, n_batch, rollback=0, drafts=True)

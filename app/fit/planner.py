@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import get_args
 
-from backends.drafters import KINDS, default_n_max
+from backends.drafters import KINDS
 from backends.llama_server import ServerConfig, server_args
+from backends.rollback import INPROC_TARGET_SEQUENCES, costs_state_rows, launch_draft_length, target_snapshots
 
 from ..choices import Goal, KvType
 from ..units import format_bytes
@@ -48,6 +49,8 @@ class Wishes:
     margin: int = 512 * 2**20
     n_ubatch: int = 512
     ram_available: int | None = None
+    n_max: int | None = None  # a draft length the user fixed; None: the kind's, shortened where memory is short
+    in_process: bool = False  # the in-process engine (its own state snapshots), not llama-server
 
 
 MEMORY_KEYS = (
@@ -79,6 +82,9 @@ class Plan:
     n_ubatch: int = 512
     compute_measured: bool = False  # the target's compute buffer came from llama.cpp's dry run
     drafter_compute_measured: bool = False
+    # The launch draft length (--spec-draft-n-max): backends.rollback.launch_draft_length, as the engines.
+    draft_n_max: int = 0
+    state_copies: int = 1  # copies of the target's recurrent state per sequence (1 + snapshots)
 
     @property
     def total(self) -> int:
@@ -87,10 +93,6 @@ class Plan:
     @property
     def headroom(self) -> int:
         return self.budget - self.total
-
-    @property
-    def draft_n_max(self) -> int:
-        return default_n_max(self.drafter.kind) if self.drafter else 0
 
     def server_config(self) -> ServerConfig:
         drafter = self.drafter
@@ -124,6 +126,7 @@ class Plan:
                 "gpu_layers": self.gpu_layers,
                 "drafter_gpu_layers": self.drafter_gpu_layers,
                 "draft_n_max": self.draft_n_max,
+                "recurrent_state_copies": self.state_copies,
                 "n_ubatch": self.n_ubatch,
             },
             "memory": {**self.memory, "total": self.total},
@@ -136,14 +139,33 @@ class Plan:
         }
 
 
-def target_outputs(drafter: Option | None) -> int:
+def is_hybrid(option: Option) -> bool:
+    return bool(option.shape and option.shape.recurrent_layers)
+
+
+def draft_length(target: Option, drafter: Option | None, wishes: Wishes, memory_cap: int | None = None) -> int:
+    """The length the engine will be launched with for this pair: the one function the
+    engines call too (backends.rollback.launch_draft_length)."""
+    if drafter is None and not wishes.in_process:
+        return 0
+    return launch_draft_length(
+        drafter.kind if drafter else None,
+        is_hybrid(target),
+        in_process=wishes.in_process,
+        asked=wishes.n_max,
+        memory_cap=memory_cap,
+    )
+
+
+def target_outputs(n_max: int) -> int:
     """Logit rows the target reserves: one, plus the draft it verifies."""
-    return 1 + (default_n_max(drafter.kind) if drafter else 0)
+    return 1 + n_max
 
 
-def drafter_outputs(drafter: Option) -> int:
+def drafter_outputs(drafter: Option, n_max: int | None = None) -> int:
+    """Logit rows a block drafter reserves: its whole draft at once (1 otherwise)."""
     kind = KINDS.get(drafter.kind or "")
-    return 1 + kind.n_max if kind is not None and kind.block else 1
+    return 1 + (n_max or kind.n_max) if kind is not None and kind.block else 1
 
 
 def _window(drafter: Option) -> int | None:
@@ -151,14 +173,14 @@ def _window(drafter: Option) -> int | None:
     return kind.window if kind else None
 
 
-def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wishes: Wishes) -> dict[str, int]:
+def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, n_max: int) -> dict[str, int]:
     if drafter is None:
         return {"drafter_weights": 0, "drafter_kv": 0, "drafter_compute": 0}
     t = target.shape
     assert t is not None
     if drafter.shape is None:  # MTP: the target's own nextn blocks, one more KV block, its own context
         block = t.kv_layers[-1] if t.kv_layers else 0
-        mtp_runtime = replace(runtime, n_outputs=drafter_outputs(drafter))
+        mtp_runtime = replace(runtime, n_outputs=drafter_outputs(drafter, n_max), n_rs_seq=0)
         return {
             "drafter_weights": t.nextn_bytes,
             "drafter_kv": padded(runtime.n_ctx) * kv_bytes_per_cell(t, runtime, block) * max(1, t.n_layer_nextn),
@@ -168,8 +190,9 @@ def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wis
         runtime,
         gpu_layers=None,
         window=_window(drafter),
-        n_rs_seq=0,
-        n_outputs=drafter_outputs(drafter),
+        n_rs_seq=0,  # llama-server gives the drafter's own context no snapshots (common.cpp)
+        n_seq=1,
+        n_outputs=drafter_outputs(drafter, n_max),
     )
     used = footprint(drafter.shape, draft_runtime, drafter.curves)
     return {
@@ -180,14 +203,32 @@ def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, wis
 
 
 def assess(
-    target: Option, drafter: Option | None, n_ctx: int, kv: str, wishes: Wishes, gpu_layers: int | None = None
+    target: Option,
+    drafter: Option | None,
+    n_ctx: int,
+    kv: str,
+    wishes: Wishes,
+    gpu_layers: int | None = None,
+    n_max: int | None = None,
 ) -> Plan:
+    """Every byte of one configuration; `n_max`: the launch draft length (None: draft_length's)."""
     shape = target.shape
     assert shape is not None
     all_layers = shape.n_layer + 1
     ngl = all_layers if gpu_layers is None else gpu_layers
+    if n_max is None:
+        n_max = draft_length(target, drafter, wishes)
+    kind = drafter.kind if drafter else None
+    snapshots = target_snapshots(kind, n_max, is_hybrid(target), wishes.in_process)
     runtime = Runtime(
-        n_ctx=n_ctx, type_k=kv, type_v=kv, n_ubatch=wishes.n_ubatch, gpu_layers=ngl, n_outputs=target_outputs(drafter)
+        n_ctx=n_ctx,
+        type_k=kv,
+        type_v=kv,
+        n_ubatch=wishes.n_ubatch,
+        gpu_layers=ngl,
+        n_outputs=target_outputs(n_max if drafter else 0),
+        n_seq=INPROC_TARGET_SEQUENCES if wishes.in_process and is_hybrid(target) else 1,
+        n_rs_seq=snapshots,
     )
     used = footprint(shape, runtime, target.curves)
     on_gpu = wishes.budget > 0 and ngl > 0
@@ -198,7 +239,7 @@ def assess(
         "compute": used.compute if on_gpu else 0,
         "overhead": wishes.overhead if on_gpu else 0,
         # A drafter only pays when target and drafter both sit on the GPU.
-        **_drafter_usage(target, drafter if on_gpu else None, runtime, wishes),
+        **_drafter_usage(target, drafter if on_gpu else None, runtime, n_max),
         "margin": wishes.margin if on_gpu else 0,
     }
     ram = {
@@ -220,10 +261,12 @@ def assess(
         fits=False,
         n_ubatch=wishes.n_ubatch,
         compute_measured=is_measured(runtime, target.curves),
+        draft_n_max=n_max if drafter and on_gpu else 0,
+        state_copies=(1 + snapshots) if shape.recurrent_layers else 1,
         drafter_compute_measured=bool(
             drafter
             and drafter.shape
-            and is_measured(replace(runtime, n_outputs=drafter_outputs(drafter)), drafter.curves)
+            and is_measured(replace(runtime, n_outputs=drafter_outputs(drafter, n_max)), drafter.curves)
         ),
     )
     if on_gpu:
@@ -233,7 +276,7 @@ def assess(
     return plan
 
 
-def max_context(target: Option, drafter: Option | None, kv: str, wishes: Wishes) -> int:
+def max_context(target: Option, drafter: Option | None, kv: str, wishes: Wishes, n_max: int | None = None) -> int:
     """The largest context (a multiple of 1,024, at most the trained one) with
     everything on the GPU; 0 when not even 1,024 fits."""
     shape = target.shape
@@ -242,11 +285,26 @@ def max_context(target: Option, drafter: Option | None, kv: str, wishes: Wishes)
     low, high = 0, ceiling
     while low < high:
         mid = (low + high + 1) // 2
-        if assess(target, drafter, mid * CTX_STEP, kv, wishes).fits:
+        if assess(target, drafter, mid * CTX_STEP, kv, wishes, n_max=n_max).fits:
             low = mid
         else:
             high = mid - 1
     return low * CTX_STEP
+
+
+def shorter_draft(
+    target: Option, drafter: Option | None, kv: str, wishes: Wishes, needed: int
+) -> tuple[int, int] | None:
+    """(launch draft length, context) where the full length leaves less than `needed`: the
+    longest shorter length with which it fits. Only where each step of draft length is one
+    more copy of a hybrid target's recurrent state (and the user fixed no length)."""
+    if drafter is None or wishes.n_max or not costs_state_rows(drafter.kind, is_hybrid(target), wishes.in_process):
+        return None
+    for n_max in range(draft_length(target, drafter, wishes) - 1, 0, -1):
+        top = max_context(target, drafter, kv, wishes, n_max=n_max)
+        if top >= needed:
+            return n_max, top
+    return None
 
 
 def _drafter_order(drafters: list[Option]) -> list[Option | None]:
@@ -307,14 +365,23 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
 
     chosen: Plan | None = None
     if wishes.goal == "speed" or wishes.ctx:
-        needed = wishes.ctx or wishes.min_ctx
         for target in targets:
+            assert target.shape is not None
+            needed = min(wishes.ctx or wishes.min_ctx, target.shape.n_ctx_train)
             for drafter in drafter_order:
                 for kv in kv_order:
                     top = max_context(target, drafter, kv, wishes)
-                    if top >= min(needed, target.shape.n_ctx_train if target.shape else needed):
-                        n_ctx = wishes.ctx or top
-                        chosen = assess(target, drafter, n_ctx, kv, wishes)
+                    if top >= needed:
+                        chosen = assess(target, drafter, wishes.ctx or top, kv, wishes)
+                        break
+                # Memory short: one step of draft length less is one state copy less.
+                for kv in kv_order if not chosen else ():
+                    shorter = shorter_draft(target, drafter, kv, wishes, needed)
+                    if shorter:
+                        n_max, top = shorter
+                        chosen = assess(target, drafter, wishes.ctx or top, kv, wishes, n_max=n_max)
+                        full = draft_length(target, drafter, wishes)
+                        chosen.reasons.append(_shortened(chosen, full, max_context(target, drafter, kv, wishes)))
                         break
                 if chosen:
                     break
@@ -360,6 +427,17 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
     return chosen
 
 
+def _shortened(chosen: Plan, full: int, full_ctx: int) -> str:
+    shape = chosen.target.shape
+    assert shape is not None and chosen.drafter is not None
+    return (
+        f"Draft length {chosen.draft_n_max}, not {chosen.drafter.kind}'s {full}: on this hybrid target every "
+        f"drafted token keeps one more copy of the recurrent state ({format_bytes(shape.rs_bytes_per_row)}); "
+        + (f"at {full} only {_k(full_ctx)} of context fits" if full_ctx else f"at {full} not even 1K fits")
+        + f", at {chosen.draft_n_max} {_k(chosen.n_ctx)} does."
+    )
+
+
 def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
     shape = chosen.target.shape
     assert shape is not None
@@ -378,6 +456,14 @@ def _explain(chosen: Plan, kv_order: list[str], wishes: Wishes) -> None:
         chosen.reasons.append(
             f"{len(shape.recurrent_layers)} Gated-DeltaNet blocks keep a fixed recurrent state of "
             f"{format_bytes(shape.rs_bytes_per_row)} that does not grow with context."
+        )
+    if shape.recurrent_layers and chosen.state_copies > 1:
+        engine = "The in-process engine" if wishes.in_process else "llama-server"
+        chosen.reasons.append(
+            f"{engine} keeps {chosen.state_copies} copies of that state "
+            f"({format_bytes(chosen.memory['recurrent_state'] + chosen.ram['recurrent_state'])}): the live one and "
+            f"a snapshot per token of a verify pass ({chosen.state_copies - 1}), to take rejected drafts back; "
+            "each step of draft length costs one copy."
         )
     window = _window(chosen.drafter) if chosen.drafter is not None else None
     if chosen.drafter is not None and window:

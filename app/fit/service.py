@@ -26,7 +26,7 @@ from . import dryrun
 from .hardware import Hardware, detect
 from .header import local_or_remote
 from .memory import ComputeCurve, padded
-from .planner import Option, Plan, Wishes, drafter_outputs, plan, target_outputs
+from .planner import Option, Plan, Wishes, draft_length, drafter_outputs, plan, target_outputs
 from .shape import ModelShape, drafter_kind, shape_from_header
 
 DEFAULT_MODEL = "qwen3.8-27b"
@@ -43,6 +43,8 @@ class FitRequest:
     gpu: int = 0
     vram: int | None = None
     measure: bool = True
+    n_max: int | None = None  # a fixed draft length (counted as asked); None: the kind's, or shorter
+    engine: str = "server"  # "inproc": count the in-process engine's own state snapshots
 
 
 @dataclass
@@ -239,9 +241,21 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
 
     notes: list[str] = []
     targets, drafters = _options(request, catalog, settings, notes)
+    wishes = Wishes(
+        budget=budget,
+        goal=request.goal,
+        ctx=request.ctx,
+        kv=request.kv,
+        overhead=settings.gpu_overhead_mib * 2**20,
+        margin=settings.fit_margin_mib * 2**20,
+        ram_available=hardware.ram_available,
+        n_max=request.n_max,
+        in_process=request.engine == "inproc",
+    )
     measured = []
     if request.measure and budget > 0:
-        target_rows = {target_outputs(None)} | {target_outputs(d) for d, _ in drafters}
+        main = targets[0][0]
+        target_rows = {target_outputs(0)} | {target_outputs(draft_length(main, d, wishes)) for d, _ in drafters}
         measured_by_shape: dict[str, tuple[ComputeCurve, ...]] = {}
         for group, rows_for in ((targets, lambda o: target_rows), (drafters, lambda o: {drafter_outputs(o)})):
             for index, (option, openable) in enumerate(group):
@@ -255,15 +269,6 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
                 if measured_by_shape[key]:
                     group[index] = (replace(option, curves=measured_by_shape[key]), openable)
                     measured.append(option.label)
-    wishes = Wishes(
-        budget=budget,
-        goal=request.goal,
-        ctx=request.ctx,
-        kv=request.kv,
-        overhead=settings.gpu_overhead_mib * 2**20,
-        margin=settings.fit_margin_mib * 2**20,
-        ram_available=hardware.ram_available,
-    )
     result = plan([o for o, _ in targets], [o for o, _ in drafters], wishes)
     result.reasons.insert(0, gpu_name[0].upper() + gpu_name[1:] + ".")
     result.reasons.extend(notes)

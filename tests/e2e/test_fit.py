@@ -34,7 +34,10 @@ def test_fit_local_files_for_a_24gb_card(dspine, headers):
     assert settings["drafter_kind"] == "dspine"  # from the file's architecture
     assert settings["context"] >= 16384 and settings["kv_type"] == "f16" and settings["flash_attention"]
     assert settings["gpu_layers"] == 65 and settings["drafter_gpu_layers"] == 6
-    assert data["memory"]["recurrent_state"] == 156_893_184
+    # DSpine drafts 16 a step: llama-server keeps the live state and 16 snapshots (need_n_rs_seq).
+    assert settings["draft_n_max"] == 16 and settings["recurrent_state_copies"] == 17
+    assert data["memory"]["recurrent_state"] == 17 * 156_893_184
+    assert any("17 copies of that state" in r for r in data["reasons"])
 
 
 def test_fit_table_names_every_line(dspine, headers):
@@ -160,4 +163,5 @@ def test_bench_depths_get_their_memory_from_the_fit_plan(headers, monkeypatch, e
     alone = plan_check(target, [], load_settings(), hardware.detect(), measure=False)
     assert alone(131072) is None
     crowded = why_not(131072) or ""
-    assert f"no room for the drafter {drafter.name}" in crowded and "leaves 68K" in crowded
+    # 32K, not 68K: DSpine at 16 keeps 16 more copies of the recurrent state (2.3 GiB).
+    assert f"no room for the drafter {drafter.name}" in crowded and "leaves 32K" in crowded

@@ -109,3 +109,46 @@ def test_plan_maps_onto_llama_server_flags(options):
     assert set(data) >= {"settings", "memory", "budget", "fits", "reasons"}
     assert data["memory"]["total"] == sum(chosen.memory.values())
     assert data["settings"]["kv_type"] == "q8_0" and data["settings"]["drafter"] == chosen.drafter.label
+
+
+def test_hybrid_target_counts_a_state_copy_per_drafted_token(options):
+    """llama-server gives a hybrid target 1 + n_max copies of its recurrent state for the
+    kinds it snapshots for; fit counts them, and says so."""
+    targets, drafters = options
+    per_copy = targets[0].shape.rs_bytes_per_row
+    by_label = {d.label: d for d in drafters}
+    wishes = Wishes(budget=32 * GiB)
+    for label, n_max in (("dspine-bf16", 16), ("dflash2-q4", 7), ("mtp", 2)):
+        assessed = assess(targets[0], by_label[label], 32768, "f16", wishes)
+        assert assessed.draft_n_max == n_max and assessed.state_copies == 1 + n_max
+        assert assessed.memory["recurrent_state"] == (1 + n_max) * per_copy
+    alone = assess(targets[0], None, 32768, "f16", wishes)
+    assert alone.memory["recurrent_state"] == per_copy and alone.state_copies == 1
+    chosen = plan(targets, [by_label["dflash2-q4"]], wishes)
+    assert any("8 copies of that state" in r for r in chosen.reasons)
+    # A plain draft model (draft-simple) keeps no snapshots.
+    plain = replace(by_label["dflash2-q4"], kind="draft", label="small")
+    assert assess(targets[0], plain, 32768, "f16", wishes).memory["recurrent_state"] == per_copy
+    # The in-process engine keeps two sequences of 1 + (n_max + 1) copies each.
+    inproc = assess(targets[0], plain, 32768, "f16", replace(wishes, in_process=True))
+    assert inproc.draft_n_max == 3 and inproc.memory["recurrent_state"] == 2 * (1 + 4) * per_copy
+
+
+def test_short_memory_trades_draft_length_for_context(options):
+    """On 20 GB DSpine BF16 at 16 leaves no room; each step shorter frees one state copy,
+    and the plan takes the longest length that leaves the context asked for, and says so."""
+    targets, drafters = options
+    bf16 = next(d for d in drafters if d.label == "dspine-bf16")
+    wishes = Wishes(budget=20 * GiB)
+    assert max_context(targets[0], bf16, "f16", wishes) < 16384
+    chosen = plan(targets[:1], [bf16], wishes)
+    assert chosen.fits and chosen.drafter is bf16 and chosen.n_ctx >= 16384
+    assert 1 <= chosen.draft_n_max < 16
+    # The longest such: one step more no longer leaves 16K.
+    assert max_context(targets[0], bf16, chosen.kv, wishes, n_max=chosen.draft_n_max + 1) < 16384
+    assert any(r.startswith(f"Draft length {chosen.draft_n_max}, not dspine's 16") for r in chosen.reasons)
+    args = chosen.server_args()
+    assert args[args.index("--spec-draft-n-max") + 1] == str(chosen.draft_n_max)
+    # A length the user fixed is counted as asked, never shortened.
+    fixed = plan(targets[:1], [bf16], replace(wishes, n_max=16))
+    assert fixed.drafter is None or fixed.draft_n_max == 16
