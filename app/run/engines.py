@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import get_args
 
-from backends.adaptive import AdaptiveDraft
+from backends.adaptive import MAX_K, AdaptiveDraft
 from backends.base import Engine, EngineError
 from backends.break_even import BreakEven
 from backends.drafters import KINDS
 from backends.gguf_header import read_local
+from backends.rollback import launch_draft_length
 
 from ..choices import EngineName
 from ..errors import UsageError
@@ -36,6 +37,11 @@ class ModelFiles:
 
 def drafter_kind_of(path: Path) -> str:
     return drafter_kind(shape_from_header(read_local(path)))
+
+
+def is_hybrid(path: Path) -> bool:
+    """A target with recurrent state (qwen35): each drafted token may cost a copy of it."""
+    return bool(shape_from_header(read_local(path)).recurrent_layers)
 
 
 def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settings: Settings) -> ModelFiles:
@@ -110,18 +116,29 @@ def open_engine(
         )
     assert files.target is not None
     gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999
+    hybrid = files.drafter_kind is not None and is_hybrid(files.target)
     if options.engine == "server":
         from backends.llama_server import LlamaServerEngine, ServerConfig
         from backends.server_draft import honoured_by_binary
 
+        plan = _fit_plan(files, options, settings)
+        # The launch length, as `dspine fit` counted it: on a hybrid target each step of it is
+        # one more copy of the recurrent state, so it is bounded by the kind's and the plan's.
+        launch = launch_draft_length(
+            files.drafter_kind, hybrid, memory_cap=plan.draft_n_max if plan is not None else None
+        )
         adaptive, on_close = _learned_draft(files, settings, "server:") if options.n_max is None else (None, None)
-        n_max = options.n_max
+        n_max = options.n_max or launch or None
         if adaptive is not None:
             # Honoured per request: launch with the longest length it may choose. Not: launch with
             # the one learned for the mode the session starts in (a mode switch keeps it), or,
-            # before anything was learned, the fit plan's.
+            # before anything was learned, the plan's.
             honoured = honoured_by_binary(llama_server_binary(settings))
-            n_max = adaptive.max_k if honoured else adaptive.learned(options.think)
+            longest = launch_draft_length(
+                files.drafter_kind, hybrid, longest=MAX_K, memory_cap=plan.draft_n_max if plan is not None else None
+            )
+            adaptive.max_k = longest
+            n_max = longest if honoured else min(adaptive.learned(options.think) or launch, longest)
             if not honoured:
                 adaptive, on_close = None, None
         config = ServerConfig(
@@ -136,7 +153,7 @@ def open_engine(
             alias=options.served_name,
             draft_p_min=settings.draft_p_min,
         )
-        config = _planned(config, files, options, settings)
+        config = _planned(config, plan)
         return LlamaServerEngine(
             config,
             log_dir=settings.log_dir,
@@ -155,14 +172,23 @@ def open_engine(
             "use --engine server for DSpine, DFlash and MTP drafters",
         )
     adaptive, on_close = _learned_draft(files, settings) if options.n_max is None else (None, None)
+    # With adaptive lengths this is the longest draft it may choose: state snapshots (for
+    # hybrid models' rollback) are made for it, so on a hybrid it stays at the kind's length.
+    n_max = launch_draft_length(
+        files.drafter_kind,
+        hybrid,
+        in_process=True,
+        asked=options.n_max,
+        longest=adaptive.max_k if adaptive is not None else None,
+    )
+    if adaptive is not None:
+        adaptive.max_k = n_max
     return InprocEngine(
         str(files.target),
         draft_path=str(files.drafter) if files.drafter else None,
         n_ctx=options.ctx,
         gpu_layers=gpu_layers,
-        # With adaptive lengths this is the longest draft it may choose: state snapshots
-        # (for hybrid models' rollback) are made for it.
-        n_max=options.n_max or (adaptive.max_k if adaptive is not None else 4),
+        n_max=n_max,
         adaptive=adaptive,
         on_close=on_close,
         break_even=_break_even(settings) if options.break_even else None,
@@ -197,20 +223,28 @@ def _learned_draft(
     return adaptive, lambda: store.save(key, adaptive)
 
 
-def _planned(config, files: ModelFiles, options: EngineOptions, settings: Settings):
-    """With a GPU, start from `dspine fit`'s plan at this context: its GPU layers, KV
-    type and draft length (the drafter stays the one asked for)."""
-    from dataclasses import replace
-
+def _fit_plan(files: ModelFiles, options: EngineOptions, settings: Settings):
+    """With a GPU (and no GPU layers given), `dspine fit`'s plan at this context for these
+    files and this draft length; else None."""
     from ..fit.hardware import detect
     from ..fit.service import FitRequest, fit
     from ..models.catalog import Catalog
 
     hardware = detect()
-    if not hardware.gpus or options.gpu_layers is not None:
-        return config
+    if not hardware.gpus or options.gpu_layers is not None or files.target is None:
+        return None
     draft = str(files.drafter) if files.drafter else "none"
-    plan = fit(FitRequest(str(files.target), draft=draft, ctx=options.ctx), Catalog(), settings, hardware).plan
+    request = FitRequest(str(files.target), draft=draft, ctx=options.ctx, n_max=options.n_max)
+    return fit(request, Catalog(), settings, hardware).plan
+
+
+def _planned(config, plan):
+    """Start from the fit plan: its GPU layers, KV type and draft length (the drafter stays
+    the one asked for)."""
+    from dataclasses import replace
+
+    if plan is None:
+        return config
     return replace(
         config,
         gpu_layers=plan.gpu_layers,
