@@ -23,6 +23,7 @@ from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
 from ..units import format_bytes
 from . import dryrun
+from .catalog_shape import shape_from_figures
 from .hardware import Hardware, detect
 from .header import local_or_remote
 from .memory import ComputeCurve, padded
@@ -206,6 +207,57 @@ def _bundle_options(
     return targets, drafters
 
 
+def _catalog_options(
+    bundle: Bundle, request: FitRequest, settings: Settings, notes: list[str]
+) -> tuple[list[tuple[Option, Path | None]], list[tuple[Option, Path | None]]]:
+    """Options from the catalog's own figures: no hub, no file (nothing to measure either)."""
+    assert bundle.shape is not None
+    default_quant, _ = bundle.quant_pattern(request.quant)
+    if default_quant not in bundle.sizes:
+        raise NetworkError(
+            f"the hub is not reachable and the catalog has no size for {bundle.name} {default_quant}",
+            "connect to the internet, or choose a quant the catalog sizes with --quant: " + ", ".join(bundle.sizes),
+        )
+    limit = bundle.sizes[default_quant]
+    smaller = (
+        []
+        if request.quant
+        else sorted((q for q, n in bundle.sizes.items() if n < limit), key=lambda q: -bundle.sizes[q])
+    )
+    where = settings.models_dir / bundle.target_repo
+
+    def target(quant: str) -> Option:
+        source = f"the catalog's {bundle.name} {quant}"
+        shape = shape_from_figures(bundle.shape, bundle.sizes[quant], quant, source)  # type: ignore[arg-type]
+        return Option(quant, str(where / bundle.quants[quant]), shape)
+
+    targets: list[tuple[Option, Path | None]] = [(target(q), None) for q in [default_quant, *smaller]]
+    notes.append(
+        f"The hub is not reachable and nothing of {bundle.name} is pulled: planned from the catalog's shapes and "
+        "file sizes (see assets/catalog.toml for which are UNCONFIRMED); `dspine pull` checks them against the files."
+    )
+    if request.draft and request.draft.lower() == NO_DRAFTER:
+        return targets, []
+    variants = [bundle.drafter(request.draft)] if request.draft else list(bundle.drafters.values())
+    drafters: list[tuple[Option, Path | None]] = []
+    main = targets[0][0]
+    for drafter in variants:
+        if drafter is None:
+            continue
+        if drafter.builtin:
+            if main.shape is not None and main.shape.has_mtp:
+                drafters.append((Option(drafter.variant, main.path, None, kind=drafter.kind), None))
+            continue
+        if drafter.shape is None or drafter.size is None:
+            notes.append(f"{drafter.variant} left out: the catalog gives no shape and size for it.")
+            continue
+        assert drafter.repo is not None and drafter.pattern is not None
+        shape = shape_from_figures(drafter.shape, drafter.size, drafter.variant, f"the catalog's {drafter.variant}")
+        path = settings.models_dir / drafter.repo / drafter.pattern
+        drafters.append((Option(drafter.variant, str(path), shape, kind=drafter.kind), None))
+    return targets, drafters
+
+
 def _options(request: FitRequest, catalog: Catalog, settings: Settings, notes: list[str]):
     name = request.model or DEFAULT_MODEL
     if name.lower().endswith(".gguf") or Path(name).exists():
@@ -215,7 +267,14 @@ def _options(request: FitRequest, catalog: Catalog, settings: Settings, notes: l
         header, openable, named = local_or_remote(chosen[0], settings)
         targets = [(Option(request.quant or ref.quant or "default", named, shape_from_header(header)), openable)]
     else:
-        return _bundle_options(catalog.find(name), request, settings, notes)
+        bundle = catalog.find(name)
+        try:
+            return _bundle_options(bundle, request, settings, notes)
+        except NetworkError:
+            # "Will it fit my card?" comes before the download: answer it from the catalog.
+            if bundle.shape is None or not bundle.sizes:
+                raise
+            return _catalog_options(bundle, request, settings, notes)
     # A file or a repository: the drafter, if any, is a file.
     drafters = []
     if request.draft and request.draft.lower() != NO_DRAFTER:
@@ -259,7 +318,7 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
         measured_by_shape: dict[str, tuple[ComputeCurve, ...]] = {}
         for group, rows_for in ((targets, lambda o: target_rows), (drafters, lambda o: {drafter_outputs(o)})):
             for index, (option, openable) in enumerate(group):
-                if option.shape is None:
+                if option.shape is None or openable is None:
                     continue
                 key = _signature(option.shape) + repr(sorted(rows_for(option)))
                 if key not in measured_by_shape:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import DiskFullError, NetworkError, NotFoundError, UsageError
 from ..models.catalog import Catalog, Drafter, parse_repo_ref
+from ..models.figures import Figures
 from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
 from ..units import format_bytes
@@ -54,6 +55,8 @@ class Request:
     target_pattern: str | None  # a glob (catalog) or None (choose by quant)
     drafter: Drafter | None
     notes: tuple[str, ...] = ()
+    shape: Figures | None = None  # the catalog's figures for the target, checked against the file
+    size: int | None = None  # the catalog's size of the target quant's file
 
 
 @dataclass
@@ -113,7 +116,17 @@ def make_request(spec: str, catalog: Catalog, quant: str | None, drafter: str | 
     notes = [n for n in (bundle.note, chosen_drafter.note if chosen_drafter else "") if n]
     if chosen_drafter and chosen_drafter.builtin:
         notes.append(f"drafter {chosen_drafter.variant} is built into the target file: nothing more to download")
-    return Request(bundle.name, "catalog", quant_name, bundle.target_repo, pattern, chosen_drafter, tuple(notes))
+    return Request(
+        bundle.name,
+        "catalog",
+        quant_name,
+        bundle.target_repo,
+        pattern,
+        chosen_drafter,
+        tuple(notes),
+        shape=bundle.shape,
+        size=bundle.sizes.get(quant_name),
+    )
 
 
 def _choose_files(request: Request) -> list[tuple[str, RemoteFile]]:
@@ -276,8 +289,39 @@ def pull(
             _settle_locked(item, settings, progress, result)
     finally:
         progress.end()
+    result.notes += catalog_differences(request, planned)
     result.seconds = time.monotonic() - started
     return result
+
+
+def catalog_differences(request: Request, planned: list[PlannedFile]) -> list[str]:
+    """Where a file is not what the catalog says (its size, its header's shape): `dspine fit`
+    before a pull planned with the catalog's figures, so say so, key by key."""
+    from backends.gguf_header import GgufError, read_local
+
+    notes = []
+    for item in planned:
+        if item.role == "target":
+            figures, size = request.shape, request.size
+        elif request.drafter is not None:
+            figures, size = request.drafter.shape, request.drafter.size
+        else:
+            continue
+        found = []
+        if size is not None and item.remote.size != size:
+            found.append(f"size: catalog {size:,} B, file {item.remote.size:,} B")
+        if figures is not None and item.local.is_file():
+            try:
+                found += figures.differences(read_local(item.local))
+            except GgufError as exc:
+                found.append(f"header: {exc}")
+        if found:
+            notes.append(
+                f"{item.label} is not what the catalog says of {request.name} ({'; '.join(found)}). Plans made before "
+                "this pull used the catalog's figures; `dspine fit` now reads the file. If the catalog is wrong, "
+                "override the bundle in your own catalog file (setting `catalog`)."
+            )
+    return notes
 
 
 def _settle_locked(item: PlannedFile, settings: Settings, progress: PullProgress, result: PullResult) -> None:

@@ -18,6 +18,7 @@ from backends.drafters import KINDS
 
 from ..errors import ConfigError, UsageError
 from ..settings import NotARegularFile, read_regular
+from .figures import Figures, parse_figures, parse_size
 
 MAX_CATALOG_BYTES = 4 * 2**20  # the built-in catalog is a few KiB
 
@@ -43,6 +44,8 @@ class Drafter:
     pattern: str | None
     description: str = ""
     note: str = ""
+    shape: Figures | None = None  # as its GGUF header states it: fit plans from it before a pull
+    size: int | None = None  # bytes of the file
 
     @property
     def builtin(self) -> bool:
@@ -60,6 +63,8 @@ class Bundle:
     default_drafter: str
     aliases: tuple[str, ...] = ()
     note: str = ""
+    shape: Figures | None = None  # the target's, as its GGUF header states it (every quant shares it)
+    sizes: dict[str, int] = field(default_factory=dict)  # bytes of each quant's file
 
     def quant_pattern(self, quant: str | None) -> tuple[str, str]:
         """(quant, glob) for a quant name given case-insensitively, or the default."""
@@ -167,6 +172,8 @@ def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
         pattern=pattern,
         description=table.get("description", ""),
         note=table.get("note", ""),
+        shape=parse_figures(table.get("shape"), where),
+        size=parse_size(table["size"], f"{where}.size") if "size" in table else None,
     )
 
 
@@ -193,7 +200,18 @@ def _parse_bundle(name: str, table: dict[str, Any], where: str) -> Bundle:
         default_drafter=default_drafter,
         aliases=tuple(table.get("aliases", ())),
         note=table.get("note", ""),
+        shape=parse_figures(table.get("shape"), where),
+        sizes=_parse_sizes(target.get("sizes", {}), quants, f"{where}.target.sizes"),
     )
+
+
+def _parse_sizes(table: Any, quants: dict[str, str], where: str) -> dict[str, int]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} is not a table", "write it as QUANT = bytes")
+    unknown = [q for q in table if q not in quants]
+    if unknown:
+        raise ConfigError(f"{where}: {', '.join(unknown)} not among the quants", f"use one of {', '.join(quants)}")
+    return {quant: parse_size(value, f"{where}.{quant}") for quant, value in table.items()}
 
 
 def parse_catalog(text: str, origin: str) -> Catalog:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from tests.conftest import TARGET_REPO
 from tests.support.gguf_models import QTYPE, qwen38_27b, write_header_only
@@ -165,3 +166,39 @@ def test_bench_depths_get_their_memory_from_the_fit_plan(headers, monkeypatch, e
     crowded = why_not(131072) or ""
     # 32K, not 68K: DSpine at 16 keeps 16 more copies of the recurrent state (2.3 GiB).
     assert f"no room for the drafter {drafter.name}" in crowded and "leaves 32K" in crowded
+
+
+def test_fit_a_catalog_bundle_offline_with_nothing_pulled(dspine, gguf_hub):
+    """`dspine fit qwen3.8-27b --vram 24GiB` before any download and without the network: from
+    the catalog's shapes and sizes, the recurrent state counted as llama-server allocates it."""
+    result = dspine(
+        "fit", "qwen3.8-27b", "--vram", "24GiB", "--json", "--no-measure", extra_env={"HF_HUB_OFFLINE": "1"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert gguf_hub.requests == []
+    data = json.loads(result.stdout)
+    settings = data["settings"]
+    assert data["fits"] and settings["target_quant"] == "Q4_K_M" and settings["drafter"] is not None
+    # The catalog's Q4_K_M file: its bytes are the weights, on the GPU and (the embedding) in RAM.
+    weights = data["memory"]["target_weights"] + data["ram"]["target_weights"]
+    assert 16_000_000_000 < weights <= 16_464_440_224
+    copies = settings["recurrent_state_copies"]
+    assert copies == 1 + settings["draft_n_max"] and data["memory"]["recurrent_state"] == copies * 156_893_184
+    assert any("planned from the catalog's shapes and file sizes" in r for r in data["reasons"])
+
+
+def test_pull_checks_the_file_against_the_catalogs_figures(dspine, gguf_hub, tmp_path):
+    """The test hub's Qwen3.8-27B header has the catalog's shape but not its size: pull says so.
+    A catalog whose shape is wrong is named key by key."""
+    done = dspine("pull", "qwen3.8-27b", "--drafter", "none")
+    assert done.returncode == 0, done.stderr
+    assert "is not what the catalog says of qwen3.8-27b (size: catalog 16,464,440,224 B" in " ".join(
+        done.stdout.split()
+    )
+    assert "block_count" not in done.stdout
+    wrong = tmp_path / "catalog.toml"
+    builtin = (Path(__file__).parents[2] / "assets" / "catalog.toml").read_text()
+    wrong.write_text(builtin.replace("block_count = 65 ", "block_count = 49 "))
+    again = dspine("pull", "qwen3.8-27b", "--drafter", "none", extra_env={"DSPINE_CATALOG": str(wrong)})
+    assert again.returncode == 0, again.stderr
+    assert "block_count: catalog 49, file 65" in " ".join(again.stdout.split())

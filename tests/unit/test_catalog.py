@@ -78,3 +78,32 @@ def test_catalog_errors_name_the_place():
         )
     with pytest.raises(ConfigError, match="not valid TOML"):
         parse_catalog("[[[", "x.toml")
+
+
+def test_catalog_shape_and_sizes_give_the_header_plan(tmp_path):
+    """The catalog's Qwen3.8-27B figures make the same KV blocks, heads and recurrent state as
+    a header of that shape; a bad figure is a clear ConfigError."""
+    import pytest
+
+    from app.errors import ConfigError
+    from app.fit.catalog_shape import shape_from_figures
+    from app.fit.shape import shape_from_header
+    from app.models.catalog import load_catalog, parse_catalog
+    from backends.gguf_header import read_local
+    from tests.support.gguf_models import QTYPE, qwen38_27b, write_header_only
+
+    bundle = load_catalog().find("qwen3.8-27b")
+    assert bundle.shape is not None and set(bundle.sizes) == set(bundle.quants)
+    ours = shape_from_figures(bundle.shape, bundle.sizes["Q4_K_M"], "Q4_K_M", "catalog")
+    header = read_local(write_header_only(tmp_path / "q4.gguf", qwen38_27b(QTYPE.Q4_K)))
+    theirs = shape_from_header(header)
+    assert bundle.shape.differences(header) == []
+    for name in ("n_layer", "n_layer_nextn", "kv_layers", "recurrent_layers", "rs_bytes_per_row", "key_length"):
+        assert getattr(ours, name) == getattr(theirs, name), name
+    assert ours.kv_width(3) == theirs.kv_width(3) and ours.has_mtp
+    assert ours.total_weight_bytes <= bundle.sizes["Q4_K_M"]
+    text = '[bundles.x]\n[bundles.x.target]\nrepo = "a/b"\n[bundles.x.target.quants]\nQ4 = "*"\n[bundles.x.shape]\n'
+    with pytest.raises(ConfigError, match="architecture"):
+        parse_catalog(text + "block_count = 4\n", "c.toml")
+    with pytest.raises(ConfigError, match="block_count"):
+        parse_catalog(text + 'architecture = "llama"\nblock_count = "four"\n', "c.toml")
