@@ -3,6 +3,7 @@ the planner, the engines, doctor and llama-server all read.
 
     dspine  Tencent's DSpine: a block drafter over a sliding window (llama.cpp fork)
     dflash  DFlash2: a block drafter (upstream llama.cpp of late 2026)
+    dspark  DSpark: DFlash with a Markov head (upstream llama.cpp of late 2026)
     mtp     the target's own multi-token-prediction head (nothing to download)
     draft   a plain small model of the same vocabulary (any llama.cpp; in process too)
 
@@ -78,6 +79,20 @@ KINDS: dict[str, DrafterKind] = {
             # probabilities the floor could read; the server's own floor.
             p_min=None,
             snapshots=True,  # draft-dflash is in need_n_rs_seq's list (pinned common/common.h)
+        ),
+        # DSpark (DFlash + a Markov head and a confidence head): upstream's draft-dspark. Minimal
+        # entry for the safetensors converter's pull; the MTP/drafter helper owns its figures.
+        # n_max: DFlash2's 7 (UNCONFIRMED for DSpark: nobody here has run the real one). Its GGUF
+        # architecture is `dflash` like DFlash's, so no marker: it is told from its tensors.
+        DrafterKind(
+            "dspark",
+            1,
+            7,
+            None,
+            True,
+            ("draft-dspark",),
+            "DSpark needs a llama.cpp of late 2026 (upstream, --spec-type draft-dspark)",
+            p_min=None,
         ),
         # FACTS: MTP heads draft 2.
         DrafterKind(
