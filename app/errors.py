@@ -57,6 +57,13 @@ class ConfigError(DspineError):
     exit_code = 8
 
 
+class ConversionError(DspineError):
+    """A safetensors drafter the converter refuses: a config field or tensor it does not
+    know, a tensor missing, a vocabulary that differs from the target's."""
+
+    exit_code = 12
+
+
 class Interrupted(DspineError):
     """Ctrl-C or SIGTERM during long work; what was done is kept."""
 

@@ -1,0 +1,601 @@
+"""Block drafters (DFlash, DFlash2, DSpark, DSpine) from safetensors to GGUF: the pure part.
+
+    config.json -> DrafterSpec (family, GGUF keys)         read_config
+    tensor names and shapes -> what to write, under which name   plan_tensors
+    the target GGUF's facts -> refusals                   check_target
+
+It follows llama.cpp's own converter (`conversion/qwen.py`: DFlashModel, DSparkModel;
+`gguf-py/gguf/tensor_mapping.py` and `constants.py` for the names) so that the file
+is the one upstream would write, without torch: the same `dflash` architecture and
+keys, `target_layer_ids + 1`, the same tensor names, the same rules for which tensors
+stay F32. DSpine's names are the table in docs/dspine-variant.md. Every name table is
+data here: a checkpoint that spells a tensor otherwise is a line to add, not code.
+
+Nothing is guessed: a config field, a tensor or a family this module does not know is
+refused with the list of what it does not know, before a byte is written.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import ConversionError
+
+ARCH = "dflash"  # upstream's one architecture for the whole family
+
+# config.json `architectures` -> family. DFlash2 is told from DFlash by its conv keys too.
+FAMILIES = {
+    "DFlashDraftModel": "dflash",
+    "DFlash2DraftModel": "dflash2",
+    "Qwen3DSparkModel": "dspark",
+    "DSparkDraftModel": "dspark",
+    "DSparkSpeculator": "dspark",
+    "DSpineDraftModel": "dspine",  # GUESS at Tencent's class name (docs/dspine-variant.md)
+}
+
+# The drafter kind (backends/drafters.py) each family runs as.
+KIND_OF_FAMILY = {"dflash": "dflash", "dflash2": "dflash", "dspark": "dspark", "dspine": "dspine"}
+
+# Top-level config fields that change nothing in the GGUF (training and bookkeeping).
+IGNORED_FIELDS = frozenset(
+    {
+        "architectures",
+        "model_type",
+        "torch_dtype",
+        "dtype",
+        "transformers_version",
+        "attention_bias",
+        "attention_dropout",
+        "bos_token_id",
+        "eos_token_id",
+        "pad_token_id",
+        "initializer_range",
+        "use_cache",
+        "auto_map",
+        "_name_or_path",
+        "name_or_path",
+        "tie_word_embeddings",
+        "max_window_layers",
+        "num_target_layers",
+        "rope_scaling",
+        "hidden_act",
+    }
+)
+# Top-level fields read below.
+READ_FIELDS = frozenset(
+    {
+        "hidden_size",
+        "num_hidden_layers",
+        "intermediate_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "max_position_embeddings",
+        "rms_norm_eps",
+        "rope_theta",
+        "rope_parameters",
+        "vocab_size",
+        "draft_vocab_size",
+        "block_size",
+        "target_layer_ids",
+        "mask_token_id",
+        "use_sliding_window",
+        "sliding_window",
+        "layer_types",
+        "is_causal",
+        "dflash_config",
+        "dspine_config",
+        "markov_head_type",
+        "sample_from_anchor",
+        "output_multiplier",
+        "final_logit_softcapping",
+        "input_embedding_scale",
+        "rope_is_neox_style",
+        "partial_rotary_factor",
+    }
+)
+DFLASH_CONFIG_FIELDS = frozenset(
+    {
+        "target_layer_ids",
+        "mask_token_id",
+        "block_size",
+        "use_swa",
+        "swa_window_size",
+        "causal",
+        "conv_kernel_size",
+        "conv_group_size",
+        "selector_rank",
+        "selector_top_k",
+        "attention_value_scale",
+        "output_multiplier",
+        "final_logit_softcapping",
+        "input_embedding_scale",
+    }
+)
+# docs/dspine-variant.md: dspine_config field -> (GGUF key, type, allowed values or None).
+DSPINE_CONFIG_FIELDS: dict[str, tuple[str | None, str, tuple[Any, ...] | None]] = {
+    "transfer_dim": (None, "u32", None),  # checked against the tensors' shapes
+    "message_dim": (None, "u32", None),
+    "injection_layers": ("dflash.injection.layers", "arr", None),
+    "gate": ("dflash.injection.gate", "str", ("sigmoid", "none")),
+    "activation": ("dflash.injection.activation", "str", ("identity", "silu", "tanh")),
+    "causal_full_layers": ("dflash.attention.causal_full_layers", "bool", None),
+}
+
+# Per-layer tensors: HF name after `layers.N.` -> GGUF name after `blk.N.`.
+BLOCK_NAMES = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+    "self_attn.sinks": "attn_sinks.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+    # DFlash2's causal dynamic convolutions
+    "attention_conv.base_kernel": "attn_conv_base",
+    "attention_conv.kernel_projection.weight": "attn_conv_proj.weight",
+    "mlp_conv.base_kernel": "ffn_conv_base",
+    "mlp_conv.kernel_projection.weight": "ffn_conv_proj.weight",
+    # DSpine's adjacent causal injection (docs/dspine-variant.md; the alias spelling)
+    "injection.read.weight": "inj_read.weight",
+    "injection.write.weight": "inj_write.weight",
+    "injection.gate.weight": "inj_gate.weight",
+    "injection.gate.bias": "inj_gate.bias",
+    "injection.norm.weight": "inj_norm.weight",
+    "injection.msg.weight": "inj_msg.weight",
+}
+# DSpine's per-layer tensors spelled as vLLM's lists: `injection.readouts.N.weight`, ...
+INJECTION_LISTS = {
+    "readouts": "inj_read",
+    "writes": "inj_write",
+    "gates": "inj_gate",
+    "norms": "inj_norm",
+    "messages": "inj_msg",
+}
+# Whole-model tensors.
+ROOT_NAMES = {
+    "embed_tokens.weight": "token_embd.weight",
+    "norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+    "fc.weight": "fc.weight",
+    "hidden_norm.weight": "enc.output_norm.weight",
+    "markov_head.markov_w1.weight": "markov_w1.weight",
+    "markov_head.markov_w2.weight": "markov_w2.weight",
+    "confidence_head.proj.weight": "conf_proj.weight",
+    "confidence_head.proj.bias": "conf_proj.bias",
+    "candidate_selector.predecessor_codebook": "selector_predecessor.weight",
+    "candidate_selector.successor_codebook": "selector_successor.weight",
+    "candidate_selector.hidden_projection.weight": "selector_hidden.weight",
+    "d2t": "d2t",
+}
+# Tensors upstream drops: not used when drafting.
+DROPPED = ("t2d", "rotary_emb.inv_freq")
+
+# What each layer must carry (GGUF names after `blk.N.`), and the whole model.
+REQUIRED_BLOCK = (
+    "attn_norm.weight",
+    "attn_q.weight",
+    "attn_k.weight",
+    "attn_output.weight",
+    "attn_q_norm.weight",
+    "attn_k_norm.weight",
+    "ffn_norm.weight",
+    "ffn_gate.weight",
+    "ffn_up.weight",
+    "ffn_down.weight",
+)
+REQUIRED_ROOT = ("fc.weight", "enc.output_norm.weight", "output_norm.weight")
+REQUIRED_BY_FAMILY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "dflash": ((), ()),
+    "dflash2": (
+        ("selector_predecessor.weight", "selector_successor.weight", "selector_hidden.weight"),
+        ("attn_conv_base", "attn_conv_proj.weight", "ffn_conv_base", "ffn_conv_proj.weight"),
+    ),
+    "dspark": (("markov_w1.weight", "markov_w2.weight"), ()),
+    "dspine": ((), ()),
+}
+
+# Rope tensors a checkpoint with interleaved rope must have permuted to NeoX order.
+_ROPE_PERMUTED = ("attn_q.weight", "attn_k.weight", "attn_q_norm.weight", "attn_k_norm.weight")
+
+_LAYER = re.compile(r"^layers\.(\d+)\.(.+)$")
+_INJECTION = re.compile(r"^injection\.(\w+)\.(\d+)\.(weight|bias)$")
+
+
+@dataclass(frozen=True)
+class Key:
+    """One GGUF metadata entry: `kind` is u32, f32, bool, str or arr (an array of ints or bools)."""
+
+    name: str
+    kind: str
+    value: Any
+
+
+@dataclass
+class DrafterSpec:
+    family: str  # dflash, dflash2, dspark, dspine
+    n_layer: int
+    hidden: int
+    head_dim: int
+    vocab: int  # the config's vocab_size: must be the target's
+    draft_vocab: int  # rows of the drafter's own output head (a reduced vocabulary with d2t)
+    target_layer_ids: list[int]  # HF ids (the GGUF gets them + 1)
+    mask_token_id: int | None
+    neox_rope: bool
+    keys: list[Key] = field(default_factory=list)
+    dspine: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def kind(self) -> str:
+        return KIND_OF_FAMILY[self.family]
+
+
+@dataclass(frozen=True)
+class TensorPlan:
+    source: str  # the checkpoint's name
+    name: str  # the GGUF name
+    out: str  # "F32", "float" (BF16/F16 as the source is; F32 sources become F16), "d2t" (I64 ids)
+    permute_rope: bool = False
+
+
+@dataclass(frozen=True)
+class TargetFacts:
+    """What the converter needs from the target GGUF the user already has."""
+
+    path: str
+    n_vocab: int
+    n_layer: int
+    mrope: bool  # the target ropes in M-RoPE sections: the drafter gets degenerate ones
+
+
+def _refuse(cause: str, fix: str) -> ConversionError:
+    return ConversionError(cause, fix + "; nothing was written")
+
+
+def _int(table: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if value is None:
+            raise _refuse(f"{where} lacks {key!r}", "the checkpoint is incomplete; check its config.json")
+        raise _refuse(f"{where}: {key} is {value!r}, not a whole number", "check the checkpoint's config.json")
+    return value
+
+
+def _family(config: dict[str, Any], where: str) -> str:
+    names = config.get("architectures") or []
+    found = [FAMILIES[n] for n in names if n in FAMILIES]
+    if not found:
+        raise _refuse(
+            f"{where}: architectures {names!r} is no block drafter the converter knows",
+            f"it converts {', '.join(FAMILIES)}",
+        )
+    family = found[0]
+    if "dspine_config" in config:
+        family = "dspine"
+    elif family == "dflash" and "conv_kernel_size" in config.get("dflash_config", {}):
+        family = "dflash2"
+    return family
+
+
+def _normalise(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """DSpark's two schemas as upstream reads them: an EAGLE3-style export (a nested
+    `transformer_layer_config`, `aux_hidden_state_layer_ids`) drafts from a bonus anchor."""
+    anchor = config.get(
+        "sample_from_anchor", "transformer_layer_config" not in config and "aux_hidden_state_layer_ids" not in config
+    )
+    if "transformer_layer_config" in config:
+        config = {**config, **config["transformer_layer_config"]}
+        config.pop("transformer_layer_config")
+    if "aux_hidden_state_layer_ids" in config:
+        ids = config.pop("aux_hidden_state_layer_ids")
+        config.setdefault("dflash_config", {"mask_token_id": config.get("mask_token_id"), "target_layer_ids": ids})
+        config["dflash_config"]["target_layer_ids"] = [i - 1 for i in ids]
+    return config, bool(anchor)
+
+
+def read_config(raw: dict[str, Any], where: str = "config.json") -> DrafterSpec:
+    """The drafter's shape and GGUF keys from its config.json, or a refusal naming every
+    field the converter does not know."""
+    if not isinstance(raw, dict):
+        raise _refuse(f"{where} is not a JSON object", "check the checkpoint's config.json")
+    family = _family(raw, where)
+    config, sample_from_anchor = _normalise(dict(raw))
+    unknown = sorted(set(config) - IGNORED_FIELDS - READ_FIELDS)
+    dflash = config.get("dflash_config") or {}
+    if not isinstance(dflash, dict):
+        raise _refuse(f"{where}: dflash_config is not an object", "check the checkpoint's config.json")
+    unknown += [f"dflash_config.{k}" for k in sorted(set(dflash) - DFLASH_CONFIG_FIELDS)]
+    dspine = config.get("dspine_config") or {}
+    if not isinstance(dspine, dict):
+        raise _refuse(f"{where}: dspine_config is not an object", "check the checkpoint's config.json")
+    unknown += [f"dspine_config.{k}" for k in sorted(set(dspine) - set(DSPINE_CONFIG_FIELDS))]
+    if unknown:
+        raise _refuse(
+            f"{where} has fields the converter does not know: {', '.join(unknown)}",
+            "a field it does not know may change what the drafter computes, so it converts nothing; "
+            "a newer dspine may know them (the tables are in app/hub/convert.py)",
+        )
+    if config.get("markov_head_type", "vanilla") != "vanilla":
+        raise _refuse(
+            f"{where}: markov_head_type {config['markov_head_type']!r} is not supported",
+            "only 'vanilla' Markov heads run in llama.cpp",
+        )
+
+    hidden = _int(config, "hidden_size", where)
+    n_layer = _int(config, "num_hidden_layers", where)
+    n_head = _int(config, "num_attention_heads", where)
+    head_dim = _int(config, "head_dim", where, hidden // n_head if n_head else None)
+    vocab = _int(config, "vocab_size", where)
+    draft_vocab = _int(config, "draft_vocab_size", where, vocab) or vocab
+    if draft_vocab > vocab:
+        raise _refuse(f"{where}: draft_vocab_size {draft_vocab} exceeds vocab_size {vocab}", "check config.json")
+    layer_ids = dflash.get("target_layer_ids", config.get("target_layer_ids", []))
+    if not isinstance(layer_ids, list) or not layer_ids or not all(isinstance(i, int) and i >= 0 for i in layer_ids):
+        raise _refuse(
+            f"{where}: target_layer_ids is {layer_ids!r}, not a list of target layer numbers",
+            "a block drafter reads the target's hidden states at these layers; check config.json",
+        )
+    mask = dflash.get("mask_token_id", config.get("mask_token_id"))
+    if mask is not None and (isinstance(mask, bool) or not isinstance(mask, int)):
+        raise _refuse(f"{where}: mask_token_id is {mask!r}", "check config.json")
+
+    keys: list[Key] = []
+
+    def add(name: str, kind: str, value: Any) -> None:
+        keys.append(Key(f"{ARCH}.{name}", kind, value))
+
+    rope = config.get("rope_parameters") or {}
+    add("context_length", "u32", _int(config, "max_position_embeddings", where, 262144))
+    add("embedding_length", "u32", hidden)
+    add("block_count", "u32", n_layer)
+    add("feed_forward_length", "u32", _int(config, "intermediate_size", where))
+    add("attention.head_count", "u32", n_head)
+    add("attention.head_count_kv", "u32", _int(config, "num_key_value_heads", where, n_head))
+    theta = rope.get("rope_theta", config.get("rope_theta"))
+    if theta is not None:
+        add("rope.freq_base", "f32", float(theta))
+    add("attention.layer_norm_rms_epsilon", "f32", float(config.get("rms_norm_eps", 1e-6)))
+    add("attention.key_length", "u32", head_dim)
+    add("attention.value_length", "u32", head_dim)
+    partial = rope.get("partial_rotary_factor", config.get("partial_rotary_factor"))
+    if partial is not None:
+        add("rope.dimension_count", "u32", int(head_dim * float(partial)))
+    if (value_scale := dflash.get("attention_value_scale")) is not None:
+        add("attention.value_scale", "f32", float(value_scale))
+    add("block_size", "u32", _int(dflash, "block_size", where, config.get("block_size", 16)))
+    if "conv_kernel_size" in dflash:
+        for name in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
+            add(name, "u32", _int(dflash, name, f"{where}: dflash_config"))
+    for name, key in (
+        ("output_multiplier", "logit_scale"),
+        ("final_logit_softcapping", "final_logit_softcapping"),
+        ("input_embedding_scale", "embedding_scale"),
+    ):
+        value = dflash.get(name, config.get(name))
+        if value is not None and (name != "final_logit_softcapping" or float(value) > 0):
+            add(key, "f32", float(value))
+    add("target_layers", "arr", [i + 1 for i in layer_ids])  # upstream taps layer *inputs*
+    use_swa = bool(config.get("use_sliding_window", False) or dflash.get("use_swa", False))
+    window = dflash.get("swa_window_size") or config.get("sliding_window")
+    if use_swa and window:
+        if dflash.get("use_swa", False):
+            pattern = [True] * n_layer
+        else:
+            pattern = [t == "sliding_attention" for t in config.get("layer_types") or []]
+        add("attention.sliding_window", "u32", int(window))
+        add("attention.sliding_window_pattern", "arr", pattern)
+    causal = config.get("is_causal", dflash.get("causal"))
+    if causal is None and family == "dspine":
+        causal = True  # docs/dspine-variant.md: causal block attention is published
+    if causal is not None:
+        add("attention.causal", "bool", bool(causal))
+    if family == "dspark":
+        add("sample_from_anchor", "bool", sample_from_anchor)
+    dspine_values = _dspine_keys(dspine, where, n_layer, add) if family == "dspine" else {}
+    return DrafterSpec(
+        family=family,
+        n_layer=n_layer,
+        hidden=hidden,
+        head_dim=head_dim,
+        vocab=vocab,
+        draft_vocab=draft_vocab,
+        target_layer_ids=list(layer_ids),
+        mask_token_id=mask,
+        neox_rope=bool(config.get("rope_is_neox_style", True)),
+        keys=keys,
+        dspine=dspine_values,
+    )
+
+
+def _dspine_keys(dspine: dict[str, Any], where: str, n_layer: int, add: Any) -> dict[str, Any]:
+    for name, value in dspine.items():
+        key, kind, allowed = DSPINE_CONFIG_FIELDS[name]
+        if allowed is not None and value not in allowed:
+            raise _refuse(
+                f"{where}: dspine_config.{name} is {value!r}",
+                f"the DSpine variant knows {', '.join(map(str, allowed))} (docs/dspine-variant.md)",
+            )
+        if name == "injection_layers" and (
+            not isinstance(value, list) or not all(isinstance(i, int) and 0 <= i < n_layer for i in value)
+        ):
+            raise _refuse(f"{where}: dspine_config.injection_layers is {value!r}", f"list layers 0..{n_layer - 1}")
+        if key is not None:
+            add(key.removeprefix(f"{ARCH}."), kind, bool(value) if kind == "bool" else value)
+    return dict(dspine)
+
+
+def gguf_name(source: str) -> str | None:
+    """The GGUF name of a checkpoint tensor ('' for one upstream drops), None when unknown."""
+    name = source.removeprefix("model.")
+    if name in DROPPED or name.endswith(DROPPED):
+        return ""
+    if name in ROOT_NAMES:
+        return ROOT_NAMES[name]
+    if found := _INJECTION.match(name):
+        base = INJECTION_LISTS.get(found.group(1))
+        return f"blk.{found.group(2)}.{base}.{found.group(3)}" if base else None
+    if found := _LAYER.match(name):
+        rest = BLOCK_NAMES.get(found.group(2))
+        return f"blk.{found.group(1)}.{rest}" if rest else None
+    return None
+
+
+def _out_type(name: str, shape: tuple[int, ...]) -> str:
+    """Upstream's rule (conversion/base.py prepare_tensors): 1-D tensors, norms and
+    anything not named `.weight` stay F32; weights keep the checkpoint's half type."""
+    if name == "d2t":
+        return "d2t"
+    if len(shape) <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight"):
+        return "F32"
+    return "float"
+
+
+def plan_tensors(spec: DrafterSpec, shapes: dict[str, tuple[int, ...]]) -> list[TensorPlan]:
+    """What to write for each checkpoint tensor; refuses unknown tensors (all listed),
+    missing ones, and shapes that contradict the config."""
+    named: dict[str, tuple[str, tuple[int, ...]]] = {}
+    unknown = []
+    for source, shape in shapes.items():
+        name = gguf_name(source)
+        if name is None:
+            unknown.append(source)
+        elif name:
+            if name in named:
+                raise _refuse(f"tensors {named[name][0]} and {source} are both {name}", "the checkpoint is ambiguous")
+            named[name] = (source, shape)
+    if unknown:
+        shown = ", ".join(sorted(unknown)[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
+        raise _refuse(
+            f"the checkpoint has {len(unknown)} tensor(s) the converter's name table does not know: {shown}",
+            "converting without them would give a drafter that computes something else; "
+            "a newer dspine may know them (the tables are in app/hub/convert.py)",
+        )
+    if spec.family == "dspark" and spec.draft_vocab == spec.vocab:
+        named.pop("output.weight", None)  # upstream: a full-vocabulary DSpark shares the target's head
+    _check_present(spec, named)
+    _check_shapes(spec, named)
+    return [
+        TensorPlan(
+            source,
+            name,
+            _out_type(name, shape),
+            permute_rope=not spec.neox_rope and name.split(".", 2)[-1] in _ROPE_PERMUTED,
+        )
+        for name, (source, shape) in named.items()
+    ]
+
+
+def _check_present(spec: DrafterSpec, named: dict[str, Any]) -> None:
+    root, block = REQUIRED_BY_FAMILY[spec.family]
+    wanted = [*REQUIRED_ROOT, *root]
+    for il in range(spec.n_layer):
+        wanted += [f"blk.{il}.{n}" for n in (*REQUIRED_BLOCK, *block)]
+    if spec.family == "dspine":
+        layers = spec.dspine.get("injection_layers")
+        if layers is None:
+            layers = sorted({int(n.split(".")[1]) for n in named if n.endswith(".inj_read.weight")})
+        if not layers:
+            raise _refuse("this DSpine checkpoint has no injection tensors", "check the checkpoint (dspine_config)")
+        for il in layers:
+            wanted += [f"blk.{il}.inj_read.weight", f"blk.{il}.inj_write.weight"]
+            if spec.dspine.get("gate", "sigmoid") == "sigmoid":
+                wanted.append(f"blk.{il}.inj_gate.weight")
+    if spec.draft_vocab < spec.vocab:
+        wanted += ["d2t", "output.weight"]
+    missing = [n for n in wanted if n not in named]
+    if missing:
+        shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
+        raise _refuse(
+            f"the checkpoint lacks {len(missing)} tensor(s) a {spec.family} drafter needs (GGUF names): {shown}",
+            "the download may be incomplete (pull again) or the checkpoint is of another kind",
+        )
+    extra_blocks = sorted({int(n.split(".")[1]) for n in named if n.startswith("blk.")} - set(range(spec.n_layer)))
+    if extra_blocks:
+        raise _refuse(
+            f"the checkpoint has tensors for layer(s) {extra_blocks} but config.json says {spec.n_layer} layers",
+            "check the checkpoint",
+        )
+
+
+def _check_shapes(spec: DrafterSpec, named: dict[str, tuple[str, tuple[int, ...]]]) -> None:
+    """The shapes that decide whether the file loads against the target (PyTorch order)."""
+    taps = len(spec.target_layer_ids)
+    expect = {
+        "fc.weight": (spec.hidden, taps * spec.hidden),
+        "token_embd.weight": (spec.vocab, spec.hidden),
+        "output.weight": (spec.draft_vocab, spec.hidden),
+    }
+    for name, shape in expect.items():
+        if name in named and named[name][1] != shape:
+            raise _refuse(
+                f"tensor {named[name][0]} is {list(named[name][1])}, but config.json makes it {list(shape)}",
+                "the checkpoint and its config.json disagree; pull it again",
+            )
+    for name in ("markov_w1.weight", "selector_predecessor.weight", "selector_successor.weight"):
+        if name in named and named[name][1][0] != spec.vocab:
+            raise _refuse(
+                f"tensor {named[name][0]} has {named[name][1][0]} vocabulary rows, config.json says {spec.vocab}",
+                "the checkpoint and its config.json disagree; pull it again",
+            )
+    if "d2t" in named and named["d2t"][1] != (spec.draft_vocab,):
+        raise _refuse(
+            f"d2t is {list(named['d2t'][1])}, but draft_vocab_size is {spec.draft_vocab}",
+            "the checkpoint and its config.json disagree",
+        )
+
+
+def check_target(spec: DrafterSpec, target: TargetFacts) -> list[Key]:
+    """Refuse a drafter whose vocabulary or taps the target does not match; the keys the
+    target adds (the mask token, M-RoPE sections)."""
+    if spec.vocab != target.n_vocab:
+        raise _refuse(
+            f"the drafter's vocabulary has {spec.vocab} tokens, the target {target.path} has {target.n_vocab}",
+            "a block drafter must share its target's vocabulary: pull the target it was trained for",
+        )
+    if spec.mask_token_id is not None and not 0 <= spec.mask_token_id < target.n_vocab:
+        raise _refuse(
+            f"the drafter's mask token {spec.mask_token_id} is outside the target's vocabulary "
+            f"(0..{target.n_vocab - 1})",
+            "pull the target the drafter was trained for",
+        )
+    beyond = [i for i in spec.target_layer_ids if i >= target.n_layer]
+    if beyond:
+        raise _refuse(
+            f"the drafter reads target layer(s) {beyond}, but {target.path} has {target.n_layer} layers",
+            "pull the target the drafter was trained for",
+        )
+    keys = []
+    if spec.mask_token_id is not None:
+        keys.append(Key("tokenizer.ggml.mask_token_id", "u32", spec.mask_token_id))
+    if target.mrope:
+        # The draft ropes on the temporal sections only (upstream writes [n_rot/2, 0, 0, 0]).
+        keys.append(Key(f"{ARCH}.rope.dimension_sections", "arr", [spec.head_dim // 2, 0, 0, 0]))
+    return keys
+
+
+def check_d2t(d2t_offsets: Any, n_vocab: int) -> Any:
+    """Upstream stores d2t as offsets (target id - draft id); the GGUF holds absolute target ids.
+    Refuses ids outside the target's vocabulary and duplicates. numpy in, numpy out."""
+    import numpy as np
+
+    ids = np.asarray(d2t_offsets, dtype=np.int64).reshape(-1) + np.arange(np.size(d2t_offsets), dtype=np.int64)
+    outside = (ids < 0) | (ids >= n_vocab)
+    if outside.any():
+        raise _refuse(
+            f"d2t maps {int(outside.sum())} draft token(s) beyond the target's vocabulary of {n_vocab}",
+            "the drafter was made for another target: pull the target it was trained for",
+        )
+    if np.unique(ids).size != ids.size:
+        raise _refuse("d2t maps two draft tokens to one target token", "the checkpoint is damaged; pull it again")
+    return ids
+
+
+def has_confidence_head(plans: list[TensorPlan]) -> bool:
+    return any(p.name == "conf_proj.weight" for p in plans)

@@ -1,0 +1,124 @@
+"""Read safetensors files without torch: the header, then one tensor at a time.
+
+The format: 8 bytes (little-endian length N), N bytes of JSON naming each tensor's
+dtype, shape and byte range in the data that follows. Tensors are read one by one
+into a buffer of their own size, so converting a checkpoint holds at most the tensor
+at hand (and its converted copy) in memory, whatever the file's size.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ConfigError
+
+# A header is a few hundred KB even for big checkpoints; a larger claim is a broken file.
+MAX_HEADER_BYTES = 100 * 2**20
+
+# safetensors dtype -> (numpy dtype holding its bytes, bytes per value). BF16 has no numpy
+# type: its values travel as uint16 bit patterns, which the GGUF writer takes raw.
+DTYPES: dict[str, tuple[np.dtype, int]] = {
+    "F64": (np.dtype("<f8"), 8),
+    "F32": (np.dtype("<f4"), 4),
+    "F16": (np.dtype("<f2"), 2),
+    "BF16": (np.dtype("<u2"), 2),
+    "I64": (np.dtype("<i8"), 8),
+    "I32": (np.dtype("<i4"), 4),
+    "I16": (np.dtype("<i2"), 2),
+    "I8": (np.dtype("i1"), 1),
+    "U8": (np.dtype("u1"), 1),
+    "BOOL": (np.dtype("u1"), 1),
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str  # the safetensors name: BF16, F32, I64, ...
+    shape: tuple[int, ...]  # PyTorch order (outermost first)
+    start: int  # absolute byte offset in the file
+    nbytes: int
+    path: Path
+
+    @property
+    def count(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+
+def _broken(path: Path, what: str) -> ConfigError:
+    return ConfigError(
+        f"{path} is not a readable safetensors file: {what}",
+        "delete it and pull again (the hub's copy is checked by sha256; a local file may be damaged)",
+    )
+
+
+def read_header(path: Path) -> dict[str, TensorInfo]:
+    """Every tensor of one safetensors file, checked against the file's size."""
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        raw = handle.read(8)
+        if len(raw) < 8:
+            raise _broken(path, "shorter than its 8-byte header length")
+        (length,) = struct.unpack("<Q", raw)
+        if length > min(MAX_HEADER_BYTES, size - 8):
+            raise _broken(path, f"its header claims {length} bytes")
+        try:
+            header = json.loads(handle.read(length))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise _broken(path, f"its header is not JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise _broken(path, "its header is not a JSON object")
+    base = 8 + length
+    tensors: dict[str, TensorInfo] = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype, shape, (begin, end) = entry["dtype"], tuple(int(d) for d in entry["shape"]), entry["data_offsets"]
+        except (TypeError, KeyError, ValueError):
+            raise _broken(path, f"tensor {name!r} lacks dtype, shape or data_offsets") from None
+        if dtype not in DTYPES:
+            raise ConfigError(
+                f"{path}: tensor {name!r} has dtype {dtype}, which the converter does not read",
+                f"the converter reads {', '.join(DTYPES)}; nothing was written",
+            )
+        info = TensorInfo(name, dtype, shape, base + int(begin), int(end) - int(begin), path)
+        if info.nbytes != info.count * DTYPES[dtype][1] or begin < 0 or info.start + info.nbytes > size:
+            raise _broken(path, f"tensor {name!r} ({dtype} {list(shape)}) does not fit its byte range")
+        tensors[name] = info
+    return tensors
+
+
+def read_checkpoint(paths: list[Path]) -> dict[str, TensorInfo]:
+    """The tensors of all the checkpoint's files (shards), by name."""
+    tensors: dict[str, TensorInfo] = {}
+    for path in sorted(paths):
+        for name, info in read_header(path).items():
+            if name in tensors:
+                raise ConfigError(
+                    f"tensor {name!r} is in both {tensors[name].path.name} and {path.name}",
+                    "the checkpoint's shards overlap; pull it again",
+                )
+            tensors[name] = info
+    return tensors
+
+
+def load(info: TensorInfo) -> np.ndarray:
+    """One tensor's values, read straight into a buffer of its own size (PyTorch order)."""
+    dtype = DTYPES[info.dtype][0]
+    values = np.empty(info.count, dtype=dtype)
+    with info.path.open("rb", buffering=0) as handle:
+        handle.seek(info.start)
+        view = memoryview(values.view(np.uint8).data)
+        got = 0
+        while got < info.nbytes:
+            n = handle.readinto(view[got:])
+            if not n:
+                raise _broken(info.path, f"tensor {info.name!r} is cut short")
+            got += n
+    return values.reshape(info.shape)
