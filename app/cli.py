@@ -84,13 +84,18 @@ def pull(
     drafter: str | None = typer.Option(
         None, "--drafter", "-d", help=f"Drafter variant from the catalog, or {NO_DRAFTER}."
     ),
+    keep_safetensors: bool = typer.Option(
+        False,
+        "--keep-safetensors",
+        help="Keep a drafter's safetensors checkpoint after converting it to GGUF (deleted by default).",
+    ),
 ) -> None:
-    """Download a model and its drafter: resumable, sha256-verified."""
+    """Download a model and its drafter: resumable, sha256-verified (a safetensors drafter is converted here)."""
     from .hub.pull import make_request
     from .hub.pull import pull as pull_model
 
     settings = load_settings()
-    request = make_request(name, load_catalog(settings.catalog), quant, drafter)
+    request = make_request(name, load_catalog(settings.catalog), quant, drafter, keep_safetensors)
     _open_manifest(settings)
     err.print(f"pulling [bold]{shown(request.name)}[/] into {shown(settings.models_dir)}")
     try:

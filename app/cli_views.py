@@ -63,6 +63,7 @@ class RichPullProgress(PullProgress):
         )
         self.total: TaskID | None = None
         self.tasks: dict[str, TaskID] = {}
+        self.converting: TaskID | None = None
 
     def begin(self, files: list[PlannedFile]) -> None:
         for item in files:
@@ -121,7 +122,26 @@ class RichPullProgress(PullProgress):
                 task, completed=item.remote.size, description=f"[green]✓[/] {item.role} {shown(item.label)}"
             )
 
+    def say(self, text: str) -> None:
+        self.console.print(f"  {shown(text)}")
+
+    def convert_stage(self, what: str, total: int) -> None:
+        """A bar per stage of a drafter's conversion (converting, quantizing, sha256)."""
+        self.progress.start()
+        if self.converting is not None:
+            task = self.progress.tasks[self.converting]
+            self.progress.update(self.converting, completed=task.total, description=f"[green]✓[/] {task.description}")
+        self.converting = self.progress.add_task(f"drafter {shown(what)}", total=total)
+
+    def convert_advance(self, n: int) -> None:
+        if self.converting is not None:
+            self.progress.advance(self.converting, n)
+
     def end(self) -> None:
+        if self.converting is not None:
+            task = self.progress.tasks[self.converting]
+            if task.completed >= (task.total or 0):
+                self.progress.update(self.converting, description=f"[green]✓[/] {task.description}")
         self.progress.stop()
 
 
@@ -133,7 +153,9 @@ def render_pull_result(console: Console, result: PullResult) -> None:
     what = shown(f"{record.name} ({record.quant or 'default quant'}{drafter})")
     console.print(f"[bold green]pulled[/] {what}")
     for stored in record.files:
-        console.print(f"  {stored.role:8} {shown(stored.local)}  {format_bytes(stored.size)}  sha256 ok")
+        made_here = result.converted is not None and stored.role == "drafter"
+        check = "converted here, read back, sha256 recorded" if made_here else "sha256 ok"
+        console.print(f"  {stored.role:8} {shown(stored.local)}  {format_bytes(stored.size)}  {check}")
     if result.fetched_bytes and result.seconds > 0:
         rate = result.fetched_bytes / result.seconds
         reused = f", {format_bytes(result.reused_bytes)} resumed from disk" if result.reused_bytes else ""

@@ -252,6 +252,7 @@ class TargetFacts:
     path: str
     n_vocab: int
     n_layer: int
+    n_embd: int
     mrope: bool  # the target ropes in M-RoPE sections: the drafter gets degenerate ones
 
 
@@ -564,6 +565,11 @@ def check_target(spec: DrafterSpec, target: TargetFacts) -> list[Key]:
             f"the drafter's mask token {spec.mask_token_id} is outside the target's vocabulary "
             f"(0..{target.n_vocab - 1})",
             "pull the target the drafter was trained for",
+        )
+    if spec.hidden != target.n_embd:
+        raise _refuse(
+            f"the drafter's hidden size is {spec.hidden}, the target {target.path}'s {target.n_embd}",
+            "a block drafter reads the target's hidden states: pull the target it was trained for",
         )
     beyond = [i for i in spec.target_layer_ids if i >= target.n_layer]
     if beyond:

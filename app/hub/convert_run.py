@@ -28,12 +28,12 @@ from ..errors import ConfigError, ConversionError, DiskFullError
 from ..units import format_bytes
 from . import convert
 from .safetensors import TensorInfo, load, read_checkpoint
+from .store import part_path, quant_part_path
 
 # Half-precision sources are written as they are; anything wider becomes F16 (upstream's
 # `--outtype auto` does the same for a checkpoint that is not BF16).
 _GGML_TYPE = {"F32": 0, "F16": 1, "BF16": 30, "I64": 27}
 _FILE_TYPE = {"F16": 1, "BF16": 32}  # general.file_type (LlamaFileType)
-QUANT_STAGE_SUFFIX = ".quant.part"
 
 # Bits per weight of what llama-quantize makes, for the disk check (norms stay F32; close enough).
 QUANT_BITS = {"BF16": 16.0, "F16": 16.0, "Q8_0": 8.5, "Q6_K": 6.5625, "Q5_K_M": 5.7, "Q4_K_M": 4.9, "Q4_0": 4.5}
@@ -55,14 +55,6 @@ class Converted:
     kind: str
 
 
-def stage_path(final: Path) -> Path:
-    return final.with_name(final.name + ".part")
-
-
-def quant_stage_path(final: Path) -> Path:
-    return final.with_name(final.name + QUANT_STAGE_SUFFIX)
-
-
 def _read_target(path: Path) -> tuple[convert.TargetFacts, list[Any]]:
     """The target's vocabulary size, layer count and rope sections, and its tokenizer fields."""
     from gguf import GGUFReader, GGUFValueType
@@ -78,7 +70,8 @@ def _read_target(path: Path) -> tuple[convert.TargetFacts, list[Any]]:
     arch = str(fields["general.architecture"].contents()) if "general.architecture" in fields else ""
     tokens = fields.get("tokenizer.ggml.tokens")
     blocks = fields.get(f"{arch}.block_count")
-    if tokens is None or blocks is None:
+    width = fields.get(f"{arch}.embedding_length")
+    if tokens is None or blocks is None or width is None:
         raise ConversionError(
             f"the target {path} has no tokenizer or no block count",
             "pull the target model again; nothing was written",
@@ -87,6 +80,7 @@ def _read_target(path: Path) -> tuple[convert.TargetFacts, list[Any]]:
         path=str(path),
         n_vocab=len(tokens.data),
         n_layer=int(blocks.contents()),
+        n_embd=int(width.contents()),
         mrope=f"{arch}.rope.dimension_sections" in fields,
     )
     tokenizer = [
@@ -326,7 +320,7 @@ def convert_checkpoint(
     quant = quant.upper()
     binary = quantize_binary(list(llama_servers)) if quant not in ("BF16", "F16") else None
     check_space(final.parent, sum(t.nbytes for t in tensors.values()), quant)
-    stage, quant_stage = stage_path(final), quant_stage_path(final)
+    stage, quant_stage = part_path(final), quant_part_path(final)
     for leftover in (stage, quant_stage):
         leftover.unlink(missing_ok=True)  # an earlier conversion that was stopped midway
     try:

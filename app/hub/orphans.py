@@ -17,11 +17,11 @@ from pathlib import Path
 
 from ..errors import UsageError
 from .locks import is_held, lock_path
-from .store import Manifest, PullRecord, corrupt_path, part_meta_path, part_path
+from .store import Manifest, PullRecord, corrupt_path, part_meta_path, part_path, quant_part_path
 
 # The manifest, its lock, its write-then-rename temporaries and damaged copies are not models.
 _MANIFEST_PREFIXES = ("manifest.json", ".manifest-")
-_COMPANION_SUFFIXES = (".part.json", ".part", ".corrupt", ".lock")
+_COMPANION_SUFFIXES = (".part.json", ".quant.part", ".part", ".corrupt", ".lock")
 
 
 @dataclass
@@ -140,7 +140,8 @@ def remove_orphans(orphans: list[Orphan], models_dir: Path, manifest_path: Path 
         if is_held(orphan.final):
             removal.busy.append(orphan.final)
             continue
-        for path in (orphan.final, part_path(orphan.final), part_meta_path(orphan.final), corrupt_path(orphan.final)):
+        companions = (part_path(orphan.final), quant_part_path(orphan.final), part_meta_path(orphan.final))
+        for path in (orphan.final, *companions, corrupt_path(orphan.final)):
             try:
                 size = path.stat().st_size
                 path.unlink()

@@ -4,6 +4,12 @@
     here, what is in the HF cache, what to fetch) -> disk check -> fetch each
     file (resumable, verified) -> manifest
 
+A drafter published only as safetensors (catalog `source = "safetensors"`) is pulled
+as its checkpoint (role "source"), then converted on this machine to one GGUF (role
+"drafter", convert_run.py); the checkpoint is deleted once the GGUF is whole, unless
+the user keeps it. A kill during the conversion leaves the checkpoint and `.part`
+files only: the next pull converts again without fetching anything.
+
 The hub client and the downloader (huggingface_hub, httpx2: a fifth of a second
 to import) are imported when a pull runs, so that naming what to pull and
 drawing its progress cost nothing to commands that never reach the hub.
@@ -21,10 +27,10 @@ from typing import TYPE_CHECKING
 from ..errors import DiskFullError, NetworkError, NotFoundError, UsageError
 from ..models.catalog import Catalog, Drafter, parse_repo_ref
 from ..models.figures import Figures
-from ..models.selection import RemoteFile, select_by_glob, select_by_quant
+from ..models.selection import RemoteFile, select_by_glob, select_by_quant, select_checkpoint
 from ..settings import Settings
 from ..units import format_bytes
-from .locks import held
+from .locks import held, lock_path
 from .orphans import left_behind
 from .store import (
     UNWRITABLE_ERRNOS,
@@ -32,6 +38,7 @@ from .store import (
     PullRecord,
     StoredFile,
     check_writable,
+    converted_path,
     find_in_hf_cache,
     listing_from_hf_cache,
     local_path,
@@ -41,6 +48,7 @@ from .store import (
 )
 
 if TYPE_CHECKING:
+    from .convert_run import Converted
     from .download import FetchReport
 
 
@@ -57,6 +65,7 @@ class Request:
     notes: tuple[str, ...] = ()
     shape: Figures | None = None  # the catalog's figures for the target, checked against the file
     size: int | None = None  # the catalog's size of the target quant's file
+    keep_sources: bool = False  # keep a converted drafter's safetensors after the conversion
 
 
 @dataclass
@@ -82,6 +91,17 @@ class PullResult:
     notes: list[str] = field(default_factory=list)
     # Files of the earlier pull of this name (another quant or drafter) that nothing owns now.
     left_behind: list[Path] = field(default_factory=list)
+    converted: Converted | None = None  # the drafter this pull converted from safetensors
+
+
+@dataclass
+class Conversion:
+    """A drafter converted from safetensors: where its GGUF goes and whether it is there."""
+
+    drafter: Drafter
+    final: Path
+    remote: RemoteFile  # the GGUF as the manifest knows it (size 0, no sha256, until converted)
+    present: bool
 
 
 class PullProgress:
@@ -94,10 +114,15 @@ class PullProgress:
     def rehash(self, item: PlannedFile, n: int) -> None: ...
     def notice(self, item: PlannedFile, text: str) -> None: ...
     def file_end(self, item: PlannedFile, report: FetchReport | None) -> None: ...
+    def say(self, text: str) -> None: ...
+    def convert_stage(self, what: str, total: int) -> None: ...
+    def convert_advance(self, n: int) -> None: ...
     def end(self) -> None: ...
 
 
-def make_request(spec: str, catalog: Catalog, quant: str | None, drafter: str | None) -> Request:
+def make_request(
+    spec: str, catalog: Catalog, quant: str | None, drafter: str | None, keep_sources: bool = False
+) -> Request:
     ref = parse_repo_ref(spec)
     if ref is not None:
         if drafter is not None:
@@ -116,6 +141,11 @@ def make_request(spec: str, catalog: Catalog, quant: str | None, drafter: str | 
     notes = [n for n in (bundle.note, chosen_drafter.note if chosen_drafter else "") if n]
     if chosen_drafter and chosen_drafter.builtin:
         notes.append(f"drafter {chosen_drafter.variant} is built into the target file: nothing more to download")
+    if keep_sources and not (chosen_drafter and chosen_drafter.converted):
+        raise UsageError(
+            "--keep-safetensors only applies to a drafter converted from safetensors",
+            f"leave it out; drafters converted on this machine: {', '.join(_converted(bundle.drafters)) or 'none'}",
+        )
     return Request(
         bundle.name,
         "catalog",
@@ -126,7 +156,12 @@ def make_request(spec: str, catalog: Catalog, quant: str | None, drafter: str | 
         tuple(notes),
         shape=bundle.shape,
         size=bundle.sizes.get(quant_name),
+        keep_sources=keep_sources,
     )
+
+
+def _converted(drafters: dict[str, Drafter]) -> list[str]:
+    return [name for name, d in drafters.items() if d.converted]
 
 
 def _choose_files(request: Request) -> list[tuple[str, RemoteFile]]:
@@ -152,7 +187,12 @@ def _choose_files(request: Request) -> list[tuple[str, RemoteFile]]:
         drafter = request.drafter
         if drafter is not None and not drafter.builtin:
             assert drafter.repo is not None and drafter.pattern is not None
-            chosen += [("drafter", f) for f in select_by_glob(drafter.repo, listing(drafter.repo), drafter.pattern)]
+            if drafter.converted:
+                chosen += [
+                    ("source", f) for f in select_checkpoint(drafter.repo, listing(drafter.repo), drafter.pattern)
+                ]
+            else:
+                chosen += [("drafter", f) for f in select_by_glob(drafter.repo, listing(drafter.repo), drafter.pattern)]
     except NotFoundError as exc:
         if hub.is_offline():
             raise NetworkError(
@@ -182,20 +222,44 @@ def _existing_parent(path: Path) -> Path:
     return path
 
 
-def check_disk(planned: list[PlannedFile], models_dir: Path) -> None:
-    needed = sum(p.remote.size - p.partial for p in planned if p.action == "fetch")
+def check_disk(planned: list[PlannedFile], models_dir: Path, converting: int = 0) -> None:
+    """`converting`: what a conversion writes on top of the downloads (its staged and
+    quantized GGUF), needed until the checkpoint is deleted."""
+    needed = sum(p.remote.size - p.partial for p in planned if p.action == "fetch") + converting
     if needed <= 0:
         return
     free = shutil.disk_usage(_existing_parent(models_dir)).free
     if needed > free:
+        during = f", {format_bytes(converting)} of it while converting the drafter" if converting else ""
         raise DiskFullError(
-            f"this pull needs {format_bytes(needed)} more but {models_dir} has {format_bytes(free)} free "
+            f"this pull needs {format_bytes(needed)} more{during} but {models_dir} has {format_bytes(free)} free "
             f"({format_bytes(needed - free)} missing)",
             "free some space, or set DSPINE_MODELS_DIR (or models_dir in `dspine config`) to a bigger disk",
         )
 
 
-def _record(request: Request, planned: list[PlannedFile]) -> PullRecord:
+def _conversion(
+    request: Request, chosen: list[tuple[str, RemoteFile]], manifest: Manifest, models_dir: Path
+) -> Conversion | None:
+    """The converted drafter of this pull, present when an earlier pull recorded it whole."""
+    drafter = request.drafter
+    if drafter is None or not drafter.converted:
+        return None
+    assert drafter.repo is not None and drafter.convert_to is not None
+    commit = next((f.commit for role, f in chosen if role == "source"), "")
+    final = converted_path(models_dir, drafter.repo, drafter.convert_to)
+    for record in manifest.records.values():
+        for stored in record.files:
+            whole = stored.sha256 and stored.size and final.is_file() and final.stat().st_size == stored.size
+            if stored.local == str(final) and whole:
+                return Conversion(drafter, final, stored.remote, present=True)
+    return Conversion(drafter, final, RemoteFile(drafter.repo, final.name, 0, None, commit), present=False)
+
+
+def _record(request: Request, planned: list[PlannedFile], conversion: Conversion | None) -> PullRecord:
+    files = list(planned)
+    if conversion is not None and not conversion.present:
+        files.append(PlannedFile("drafter", conversion.remote, conversion.final, "convert"))
     return PullRecord(
         name=request.name,
         source=request.source,
@@ -212,7 +276,7 @@ def _record(request: Request, planned: list[PlannedFile]) -> PullRecord:
                 commit=p.remote.commit,
                 local=str(p.local),
             )
-            for p in planned
+            for p in files
         ],
     )
 
@@ -275,10 +339,29 @@ def pull(
         chosen = _choose_files(request)
     except NetworkError as exc:
         return _from_manifest(request, manifest, exc)
+    conversion = _conversion(request, chosen, manifest, models_dir)
+    if conversion is not None and conversion.present:
+        chosen = [(role, f) for role, f in chosen if role != "source"]  # the GGUF is here: no checkpoint needed
     planned = _plan(chosen, models_dir)
+    if conversion is not None and conversion.present:
+        planned.append(PlannedFile("drafter", conversion.remote, conversion.final, "present"))
     check_writable(models_dir)
-    check_disk(planned, models_dir)
-    record = _record(request, planned)
+    converting = 0
+    if conversion is not None and not conversion.present:
+        from .convert_run import needed_bytes
+
+        assert conversion.drafter.convert_to is not None
+        checkpoint = sum(p.remote.size for p in planned if p.role == "source")
+        converting = needed_bytes(checkpoint, conversion.drafter.convert_to)
+        fetching = sum(p.remote.size - p.partial for p in planned if p.action == "fetch")
+        progress.say(
+            f"the drafter {conversion.drafter.variant} is converted here from safetensors to "
+            f"{conversion.drafter.convert_to}: this pull needs {format_bytes(fetching + converting)} of disk "
+            f"({format_bytes(fetching)} to download, {format_bytes(converting)} more while converting; "
+            f"the checkpoint is deleted afterwards{' unless kept' if not request.keep_sources else ': kept'})"
+        )
+    check_disk(planned, models_dir, converting)
+    record = _record(request, planned, conversion)
     before = manifest.records.get(request.name)
     manifest.put(record)  # before the first byte, so `dspine list` shows a partial pull
 
@@ -287,6 +370,9 @@ def pull(
     try:
         for item in planned:
             _settle_locked(item, settings, progress, result)
+        if conversion is not None and not conversion.present:
+            result.converted = _convert(request, conversion, planned, record, settings, progress)
+            result.left_behind = left_behind(before, manifest)
     finally:
         progress.end()
     result.notes += catalog_differences(request, planned)
@@ -322,6 +408,54 @@ def catalog_differences(request: Request, planned: list[PlannedFile]) -> list[st
                 "override the bundle in your own catalog file (setting `catalog`)."
             )
     return notes
+
+
+def _convert(
+    request: Request,
+    conversion: Conversion,
+    planned: list[PlannedFile],
+    record: PullRecord,
+    settings: Settings,
+    progress: PullProgress,
+) -> Converted:
+    """Convert the fetched checkpoint, record the GGUF, delete the checkpoint unless kept."""
+    from backends.llama_server import candidates
+
+    from .convert_run import ConvertProgress, convert_checkpoint
+    from .download import sha256_file
+
+    class Report(ConvertProgress):
+        def stage(self, what: str, total: int) -> None:
+            progress.convert_stage(what, total)
+
+        def advance(self, n: int) -> None:
+            progress.convert_advance(n)
+
+    sources = [p for p in planned if p.role == "source"]
+    config = next(p.local for p in sources if p.local.name == "config.json")
+    shards = [p.local for p in sources if p.local.name.endswith(".safetensors")]
+    target = next(p.local for p in planned if p.role == "target")
+    servers = tuple(path for _, path in candidates(settings.llama_server, settings.llama_server_build))
+    final = conversion.final
+    assert conversion.drafter.convert_to is not None
+    with held(final):
+        converted = convert_checkpoint(
+            config, shards, target, final, conversion.drafter.convert_to, servers, Report(), final.stem
+        )
+        progress.convert_stage(f"sha256 of {final.name}", converted.size)
+        digest = sha256_file(final, on_bytes=progress.convert_advance).hexdigest()
+    stored = StoredFile(
+        "drafter", conversion.remote.repo, final.name, converted.size, digest, conversion.remote.commit, str(final)
+    )
+    kept = [f for f in record.files if f.role == "source"] if request.keep_sources else []
+    record.files = [f for f in record.files if f.role not in ("drafter", "source")] + [stored] + kept
+    Manifest(settings.manifest_path).put(record)  # the GGUF is recorded before the checkpoint goes
+    if not request.keep_sources:
+        for item in sources:
+            if item.action != "hf-cache":  # a file in the user's HF cache is not dspine's to delete
+                item.local.unlink(missing_ok=True)
+                lock_path(item.local).unlink(missing_ok=True)
+    return converted
 
 
 def _settle_locked(item: PlannedFile, settings: Settings, progress: PullProgress, result: PullResult) -> None:

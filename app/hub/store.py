@@ -110,6 +110,18 @@ def local_path(models_dir: Path, remote: RemoteFile) -> Path:
     return final
 
 
+def converted_path(models_dir: Path, repo: str, quant: str) -> Path:
+    """Where the GGUF converted from a safetensors repository goes: beside its checkpoint,
+    named after the repository and the quant (RadixArk/Qwen3.8-27B-DSpark ->
+    .../Qwen3.8-27B-DSpark-Q8_0.gguf)."""
+    return local_path(models_dir, RemoteFile(repo, f"{repo.rsplit('/', 1)[-1]}-{quant.upper()}.gguf", 0, None, ""))
+
+
+def quant_part_path(final: Path) -> Path:
+    """llama-quantize's output while a converted drafter is quantized."""
+    return final.with_name(final.name + ".quant.part")
+
+
 def part_path(final: Path) -> Path:
     return final.with_name(final.name + ".part")
 
@@ -321,7 +333,8 @@ def plan_removal(manifest: Manifest, name: str, models_dir: Path) -> tuple[PullR
         if not local.resolve().is_relative_to(root):
             removal.kept_foreign.append(local)
             continue
-        for path in (local, part_path(local), part_meta_path(local), corrupt_path(local), lock_path(local)):
+        companions = (part_path(local), quant_part_path(local), part_meta_path(local), corrupt_path(local))
+        for path in (local, *companions, lock_path(local)):
             if path.exists():
                 removal.deleted.append(path)
                 removal.freed += path.stat().st_size

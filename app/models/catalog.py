@@ -24,6 +24,9 @@ MAX_CATALOG_BYTES = 4 * 2**20  # the built-in catalog is a few KiB
 
 NO_DRAFTER = "none"
 
+SOURCES = ("gguf", "safetensors")
+_QUANT_NAME = re.compile(r"^[A-Za-z0-9_]{2,16}$")
+
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -46,10 +49,19 @@ class Drafter:
     note: str = ""
     shape: Figures | None = None  # as its GGUF header states it: fit plans from it before a pull
     size: int | None = None  # bytes of the file
+    # "gguf": `pattern` names the GGUF to download. "safetensors": `pattern` names the
+    # checkpoint's safetensors files (config.json comes with them), converted on this
+    # machine to a GGUF of `convert_to` (app/hub/convert.py).
+    source: str = "gguf"
+    convert_to: str | None = None
 
     @property
     def builtin(self) -> bool:
         return self.repo is None
+
+    @property
+    def converted(self) -> bool:
+        return self.source == "safetensors"
 
 
 @dataclass(frozen=True)
@@ -165,6 +177,12 @@ def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
     builtin = bool(table.get("builtin", False))
     repo = None if builtin else _require_repo(table, where)
     pattern = None if builtin else _require(table, "pattern", where)
+    source = table.get("source", "gguf")
+    if source not in SOURCES:
+        raise ConfigError(f"{where}: source {source!r} is unknown", f"use one of {', '.join(SOURCES)}")
+    convert_to = table.get("convert_to", "Q8_0") if source == "safetensors" else None
+    if convert_to is not None and (not isinstance(convert_to, str) or not _QUANT_NAME.match(convert_to)):
+        raise ConfigError(f"{where}: convert_to {convert_to!r} is not a quant name", "write one like Q8_0 or BF16")
     return Drafter(
         variant=variant,
         kind=kind,
@@ -174,6 +192,8 @@ def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
         note=table.get("note", ""),
         shape=parse_figures(table.get("shape"), where),
         size=parse_size(table["size"], f"{where}.size") if "size" in table else None,
+        source=source,
+        convert_to=convert_to,
     )
 
 

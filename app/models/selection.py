@@ -125,3 +125,28 @@ def select_by_quant(repo: str, listing: list[RemoteFile], quant: str | None) -> 
             f"quants there: {', '.join(present)}" if present else _describe(repo, listing),
         )
     return _pick(repo, f"quant {quant}", listing, matches)
+
+
+CHECKPOINT_CONFIG = "config.json"
+
+
+def select_checkpoint(repo: str, listing: list[RemoteFile], pattern: str) -> list[RemoteFile]:
+    """A safetensors checkpoint: its config.json and every file `pattern` matches (all
+    the shards, not one of them)."""
+    wanted = pattern.lower()
+    shards = sorted(
+        (f for f in listing if f.path.lower().endswith(".safetensors") and fnmatch.fnmatchcase(f.path.lower(), wanted)),
+        key=lambda f: f.path,
+    )
+    if not shards:
+        others = ", ".join(sorted(f.path for f in listing)[:12]) or "no files at all"
+        raise NotFoundError(f"no safetensors file in {repo} matches {pattern!r}", f"{repo} has: {others}")
+    folder = shards[0].path.rpartition("/")[0]
+    config_path = f"{folder}/{CHECKPOINT_CONFIG}" if folder else CHECKPOINT_CONFIG
+    config = [f for f in listing if f.path == config_path]
+    if not config:
+        raise NotFoundError(
+            f"{repo} has safetensors but no {config_path} beside them",
+            "the converter needs the checkpoint's config.json; is this a model repository?",
+        )
+    return config + shards

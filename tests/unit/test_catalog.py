@@ -13,13 +13,28 @@ def test_builtin_catalog_has_the_promised_bundles():
         "dspine-q4": "dspine",
         "dspine-bf16": "dspine",
         "dflash2-q4": "dflash",
+        "dspark": "dspark",
         "mtp": "mtp",
     }
     assert big.drafters["mtp"].builtin
+    dspark = big.drafters["dspark"]
+    assert dspark.converted and dspark.convert_to == "Q8_0" and dspark.repo == "RadixArk/Qwen3.8-27B-DSpark"
+    assert not big.drafters["dspine-q4"].converted
     assert big.drafter(None).variant == "dspine-q4"
     small = catalog.find("qwen3:8b")
     assert small.name == "qwen3-8b" and small.drafter(None).kind == "dspine"
     assert all(d.kind in KINDS for b in catalog.bundles.values() for d in b.drafters.values())
+
+
+def test_a_safetensors_drafter_needs_a_known_source_and_a_quant_name():
+    base = '[bundles.x]\n[bundles.x.target]\nrepo = "a/b"\n[bundles.x.target.quants]\nQ4_K_M = "*"\n'
+    drafter = '[bundles.x.drafters.d]\nkind = "dspark"\nrepo = "c/d"\npattern = "*.safetensors"\n'
+    parsed = parse_catalog(base + drafter + 'source = "safetensors"\n', "c.toml").bundles["x"].drafters["d"]
+    assert parsed.converted and parsed.convert_to == "Q8_0"  # the default quant of a conversion
+    with pytest.raises(ConfigError, match="source 'pytorch' is unknown"):
+        parse_catalog(base + drafter + 'source = "pytorch"\n', "c.toml")
+    with pytest.raises(ConfigError, match="convert_to '../x' is not a quant name"):
+        parse_catalog(base + drafter + 'source = "safetensors"\nconvert_to = "../x"\n', "c.toml")
 
 
 def test_find_is_case_insensitive_and_suggests():
