@@ -1,0 +1,190 @@
+"""The safetensors -> GGUF converter for block drafters: upstream's keys and names, DSpine's
+table, and every refusal before a byte is written (app/hub/convert.py, convert_run.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import namedtuple
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from app.errors import ConversionError, DiskFullError
+from app.hub import convert
+from app.hub.convert_run import convert_checkpoint, needed_bytes
+from app.hub.safetensors import load, read_header
+from tests.support.gguf_models import Shape, write_model
+from tests.support.safetensors_drafters import Drafter, config, tensor_shapes, write_checkpoint
+
+TARGET = Shape(arch="qwen35", n_layer=4, n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=128)
+
+
+@pytest.fixture(scope="module")
+def target(tmp_path_factory) -> Path:
+    return write_model(tmp_path_factory.mktemp("target") / "target.gguf", TARGET)
+
+
+def convert_to_bf16(tmp_path: Path, target: Path, drafter: Drafter) -> gguf.GGUFReader:
+    folder = write_checkpoint(tmp_path / drafter.family, drafter)
+    out = tmp_path / f"{drafter.family}.gguf"
+    convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], target, out, "BF16")
+    return gguf.GGUFReader(out)
+
+
+def field(reader: gguf.GGUFReader, name: str):
+    return reader.fields[name].contents()
+
+
+def test_dflash_with_a_sliding_layer_gets_upstreams_keys_and_names(tmp_path, target):
+    reader = convert_to_bf16(tmp_path, target, Drafter(family="dflash", sliding_window=8))
+    assert field(reader, "general.architecture") == "dflash"
+    assert field(reader, "dflash.target_layers") == [1, 2, 3]  # HF ids + 1: the layer inputs
+    assert field(reader, "dflash.block_size") == 16
+    assert field(reader, "dflash.attention.sliding_window") == 8
+    assert field(reader, "dflash.attention.sliding_window_pattern") == [True, False]
+    assert field(reader, "tokenizer.ggml.mask_token_id") == 261
+    assert field(reader, "dflash.rope.dimension_sections") == [8, 0, 0, 0]  # the target ropes in sections
+    # The tokenizer is the target's, token for token.
+    target_reader = gguf.GGUFReader(target)
+    assert field(reader, "tokenizer.ggml.tokens") == field(target_reader, "tokenizer.ggml.tokens")
+    assert field(reader, "tokenizer.ggml.merges") == field(target_reader, "tokenizer.ggml.merges")
+    tensors = {t.name: t for t in reader.tensors}
+    assert {"fc.weight", "enc.output_norm.weight", "output_norm.weight", "blk.1.attn_q.weight"} <= set(tensors)
+    assert tensors["blk.0.attn_q.weight"].tensor_type == gguf.GGMLQuantizationType.BF16
+    assert tensors["blk.0.attn_norm.weight"].tensor_type == gguf.GGMLQuantizationType.F32  # norms stay F32
+    assert list(tensors["fc.weight"].shape) == [3 * 64, 64]  # ggml order {n_taps x n_embd, n_embd}
+
+
+def test_the_values_arrive_unchanged(tmp_path, target):
+    drafter = Drafter(family="dflash")
+    reader = convert_to_bf16(tmp_path, target, drafter)
+    header = read_header(tmp_path / "dflash" / "model.safetensors")
+    fc = {t.name: t for t in reader.tensors}["fc.weight"]
+    written = np.asarray(fc.data).reshape(-1).view(np.uint16)  # BF16 bit patterns, as they were
+    assert np.array_equal(written, load(header["fc.weight"]).reshape(-1))
+
+
+def test_dflash2_and_dspark_carry_their_heads(tmp_path, target):
+    dflash2 = convert_to_bf16(tmp_path, target, Drafter(family="dflash2"))
+    names = {t.name for t in dflash2.tensors}
+    assert {"selector_hidden.weight", "blk.0.attn_conv_base", "blk.1.ffn_conv_proj.weight"} <= names
+    assert field(dflash2, "dflash.selector_top_k") == 4 and field(dflash2, "dflash.conv_kernel_size") == 4
+    conv_base = {t.name: t for t in dflash2.tensors}["blk.0.attn_conv_base"]
+    assert conv_base.tensor_type == gguf.GGMLQuantizationType.F32  # not named .weight: F32, as upstream
+
+    dspark = convert_to_bf16(tmp_path, target, Drafter(family="dspark"))
+    names = {t.name for t in dspark.tensors}
+    assert {"markov_w1.weight", "markov_w2.weight", "conf_proj.weight", "conf_proj.bias"} <= names
+    assert field(dspark, "dflash.has_confidence_head") is True
+    assert field(dspark, "dflash.sample_from_anchor") is True
+
+    plain = convert_to_bf16(tmp_path / "plain", target, Drafter(family="dspark", confidence_head=False))
+    assert field(plain, "dflash.has_confidence_head") is False
+
+
+def test_dspine_follows_the_variants_table(tmp_path, target):
+    drafter = Drafter(family="dspine", dspine={"transfer_dim": 32, "gate": "sigmoid", "activation": "silu"})
+    reader = convert_to_bf16(tmp_path, target, drafter)
+    names = {t.name for t in reader.tensors}
+    assert {"blk.0.inj_read.weight", "blk.1.inj_write.weight", "blk.0.inj_gate.weight", "blk.0.inj_gate.bias"} <= names
+    assert field(reader, "dflash.injection.activation") == "silu"
+    assert field(reader, "dflash.injection.gate") == "sigmoid"
+    assert field(reader, "dflash.attention.causal") is True  # DSpine's default: causal block attention
+    read = {t.name: t for t in reader.tensors}["blk.0.inj_read.weight"]
+    assert list(read.shape) == [64, 32]  # {n_embd, transfer_dim}
+    # The alias spelling maps to the same names.
+    assert convert.gguf_name("layers.3.injection.write.weight") == "blk.3.inj_write.weight"
+    assert convert.gguf_name("model.injection.messages.2.weight") == "blk.2.inj_msg.weight"
+
+
+def test_a_reduced_vocabulary_writes_absolute_d2t_ids(tmp_path, target):
+    reader = convert_to_bf16(tmp_path, target, Drafter(family="dspark", draft_vocab=100))
+    tensors = {t.name: t for t in reader.tensors}
+    assert "t2d" not in tensors
+    assert np.array_equal(np.asarray(tensors["d2t"].data), np.arange(100) * 2)
+    assert list(tensors["output.weight"].shape) == [64, 100]
+
+
+def refused(tmp_path: Path, target: Path, drafter: Drafter) -> ConversionError:
+    folder = write_checkpoint(tmp_path / "bad", drafter)
+    out = tmp_path / "bad.gguf"
+    with pytest.raises(ConversionError) as caught:
+        convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], target, out, "BF16")
+    assert not list(tmp_path.glob("bad.gguf*")), "a refusal wrote something"
+    assert "nothing was written" in caught.value.fix
+    return caught.value
+
+
+def test_unknown_config_fields_are_refused_with_their_names(tmp_path, target):
+    error = refused(
+        tmp_path,
+        target,
+        Drafter(extra_config={"markov_temperature": 0.5, "dflash_config": {"target_layer_ids": [0], "tree": 1}}),
+    )
+    assert "markov_temperature" in error.cause and "dflash_config.tree" in error.cause
+
+
+def test_a_missing_tensor_is_refused_by_name(tmp_path, target):
+    error = refused(tmp_path, target, Drafter(family="dspark", leave_out=("layers.1.mlp.down_proj.weight",)))
+    assert "blk.1.ffn_down.weight" in error.cause
+    error = refused(tmp_path, target, Drafter(family="dspark", leave_out=("markov_head.markov_w2.weight",)))
+    assert "markov_w2.weight" in error.cause
+
+
+def test_tensors_the_table_does_not_know_are_listed_and_nothing_is_converted(tmp_path, target):
+    extra = {"injection.bridges.0.weight": ("F32", np.zeros((4, 4), np.float32))}
+    extra |= {"tree_head.weight": ("F32", np.zeros((4,), np.float32))}
+    error = refused(tmp_path, target, Drafter(family="dspine", extra_tensors=extra))
+    assert "2 tensor(s)" in error.cause
+    assert "injection.bridges.0.weight" in error.cause and "tree_head.weight" in error.cause
+
+
+def test_a_vocabulary_that_differs_from_the_targets_is_refused(tmp_path, target):
+    assert "300" in refused(tmp_path, target, Drafter(vocab=320)).cause
+    mask = refused(tmp_path, target, Drafter(mask_token_id=300, vocab=300)).cause
+    assert "mask token 300 is outside" in mask
+    assert "hidden size is 32" in refused(tmp_path, target, Drafter(hidden=32, head_dim=8)).cause
+    assert "target layer(s) [7]" in refused(tmp_path, target, Drafter(target_layer_ids=[0, 7])).cause
+
+
+def test_embedding_rows_and_d2t_beyond_the_vocabulary_are_refused(tmp_path, target):
+    wide = {"embed_tokens.weight": ("F32", np.zeros((320, 64), np.float32))}
+    shapes = refused(tmp_path, target, Drafter(extra_tensors=wide)).cause
+    assert "embed_tokens.weight is [320, 64]" in shapes
+    beyond = {"d2t": ("I64", np.full(100, 250, np.int64))}  # draft id 99 + 250 > 299
+    assert (
+        "beyond the target's vocabulary"
+        in refused(tmp_path, target, Drafter(draft_vocab=100, extra_tensors=beyond)).cause
+    )
+
+
+def test_a_disk_too_small_is_refused_before_anything_is_written(tmp_path, target, monkeypatch):
+    folder = write_checkpoint(tmp_path / "ck", Drafter())
+    size = (folder / "model.safetensors").stat().st_size
+    assert needed_bytes(size, "Q8_0") > size  # the staged GGUF and the quantized one
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 10**9, size // 2))  # no small disk here to fill
+    with pytest.raises(DiskFullError, match="converting the drafter needs"):
+        convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], target, tmp_path / "d.gguf", "BF16")
+    assert not list(tmp_path.glob("d.gguf*"))
+
+
+def test_a_broken_safetensors_file_is_named(tmp_path, target):
+    folder = write_checkpoint(tmp_path / "ck", Drafter())
+    shards = folder / "model.safetensors"
+    shards.write_bytes(shards.read_bytes()[:-100])  # cut short
+    with pytest.raises(Exception, match="not a readable safetensors file") as caught:
+        convert_checkpoint(folder / "config.json", [shards], target, tmp_path / "d.gguf", "BF16")
+    assert str(shards) in str(caught.value)
+
+
+def test_config_shapes_of_the_writer_are_what_the_converter_reads():
+    """The checkpoint writer and the converter share one layout: every name maps."""
+    for family in ("dflash", "dflash2", "dspark", "dspine"):
+        drafter = Drafter(family=family)
+        spec = convert.read_config(json.loads(json.dumps(config(drafter))))
+        plans = convert.plan_tensors(spec, tensor_shapes(drafter))
+        assert spec.family == family and len(plans) == len(tensor_shapes(drafter))
