@@ -316,7 +316,10 @@ def convert_checkpoint(
 ) -> Converted:
     """The whole conversion; FINAL appears only when it is whole and read back."""
     progress = progress or ConvertProgress()
+    # Reading a 248K-token tokenizer takes seconds: say what is happening meanwhile.
+    progress.stage("checking the checkpoint against the target", 1)
     spec, tensors, plans, tokenizer, keys = prepare(config_path, shards, target)
+    progress.advance(1)
     quant = quant.upper()
     binary = quantize_binary(list(llama_servers)) if quant not in ("BF16", "F16") else None
     check_space(final.parent, sum(t.nbytes for t in tensors.values()), quant)
