@@ -93,6 +93,7 @@ KINDS: dict[str, DrafterKind] = {
             ("draft-dspark",),
             "DSpark needs a llama.cpp of late 2026 (upstream, --spec-type draft-dspark)",
             p_min=None,
+            snapshots=True,  # draft-dspark is in need_n_rs_seq's list (pinned common/common.h)
         ),
         # FACTS: MTP heads draft 2.
         DrafterKind(
