@@ -165,14 +165,14 @@ def _print_catalog(catalog, as_json: bool) -> None:
         out.print_json(json.dumps({name: asdict(bundle) for name, bundle in catalog.bundles.items()}))
         return
     table = Table(title="Catalog", title_justify="left")
-    for column in ("name", "target repository", "quants", "drafters (kind)", "description"):
+    for column in ("name", "target from", "quants", "drafters (kind)", "description"):
         table.add_column(column, overflow="fold")
     for bundle in catalog.bundles.values():
         quants = ", ".join(q + ("*" if q == bundle.default_quant else "") for q in bundle.quants)
         drafters = ", ".join(
             f"{v}{'*' if v == bundle.default_drafter else ''} ({d.kind})" for v, d in bundle.drafters.items()
         )
-        table.add_row(bundle.name, bundle.target_repo, quants, drafters, bundle.description)
+        table.add_row(bundle.name, bundle.source_label, quants, drafters, bundle.description)
     out.print(table)
     out.print("[dim]* default[/]")
 

