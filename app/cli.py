@@ -82,7 +82,7 @@ def pull(
     name: str = typer.Argument(..., help="A catalog name (qwen3.8-27b) or a hub repository ORG/REPO[:QUANT]."),
     quant: str | None = typer.Option(None, "--quant", "-q", help="Target quant, e.g. Q4_K_M, Q8_0."),
     drafter: str | None = typer.Option(
-        None, "--drafter", "-d", help=f"Drafter variant from the catalog, or {NO_DRAFTER}."
+        None, "--draft", "--drafter", "-d", help=f"Drafter variant from the catalog, or {NO_DRAFTER}."
     ),
     keep_safetensors: bool = typer.Option(
         False,
@@ -253,6 +253,7 @@ def fit(
     model: str | None = typer.Argument(
         None, help="A catalog name (default qwen3.8-27b), ORG/REPO[:QUANT], or a .gguf file."
     ),
+    model_option: ModelOption = None,
     draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter variant, a .gguf file, or none."),
     quant: str | None = typer.Option(None, "--quant", "-q", help="Only this target quant."),
     goal: Goal = typer.Option(
@@ -278,6 +279,7 @@ def fit(
     except ValueError as exc:
         raise UsageError(str(exc), "write it like 24GiB or 16GB") from None
     settings = load_settings()
+    model = _one_model(model, model_option)
     request = FitRequest(model, draft, quant, goal, ctx, kv, gpu, vram_bytes, measure)
     result = fit_model(request, load_catalog(settings.catalog), settings)
     if as_json:
@@ -290,8 +292,13 @@ def fit(
 
 @app.command("run")
 def run_prompt(
-    model: str = typer.Argument(..., help=MODEL_HELP),
-    prompt: str = typer.Argument(..., help="What to ask; - reads it from standard input."),
+    first: str | None = typer.Argument(
+        None, metavar="MODEL", show_default=False, help=MODEL_HELP + " Or give it as --model, then only the prompt."
+    ),
+    second: str | None = typer.Argument(
+        None, metavar="PROMPT", show_default=False, help="What to ask; - reads it from standard input."
+    ),
+    model_option: ModelOption = None,
     draft: DraftOption = None,
     engine: EngineOption = "server",
     think: Think = typer.Option("on", "--think", help="The model's thinking mode."),
@@ -319,6 +326,7 @@ def run_prompt(
 
     check_sampling(temp=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty, seed=seed)
     check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
+    model, prompt = _model_and_prompt(first, second, model_option)
     if prompt == "-":
         prompt = sys.stdin.read()
     settings = load_settings()
@@ -391,6 +399,23 @@ def run_prompt(
         out.print()
         if stats:
             err.print(f"[dim]{opened.name}: {stats.summary()}[/]", soft_wrap=True)
+
+
+def _one_model(positional: str | None, option: str | None) -> str | None:
+    """The model named as an argument or with --model (the way every command takes it)."""
+    if positional is not None and option is not None and positional != option:
+        raise UsageError(f"two models given: {positional} and --model {option}", "give one")
+    return option or positional
+
+
+def _model_and_prompt(first: str | None, second: str | None, option: str | None) -> tuple[str, str]:
+    """`run MODEL PROMPT` or `run --model MODEL PROMPT`."""
+    if option is not None and second is not None:
+        raise UsageError(f"two models given: {first} and --model {option}", "give one, then the prompt")
+    model, prompt = (option, first) if option is not None else (first, second)
+    if model is None or prompt is None:
+        raise UsageError("run needs a model and a prompt", 'write `dspine run --model MODEL "PROMPT"` (- reads stdin)')
+    return model, prompt
 
 
 def _context_note(files, ctx: int, settings) -> str | None:
@@ -638,7 +663,11 @@ def bench(
         "server", "--engine", "-e", help="server (llama-server) or inproc (llama-cpp-python)."
     ),
     drafters: str = typer.Option(
-        "all", "--drafters", help="all (what is pulled), none, or a comma list of variants or .gguf files."
+        "all",
+        "--draft",
+        "--drafters",
+        "-d",
+        help="all (what is pulled), none, or a comma list of variants or .gguf files.",
     ),
     prompts: list[Path] | None = typer.Option(
         None, "--prompts", help="JSONL of chats (one a line); repeatable. Default: the built-in sets."
@@ -858,6 +887,7 @@ def doctor(
 @app.command()
 def serve(
     model: str | None = typer.Argument(None, help=MODEL_HELP),
+    model_option: ModelOption = None,
     draft: DraftOption = None,
     ctx: int = typer.Option(8192, "--ctx", help="Context length, shared by the slots."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; anything but loopback needs a key."),
@@ -884,6 +914,7 @@ def serve(
     from .serve.service import ServeOptions, check_options, client_endpoint
     from .serve.service import serve as run_server
 
+    model = _one_model(model, model_option)
     options = ServeOptions(model, draft, ctx, host, port, api_key, parallel, think == "on", n_max, log)
     settings = load_settings()
     if print_config is not None:

@@ -128,7 +128,7 @@ def make_request(
     if ref is not None:
         if drafter is not None:
             raise UsageError(
-                "--drafter only applies to catalog bundles",
+                "--draft only applies to catalog bundles",
                 f"pull the drafter's repository on its own: dspine pull ORG/REPO:QUANT (and {ref.repo} as you did)",
             )
         if quant and ref.quant and quant.lower() != ref.quant.lower():

@@ -76,7 +76,7 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
     if draft and draft.lower() != (record.drafter or "").lower():
         raise UsageError(
             f"{record.name} was pulled with drafter {record.drafter or 'none'}, not {draft}",
-            f"run `dspine pull {name} --drafter {draft}`, or leave --draft out",
+            f"run `dspine pull {name} --draft {draft}`, or leave --draft out",
         )
     drafter_files = [Path(f.local) for f in record.files if f.role == "drafter"]
     return ModelFiles(record.name, target, drafter_files[0] if drafter_files else None, record.drafter_kind)
