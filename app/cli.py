@@ -522,6 +522,10 @@ def chat(
         files = None
     else:
         files = resolve_files(model, draft, catalog, settings)
+    if files is not None and think is None and files.target is not None and not _thinks(files.target):
+        think = "off"  # "on" would only cost a think preset (and its penalties) on a model that never thinks
+        err.print(f"{files.label} has no thinking mode: the chat starts with thinking off")
+        options.think = False
     if files is not None:
         err.print(f"starting the {engine} engine for {files.label}…")
         note = _context_note(files, ctx, settings) if engine != "remote" else None
@@ -589,6 +593,16 @@ def chat(
             if running is not None:
                 running.close()
         store.close()
+
+
+def _thinks(target: Path) -> bool:
+    from backends.chat_template import model_thinks
+    from backends.errors import GgufError
+
+    try:
+        return model_thinks(str(target))
+    except (GgufError, OSError):
+        return True  # the engine says what is wrong with the file; the default stays
 
 
 def _saved_model(store, resume: int | None, project: str) -> tuple[str | None, str | None]:

@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -193,3 +194,17 @@ def probe(template: str | None, source: str) -> None:
     met mid-chat (llama-server would hang on it in its own template engine)."""
     for thinking in (True, False):
         render(template, PROBE_MESSAGES, enable_thinking=thinking, source=source)
+
+
+def has_thinking_mode(template: str | None) -> bool:
+    """Whether a chat template knows a thinking mode (Qwen's `enable_thinking` switch or a
+    `<think>` block). None: the model has no template of its own (llama.cpp's ChatML), no."""
+    return template is not None and ("enable_thinking" in template or "<think>" in template)
+
+
+def model_thinks(path: str) -> bool:
+    """Whether the GGUF at `path` has a thinking mode, read from its chat template."""
+    from .gguf_header import read_local
+
+    template = read_local(Path(path)).get("tokenizer.chat_template")
+    return has_thinking_mode(template if isinstance(template, str) else None)

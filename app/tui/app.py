@@ -144,6 +144,7 @@ class ChatApp(App):
         super().__init__()
         self.project = project
         self.tools_on = project is not None and tools
+        self.tools_unseen: bool | None = None  # whether the template leaves tools out, once counted
         self.toolbox = Toolbox(project.root) if project is not None else None
         # The edits and writes the tools applied (told from their worker thread), kept in the
         # store under the prompt they answered once the tool is over: /rewind's records.
@@ -242,6 +243,8 @@ class ChatApp(App):
         self.query_one(PromptArea).focus()
         if self.engine is None and self.first_run is not None:
             self.push_screen(FirstRunScreen(self.first_run), self._pulled)
+        elif self.engine is not None:
+            self._announce_unseen_tools()
         self._refresh_gpu()
         self.set_interval(2.0, self._refresh_gpu)
         if self.mcp is not None:
@@ -339,6 +342,27 @@ class ChatApp(App):
         self._show_mode()
         self._measure_context()
         self.notify("ready")
+        self._announce_unseen_tools()
+
+    @work(exclusive=True, group="tools-seen")
+    async def _announce_unseen_tools(self) -> None:
+        """Said at the start, not only under /context: a model whose chat template leaves the
+        tool list out answers in prose where a tool call was wanted, and that looks like a bug."""
+        if not self.tools_on:
+            return
+        try:
+            usage = await self.session.usage()
+        except ERRORS_FOR_PEOPLE:
+            return  # the meter says what is wrong with counting; this is only a warning
+        self.tools_unseen = usage.tools_unseen
+        if usage.tools_unseen:
+            self.notify(
+                "This model's chat template leaves the tool list out, so it cannot read, search, edit or "
+                "run anything in the project: it chats only (/context shows it). A model whose template "
+                "knows tools (Qwen3, Qwen3.8) can.",
+                severity="warning",
+                timeout=30,
+            )
 
     def _show_mode(self) -> None:
         engine = self.engine

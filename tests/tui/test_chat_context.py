@@ -270,3 +270,21 @@ async def test_an_agents_md_too_large_for_the_context_is_named_in_the_chat(repo,
     error = next(n for n in notices if "Nothing was sent" in n)
     assert "AGENTS.md" in error and "system prompt" in error and "newest message" not in error
     assert not engine.calls
+
+
+async def test_a_template_that_drops_the_tools_is_announced_at_the_start(repo, store):
+    """Issue 37: only /context said it; a new user saw prose where tool calls were wanted."""
+
+    class ToolBlind(ScriptedEngine):
+        def count_tokens(self, messages, tools=None, think=True) -> int:
+            return super().count_tokens(messages, None)
+
+    warned = "cannot read, search, edit or run anything"
+    app = project_app(repo, store, ToolBlind())
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: any(warned in str(n.message) for n in app._notifications), what="the notice")
+    seeing = project_app(repo, store, ScriptedEngine())
+    async with seeing.run_test() as pilot:
+        await until(pilot, lambda: seeing.tools_unseen is not None, what="the tool count")
+        assert seeing.tools_unseen is False
+        assert not any(warned in str(n.message) for n in seeing._notifications)
