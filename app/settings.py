@@ -229,7 +229,8 @@ class Settings:
     gpu_overhead_mib: int = _setting(
         _positive_int,
         lambda _: 400,
-        "MiB the GPU backend takes for itself (CUDA context, cuBLAS); UNCONFIRMED default",
+        "MiB the GPU backend takes for itself (CUDA context, cuBLAS); the default is an estimate not yet "
+        "measured on a GPU: raise it if plans come out too tight",
     )
     fit_margin_mib: int = _setting(
         _positive_int,

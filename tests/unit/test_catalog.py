@@ -122,3 +122,17 @@ def test_catalog_shape_and_sizes_give_the_header_plan(tmp_path):
         parse_catalog(text + "block_count = 4\n", "c.toml")
     with pytest.raises(ConfigError, match="block_count"):
         parse_catalog(text + 'architecture = "llama"\nblock_count = "four"\n', "c.toml")
+
+
+def test_no_internal_wording_reaches_users():
+    """Issue 37: "see shared FACTS" and a bare UNCONFIRMED meant nothing to a user; notes,
+    descriptions and settings' meanings say what the doubt means for them instead."""
+    from app.models.catalog import load_catalog
+    from app.settings import SPECS
+
+    shown = [spec.help for spec in SPECS]
+    for bundle in load_catalog().bundles.values():
+        shown += [bundle.note, bundle.description]
+        shown += [text for d in bundle.drafters.values() for text in (d.note, d.description)]
+    for text in shown:
+        assert "FACTS" not in text and "UNCONFIRMED" not in text, text
