@@ -695,7 +695,9 @@ def bench(
         "llama-server that honours a per-request length: dspine's patched build).",
     ),
     repeat: int = typer.Option(1, "--repeat", help="Runs of each prompt."),
-    max_tokens: int = typer.Option(128, "--max-tokens", "-n", help="Tokens generated per prompt."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", "-n", help="Tokens generated per prompt (default 128; 64 without a GPU)."
+    ),
     ctx: int = typer.Option(
         4096, "--ctx", help="Context length; raised for a --depth that needs more, where the fit plan has room."
     ),
@@ -710,19 +712,23 @@ def bench(
     ),
 ) -> None:
     """Measure plain vs speculative decoding on your prompts: tok/s, speedup, acceptance."""
+    from rich.markup import escape
     from rich.progress import Progress
 
     from backends.drafters import default_n_max
 
     from .run.bench import (
         COLUMNS,
+        CPU_MAX_TOKENS,
         PLAIN,
         Setup,
         builtin_prompt_files,
         cells,
         load_prompts,
         markdown_table,
+        row_label,
         run_bench,
+        short_set,
         summarize,
     )
     from .run.depth import acceptance_chart, parse_depths
@@ -736,6 +742,11 @@ def bench(
 
     for length in lengths:
         check_lengths(n_max=length)
+    from .fit.hardware import detect
+
+    on_cpu = not detect().gpus
+    short = on_cpu and prompts is None and max_tokens is None
+    max_tokens = max_tokens or (CPU_MAX_TOKENS if on_cpu else 128)
     check_lengths(max_tokens=max_tokens, ctx=ctx)
     check_sampling(seed=seed)
     settings = load_settings()
@@ -768,6 +779,13 @@ def bench(
     by_label = {label: (path, kind) for label, path, kind in chosen}
 
     chats = load_prompts(prompts or builtin_prompt_files())
+    if short:
+        chats = short_set(chats)
+        if not (as_json or markdown):
+            err.print(
+                f"no GPU found: a short bench ({len(chats)} prompts, one a category, {max_tokens} tokens each); "
+                "--prompts or --max-tokens run a full one"
+            )
     thinks = [True, False] if think == "both" else [think == "on"]
     depths = parse_depths(depth)
     drafter_files = [path for _, path, _ in chosen]
@@ -787,6 +805,13 @@ def bench(
     console = err if not (as_json or markdown) else Console(stderr=True, quiet=True)
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmarking", total=total)
+        started = [0]
+
+        def on_start(setup, category: str, think: bool) -> None:
+            started[0] += 1
+            label = row_label(setup, category, think)
+            progress.update(task, description=f"run {started[0]}/{total}: {escape(label)}")
+
         runs = run_bench(
             open_for,
             setups,
@@ -797,6 +822,7 @@ def bench(
             seed,
             on_run=lambda run: progress.advance(task),
             depths=at_depths,
+            on_start=on_start,
         )
     if len(runs) < total:
         err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")

@@ -164,6 +164,23 @@ def summarize(runs: list[Run]) -> list[Row]:
     return rows
 
 
+CPU_MAX_TOKENS = 64  # without a GPU a full run takes many minutes: a short default, one prompt a category
+
+
+def short_set(prompts: list[Prompt]) -> list[Prompt]:
+    """The first prompt of each category: the short bench a CPU runs by default."""
+    seen: dict[str, Prompt] = {}
+    for prompt in prompts:
+        seen.setdefault(prompt.category, prompt)
+    return list(seen.values())
+
+
+def row_label(setup: Setup, category: str, think: bool) -> str:
+    """The row a run belongs to, for progress: 'q4_1 n_max 4, code, think off'."""
+    length = " adaptive" if setup.adaptive else (f" n_max {setup.n_max}" if setup.n_max else "")
+    return f"{setup.drafter}{length}, {category}, think {'on' if think else 'off'}"
+
+
 def run_bench(
     open_engine: Callable[[Setup], Any],
     setups: list[Setup],
@@ -174,6 +191,7 @@ def run_bench(
     seed: int = 0,
     on_run: Callable[[Run], None] | None = None,
     depths: dict[int, Callable[[list[dict]], list[dict]]] | None = None,
+    on_start: Callable[[Setup, str, bool], None] | None = None,
 ) -> list[Run]:
     """Every setup on every prompt, mode, depth and repeat. Ctrl-C stops it; what ran is
     returned. `depths`: each depth with what puts that much context before a prompt."""
@@ -188,6 +206,8 @@ def run_bench(
                     for depth, deepen in at_depths.items():
                         for _ in range(repeat):
                             for prompt in prompts:
+                                if on_start:
+                                    on_start(setup, prompt.category, think)
                                 end = None
                                 for event in engine.stream(
                                     deepen(prompt.messages),
