@@ -6,7 +6,7 @@ from backends.rollback import costs_state_rows, launch_draft_length, target_snap
 
 def test_the_kinds_llama_server_snapshots_for():
     # need_n_rs_seq in the pinned common/common.h: draft-mtp, -eagle3, -dflash, -dspark (and dspine's patch).
-    assert {k.name for k in KINDS.values() if k.snapshots} == {"dspine", "dflash", "mtp"}
+    assert {k.name for k in KINDS.values() if k.snapshots} == {"dspine", "dflash", "dspark", "mtp"}
     assert target_snapshots("dflash", 7, hybrid_target=True) == 7
     assert target_snapshots("mtp", 2, hybrid_target=True) == 2
     assert target_snapshots("draft", 3, hybrid_target=True) == 0  # draft-simple keeps none
