@@ -1,11 +1,16 @@
 """What each kind of drafter is: one table that the catalog, the model shape,
 the planner, the engines, doctor and llama-server all read.
 
-    dspine  Tencent's DSpine: a block drafter over a sliding window (llama.cpp fork)
-    dflash  DFlash2: a block drafter (upstream llama.cpp of late 2026)
+    dspine  Tencent's DSpine: a block drafter over a sliding window (dspine's patch, or a fork)
+    dflash  DFlash2 (and plain DFlash): a block drafter (upstream llama.cpp of late 2026)
     dspark  DSpark: DFlash with a Markov head (upstream llama.cpp of late 2026)
     mtp     the target's own multi-token-prediction head (nothing to download)
     draft   a plain small model of the same vocabulary (any llama.cpp; in process too)
+
+Each kind also says what its GGUF holds (`Layout`): the tensors and keys that
+decide the kind and those the llama-server reads for it. `drafter_files.py`
+reads a header against these; the names are data, so a layout that turns out
+otherwise (the UNCONFIRMED DSpine names) is a line to change here.
 
 It lives with the engines because llama-server needs each kind's --spec-type
 names, and the engines import nothing from `app/`; the app reads it from below.
@@ -15,6 +20,199 @@ Figures marked FACTS come from the drafters' model cards and llama.cpp.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# Tensor names as GGUF spells them; `N` stands for a block index (blk.N.attn_q.weight).
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What a GGUF of one drafter kind holds, as the llama-server that runs the kind reads it.
+
+    `marker`: tensors that decide the kind (any one present is enough; `N` matches any
+    block). `required`: tensors the loader refuses the file without. `optional`: tensors
+    it reads when present. `together`: groups where one member present makes the whole
+    group required (block by block when every name holds `N`, else on every block).
+    `keys_with`: (a tensor, keys the loader needs once that tensor is there)."""
+
+    arch: str | None  # the GGUF architecture; None: any (an MTP head sits in its target's)
+    marker: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    optional: tuple[str, ...] = ()
+    together: tuple[tuple[str, ...], ...] = ()
+    required_keys: tuple[str, ...] = ()
+    optional_keys: tuple[str, ...] = ()
+    keys_with: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    @property
+    def tensors(self) -> frozenset[str]:
+        """Every tensor name this kind's loader knows."""
+        return frozenset(self.marker + self.required + self.optional + tuple(n for g in self.together for n in g))
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(self.required_keys + self.optional_keys + tuple(k for _, ks in self.keys_with for k in ks))
+
+
+def _joined(*layouts: Layout, **changes) -> Layout:
+    """A layout with every name of `layouts` and `changes` on top (the DFlash family shares its trunk)."""
+    merged = Layout(
+        arch=layouts[0].arch,
+        required=tuple(n for lay in layouts for n in lay.required),
+        optional=tuple(n for lay in layouts for n in lay.optional),
+        together=tuple(g for lay in layouts for g in lay.together),
+        required_keys=tuple(k for lay in layouts for k in lay.required_keys),
+        optional_keys=tuple(k for lay in layouts for k in lay.optional_keys),
+        keys_with=tuple(k for lay in layouts for k in lay.keys_with),
+    )
+    return Layout(**{**merged.__dict__, **changes})
+
+
+# Upstream's `dflash` architecture (the pinned llama.cpp's src/models/dflash.cpp, load_arch_tensors
+# and load_arch_hparams): the trunk every DFlash-family file carries.
+DFLASH_TRUNK = Layout(
+    arch="dflash",
+    required=(
+        "fc.weight",
+        "enc.output_norm.weight",
+        "output_norm.weight",
+        "blk.N.attn_norm.weight",
+        "blk.N.attn_q.weight",
+        "blk.N.attn_k.weight",
+        "blk.N.attn_output.weight",
+        "blk.N.attn_q_norm.weight",
+        "blk.N.attn_k_norm.weight",
+        "blk.N.ffn_norm.weight",
+        "blk.N.ffn_gate.weight",
+        "blk.N.ffn_down.weight",
+        "blk.N.ffn_up.weight",
+    ),
+    optional=(
+        "token_embd.weight",
+        "output.weight",
+        "d2t",
+        "fc.scale",
+        "rope_freqs.weight",
+        "blk.N.attn_v.weight",
+        "blk.N.post_attention_norm.weight",
+        "blk.N.post_ffw_norm.weight",
+        "blk.N.layer_output_scale.weight",
+        "blk.N.attn_sinks.weight",
+        # DeepSeek-V4-style hyper-connection drafters (dflash.hyper_connection_count > 0).
+        "output_hc_fn.weight",
+        "output_hc_base.weight",
+        "output_hc_scale.weight",
+        *(
+            f"blk.N.{name}.weight"
+            for name in (
+                "attn_q_a",
+                "attn_q_a_norm",
+                "attn_q_b",
+                "attn_kv",
+                "attn_kv_a_norm",
+                "attn_output_a",
+                "attn_output_b",
+                "hc_attn_fn",
+                "hc_attn_base",
+                "hc_attn_scale",
+                "hc_ffn_fn",
+                "hc_ffn_base",
+                "hc_ffn_scale",
+                "ffn_gate_inp",
+                "ffn_gate_exps",
+                "ffn_down_exps",
+                "ffn_up_exps",
+                "ffn_gate_shexp",
+                "ffn_down_shexp",
+                "ffn_up_shexp",
+            )
+        ),
+        "blk.N.exp_probs_b.bias",
+    ),
+    required_keys=("dflash.target_layers",),
+    optional_keys=(
+        "dflash.block_size",
+        "dflash.sample_from_anchor",  # absent: true, the anchor-first layout (a block of 16 drafts 16)
+        "dflash.attention.causal",
+        "dflash.attention.sliding_window",
+        "dflash.attention.sliding_window_pattern",
+        "tokenizer.ggml.mask_token_id",
+    ),
+)
+
+# DFlash2's selector lattice and per-layer convolutions (upstream loads them when
+# selector_hidden.weight is there, and then needs all of them and their keys).
+DFLASH2_SELECTOR = ("selector_predecessor.weight", "selector_successor.weight", "selector_hidden.weight")
+DFLASH2_CONV = (
+    "blk.N.attn_conv_base",
+    "blk.N.attn_conv_proj.weight",
+    "blk.N.ffn_conv_base",
+    "blk.N.ffn_conv_proj.weight",
+)
+DFLASH2_KEYS = (
+    "dflash.conv_kernel_size",
+    "dflash.conv_group_size",
+    "dflash.selector_rank",
+    "dflash.selector_top_k",
+)
+DFLASH_LAYOUT = _joined(
+    DFLASH_TRUNK,
+    marker=("selector_hidden.weight",),  # DFlash2; a file without it is a plain DFlash, the same kind
+    together=((*DFLASH2_SELECTOR, *DFLASH2_CONV),),
+    keys_with=(("selector_hidden.weight", ("dflash.block_size", *DFLASH2_KEYS)),),
+)
+
+# DSpark: the trunk plus a Markov head (and an optional confidence head).
+DSPARK_LAYOUT = _joined(
+    DFLASH_TRUNK,
+    marker=("markov_w1.weight",),
+    required=(*DFLASH_TRUNK.required, "markov_w1.weight", "markov_w2.weight"),
+    optional=(*DFLASH_TRUNK.optional, "markov_w2.scale", "conf_proj.weight", "conf_proj.bias"),
+    optional_keys=(*DFLASH_TRUNK.optional_keys, "dflash.has_confidence_head"),
+)
+
+# DSpine in dspine's patch: docs/dspine-variant.md's names table, mirrored. Every name is a
+# GUESS or UNCONFIRMED there (vLLM calls the first two `readouts[l]` and `writes[l]`; the rest
+# the sources do not name): when a real checkpoint says otherwise, change these lines, the
+# patch and the converter's table together.
+DSPINE_INJECTION = (
+    "blk.N.inj_read.weight",  # UNCONFIRMED {n_embd, transfer_dim}
+    "blk.N.inj_write.weight",  # UNCONFIRMED {message_dim, n_embd}
+)
+DSPINE_INJECTION_OPTIONAL = (
+    "blk.N.inj_gate.weight",  # UNCONFIRMED (GUESS) {n_embd, 1 or n_embd}; absent with gate "none"
+    "blk.N.inj_gate.bias",  # UNCONFIRMED (GUESS)
+    "blk.N.inj_norm.weight",  # UNCONFIRMED (GUESS)
+    "blk.N.inj_msg.weight",  # UNCONFIRMED (GUESS) {transfer_dim, message_dim}
+)
+DSPINE_KEYS = (
+    "dflash.injection.layers",  # UNCONFIRMED (GUESS)
+    "dflash.injection.gate",  # UNCONFIRMED (GUESS)
+    "dflash.injection.activation",  # UNCONFIRMED (GUESS)
+    "dflash.attention.causal_full_layers",  # UNCONFIRMED (GUESS)
+)
+DSPINE_LAYOUT = _joined(
+    DFLASH_TRUNK,
+    marker=("blk.N.inj_read.weight",),
+    optional=(*DFLASH_TRUNK.optional, *DSPINE_INJECTION_OPTIONAL),
+    # Last-write refinement reuses DFlash2's selector lattice (without its convolutions).
+    together=(DSPINE_INJECTION, DFLASH2_SELECTOR),
+    optional_keys=(*DFLASH_TRUNK.optional_keys, *DSPINE_KEYS),
+    keys_with=(("selector_hidden.weight", ("dflash.selector_rank", "dflash.selector_top_k")),),
+)
+
+# An MTP head inside its target (any architecture): upstream drafts with it when the last block
+# carries nextn.eh_proj (common/speculative.cpp, common_speculative_types_from_gguf).
+MTP_LAYOUT = Layout(
+    arch=None,
+    marker=("blk.N.nextn.eh_proj.weight",),  # on the last block only: drafter_files.has_mtp_head
+    optional=(
+        "blk.N.nextn.embed_tokens.weight",
+        "blk.N.nextn.enorm.weight",
+        "blk.N.nextn.hnorm.weight",
+        "blk.N.nextn.shared_head_head.weight",
+        "blk.N.nextn.shared_head_norm.weight",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -28,7 +226,8 @@ class DrafterKind:
     block: bool  # drafts its whole block in one pass: n_max + 1 output rows for the drafter too
     spec_types: tuple[str, ...]  # llama-server's --spec-type names for it (forks spell them differently)
     install_hint: str  # what to install when no llama-server here runs it
-    arch_marker: str | None = None  # a GGUF architecture containing this names a drafter of this kind
+    label: str = ""  # the kind as people name it (DFlash2, DSpark)
+    layout: Layout | None = None  # what its GGUF holds; None: any model (a plain draft model)
     in_process: bool = False  # the in-process engine (llama-cpp-python) can run it
     # The draft probability floor llama-server runs it with (--spec-draft-p-min: a draft stops
     # where the drafter's own probability for its token is below it); None: the server's own
@@ -57,14 +256,17 @@ KINDS: dict[str, DrafterKind] = {
             8192,
             True,
             ("draft-dspine", "dspine"),
-            "DSpine needs a DSpine-enabled llama.cpp fork: installers/install.sh --with-server --fork URL@REF",
-            arch_marker="dspine",
+            "DSpine needs a llama-server with draft-dspine: dspine's DSpine patch "
+            "(installers/install.sh --with-server) or a DSpine fork (--fork URL@REF)",
+            label="DSpine",
+            layout=DSPINE_LAYOUT,
             # Not measured: no DSpine-enabled llama.cpp runs here (FACTS), so the server's own floor.
             p_min=None,
             # draft-dspine joins need_n_rs_seq's list with dspine's DSpine patch (like draft-dflash).
             snapshots=True,
         ),
-        # FACTS: DFlash2 is best at 7 on code.
+        # FACTS: DFlash2 is best at 7 on code. A plain DFlash (v1) file reads as this kind too:
+        # upstream runs both through draft-dflash, told apart by the selector tensors.
         DrafterKind(
             "dflash",
             1,
@@ -73,37 +275,42 @@ KINDS: dict[str, DrafterKind] = {
             True,
             ("draft-dflash", "dflash"),
             "DFlash needs a llama.cpp of late 2026 (upstream) or the buun fork",
-            arch_marker="dflash",
+            label="DFlash2",
+            layout=DFLASH_LAYOUT,
             # Not measured: no DFlash GGUF small enough for this machine exists (the smallest is
             # Qwen3.8's, 1.1 GB, for a 16 GB target), and DFlash2's lattice drafts no per-token
             # probabilities the floor could read; the server's own floor.
             p_min=None,
             snapshots=True,  # draft-dflash is in need_n_rs_seq's list (pinned common/common.h)
         ),
-        # DSpark (DFlash + a Markov head and a confidence head): upstream's draft-dspark. Minimal
-        # entry for the safetensors converter's pull; the MTP/drafter helper owns its figures.
-        # n_max: DFlash2's 7 (UNCONFIRMED for DSpark: nobody here has run the real one). Its GGUF
-        # architecture is `dflash` like DFlash's, so no marker: it is told from its tensors.
+        # FACTS: DSpark accepts about as much as DFlash2 (10.00 against 10.06 on Qwen3-8B, GSM8K),
+        # so it ranks just after it. Its files take the anchor-first layout (dflash.sample_from_anchor
+        # true, upstream's default when absent): a block of 16 drafts all 16 (in place: 15).
         DrafterKind(
             "dspark",
-            1,
-            7,
+            2,
+            16,
             None,
             True,
-            ("draft-dspark",),
-            "DSpark needs a llama.cpp of late 2026 (upstream, --spec-type draft-dspark)",
+            ("draft-dspark", "dspark"),
+            "DSpark needs a llama.cpp of late 2026 (upstream)",
+            label="DSpark",
+            layout=DSPARK_LAYOUT,
+            # Not measured: no DSpark GGUF small enough for this machine; the server's own floor.
             p_min=None,
             snapshots=True,  # draft-dspark is in need_n_rs_seq's list (pinned common/common.h)
         ),
         # FACTS: MTP heads draft 2.
         DrafterKind(
             "mtp",
-            2,
+            3,
             2,
             None,
             False,
             ("draft-mtp", "mtp"),
             "MTP drafting needs a llama.cpp of late 2026 (upstream)",
+            label="MTP",
+            layout=MTP_LAYOUT,
             # Not measured: no target with an MTP head small enough for this machine; the server's own.
             p_min=None,
             snapshots=True,  # draft-mtp is in need_n_rs_seq's list (pinned common/common.h)
@@ -111,12 +318,13 @@ KINDS: dict[str, DrafterKind] = {
         # FACTS: upstream llama-server's default draft length is 3.
         DrafterKind(
             "draft",
-            3,
+            4,
             3,
             None,
             False,
             ("draft-simple",),
             "draft models need a llama.cpp with --spec-type draft-simple",
+            label="draft model",
             in_process=True,
             # Measured (benchmarks/draft_p_min.py --tokens 64 --rounds 1, patched llama-server, load
             # average 12-15 on 2 cores; counted work, which load does not change): on SmolLM2-135M
@@ -139,12 +347,6 @@ KINDS: dict[str, DrafterKind] = {
         ),
     )
 }
-
-
-def kind_of_architecture(arch: str) -> str:
-    """A drafter file's kind from its GGUF architecture (dspine, dflash), else a plain draft model."""
-    lowered = arch.lower()
-    return next((k.name for k in KINDS.values() if k.arch_marker and k.arch_marker in lowered), "draft")
 
 
 def default_n_max(kind: str | None, unknown: int = 0) -> int:

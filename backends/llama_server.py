@@ -27,6 +27,7 @@ from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary, estimate_tokens
 from .break_even import BreakEven
 from .chat_template import probe as probe_template
+from .drafter_files import runs_kind
 from .drafters import KINDS
 from .events import End, Error, Event
 from .gguf_header import read_local
@@ -104,8 +105,7 @@ class Capabilities:
 
     def runs(self, kind: str) -> bool:
         """Whether its --spec-type knows a name for this drafter kind."""
-        found = KINDS.get(kind)
-        return found is not None and any(name in self.spec_types for name in found.spec_types)
+        return runs_kind(kind, self.spec_types) is not None
 
 
 _PROBED: dict[tuple[str, float], Capabilities] = {}

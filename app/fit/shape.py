@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from backends.drafters import kind_of_architecture
+from backends.drafter_files import has_mtp_head, kind_of_header
 from backends.gguf_header import ArrayInfo, GgufError, GgufHeader
 
 # Hybrids whose non-attention blocks are Gated DeltaNet (a fixed recurrent state).
@@ -47,6 +47,10 @@ class ModelShape:
     output_bytes: int  # output.weight + output_norm (the tied embedding when no output.weight)
     tied_output: bool
     other_bytes: int  # tensors in no block and not embd/output (rope factors, ...)
+    # What the file is as a drafter, read from its tensors and keys (backends/drafter_files.py):
+    # dspine, dflash, dspark for the DFlash family, mtp for a file whose last block is an MTP head.
+    drafter_kind: str = "draft"
+    mtp_head: bool = False  # its last block holds nextn.eh_proj: upstream drafts with it (draft-mtp)
 
     @property
     def total_weight_bytes(self) -> int:
@@ -56,7 +60,8 @@ class ModelShape:
 
     @property
     def has_mtp(self) -> bool:
-        return self.n_layer_nextn > 0 and self.nextn_bytes > 0
+        """An MTP head llama-server drafts with; its weights and KV are what fit counts for it."""
+        return self.mtp_head and self.nextn_bytes > 0
 
     def kv_width(self, layer: int) -> tuple[int, int]:
         """Values per token for K and V in one block (heads x head size)."""
@@ -64,8 +69,8 @@ class ModelShape:
 
 
 def drafter_kind(shape: ModelShape) -> str:
-    """A drafter file's kind from its architecture (dspine, dflash), else a plain draft model."""
-    return kind_of_architecture(shape.arch)
+    """A drafter file's kind from what it holds (dspine, dflash, dspark, mtp), else a plain draft model."""
+    return shape.drafter_kind
 
 
 def _per_layer(value, n_layer: int, what: str, source: str) -> tuple[int, ...]:
@@ -191,4 +196,6 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         output_bytes=output,
         tied_output=tied,
         other_bytes=other,
+        drafter_kind=kind_of_header(header),
+        mtp_head=has_mtp_head(header),
     )

@@ -54,6 +54,12 @@ class Shape:
     # Extra USER_DEFINED tokens after the specials: whole strings the tokenizer keeps as one
     # token and detokenizing prints (a script model's tool-call tags).
     user_tokens: tuple[str, ...] = ()
+    # arch "dflash" only: which member of the DFlash family the file is (dflash, dflash2, dspark,
+    # dspine), the target layers it taps, and tensors left out or added (a damaged or forked file).
+    variant: str = "dflash2"
+    target_layers: tuple[int, ...] = (2, 17, 32, 47, 62)
+    drop_tensors: tuple[str, ...] = ()
+    extra_tensors: tuple[str, ...] = ()
 
     @property
     def ssm_inner_size(self) -> int:
@@ -108,6 +114,8 @@ def tensor_table(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:
         table.append(("output.weight", (e, v), w))
     if shape.printable_only:
         table.append(("output.bias", (v,), f32))
+    if shape.arch == "dflash":
+        return _dflash_table(shape, table)
     total_layers = shape.n_layer + shape.nextn_layers
     for il in range(total_layers):
         p = f"blk.{il}."
@@ -174,6 +182,74 @@ def tensor_table(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:
     return table
 
 
+SELECTOR_RANK, CONV_KERNEL, CONV_GROUP, MARKOV_RANK, TRANSFER_DIM = 32, 4, 64, 32, 64
+
+
+def _dflash_table(
+    shape: Shape, table: list[tuple[str, tuple[int, ...], int]]
+) -> list[tuple[str, tuple[int, ...], int]]:
+    """A DFlash-family drafter's tensors as upstream's dflash loader (and dspine's patch) read them."""
+    e, v, w, f32 = shape.n_embd, shape.n_vocab, shape.weight_type, QTYPE.F32
+    hd, nh, nkv = shape.head_dim, shape.n_head, shape.n_head_kv
+    table += [("fc.weight", (e * len(shape.target_layers), e), w), ("enc.output_norm.weight", (e,), f32)]
+    if shape.variant in ("dflash2", "dspine"):
+        table += [
+            ("selector_predecessor.weight", (SELECTOR_RANK, v), w),
+            ("selector_successor.weight", (SELECTOR_RANK, v), w),
+            ("selector_hidden.weight", (e, SELECTOR_RANK), w),
+        ]
+    if shape.variant == "dspark":
+        table += [("markov_w1.weight", (MARKOV_RANK, v), w), ("markov_w2.weight", (MARKOV_RANK, v), w)]
+    projected = 2 * CONV_KERNEL * (e // CONV_GROUP)
+    for il in range(shape.n_layer):
+        p = f"blk.{il}."
+        table += [
+            (p + "attn_norm.weight", (e,), f32),
+            (p + "attn_q.weight", (e, hd * nh), w),
+            (p + "attn_k.weight", (e, hd * nkv), w),
+            (p + "attn_v.weight", (e, hd * nkv), w),
+            (p + "attn_output.weight", (hd * nh, e), w),
+            (p + "attn_q_norm.weight", (hd,), f32),
+            (p + "attn_k_norm.weight", (hd,), f32),
+            (p + "ffn_norm.weight", (e,), f32),
+            (p + "ffn_gate.weight", (e, shape.n_ff), w),
+            (p + "ffn_down.weight", (shape.n_ff, e), w),
+            (p + "ffn_up.weight", (e, shape.n_ff), w),
+        ]
+        if shape.variant == "dflash2":
+            table += [
+                (p + "attn_conv_base", (e, CONV_KERNEL, 2), f32),
+                (p + "attn_conv_proj.weight", (e, projected), w),
+                (p + "ffn_conv_base", (e, CONV_KERNEL, 2), f32),
+                (p + "ffn_conv_proj.weight", (e, projected), w),
+            ]
+        if shape.variant == "dspine":
+            table += [
+                (p + "inj_read.weight", (e, TRANSFER_DIM), w),
+                (p + "inj_write.weight", (TRANSFER_DIM, e), w),
+                (p + "inj_gate.weight", (e, 1), f32),
+                (p + "inj_gate.bias", (1,), f32),
+            ]
+    table += [(name, (e,), f32) for name in shape.extra_tensors]
+    return [row for row in table if row[0] not in shape.drop_tensors]
+
+
+def _dflash_metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
+    writer.add_array("dflash.target_layers", [i + 1 for i in shape.target_layers])
+    writer.add_uint32("dflash.block_size", 16)
+    if shape.variant in ("dflash2", "dspine"):
+        writer.add_uint32("dflash.selector_rank", SELECTOR_RANK)
+        writer.add_uint32("dflash.selector_top_k", 4)
+    if shape.variant == "dflash2":
+        writer.add_uint32("dflash.conv_kernel_size", CONV_KERNEL)
+        writer.add_uint32("dflash.conv_group_size", CONV_GROUP)
+    if shape.variant == "dspark":
+        writer.add_bool("dflash.sample_from_anchor", True)
+    if shape.variant == "dspine":
+        writer.add_bool("dflash.attention.causal", True)
+        writer.add_string("dflash.injection.gate", "sigmoid")
+
+
 def metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
     a = shape.arch
     writer.add_name(f"tiny-{a}")
@@ -202,6 +278,8 @@ def metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
             writer.add_nextn_predict_layers(shape.nextn_layers)
     if shape.sliding_window:
         writer.add_sliding_window(shape.sliding_window)
+    if a == "dflash":
+        _dflash_metadata(writer, shape)
     for key, value in shape.extra_kv.items():
         if isinstance(value, int):
             writer.add_uint32(key, value)
@@ -343,11 +421,13 @@ def qwen38_27b(weight_type: int = QTYPE.Q4_K, nextn: int = 1) -> Shape:
     )
 
 
-def qwen38_27b_drafter(weight_type: int = QTYPE.BF16, arch: str = "dspine") -> Shape:
-    """Qwen3.8-27B's DSpine (b16) or DFlash2 drafter: 5 dense blocks over the target's vocabulary,
-    tied output; about 2.03B parameters, 4.0 GB in BF16, 1.1 GB in Q4_K."""
+def qwen38_27b_drafter(weight_type: int = QTYPE.BF16, variant: str = "dspine") -> Shape:
+    """Qwen3.8-27B's DSpine (b16) or DFlash2 drafter, in upstream's `dflash` layout (the DSpine
+    tensors as docs/dspine-variant.md names them): 5 dense blocks over the target's vocabulary,
+    tied output; about 2.1B parameters, 4.3 GB in BF16, 1.2 GB in Q4_K."""
     return Shape(
-        arch=arch,
+        arch="dflash",
+        variant=variant,
         n_layer=5,
         n_embd=5120,
         n_head=32,
