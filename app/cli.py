@@ -82,7 +82,11 @@ def pull(
     name: str = typer.Argument(..., help="A catalog name (qwen3.8-27b) or a hub repository ORG/REPO[:QUANT]."),
     quant: str | None = typer.Option(None, "--quant", "-q", help="Target quant, e.g. Q4_K_M, Q8_0."),
     drafter: str | None = typer.Option(
-        None, "--draft", "--drafter", "-d", help=f"Drafter variant from the catalog, or {NO_DRAFTER}."
+        None,
+        "--draft",
+        "--drafter",
+        "-d",
+        help=f"Drafter variant from the catalog, or {NO_DRAFTER} (default: the one the llama-server here runs).",
     ),
     keep_safetensors: bool = typer.Option(
         False,
@@ -91,11 +95,11 @@ def pull(
     ),
 ) -> None:
     """Download a model and its drafter: resumable, sha256-verified (a safetensors drafter is converted here)."""
-    from .hub.pull import make_request
+    from .hub.drafter_choice import pull_request
     from .hub.pull import pull as pull_model
 
     settings = load_settings()
-    request = make_request(name, load_catalog(settings.catalog), quant, drafter, keep_safetensors)
+    request, _ = pull_request(name, load_catalog(settings.catalog), quant, drafter, settings, keep_safetensors)
     _open_manifest(settings)
     err.print(f"pulling [bold]{shown(request.name)}[/] into {shown(settings.models_dir)}")
     try:
@@ -629,14 +633,16 @@ def _saved_model(store, resume: int | None, project: str) -> tuple[str | None, s
 
 def _first_run(settings, catalog):
     """Nothing pulled yet: what the chat's first screen shows and does."""
+    from .hub.drafter_choice import choose_drafter
     from .hub.pull import make_request
     from .hub.pull import pull as pull_model
-    from .run.engines import DEFAULT_MODEL, recommended_drafter
+    from .run.engines import DEFAULT_MODEL
     from .run.first_run_offer import SMALL_MODEL, Offer, local_model, plan_offer
     from .tui.screens.first_run import FirstRun
 
     bundle = catalog.find(DEFAULT_MODEL)
-    offer = Offer(bundle.name, recommended_drafter(bundle, settings))
+    chosen = choose_drafter(bundle, settings)
+    offer = Offer(bundle.name, chosen.drafter, why=chosen.why)
 
     def describe() -> tuple[str, str]:
         if offer.drafter is None:
@@ -896,11 +902,18 @@ def doctor(
     ),
     quick: bool = typer.Option(False, "--quick", help="Check file sizes only, not checksums."),
     as_json: bool = typer.Option(False, "--json", help="Print the checks as a JSON list."),
+    next_step: bool = typer.Option(
+        False, "--next-step", help="Print only the command to run next (what the installer ends with)."
+    ),
 ) -> None:
     """Check Python, llama.cpp builds, GPUs, pulled models, disk and hub; say how to fix each."""
+    from .doctor import next_step as next_command
     from .doctor import run_checks
 
     settings = load_settings()
+    if next_step:
+        out.print(next_command(settings, load_catalog(settings.catalog)), markup=False, highlight=False, soft_wrap=True)
+        return
     shown: dict[str, int] = {}
 
     def progress(label: str, done: int, total: int) -> None:

@@ -11,12 +11,15 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .errors import UsageError
 from .fit.build_backends import llama_cpp_python_backends, rebuild_for_cuda, server_devices
 from .fit.hardware import Hardware, detect
 from .hub import client as hub
 from .hub.download import sha256_file
-from .hub.store import Manifest, file_state
-from .models.catalog import Catalog
+from .hub.drafter_choice import PulledFiles, choose_for, read_pulled, server_spec_types
+from .hub.store import Manifest, PullRecord, file_state, record_status
+from .models.catalog import Bundle, Catalog
+from .models.recommend import Recommendation
 from .settings import Settings
 from .units import format_bytes
 from .version import package_version
@@ -128,9 +131,7 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
                 f"{drafter_kind} drafting",
                 False,
                 f"no llama-server found here runs a {drafter_kind} drafter",
-                "installers/install.sh --with-server --fork URL@REF (a DSpine-enabled fork)"
-                if drafter_kind == "dspine"
-                else "install a recent llama.cpp (installers/install.sh --with-server)",
+                KINDS[drafter_kind or ""].install_hint,
                 True,
             )
         )
@@ -160,7 +161,11 @@ def check_gpus(hardware: Hardware) -> list[Check]:
 
 
 def check_models(
-    settings: Settings, verify: bool, model: str | None, progress: Callable[[str, int, int], None] | None
+    settings: Settings,
+    verify: bool,
+    model: str | None,
+    progress: Callable[[str, int, int], None] | None,
+    first_pull: str = "",
 ) -> list[Check]:
     manifest = Manifest(settings.manifest_path)
     if not manifest.records:
@@ -169,7 +174,7 @@ def check_models(
                 "models",
                 False,
                 f"nothing pulled into {settings.models_dir}",
-                f"dspine pull {model or 'qwen3.8-27b'}",
+                first_pull or f"dspine pull {model or 'qwen3.8-27b'}",
                 required=model is not None,
             )
         ]
@@ -219,6 +224,56 @@ def model_target(settings: Settings, model: str) -> Path | None:
         return None
     target = next((Path(f.local) for f in record.files if f.role == "target"), None)
     return target if target is not None and target.is_file() else None
+
+
+def pull_command(bundle: Bundle, chosen: Recommendation) -> str:
+    return f"dspine pull {bundle.name} --drafter {chosen.drafter}"
+
+
+def check_recommendation(bundle: Bundle, chosen: Recommendation, record: PullRecord | None) -> Check:
+    """The drafter to use with the bundle here (app/models/recommend.py), and whether it is the one pulled."""
+    detail = f"{chosen.drafter}, {chosen.why}"
+    if chosen.passed_over:
+        detail += "; passed over: " + "; ".join(chosen.passed_over)
+    pulled = (record.drafter or "none") if record is not None else None
+    if pulled == chosen.drafter:
+        return Check(f"drafter for {bundle.name}", True, detail)
+    fix = pull_command(bundle, chosen)
+    if pulled is not None:  # a warning: what is pulled is not what runs best here
+        return Check(f"drafter for {bundle.name}", False, detail + f"; {pulled} is pulled", fix)
+    return Check(f"drafter for {bundle.name}", chosen.drafter != "none" or not bundle.drafters, detail, fix)
+
+
+def check_pulled_drafter(record: PullRecord, files: PulledFiles, model: str) -> list[Check]:
+    """The pulled drafter as the llama-server found here reads it: its kind from its header, and
+    each tensor or key that server does not know, or that the file lacks, named."""
+    name = f"drafter file of {record.name}"
+    if record.drafter_kind == "mtp" and files.pulled.target_mtp_head is not None:
+        target = next((f.path for f in record.files if f.role == "target"), "the target")
+        if not files.pulled.target_mtp_head:
+            return [
+                Check(
+                    name,
+                    False,
+                    f"{target} carries no MTP head (its last block has no nextn.eh_proj.weight)",
+                    f"pull a target quant that carries one, or another drafter: dspine pull {model} --drafter ...",
+                    True,
+                )
+            ]
+        return [Check(name, True, f"{target} carries an MTP head")]
+    if files.drafter_file is None:
+        return []
+    if files.unreadable:
+        return [Check(name, False, files.unreadable, f"dspine rm {record.name} --yes && dspine pull {model}", True)]
+    check = files.pulled.drafter_check
+    if check is None:
+        return []
+    detail = f"{files.drafter_file.name}: a {check.label} file"
+    if record.drafter_kind and record.drafter_kind != check.kind:
+        detail += f" (the catalog calls {record.drafter} {record.drafter_kind}; its header decides)"
+    if check.runs:
+        return [Check(name, True, detail + f"; the llama-server found here runs it (--spec-type {check.spec_type})")]
+    return [Check(name, False, detail + "; " + "; ".join(check.problems()), check.fix(), True)]
 
 
 def check_chat_template(settings: Settings, model: str) -> list[Check]:
@@ -281,27 +336,57 @@ def run_checks(
     hardware: Hardware | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> list[Check]:
+    from .run.engines import DEFAULT_MODEL
+
     hardware = hardware or detect()
+    spec_types = server_spec_types(settings)
+    records = Manifest(settings.manifest_path).records
+    record = records.get(model) if model else None
+    bundle = _bundle(catalog, model or DEFAULT_MODEL)
+    chosen = choose_for(bundle, settings, spec_types) if bundle is not None else None
     drafter_kind = None
-    if model:
-        record = Manifest(settings.manifest_path).records.get(model)
-        if record is not None:
-            drafter_kind = record.drafter_kind
-        else:
-            try:
-                bundle = catalog.find(model)
-                drafter = bundle.drafter(None)
-                drafter_kind = drafter.kind if drafter else None
-            except Exception:
-                drafter_kind = None
+    drafter_checks: list[Check] = []
+    if record is not None:
+        files = read_pulled(record, spec_types)
+        check = files.pulled.drafter_check
+        drafter_kind = check.kind if check is not None else record.drafter_kind
+        drafter_checks = check_pulled_drafter(record, files, model or record.name)
+    elif model and chosen is not None:
+        drafter_kind = chosen.kind  # not pulled: what `dspine pull` would fetch here
+    advice = []
+    if bundle is not None and chosen is not None:
+        advice = [check_recommendation(bundle, chosen, records.get(bundle.name))]
+    first_pull = pull_command(bundle, chosen) if bundle is not None and chosen is not None else ""
     return [
         check_python(),
         check_dspine(),
         check_llama_cpp_python(hardware),
         *check_servers(settings, drafter_kind, hardware),
         *check_gpus(hardware),
-        *check_models(settings, verify, model, progress),
+        *check_models(settings, verify, model, progress, first_pull),
+        *drafter_checks,
+        *advice,
         *(check_chat_template(settings, model) if model else []),
         check_disk(settings),
         check_hub(),
     ]
+
+
+def _bundle(catalog: Catalog, name: str) -> Bundle | None:
+    try:
+        return catalog.find(name)
+    except UsageError:
+        return None  # a file or a repository: no catalog drafters to recommend
+
+
+def next_step(settings: Settings, catalog: Catalog) -> str:
+    """One line for the installer to end with: pull the default bundle with the drafter the
+    llama-server here runs (and why), or chat when it is pulled already."""
+    from .run.engines import DEFAULT_MODEL
+
+    bundle = catalog.find(DEFAULT_MODEL)
+    record = Manifest(settings.manifest_path).records.get(bundle.name)
+    if record is not None and record_status(record) == "complete":
+        return "dspine chat"
+    chosen = choose_for(bundle, settings, server_spec_types(settings))
+    return f"{pull_command(bundle, chosen)} ({chosen.why})"

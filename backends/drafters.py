@@ -274,7 +274,7 @@ KINDS: dict[str, DrafterKind] = {
             None,
             True,
             ("draft-dflash", "dflash"),
-            "DFlash needs a llama.cpp of late 2026 (upstream) or the buun fork",
+            "DFlash needs a llama.cpp of late 2026 (upstream: installers/install.sh --with-server) or the buun fork",
             label="DFlash2",
             layout=DFLASH_LAYOUT,
             # Not measured: no DFlash GGUF small enough for this machine exists (the smallest is
@@ -293,7 +293,7 @@ KINDS: dict[str, DrafterKind] = {
             None,
             True,
             ("draft-dspark", "dspark"),
-            "DSpark needs a llama.cpp of late 2026 (upstream)",
+            "DSpark needs a llama.cpp of late 2026 (upstream: installers/install.sh --with-server)",
             label="DSpark",
             layout=DSPARK_LAYOUT,
             # Not measured: no DSpark GGUF small enough for this machine; the server's own floor.
@@ -308,7 +308,7 @@ KINDS: dict[str, DrafterKind] = {
             None,
             False,
             ("draft-mtp", "mtp"),
-            "MTP drafting needs a llama.cpp of late 2026 (upstream)",
+            "MTP drafting needs a llama.cpp of late 2026 (upstream: installers/install.sh --with-server)",
             label="MTP",
             layout=MTP_LAYOUT,
             # Not measured: no target with an MTP head small enough for this machine; the server's own.

@@ -141,4 +141,7 @@ if ($Fork) {
         Set-Content -Path $marker -Value "$Fork $accel"
     }
 }
-Say "done. Next: dspine doctor, then dspine pull qwen3.8-27b"
+# The next step is dspine's own recommendation (the drafter the llama-server found here runs).
+$next = & (Join-Path $Prefix "Scripts\dspine.exe") doctor --next-step 2>$null
+if ($LASTEXITCODE -ne 0 -or -not $next) { $next = "dspine doctor" }
+Say "done. Next: $next"

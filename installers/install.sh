@@ -213,4 +213,7 @@ case ":$PATH:" in
     *":$BIN_DIR:"*) ;;
     *) say "add $BIN_DIR to your PATH, e.g. echo 'export PATH=\"$BIN_DIR:\$PATH\"' >> ~/.bashrc" ;;
 esac
-say "done. Next: dspine doctor, then dspine pull qwen3.8-27b"
+# The next step is dspine's own recommendation (the drafter the llama-server found here runs),
+# the same one `dspine doctor`, `dspine pull` and the chat's first run give.
+NEXT="$("$PREFIX/bin/dspine" doctor --next-step 2>/dev/null)" || NEXT="dspine doctor"
+say "done. Next: ${NEXT:-dspine doctor}"

@@ -252,20 +252,3 @@ def _planned(config, plan):
         kv=plan.kv,
         n_max=config.n_max or plan.draft_n_max or None,
     )
-
-
-def recommended_drafter(bundle, settings: Settings) -> str:
-    """The bundle's best drafter that the llama-server here can run (DSpine needs a
-    fork), falling back through the catalog's order to none."""
-    from backends.llama_server import probe
-
-    try:
-        caps = probe(llama_server_binary(settings))
-    except EngineError:
-        return bundle.default_drafter
-    ordered = [bundle.default_drafter] + [v for v in bundle.drafters if v != bundle.default_drafter]
-    for variant in ordered:
-        drafter = bundle.drafters.get(variant)
-        if drafter is not None and caps.runs(drafter.kind):
-            return variant
-    return "none"

@@ -1,9 +1,10 @@
 """What the chat's first-run screen offers when nothing is pulled: the default bundle
 with the drafter its own fit plan keeps.
 
-The drafter recommended for this llama-server (DSpine needs a fork) is only a
-wish: the plan may drop it (a card too small for the target, where spilling to
-RAM costs more than drafting gains). The offer, the text and the pull all follow
+The drafter recommended for this llama-server (app/models/recommend.py, the one
+recommendation doctor and pull give too) is only a wish: the plan may drop it (a
+card too small for the target, where spilling to RAM costs more than drafting gains).
+The offer, the text and the pull all follow
 the plan, so the screen never recommends a drafter it then does not use, and
 the pull never downloads one.
 """
@@ -44,6 +45,7 @@ class Offer:
     bundle: str
     wished: str  # the drafter recommended for this llama-server
     drafter: str | None = None  # what the plan keeps; None until planned
+    why: str = ""  # why that drafter (the recommendation's words)
     text: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -63,6 +65,8 @@ def plan_offer(offer: Offer, catalog: Catalog, settings: Settings, hardware: Har
         f"{'Fits' if plan.fits else 'Does not fit'}: {plan.target.label} + {drafter_label}, "
         f"context {plan.n_ctx:,}, KV {plan.kv}, {format_bytes(plan.total)} of {format_bytes(plan.budget)}"
     ]
+    if offer.why:
+        lines.append(f"Drafter {offer.wished}: {offer.why}.")
     if offer.drafter != offer.wished:
         lines.append(f"The drafter {offer.wished} is left out here (see below), so it is not pulled.")
     offer.text = "\n".join(lines + [f"• {r}" for r in plan.reasons])

@@ -39,14 +39,14 @@ def test_doctor_without_a_gpu_warns_but_passes(dspine):
 
 
 def test_doctor_fails_when_the_chosen_model_needs_what_is_missing(dspine, models_dir):
-    assert dspine("pull", "qwen3.8-27b").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
     fine = dspine("doctor", "--json")
     assert fine.returncode == 0 and checks_of(fine)["model qwen3.8-27b"]["ok"]
-    # qwen3.8-27b's default drafter is DSpine: upstream llama-server cannot run it.
+    # DSpine pulled: upstream llama-server cannot run it.
     needs = dspine("doctor", "--model", "qwen3.8-27b", "--json")
     assert needs.returncode == 1
     missing = checks_of(needs)["dspine drafting"]
-    assert not missing["ok"] and missing["required"] and "--fork" in missing["fix"]
+    assert not missing["ok"] and missing["required"] and "draft-dspine" in missing["fix"]
 
 
 def test_doctor_catches_a_corrupted_model_file(dspine, models_dir):
