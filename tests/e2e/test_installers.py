@@ -61,6 +61,8 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
     assert f"llama-server in {server.parent.parent}: kept, from the build in" in first.stdout
     assert "(patched: per-request draft length, drafts follow the request's sampler)" in first.stdout
     assert server.is_file()
+    # The last line is dspine's own recommendation: this upstream-based server runs DFlash2, not DSpine.
+    assert "done. Next: dspine pull qwen3.8-27b --drafter dflash2-q4 (DFlash2" in first.stdout
     doctor = subprocess.run(
         [str(tmp_path / "bin" / "dspine"), "doctor", "--json", "--quick"],
         capture_output=True,
