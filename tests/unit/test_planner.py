@@ -152,3 +152,17 @@ def test_short_memory_trades_draft_length_for_context(options):
     # A length the user fixed is counted as asked, never shortened.
     fixed = plan(targets[:1], [bf16], replace(wishes, n_max=16))
     assert fixed.drafter is None or fixed.draft_n_max == 16
+
+
+def test_mtp_counts_the_heads_weights_and_its_kv_block(options):
+    """Issue 35, item 4: drafting with the target's own head costs its nextn weights and one
+    more full-attention KV block (the snapshots' rows are the planner's own part)."""
+    targets, drafters = options
+    mtp = next(d for d in drafters if d.kind == "mtp")
+    shape = targets[0].shape
+    assert shape.has_mtp and shape.nextn_bytes > 0
+    plan = assess(targets[0], mtp, 16384, "f16", Wishes(budget=32 * GiB))
+    assert plan.memory["drafter_weights"] == shape.nextn_bytes
+    assert plan.memory["drafter_kv"] == 16384 * 2 * 4 * 256 * 2  # one block: K and V, 4 heads x 256, f16
+    plain = assess(targets[0], None, 16384, "f16", Wishes(budget=32 * GiB))
+    assert plan.total > plain.total + shape.nextn_bytes
