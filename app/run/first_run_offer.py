@@ -4,9 +4,8 @@ with the drafter its own fit plan keeps.
 The drafter recommended for this llama-server (app/models/recommend.py, the one
 recommendation doctor and pull give too) is only a wish: the plan may drop it (a
 card too small for the target, where spilling to RAM costs more than drafting gains).
-The offer, the text and the pull all follow
-the plan, so the screen never recommends a drafter it then does not use, and
-the pull never downloads one.
+The offer, the text and the pull all follow the plan, so the screen never
+recommends a drafter it then does not use, and the pull never downloads one.
 """
 
 from __future__ import annotations
