@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-from backends.drafters import kind_of_architecture
 
 from ..models.figures import Figures
 from .shape import GDN_HYBRIDS, ModelShape
@@ -61,7 +60,9 @@ def shape_from_figures(figures: Figures, size: int, label: str, source: str) -> 
     kv_layers = tuple(i for i in range(n_layer) if i not in set(recurrent))
 
     matrix_type = weight_type(label)
-    tied = kind_of_architecture(arch) != "draft"  # block drafters share the target's embedding as output
+    # Block drafters (upstream's `dflash` architecture; a fork's GGUF may say `dspine`) share the
+    # target's embedding as their output; a plain draft model carries its own.
+    tied = arch in ("dflash", "dspine")
     embd = int(n_vocab * n_embd * _bytes_per_weight(matrix_type))
     output_in_file = 0 if tied else embd
     per_block = max(size - embd - output_in_file, 0) // (n_layer + n_nextn)
