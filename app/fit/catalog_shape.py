@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-
 from ..models.figures import Figures
 from .shape import GDN_HYBRIDS, ModelShape
 
@@ -92,4 +91,6 @@ def shape_from_figures(figures: Figures, size: int, label: str, source: str) -> 
         output_bytes=embd,  # tied: llama.cpp uses the embedding as the output matrix too
         tied_output=tied,
         other_bytes=0,
+        # The catalog lists nextn layers only for files that carry the head (the pull checks it).
+        mtp_head=n_nextn > 0,
     )
