@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build llama-server with dspine's patch: the per-request draft length, and a drafter that
-# draws through a clone of the request's sampler (its penalties, logit bias and grammar).
+# Build llama-server with dspine's patches: the per-request draft length, and a drafter that
+# draws through a clone of the request's sampler (its penalties, logit bias and grammar);
+# then DSpine (--spec-type draft-dspine, docs/dspine-variant.md), applied on top of the first.
 #
 #   installers/build_llama_server.sh SRC_DIR DEST_DIR [CMAKE FLAGS...]
 #
@@ -8,7 +9,8 @@
 # checkout); it is never modified: the source is copied to DEST_DIR/src and
 # patched there. The binary lands in DEST_DIR/bin/llama-server. A second run
 # with the same source, patch, script and flags keeps the build (DEST_DIR/STAMP).
-# When the patch does not apply the server is built unpatched, and it says so.
+# When the first patch does not apply the server is built unpatched; when only the DSpine
+# patch does not, with the first alone; either way it says so (DEST_DIR/PATCHED).
 # Environment: JOBS (parallel compile jobs, default: all cores), CMAKE (cmake binary),
 # DSPINE_BUILD_CACHE (a DEST_DIR built before: its binary is taken when its stamp matches).
 set -eu
@@ -22,6 +24,7 @@ SRC="$1"; DEST="$2"; shift 2
     fail "$SRC is not a llama.cpp source tree (no CMakeLists.txt or tools/server)" "pass the folder that holds llama.cpp's CMakeLists.txt"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PATCH="$HERE/patches/llama-server-per-request-draft.patch"
+DSPINE_PATCH="$HERE/patches/llama-server-dspine.patch"
 CMAKE="${CMAKE:-$(command -v cmake || true)}"
 [ -n "$CMAKE" ] || fail "cmake is not installed" "pip install cmake, or your system's cmake package"
 command -v patch >/dev/null 2>&1 || fail "the patch tool is not installed" "install patch (e.g. sudo apt-get install patch)"
@@ -35,10 +38,11 @@ sha() { "${SHA256[@]}" "$@" | cut -c1-64; }
 # The source's identity: every file under tools/server, src, common, ggml and the top CMakeLists.
 SRC_SHA="$(cd "$SRC" && find CMakeLists.txt cmake common ggml src include tools/server -type f 2>/dev/null | LC_ALL=C sort | xargs "${SHA256[@]}" | "${SHA256[@]}" | cut -c1-64)"
 PATCH_SHA="$(sha "$PATCH")"
+DSPINE_PATCH_SHA="$(sha "$DSPINE_PATCH")"
 SCRIPT_SHA="$(sha "$0")"
-[ ${#SRC_SHA} -eq 64 ] && [ ${#PATCH_SHA} -eq 64 ] && [ ${#SCRIPT_SHA} -eq 64 ] ||
-    fail "could not hash the source, the patch or this script" "install sha256sum (coreutils) or shasum"
-KEY="$SRC_SHA $PATCH_SHA $SCRIPT_SHA $*"
+[ ${#SRC_SHA} -eq 64 ] && [ ${#PATCH_SHA} -eq 64 ] && [ ${#DSPINE_PATCH_SHA} -eq 64 ] && [ ${#SCRIPT_SHA} -eq 64 ] ||
+    fail "could not hash the source, the patches or this script" "install sha256sum (coreutils) or shasum"
+KEY="$SRC_SHA $PATCH_SHA $DSPINE_PATCH_SHA $SCRIPT_SHA $*"
 if [ -x "$DEST/bin/llama-server" ] && [ "$(cat "$DEST/STAMP" 2>/dev/null)" = "$KEY" ]; then
     say "llama-server in $DEST: kept ($(cat "$DEST/PATCHED"))"
     exit 0
@@ -63,8 +67,17 @@ chmod -R u+w "$DEST/src"
 # --batch --forward: patch never stops to ask on the terminal (its questions would go to the log).
 if patch --batch --forward --dry-run -p1 -d "$DEST/src" -i "$PATCH" >"$DEST/patch.log" 2>&1 </dev/null; then
     patch --batch --forward -p1 -d "$DEST/src" -i "$PATCH" >>"$DEST/patch.log" </dev/null
-    echo "patched: per-request draft length, drafts follow the request's sampler" > "$DEST/PATCHED"
     say "patch applied: per-request draft length (speculative.n_max / n_min), drafts follow the request's sampler"
+    # The DSpine patch is written against the tree the first patch leaves.
+    if patch --batch --forward --dry-run -p1 -d "$DEST/src" -i "$DSPINE_PATCH" >>"$DEST/patch.log" 2>&1 </dev/null; then
+        patch --batch --forward -p1 -d "$DEST/src" -i "$DSPINE_PATCH" >>"$DEST/patch.log" </dev/null
+        echo "patched: per-request draft length, drafts follow the request's sampler, DSpine drafter" > "$DEST/PATCHED"
+        say "patch applied: DSpine drafter (--spec-type draft-dspine)"
+    else
+        echo "patched: per-request draft length, drafts follow the request's sampler; no DSpine (its patch did not apply)" > "$DEST/PATCHED"
+        say "warning: the DSpine patch does not apply to this source; building without DSpine"
+        say "  (DSpine drafters then do not run on this llama-server; details in $DEST/patch.log)"
+    fi
 else
     echo "unpatched: dspine's llama-server patch did not apply" > "$DEST/PATCHED"
     say "warning: dspine's llama-server patch does not apply to this source; building unpatched"

