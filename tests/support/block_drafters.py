@@ -56,6 +56,9 @@ class BlockDrafter:
     selector_rank: int = 0
     selector_top_k: int = 4
     scale: float = 0.3
+    # Tokens whose head rows are scaled up 3x: often among the drafter's likeliest, so a request
+    # biased towards them gets drafts a target biased the same way sometimes keeps.
+    favoured: tuple[int, ...] = ()
     extra_kv: dict = field(default_factory=dict)
 
     @property
@@ -105,6 +108,7 @@ def tensors(d: BlockDrafter, seed: int) -> dict[str, np.ndarray]:
             p + "ffn_up.weight": w(d.n_ff, e),
             p + "ffn_down.weight": w(e, d.n_ff),
         }
+    out["output.weight"][list(d.favoured)] *= 3.0
     x = extra_rng
     for il in d.injecting:
         p = f"blk.{il}."

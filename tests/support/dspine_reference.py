@@ -97,7 +97,8 @@ class DSpineReference:
         if self.window and pattern is None:
             pattern = [True] * self.n_layer if self.dspine else None
         self.swa = [bool(p) for p in pattern] if pattern is not None else [False] * self.n_layer
-        self.anchor_first = bool(k.get("dflash.sample_from_anchor", not self.dspine))
+        # upstream reads the anchor-first layout for DSpark only; the patch, for DSpine too
+        self.anchor_first = self.dspine and bool(k.get("dflash.sample_from_anchor", False))
         self.gate = str(k.get("dflash.injection.gate", "sigmoid"))
         self.activation = str(k.get("dflash.injection.activation", "identity"))
         self.top_k = int(k.get("dflash.selector_top_k", 0)) if "selector_hidden.weight" in self.w else 0
@@ -191,10 +192,14 @@ class DSpineReference:
         bias: dict[int, float] | None = None,
         eog: frozenset[int] = frozenset(),
         inject: bool = True,
+        candidates: int = 10,
     ) -> Draft:
         """One draft step at launch length n_max, greedy: what llama-server's DSpine drafts under
-        a greedy request with `bias` as its logit_bias (the drafter follows the request's sampler;
-        a draft stops after an end-of-generation token). With the selector: the lattice walk."""
+        a greedy request with `bias` as its logit_bias. The drafter follows the request's sampler
+        over its `candidates` likeliest tokens (llama-server offloads a top-10 of the draft logits
+        to the backend by default, --spec-draft-backend-sampling, so the request's bias reaches
+        only those); a draft stops after an end-of-generation token. With the selector: the
+        lattice walk."""
         n_block = n_max if self.anchor_first else n_max + 1
         logits = self.forward(context, id_last, n_block, inject)
         if self.top_k:
@@ -203,12 +208,13 @@ class DSpineReference:
         tokens: list[int] = []
         margins: list[float] = []
         for t in range(first, n_block):
-            row = logits[t].copy()
-            for token, b in (bias or {}).items():
-                row[token] += b
+            order = np.argsort(logits[t])
+            kept = order[-candidates:]
+            boundary = float(logits[t][order[-candidates]] - logits[t][order[-candidates - 1]])
+            row = logits[t][kept] + np.array([(bias or {}).get(int(k), 0.0) for k in kept])
             top2 = np.argsort(row)[-2:]
-            tokens.append(int(top2[1]))
-            margins.append(float(row[top2[1]] - row[top2[0]]))
+            tokens.append(int(kept[top2[1]]))
+            margins.append(min(float(row[top2[1]] - row[top2[0]]), boundary))
             if tokens[-1] in eog:
                 break
         return Draft(tokens, margins, logits)
