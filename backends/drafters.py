@@ -249,15 +249,17 @@ KINDS: dict[str, DrafterKind] = {
     kind.name: kind
     for kind in (
         # FACTS: DSpine drafts a block of 16 and attends over a sliding window of 8,192 tokens.
+        # In place (docs/dspine-variant.md: position 0 is the anchor) a block of 16 drafts 15;
+        # a file with dflash.sample_from_anchor drafts all 16 (dspine_n_max).
         DrafterKind(
             "dspine",
             0,
-            16,
+            15,
             8192,
             True,
             ("draft-dspine", "dspine"),
-            "DSpine needs a llama-server with draft-dspine: dspine's DSpine patch "
-            "(installers/install.sh --with-server) or a DSpine fork (--fork URL@REF)",
+            "DSpine runs on dspine's patched llama-server (installers/install.sh --with-server), "
+            "or a DSpine fork's (--fork URL@REF)",
             label="DSpine",
             layout=DSPINE_LAYOUT,
             # Not measured: no DSpine-enabled llama.cpp runs here (FACTS), so the server's own floor.
@@ -347,6 +349,12 @@ KINDS: dict[str, DrafterKind] = {
         ),
     )
 }
+
+
+def dspine_n_max(block_size: int = 16, anchor_first: bool = False) -> int:
+    """A DSpine file's longest draft: its block less the anchor in place, the whole block
+    anchor-first (the file's dflash.block_size and dflash.sample_from_anchor)."""
+    return block_size if anchor_first else block_size - 1
 
 
 def default_n_max(kind: str | None, unknown: int = 0) -> int:

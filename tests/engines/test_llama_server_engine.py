@@ -119,7 +119,7 @@ def test_missing_binary_bad_model_and_missing_spec_type(models, tmp_path):
         LlamaServerEngine(
             ServerConfig(model=str(files["target"]), drafter_kind="dspine", draft_model=str(files["same"])), tmp_path
         ).start()
-    assert "DSpine-enabled llama.cpp fork" in caught.value.fix
+    assert "patched llama-server" in caught.value.fix and "--with-server" in caught.value.fix
 
 
 def test_no_server_outlives_a_killed_dspine(env, models):

@@ -10,7 +10,7 @@ CURRENT = Capabilities(
     flags=frozenset(
         {"-md", "-ngld", "--spec-type", "--spec-draft-n-max", "--spec-draft-p-min", "--spec-draft-sampling"}
     ),
-    spec_types=("draft-simple", "dspine"),
+    spec_types=("draft-simple", "draft-dspine"),
 )
 
 
