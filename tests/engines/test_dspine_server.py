@@ -98,6 +98,10 @@ VARIANTS = {
     ),
     "tanh, no gate, layer 1 only": BlockDrafter(transfer_dim=16, gate="none", activation="tanh", injection_layers=(1,)),
     "window 32, anchor-first": BlockDrafter(transfer_dim=16, sliding_window=32, sample_from_anchor=True),
+    # SpecForge's mask: the sliding layer causal, the full one bidirectional in the block
+    "full layer bidirectional": BlockDrafter(
+        transfer_dim=16, sliding_window=32, swa_pattern=(True, False), causal_full_layers=False
+    ),
 }
 
 
@@ -276,3 +280,18 @@ def test_greedy_dspine_on_a_hybrid_target_is_plain_greedy(
     assert f"n_rs_seq              = {n_max}" in log.read_text()  # DSpine counts its drafts' state rows
     if parallel > 1:
         assert {s.seq for s in steps} == set(range(parallel))
+
+
+def test_a_bidirectional_full_layer_is_read_from_the_file(server_binary, dense_target, tmp_path):
+    """dflash.attention.causal_full_layers = false: the server's drafts are the reference's with the
+    full layer bidirectional, and not those of the same file read as all causal."""
+    drafter = drafter_file(tmp_path, VARIANTS["full layer bidirectional"], 3)
+    ref = DSpineReference(drafter, features_of(dense_target))
+    p = prompt(13, 40)
+    with DraftLogServer(server_binary, dense_target, drafter, tmp_path / "full.log", extra=EXACT) as server:
+        seq = p + server.complete(p, 24)
+        steps = server.steps()
+    checked = compare(steps, [seq], ref, 15, bias=None)
+    assert checked["positions"] >= 8 * checked["steps"], checked
+    ref.causal_full = True
+    assert any(ref.draft(seq[: s.pos0], s.id_last, 15).tokens != s.drafted for s in steps)
