@@ -295,3 +295,18 @@ def test_a_bidirectional_full_layer_is_read_from_the_file(server_binary, dense_t
     assert checked["positions"] >= 8 * checked["steps"], checked
     ref.causal_full = True
     assert any(ref.draft(seq[: s.pos0], s.id_last, 15).tokens != s.drafted for s in steps)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"gate": "relu"}, "unknown dflash.injection.gate 'relu' (sigmoid or none)"),
+        ({"activation": "gelu"}, "unknown dflash.injection.activation 'gelu' (identity, silu or tanh)"),
+        ({"injection_layers": (0, 1), "inj_read_layers": (0,)}, "lists layer 1, which has no blk.1.inj_read.weight"),
+    ],
+)
+def test_a_bad_dspine_file_stops_the_load_naming_the_key(change, message, server_binary, dense_target, tmp_path):
+    drafter = drafter_file(tmp_path, replace(VARIANTS["injection"], **change), 1)
+    with pytest.raises(RuntimeError, match="llama-server exited") as failed:
+        DraftLogServer(server_binary, dense_target, drafter, tmp_path / "bad.log")
+    assert message in str(failed.value)

@@ -77,6 +77,7 @@ class DraftLogServer:
         deadline = time.monotonic() + 120
         while True:
             if self.process.poll() is not None:
+                self._log_file.close()
                 raise RuntimeError(f"llama-server exited ({self.process.returncode}): {log.read_text()[-3000:]}")
             try:
                 with urllib.request.urlopen(self.url + "/health", timeout=5) as reply:
@@ -85,6 +86,7 @@ class DraftLogServer:
             except (urllib.error.URLError, ConnectionError):
                 pass
             if time.monotonic() > deadline:
+                self.close()
                 raise RuntimeError(f"llama-server did not come up: {log.read_text()[-3000:]}")
             time.sleep(0.1)
 
