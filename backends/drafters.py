@@ -258,8 +258,8 @@ KINDS: dict[str, DrafterKind] = {
             8192,
             True,
             ("draft-dspine", "dspine"),
-            "DSpine runs on dspine's patched llama-server (installers/install.sh --with-server), "
-            "or a DSpine fork's (--fork URL@REF)",
+            "DSpine needs a llama-server with --spec-type draft-dspine: dspine's patched llama-server "
+            "(installers/install.sh --with-server), or a DSpine fork's (--fork URL@REF)",
             label="DSpine",
             layout=DSPINE_LAYOUT,
             # Not measured: no DSpine-enabled llama.cpp runs here (FACTS), so the server's own floor.

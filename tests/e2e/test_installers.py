@@ -61,8 +61,10 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
     assert f"llama-server in {server.parent.parent}: kept, from the build in" in first.stdout
     assert "(patched: per-request draft length, drafts follow the request's sampler, DSpine drafter)" in first.stdout
     assert server.is_file()
-    # The last line is dspine's own recommendation: this upstream-based server runs DFlash2, not DSpine.
-    assert "done. Next: dspine pull qwen3.8-27b --drafter dflash2-q4 (DFlash2" in first.stdout
+    # The last line is dspine's own recommendation: the server built with dspine's DSpine patch runs
+    # DSpine (an upstream server would get DFlash2: tests/e2e/test_drafter_recommendation.py).
+    assert "done. Next: dspine pull qwen3.8-27b --drafter dspine-q4 (DSpine" in first.stdout
+    assert "--spec-type draft-dspine" in first.stdout
     doctor = subprocess.run(
         [str(tmp_path / "bin" / "dspine"), "doctor", "--json", "--quick"],
         capture_output=True,

@@ -19,7 +19,7 @@ def test_the_kinds_llama_server_snapshots_for():
 def test_launch_length_is_bounded_where_a_step_costs_a_state_copy():
     # Adaptive drafting would range to 16; on a hybrid target DFlash launches at its own 7.
     assert launch_draft_length("dflash", True, longest=16) == 7
-    assert launch_draft_length("dspine", True, longest=16) == 16
+    assert launch_draft_length("dspine", True, longest=16) == 15
     assert launch_draft_length("dspine", True, longest=16, memory_cap=9) == 9
     assert launch_draft_length("mtp", True) == 2
     # Where no state is copied, adaptive ranges as far as it likes (a few logit rows).
