@@ -94,6 +94,17 @@ class TensorInfo:
         return GGMLQuantizationType(self.type).name
 
 
+@dataclass(frozen=True)
+class RawValue:
+    """A metadata value as the file holds it, whole, to be written again unchanged (the
+    converter copies the target's tokenizer): its GGUF value type, an array's item type, and
+    the value, strings as their raw bytes (a tokenizer's tokens need not all be UTF-8)."""
+
+    value_type: int
+    item_type: int | None
+    value: Any
+
+
 @dataclass
 class GgufHeader:
     source: str
@@ -103,6 +114,7 @@ class GgufHeader:
     header_bytes: int  # where the tensor data starts
     file_size: int | None = None
     notes: list[str] = field(default_factory=list)
+    copied: dict[str, RawValue] = field(default_factory=dict)  # the keys asked for whole (parse_header's `copy`)
 
     @property
     def architecture(self) -> str:
@@ -232,7 +244,51 @@ def _value(cursor: _Cursor, value_type: int, key: str) -> Any:
     raise _absurd(cursor.source.name, f"value type {value_type} for {key}")
 
 
-def parse_header(source: ByteSource) -> GgufHeader:
+def _raw_value(cursor: _Cursor, value_type: int, key: str) -> RawValue:
+    """One value kept whole, with its types; strings stay bytes."""
+    if value_type in _SCALARS:
+        return RawValue(value_type, None, cursor.unpack(_SCALARS[value_type], key))
+    if value_type == _STRING:
+        return RawValue(value_type, None, cursor.take(_string_length(cursor, key), key))
+    if value_type != _ARRAY:
+        raise _absurd(cursor.source.name, f"value type {value_type} for {key}")
+    item_type = cursor.unpack("<I", key)
+    length = cursor.unpack("<Q", key)
+    if length > MAX_ARRAY:
+        raise _absurd(cursor.source.name, f"an array of {length} items in {key}")
+    if item_type in _SCALARS:
+        fmt = _SCALARS[item_type]
+        raw = cursor.take(struct.calcsize(fmt) * length, key)
+        return RawValue(value_type, item_type, list(struct.unpack("<" + fmt[1:] * length, raw)))
+    if item_type == _STRING:
+        return RawValue(value_type, item_type, [cursor.take(_string_length(cursor, key), key) for _ in range(length)])
+    raise _absurd(cursor.source.name, f"array item type {item_type} in {key}")
+
+
+def _string_length(cursor: _Cursor, key: str) -> int:
+    length = int(cursor.unpack("<Q", key))
+    if length > MAX_STRING:
+        raise _absurd(cursor.source.name, f"a string of {length} bytes in {key}")
+    return length
+
+
+def _as_metadata(raw: RawValue) -> Any:
+    """What `metadata` holds for a value read whole: the same as for any other."""
+    if raw.value_type == _STRING:
+        return raw.value.decode("utf-8", errors="replace")
+    if raw.value_type != _ARRAY:
+        return raw.value
+    items = [v.decode("utf-8", errors="replace") for v in raw.value] if raw.item_type == _STRING else raw.value
+    assert raw.item_type is not None
+    return ArrayInfo(raw.item_type, len(items), items_sha256(items)) if len(items) > KEEP_ARRAY else items
+
+
+def _nothing(key: str) -> bool:
+    return False
+
+
+def parse_header(source: ByteSource, copy: Callable[[str], bool] = _nothing) -> GgufHeader:
+    """The header; the values of the keys `copy` picks are also kept whole in `copied`."""
     cursor = _Cursor(source)
     magic = cursor.take(4, "the magic number")
     if magic != MAGIC:
@@ -250,9 +306,14 @@ def parse_header(source: ByteSource) -> GgufHeader:
     if n_kv > MAX_KV:
         raise _absurd(source.name, f"{n_kv} metadata entries")
     metadata: dict[str, Any] = {}
+    copied: dict[str, RawValue] = {}
     for _ in range(n_kv):
         key = cursor.string("a metadata key")
-        metadata[key] = _value(cursor, cursor.unpack("<I", key), key)
+        if copy(key):
+            copied[key] = _raw_value(cursor, cursor.unpack("<I", key), key)
+            metadata[key] = _as_metadata(copied[key])
+        else:
+            metadata[key] = _value(cursor, cursor.unpack("<I", key), key)
     tensors = []
     for _ in range(n_tensors):
         name = cursor.string("a tensor name")
@@ -272,7 +333,7 @@ def parse_header(source: ByteSource) -> GgufHeader:
         tensors.append(info)
     alignment = int(metadata.get("general.alignment", 32) or 32)
     header_bytes = (cursor.pos + alignment - 1) // alignment * alignment
-    header = GgufHeader(source.name, version, metadata, tensors, header_bytes, source.size())
+    header = GgufHeader(source.name, version, metadata, tensors, header_bytes, source.size(), copied=copied)
     if header.file_size is not None:
         data_end = header_bytes + max((t.offset + t.n_bytes for t in tensors), default=0)
         if data_end > header.file_size:
@@ -283,9 +344,9 @@ def parse_header(source: ByteSource) -> GgufHeader:
     return header
 
 
-def read_local(path: Path) -> GgufHeader:
+def read_local(path: Path, copy: Callable[[str], bool] = _nothing) -> GgufHeader:
     source = FileSource(path)
     try:
-        return parse_header(source)
+        return parse_header(source, copy)
     finally:
         source.close()

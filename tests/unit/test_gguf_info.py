@@ -80,3 +80,34 @@ def test_range_source_reads_only_the_header(model):
     assert shape_from_header(header).n_layer == 3
     assert len(source.fetched) < len(blob)
     assert len(calls) <= 3
+
+
+def test_keys_asked_for_are_kept_whole_with_their_types_and_raw_bytes(tmp_path):
+    """What the converter copies from a target: a long vocabulary (one token not UTF-8, as
+    byte-level tokens can be), its scalar arrays and scalars, written again byte for byte."""
+    import gguf
+
+    tokens = [f"t{i}".encode() for i in range(5000)]
+    tokens[7] = b"\xff\xfe"
+    source = gguf.GGUFWriter(str(tmp_path / "src.gguf"), "llama")
+    source.add_key_value("tokenizer.ggml.tokens", tokens, gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.STRING)
+    source.add_key_value("tokenizer.ggml.token_type", [1] * 5000, gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.INT32)
+    source.add_uint32("tokenizer.ggml.eos_token_id", 3)
+    source.add_uint32("llama.block_count", 2)
+    for step in (source.write_header_to_file, source.write_kv_data_to_file, source.write_ti_data_to_file, source.close):
+        step()
+    header = read_local(tmp_path / "src.gguf", copy=lambda key: key.startswith("tokenizer."))
+    assert set(header.copied) == {"tokenizer.ggml.tokens", "tokenizer.ggml.token_type", "tokenizer.ggml.eos_token_id"}
+    assert header.copied["tokenizer.ggml.tokens"].value[7] == b"\xff\xfe"
+    assert header.copied["tokenizer.ggml.token_type"].item_type == gguf.GGUFValueType.INT32
+    assert header.copied["tokenizer.ggml.eos_token_id"].value_type == gguf.GGUFValueType.UINT32
+    # metadata as ever: the long array counted, with the digest an uncopied read gives
+    assert header.get("tokenizer.ggml.tokens") == read_local(tmp_path / "src.gguf").get("tokenizer.ggml.tokens")
+    copy = gguf.GGUFWriter(str(tmp_path / "copy.gguf"), "llama")
+    for name, raw in header.copied.items():
+        sub = gguf.GGUFValueType(raw.item_type) if raw.item_type is not None else None
+        copy.add_key_value(name, raw.value, gguf.GGUFValueType(raw.value_type), sub_type=sub)
+    copy.add_uint32("llama.block_count", 2)
+    for step in (copy.write_header_to_file, copy.write_kv_data_to_file, copy.write_ti_data_to_file, copy.close):
+        step()
+    assert (tmp_path / "copy.gguf").read_bytes() == (tmp_path / "src.gguf").read_bytes()
