@@ -8,7 +8,9 @@
 
 A kill at any point leaves only `.part` files, which the next run deletes and writes
 again (the downloaded checkpoint is kept until the GGUF is final, so nothing is
-fetched twice). Memory: the tensor at hand and at most one converted copy of it.
+fetched twice). Memory: the tensor at hand, a converted copy of it where one is needed, and
+the next tensor read ahead while this one is written, together at most READ_AHEAD_BUDGET
+times the largest tensor (app/hub/read_ahead.py); a bigger next tensor waits its turn.
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from backends.gguf_header import ArrayInfo, GgufError, items_sha256, read_local
+
 from ..errors import ConfigError, ConversionError, DiskFullError
 from ..units import format_bytes
 from . import convert
+from .read_ahead import read_ahead
 from .safetensors import TensorInfo, load, read_checkpoint
 from .store import part_path, quant_part_path
 
@@ -34,6 +39,10 @@ from .store import part_path, quant_part_path
 # `--outtype auto` does the same for a checkpoint that is not BF16).
 _GGML_TYPE = {"F32": 0, "F16": 1, "BF16": 30, "I64": 27}
 _FILE_TYPE = {"F16": 1, "BF16": 32}  # general.file_type (LlamaFileType)
+
+# How much the tensors being converted, written and read ahead may hold at once, in units of
+# the checkpoint's largest tensor (the measure goal: under 2x; the rest is Python and numpy).
+READ_AHEAD_BUDGET = 1.5
 
 # Bits per weight of what llama-quantize makes, for the disk check (norms stay F32; close enough).
 QUANT_BITS = {"BF16": 16.0, "F16": 16.0, "Q8_0": 8.5, "Q6_K": 6.5625, "Q5_K_M": 5.7, "Q4_K_M": 4.9, "Q4_0": 4.5}
@@ -55,22 +64,27 @@ class Converted:
     kind: str
 
 
+def _is_tokenizer(key: str) -> bool:
+    return key.startswith("tokenizer.") and key != "tokenizer.ggml.mask_token_id"
+
+
 def _read_target(path: Path) -> tuple[convert.TargetFacts, list[Any]]:
-    """The target's vocabulary size, layer count and rope sections, and its tokenizer fields."""
-    from gguf import GGUFReader, GGUFValueType
+    """The target's vocabulary size, layer count and rope sections, and its tokenizer fields
+    (name, value, value type, item type), read with dspine's own header parser: gguf's
+    GGUFReader makes a numpy view of every token and took 17-35 s on a 248K-token vocabulary,
+    this reads the same header in under a second."""
+    from gguf import GGUFValueType
 
     try:
-        reader = GGUFReader(path)
-    except (OSError, ValueError) as exc:
+        header = read_local(path, copy=_is_tokenizer)
+    except GgufError as exc:
         raise ConversionError(
-            f"the target {path} cannot be read as a GGUF ({exc})",
+            f"the target {path} cannot be read as a GGUF ({exc.cause})",
             "the converter copies the tokenizer from the target: pull the target again; nothing was written",
         ) from None
-    fields = reader.fields
-    arch = str(fields["general.architecture"].contents()) if "general.architecture" in fields else ""
-    tokens = fields.get("tokenizer.ggml.tokens")
-    blocks = fields.get(f"{arch}.block_count")
-    width = fields.get(f"{arch}.embedding_length")
+    tokens = header.get("tokenizer.ggml.tokens")
+    blocks = header.arch_key("block_count")
+    width = header.arch_key("embedding_length")
     if tokens is None or blocks is None or width is None:
         raise ConversionError(
             f"the target {path} has no tokenizer or no block count",
@@ -78,15 +92,19 @@ def _read_target(path: Path) -> tuple[convert.TargetFacts, list[Any]]:
         )
     facts = convert.TargetFacts(
         path=str(path),
-        n_vocab=len(tokens.data),
-        n_layer=int(blocks.contents()),
-        n_embd=int(width.contents()),
-        mrope=f"{arch}.rope.dimension_sections" in fields,
+        n_vocab=len(tokens),
+        n_layer=int(blocks),
+        n_embd=int(width),
+        mrope=header.arch_key("rope.dimension_sections") is not None,
     )
     tokenizer = [
-        (name, f.contents(), f.types[0], f.types[-1] if f.types[0] == GGUFValueType.ARRAY else None)
-        for name, f in fields.items()
-        if name.startswith("tokenizer.") and name != "tokenizer.ggml.mask_token_id"
+        (
+            name,
+            raw.value,
+            GGUFValueType(raw.value_type),
+            GGUFValueType(raw.item_type) if raw.item_type is not None else None,
+        )
+        for name, raw in header.copied.items()
     ]
     return facts, tokenizer
 
@@ -100,8 +118,12 @@ def _read_config(config_path: Path) -> dict[str, Any]:
         ) from None
 
 
+def _tokens(tokenizer: list[Any]) -> Any:
+    return next(value for name, value, _, _ in tokenizer if name == "tokenizer.ggml.tokens")
+
+
 def _vocab_size(tokenizer: list[Any]) -> int:
-    return len(next(value for name, value, _, _ in tokenizer if name == "tokenizer.ggml.tokens"))
+    return len(_tokens(tokenizer))
 
 
 def _half_type(tensors: dict[str, TensorInfo], plans: list[convert.TensorPlan]) -> str:
@@ -109,9 +131,8 @@ def _half_type(tensors: dict[str, TensorInfo], plans: list[convert.TensorPlan]) 
     return "BF16" if floats == {"BF16"} else "F16"
 
 
-def _values_for(info: TensorInfo, plan: convert.TensorPlan, half: str, head_dim: int) -> np.ndarray:
-    """One tensor as the GGUF stores it (numpy order is the PyTorch order)."""
-    values = load(info)
+def _values_for(values: np.ndarray, info: TensorInfo, plan: convert.TensorPlan, half: str, head_dim: int) -> np.ndarray:
+    """One tensor as the GGUF stores it (numpy order is the PyTorch order), from its values as read."""
     if plan.permute_rope:
         # Interleaved rope -> NeoX layout: per head, even dims first then odd (upstream's permute).
         shape = values.shape
@@ -134,6 +155,16 @@ def _as_f32(values: np.ndarray, dtype: str) -> np.ndarray:
 
 def _stage_type(plan: convert.TensorPlan, half: str) -> str:
     return "F32" if plan.out == "F32" else half
+
+
+def _copy_bytes(info: TensorInfo, plan: convert.TensorPlan, half: str) -> int:
+    """Bytes a tensor needs beside its values as read while it is converted (0: written as read).
+    An upper bound: a rope permutation copies it; a change of type goes through F32 (the
+    widened values and one temporary of 4 bytes a value)."""
+    if plan.out == "d2t":
+        return info.count * 16  # the ids and their offsets, 8 bytes a value each
+    permuted = info.nbytes if plan.permute_rope else 0
+    return permuted + (info.count * 8 if _stage_type(plan, half) != info.dtype else 0)
 
 
 def prepare(
@@ -207,16 +238,21 @@ def write_stage(
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
-    for plan in plans:
-        info = tensors[plan.source]
+    sources = [(plan, tensors[plan.source]) for plan in plans]
+    largest = max((info.nbytes for _, info in sources), default=0)
+    for (plan, info), raw in read_ahead(
+        sources,
+        lambda item: load(item[1]),
+        held=lambda item: item[1].nbytes + _copy_bytes(item[1], item[0], half),
+        size=lambda item: item[1].nbytes,
+        budget=int(READ_AHEAD_BUDGET * largest),
+    ):
         if plan.out == "d2t":
-            values = convert.check_d2t(
-                load(info), len(next(v for n, v, _, _ in tokenizer if n == "tokenizer.ggml.tokens"))
-            )
+            values = convert.check_d2t(raw, _vocab_size(tokenizer))
         else:
-            values = _values_for(info, plan, half, spec.head_dim)
+            values = _values_for(raw, info, plan, half, spec.head_dim)
         writer.write_tensor_data(np.ascontiguousarray(values))
-        del values
+        del values, raw
         progress.advance(info.count)
     writer.close()
     return total
@@ -264,27 +300,65 @@ def quantize(binary: Path, source: Path, out: Path, quant: str, n_tensors: int, 
         )
 
 
-def verify(path: Path, plans: list[convert.TensorPlan], n_vocab: int) -> int:
-    """Read the result back: a `dflash` GGUF with every planned tensor and the target's vocabulary."""
-    from gguf import GGUFReader
+def _ggml_dims(dims: tuple[int, ...]) -> tuple[int, ...]:
+    """Dimensions as ggml counts them: trailing 1s are implicit (llama-quantize writes a
+    {n, 1} tensor as {n})."""
+    end = len(dims)
+    while end > 1 and dims[end - 1] == 1:
+        end -= 1
+    return dims[:end]
 
+
+def _tokens_digest(tokens: Any) -> str:
+    """The digest gguf_header gives a token list, whether it was counted or kept (or is the
+    raw bytes the converter copied)."""
+    if isinstance(tokens, ArrayInfo):
+        return tokens.sha256
+    return items_sha256(t.decode("utf-8", errors="replace") if isinstance(t, bytes) else t for t in tokens)
+
+
+def verify(path: Path, plans: list[convert.TensorPlan], tensors: dict[str, TensorInfo], tokenizer: list[Any]) -> int:
+    """Read the result back: a `dflash` GGUF with every planned tensor at its planned shape,
+    all its data present, and the target's tokens, token for token (their digest). Only the
+    header is read: the tensor table and the keys, the vocabulary hashed as it streams past."""
     try:
-        reader = GGUFReader(path)
-    except (OSError, ValueError) as exc:
+        header = read_local(path)
+    except GgufError as exc:
         raise ConversionError(
-            f"the converted drafter {path} does not read back ({exc})", "run the pull again"
+            f"the converted drafter {path} does not read back ({exc.cause})", "run the pull again"
         ) from None
-    arch = reader.fields["general.architecture"].contents()
-    names = {t.name for t in reader.tensors}
-    wanted = {p.name for p in plans}
-    tokens = len(reader.fields["tokenizer.ggml.tokens"].data) if "tokenizer.ggml.tokens" in reader.fields else 0
-    if arch != convert.ARCH or names != wanted or tokens != n_vocab:
+    shapes = {t.name: _ggml_dims(t.dims) for t in header.tensors}
+    wanted = {p.name: _ggml_dims(tuple(reversed(tensors[p.source].shape))) for p in plans}  # innermost first
+    tokens = header.get("tokenizer.ggml.tokens", [])
+    copied = _tokens(tokenizer)
+    wrong = sorted(n for n in wanted if n in shapes and shapes[n] != wanted[n])
+    problems = [
+        *([f"architecture {header.architecture}"] if header.architecture != convert.ARCH else []),
+        *(
+            [f"tensors missing: {', '.join(sorted(set(wanted) - set(shapes))[:5])}"]
+            if set(wanted) - set(shapes)
+            else []
+        ),
+        *(
+            [f"tensors not planned: {', '.join(sorted(set(shapes) - set(wanted))[:5])}"]
+            if set(shapes) - set(wanted)
+            else []
+        ),
+        *([f"tensors of other shapes: {', '.join(wrong[:5])}"] if wrong else []),
+        *([f"{len(tokens)} tokens, not the target's {len(copied)}"] if len(tokens) != len(copied) else []),
+        *(
+            ["tokens other than the target's"]
+            if len(tokens) == len(copied) and _tokens_digest(tokens) != _tokens_digest(copied)
+            else []
+        ),
+        *header.notes,  # weights cut short
+    ]
+    if problems:
         raise ConversionError(
-            f"the converted drafter {path} is not what was planned (architecture {arch}, "
-            f"{len(names & wanted)}/{len(wanted)} tensors, {tokens} tokens)",
+            f"the converted drafter {path} is not what was planned ({'; '.join(problems)})",
             "run the pull again; if it happens again, report it with the checkpoint's name",
         )
-    return len(names)
+    return len(shapes)
 
 
 def needed_bytes(checkpoint_bytes: int, quant: str) -> int:
@@ -334,7 +408,7 @@ def convert_checkpoint(
             done = quant_stage
         else:
             done = stage
-        count = verify(done, plans, _vocab_size(tokenizer))
+        count = verify(done, plans, tensors, tokenizer)
         os.replace(done, final)
     except BaseException:
         for leftover in (stage, quant_stage):

@@ -3,6 +3,7 @@ table, and every refusal before a byte is written (app/hub/convert.py, convert_r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections import namedtuple
@@ -14,7 +15,15 @@ import pytest
 
 from app.errors import ConversionError, DiskFullError
 from app.hub import convert
-from app.hub.convert_run import convert_checkpoint, needed_bytes
+from app.hub.convert_run import (
+    ConvertProgress,
+    _read_target,
+    convert_checkpoint,
+    needed_bytes,
+    prepare,
+    verify,
+    write_stage,
+)
 from app.hub.safetensors import load, read_header
 from tests.support.gguf_models import Shape, write_model
 from tests.support.safetensors_drafters import Drafter, config, tensor_shapes, write_checkpoint
@@ -188,3 +197,31 @@ def test_config_shapes_of_the_writer_are_what_the_converter_reads():
         spec = convert.read_config(json.loads(json.dumps(config(drafter))))
         plans = convert.plan_tensors(spec, tensor_shapes(drafter))
         assert spec.family == family and len(plans) == len(tensor_shapes(drafter))
+
+
+def staged(tmp_path: Path, target: Path):
+    """A drafter converted to BF16 without the read-back, and what prepare planned for it."""
+    folder = write_checkpoint(tmp_path / "ck", Drafter(family="dspark"))
+    spec, tensors, plans, tokenizer, keys = prepare(folder / "config.json", [folder / "model.safetensors"], target)
+    out = tmp_path / "d.gguf"
+    write_stage(out, "d", spec, tensors, plans, tokenizer, keys, ConvertProgress())
+    return out, plans, tensors, tokenizer
+
+
+def test_the_read_back_checks_names_shapes_data_and_the_targets_tokens(tmp_path, target):
+    out, plans, tensors, tokenizer = staged(tmp_path, target)
+    assert verify(out, plans, tensors, tokenizer) == len(plans)
+    other = write_model(tmp_path / "respelled.gguf", Shape(**{**vars(TARGET), "respelled": True}))
+    _, other_tokenizer = _read_target(other)
+    with pytest.raises(ConversionError, match="tokens other than the target's"):
+        verify(out, plans, tensors, other_tokenizer)
+    first = plans[0].source
+    reshaped = {**tensors, first: dataclasses.replace(tensors[first], shape=(7, *tensors[first].shape))}
+    with pytest.raises(ConversionError, match=f"tensors of other shapes: {plans[0].name}"):
+        verify(out, plans, reshaped, tokenizer)
+    with pytest.raises(ConversionError, match="tensors not planned: "):
+        verify(out, plans[:1], tensors, tokenizer)
+    with out.open("r+b") as handle:
+        handle.truncate(out.stat().st_size - 1000)  # the last tensor's data cut short
+    with pytest.raises(ConversionError, match="weights are missing"):
+        verify(out, plans, tensors, tokenizer)
