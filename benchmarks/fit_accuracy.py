@@ -27,9 +27,11 @@ from app.fit.dryrun import device_compute, load_report, measure  # noqa: E402
 from app.fit.memory import Runtime, compute_estimate, footprint  # noqa: E402
 from app.fit.planner import Option, Wishes, assess  # noqa: E402
 from app.fit.shape import shape_from_header  # noqa: E402
+from backends.drafters import KINDS  # noqa: E402
 from backends.gguf_header import read_local  # noqa: E402
 from tests.support.gguf_models import QTYPE, Shape, qwen3_8b, qwen38_27b, write_header_only, write_model  # noqa: E402
 from tests.support.patched_server import build_folder  # noqa: E402
+from tests.support.safetensors_drafters import FAMILY_OF_KIND, converted_drafter  # noqa: E402
 from tests.support.server_buffers import server_log, target_rs_bytes  # noqa: E402
 
 SMALL = {
@@ -116,14 +118,20 @@ def main() -> None:
 
 def hybrid_with_drafters(folder: Path, worst: dict[str, float]) -> None:
     """The target's recurrent state under llama-server, by drafter kind and draft length. DFlash
-    and DSpine join the kinds once tests/support writes tiny drafters of theirs."""
+    and DSpark drafters come from the converter (tests/support/safetensors_drafters.py); DSpine
+    joins there once dspine's DSpine patch lets the pinned server run it."""
     binary = build_folder() / "bin" / "llama-server"
     spec = Shape(**{**vars(SMALL["hybrid"]), "nextn_layers": 1})
     target = write_model(folder / "hybrid-mtp.gguf", spec)
     shape = shape_from_header(read_local(target))
     flags = {"mtp": ("--spec-type", "draft-mtp"), "draft": ("--spec-type", "draft-simple", "-md", str(target))}
+    files: dict[str, Path | None] = {"mtp": None, "draft": target}
+    for kind in FAMILY_OF_KIND:
+        files[kind] = converted_drafter(kind, target, folder)
+        flags[kind] = ("--spec-type", KINDS[kind].spec_types[0], "-md", str(files[kind]))
     for kind, kind_flags in flags.items():
-        drafter = Option("d", str(target), shape if kind == "draft" else None, kind=kind)
+        file = files[kind]
+        drafter = Option("d", str(file or target), shape_from_header(read_local(file)) if file else None, kind=kind)
         for n_max in (2, 7, 16):
             log = server_log(
                 binary, target, 4096, "f16", folder / "server.log", (*kind_flags, "--spec-draft-n-max", str(n_max))

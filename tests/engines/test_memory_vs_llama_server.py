@@ -12,11 +12,10 @@ from app.fit.dryrun import parse_buffer_lines
 from app.fit.memory import Runtime, footprint
 from app.fit.planner import Option, Wishes, assess
 from app.fit.shape import shape_from_header
-from app.hub.convert_run import convert_checkpoint
 from backends.drafters import KINDS
 from backends.gguf_header import read_local
 from tests.support.gguf_models import Shape, write_model
-from tests.support.safetensors_drafters import Drafter, write_checkpoint
+from tests.support.safetensors_drafters import FAMILY_OF_KIND, converted_drafter
 from tests.support.server_buffers import server_log, target_rs_bytes
 
 MIB_ROUNDING = 0.006 * 2**20
@@ -68,17 +67,10 @@ def test_llama_server_buffers_match(tmp_path, name, kv):
 # A generated qwen35 hybrid with an MTP head (blk.N.nextn.*): draft-mtp needs no drafter file.
 HYBRID_MTP = Shape(**{**vars(MODELS["hybrid"]), "nextn_layers": 1})
 
-# Drafters of the DFlash family, as `dspine pull` makes them: a tiny safetensors checkpoint in
-# its publisher's layout (tests/support/safetensors_drafters.py) through the converter
-# (app/hub/convert_run.py) against the target above. Their shapes follow the target's: hidden
-# width and vocabulary shared, taps on its first three blocks.
-CONVERTED = {
-    "dflash": Drafter(family="dflash2", hidden=256, vocab=1000, n_head=4, n_head_kv=2, head_dim=32, n_ff=256),
-    "dspark": Drafter(family="dspark", hidden=256, vocab=1000, n_head=4, n_head_kv=2, head_dim=32, n_ff=256),
-    # "dspine": Drafter(family="dspine", ...) joins here once dspine's DSpine patch lands (it
-    # adds draft-dspine to need_n_rs_seq's list); then add "dspine" to SNAPSHOTTING below.
-}
-
+# Drafters of the DFlash family come from the converter, as `dspine pull` makes them: a tiny
+# checkpoint of each kind in its publisher's layout (tests/support/safetensors_drafters.py,
+# FAMILY_OF_KIND; "dspine" joins there once dspine's DSpine patch lands, then add it to
+# SNAPSHOTTING below).
 # Every kind the pinned server keeps recurrent-state snapshots for (need_n_rs_seq), and
 # draft-simple, which gets none.
 SNAPSHOTTING = ["mtp", "dflash", "dspark"]
@@ -96,12 +88,7 @@ def converted(hybrid_target, tmp_path_factory):
 
     def drafter(kind: str) -> Path:
         if kind not in made:
-            folder = write_checkpoint(tmp_path_factory.mktemp(kind), CONVERTED[kind])
-            result = convert_checkpoint(
-                folder / "config.json", [folder / "model.safetensors"], hybrid_target, folder / f"{kind}.gguf", "BF16"
-            )
-            assert result.kind == kind
-            made[kind] = result.path
+            made[kind] = converted_drafter(kind, hybrid_target, tmp_path_factory.mktemp(kind))
         return made[kind]
 
     return drafter
@@ -143,5 +130,6 @@ def test_fit_counts_the_recurrent_state_copies_llama_server_allocates(
 
 def test_every_kind_the_server_snapshots_for_is_checked():
     """A kind that gains snapshots (KINDS[...].snapshots) gets a line in SNAPSHOTTING, or says why not."""
-    not_yet = {"dspine"}  # needs dspine's DSpine patch in the pinned server: CONVERTED's comment
+    not_yet = {"dspine"}  # needs dspine's DSpine patch in the pinned server: see FAMILY_OF_KIND
     assert {name for name, kind in KINDS.items() if kind.snapshots} - not_yet == set(SNAPSHOTTING)
+    assert set(FAMILY_OF_KIND) <= set(SNAPSHOTTING)

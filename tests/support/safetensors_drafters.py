@@ -235,3 +235,34 @@ def real_dspark(**overrides) -> Drafter:
     }
     values.update(overrides)
     return Drafter(**values)  # type: ignore[arg-type]
+
+
+# The checkpoint family each drafter kind is made from here (DFlash2 for `dflash`: the drafter
+# Qwen3.8-27B has). "dspine": "dspine" joins once dspine's DSpine patch lets the pinned
+# llama-server run it.
+FAMILY_OF_KIND = {"dflash": "dflash2", "dspark": "dspark"}
+
+
+def converted_drafter(kind: str, target: Path, folder: Path) -> Path:
+    """A tiny drafter of `kind` for the generated GGUF `target`, as `dspine pull` makes one: a
+    checkpoint in its publisher's layout through the converter (BF16: no llama-quantize). It
+    shares the target's width and vocabulary and taps its first three blocks."""
+    from app.hub.convert_run import convert_checkpoint
+    from backends.gguf_header import read_local
+
+    header = read_local(target)
+    drafter = Drafter(
+        family=FAMILY_OF_KIND[kind],
+        hidden=int(header.arch_key("embedding_length")),
+        vocab=len(header.get("tokenizer.ggml.tokens")),
+        n_head=4,
+        n_head_kv=2,
+        head_dim=32,
+        n_ff=256,
+    )
+    checkpoint = write_checkpoint(folder / f"{kind}-checkpoint", drafter)
+    converted = convert_checkpoint(
+        checkpoint / "config.json", [checkpoint / "model.safetensors"], target, folder / f"{kind}.gguf", "BF16"
+    )
+    assert converted.kind == kind, converted
+    return converted.path
