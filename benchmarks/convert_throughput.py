@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -108,6 +109,7 @@ def make_inputs(work: Path, layers: int) -> tuple[int, int]:
 
 
 def run_child(work: Path, what: str, quant: str) -> dict:
+    os.sync()  # the last step's written pages reach the disk first: each starts with none pending
     done = subprocess.run(
         [sys.executable, "-c", CHILD.format(root=str(ROOT)), str(work), what, quant],
         capture_output=True,
