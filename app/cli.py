@@ -305,7 +305,11 @@ def run_prompt(
     model_option: ModelOption = None,
     draft: DraftOption = None,
     engine: EngineOption = "server",
-    think: Think = typer.Option("on", "--think", help="The model's thinking mode."),
+    think: Think | None = typer.Option(
+        None,
+        "--think",
+        help="The model's thinking mode. Default: on, or off for a model whose chat template has none.",
+    ),
     temp: float | None = typer.Option(None, "--temp", help="Temperature (0 = greedy); default: the mode's preset."),
     top_p: float | None = typer.Option(None, "--top-p", help="Top-p; default: the mode's preset."),
     top_k: int | None = typer.Option(None, "--top-k", help="Top-k (0 = off); default: the mode's preset."),
@@ -327,6 +331,7 @@ def run_prompt(
 
     from .run.engines import EngineOptions, open_engine, resolve_files
     from .run.inputs import check_lengths, check_sampling
+    from .run.think_default import no_thinking_note, starting_think
 
     check_sampling(temp=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty, seed=seed)
     check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
@@ -339,7 +344,9 @@ def run_prompt(
         from .run.engines import ModelFiles
 
         files = ModelFiles(model, None, None, None)
-    thinking = think == "on"
+    thinking, for_the_model = starting_think(think, files.target)
+    if for_the_model and not as_json:
+        err.print(f"[dim]{no_thinking_note(files.label)}[/]")
     sampling = preset(thinking).with_(
         temperature=temp,
         top_p=top_p,
@@ -396,6 +403,7 @@ def run_prompt(
                 **(stats.to_json() if stats else {}),
                 "engine": opened.name,
                 "drafter": files.drafter_kind,
+                "think": thinking,
             },
         }
         out.print_json(json.dumps(payload))
@@ -490,6 +498,7 @@ def chat(
     from .run.chat_model import remembered
     from .run.engines import EngineOptions, ModelFiles, open_engine, resolve_files
     from .run.inputs import check_lengths
+    from .run.think_default import starting_think
     from .tui.app import ChatApp
     from .tui.history import ChatStore
 
@@ -526,8 +535,8 @@ def chat(
         files = None
     else:
         files = resolve_files(model, draft, catalog, settings)
-    if files is not None and think is None and files.target is not None and not _thinks(files.target):
-        think = "off"  # "on" would only cost a think preset (and its penalties) on a model that never thinks
+    if files is not None and think is None and starting_think(None, files.target)[1]:
+        think = "off"
         err.print(f"{files.label} has no thinking mode: the chat starts with thinking off")
         options.think = False
     if files is not None:
@@ -597,16 +606,6 @@ def chat(
             if running is not None:
                 running.close()
         store.close()
-
-
-def _thinks(target: Path) -> bool:
-    from backends.chat_template import model_thinks
-    from backends.errors import GgufError
-
-    try:
-        return model_thinks(str(target))
-    except (GgufError, OSError):
-        return True  # the engine says what is wrong with the file; the default stays
 
 
 def _saved_model(store, resume: int | None, project: str) -> tuple[str | None, str | None]:
@@ -952,7 +951,12 @@ def serve(
         "default DSPINE_SERVE_API_KEY (a key typed here shows in ps).",
     ),
     parallel: int = typer.Option(1, "--parallel", help="Requests served at once; more wait their turn."),
-    think: Think = typer.Option("on", "--think", help="The think mode of requests that do not say."),
+    think: Think | None = typer.Option(
+        None,
+        "--think",
+        help="The think mode of requests that do not say. Default: on, or off for a model whose chat template "
+        "has none.",
+    ),
     n_max: int | None = typer.Option(None, "--n-max", help="Draft length (default: the fit plan's)."),
     log: Path | None = typer.Option(None, "--log", help="Append one line per request (bench format + figures)."),
     print_config: str | None = typer.Option(
@@ -968,7 +972,7 @@ def serve(
     from .serve.service import serve as run_server
 
     model = _one_model(model, model_option)
-    options = ServeOptions(model, draft, ctx, host, port, api_key, parallel, think == "on", n_max, log)
+    options = ServeOptions(model, draft, ctx, host, port, api_key, parallel, think, n_max, log)
     settings = load_settings()
     if print_config is not None:
         if print_config.lower() not in (*TOOLS, "plain"):

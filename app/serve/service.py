@@ -43,7 +43,7 @@ class ServeOptions:
     port: int = 8080
     api_key: str | None = None
     parallel: int = 1
-    think: bool = True
+    think: str | None = None  # "on" / "off"; None: on, unless the model has no thinking mode
     n_max: int | None = None
     log: Path | None = None
 
@@ -107,9 +107,13 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
 
     from ..models.catalog import load_catalog
     from ..run.engines import EngineOptions, open_engine, resolve_files
+    from ..run.think_default import no_thinking_note, starting_think
 
     access = check_options(options)
     files = resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings)
+    think, for_the_model = starting_think(options.think, files.target)
+    if for_the_model:
+        err.print(f"{no_thinking_note(files.label, 'for requests that do not ask for it')}")
     sock = bind(options.host, options.port)
     port = sock.getsockname()[1]  # --port 0: the one the system chose
     log = None
@@ -127,7 +131,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
                 ctx=options.ctx,
                 n_max=options.n_max,
                 parallel=options.parallel,
-                think=options.think,
+                think=think,
                 served_name=model_id(files.label),
             ),
             settings,
@@ -144,7 +148,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
                 f"{config.n_max or 'server default'}"
             ),
             endpoint=endpoint_url(options.host, port),
-            think=options.think,
+            think=think,
         )
         learned = engine.adaptive if engine.per_request_draft else None
         proxy_config = ProxyConfig(
@@ -152,7 +156,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             engine.api_key,
             name,
             config.n_ctx,
-            options.think,
+            think,
             options.parallel,
             access.key,
             {True: learned.choose(True), False: learned.choose(False)} if learned else None,
