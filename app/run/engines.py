@@ -68,7 +68,10 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
         raise UsageError(f"{request.name} is not pulled", f"run `dspine pull {name}` first (see `dspine list`)")
     if record_status(record) != "complete":
         raise UsageError(f"{request.name} is only partly pulled", f"run `dspine pull {name}` again to finish it")
-    target = next(Path(f.local) for f in record.files if f.role == "target")
+    targets = [Path(f.local) for f in record.files if f.role == "target"]
+    if not targets:  # a hand-edited manifest; a pull always records its target
+        raise UsageError(f"{request.name}'s record names no target file", f"run `dspine pull {name}` again")
+    target = targets[0]
     if no_draft:
         return ModelFiles(record.name, target, None, None)
     if draft_file is not None:
