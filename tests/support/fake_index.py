@@ -36,6 +36,10 @@ class FakeIndex:
     served: dict[str, int] = field(default_factory=dict)  # filename -> body bytes sent
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)  # (method, path, range)
     json_api: bool = True  # answer PEP 691 JSON to a client that asks for it
+    # filename -> stop sending after N body bytes until `go_on` is set: a download caught part
+    # way for as long as a test needs (to press Ctrl-C), with no timing to guess.
+    hold_at: dict[str, int] = field(default_factory=dict)
+    go_on: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -145,11 +149,20 @@ class FakeIndex:
                 drop = index.drop_after.pop(filename, None)
                 if drop is not None:
                     body = body[:drop]
+                hold = index.hold_at.pop(filename, None)
                 try:
-                    for at in range(0, len(body), 256 * 1024):
-                        piece = body[at : at + 256 * 1024]
+                    at = 0
+                    while at < len(body):
+                        end = min(at + 256 * 1024, len(body))
+                        if hold is not None and at < hold <= end:
+                            end = hold
+                        piece = body[at:end]
                         self.wfile.write(piece)
                         index._count(filename, len(piece))
+                        at = end
+                        if hold is not None and at == hold:
+                            self.wfile.flush()
+                            index.go_on.wait(120)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 if drop is not None:

