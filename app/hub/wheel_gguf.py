@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -67,6 +68,20 @@ def extract(wheel: Path, member: str, final: Path) -> Path:
     return final
 
 
+def quantize_command(settings: Settings) -> list[str]:
+    """llama-quantize from the same llama.cpp as the llama-server dspine runs, else PATH's,
+    else the llama.cpp inside llama-cpp-python (app/hub/quantize_py.py), which every install
+    of dspine has."""
+    try:
+        return [str(quantize_binary(settings))]
+    except ConfigError:
+        return [sys.executable, "-m", "app.hub.quantize_py"]
+
+
+def quantizer_name(command: list[str]) -> str:
+    return Path(command[0]).name if len(command) == 1 else "llama-cpp-python"
+
+
 def quantize_binary(settings: Settings) -> Path:
     """llama-quantize from the same llama.cpp as the llama-server dspine runs, else PATH's."""
     from backends.llama_server import find_binary
@@ -86,12 +101,13 @@ def quantize_binary(settings: Settings) -> Path:
     )
 
 
-def quantize(binary: Path, source: Path, final: Path, quant: str) -> Path:
-    """`source` made into `quant` at `final`."""
+def quantize(command: list[str], source: Path, final: Path, quant: str) -> Path:
+    """`source` made into `quant` at `final` by `command` (llama-quantize's arguments)."""
+    binary = " ".join(command)
     tmp = _temporary(final)
     try:
         done = subprocess.run(
-            [str(binary), "--allow-requantize", str(source), str(tmp), quant],
+            [*command, "--allow-requantize", str(source), str(tmp), quant],
             capture_output=True,
             text=True,
             timeout=QUANTIZE_TIMEOUT_S,
@@ -107,7 +123,7 @@ def quantize(binary: Path, source: Path, final: Path, quant: str) -> Path:
         tmp.unlink(missing_ok=True)
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         raise ConfigError(
-            f"llama-quantize failed making {final.name} ({quant}): {last[0]}",
+            f"{quantizer_name(command)} failed making {final.name} ({quant}): {last[0]}",
             f"check that {binary} is a working llama.cpp build (dspine doctor), then pull again",
         )
     os.replace(tmp, final)
