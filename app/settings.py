@@ -264,6 +264,12 @@ class Settings:
         "drafting per think mode: auto (off where it runs slower than plain decoding, tried again "
         "after a while), on, or off",
     )
+    ngram_drafting: Speculation = _setting(
+        _speculation,
+        lambda _: "auto",
+        "drafts copied from the context, tried before the drafter (edits and rewrites repeat what "
+        "the context holds): auto (off in a think mode where they do not pay), on, or off",
+    )
     draft_p_min: float | None = _setting(
         _probability_floor,
         lambda _: None,

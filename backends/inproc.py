@@ -45,10 +45,11 @@ from .chat_template import render
 from .events import STATS_INTERVAL_S, Delta, End, EndReason, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
 from .message_order import normalise
+from .prompt_lookup import LookupSettings, PromptLookup, point_masses
 from .rollback import INPROC_TARGET_SEQUENCES, inproc_target_snapshots
 from .sampling import Sampling, preset
 from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
-from .stats import Stats
+from .stats import Stats, count_ngram_step
 from .stats import count_positions as _count_positions
 from .template_choice import TemplateChoice, choose
 from .thinking import ThinkSplitter
@@ -72,6 +73,11 @@ def _with_calls(deltas: Iterable[Delta], calls: ToolCallParser) -> Iterator[Delt
                 yield delta
             else:
                 yield out
+
+
+def _padded(counts: list[int], stats: Stats) -> list[int]:
+    """Per-position n-gram counts as long as the totals (a lookup draft may reach further)."""
+    return counts[: len(stats.position_tested)] + [0] * max(0, len(stats.position_tested) - len(counts))
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -313,6 +319,10 @@ class InprocEngine:
     adaptive: AdaptiveDraft | None = None  # learns the draft length per think mode when given
     on_close: Callable[[], None] | None = None  # e.g. save what `adaptive` learned
     break_even: BreakEven | None = None  # stops drafting in a mode where it runs below plain decoding
+    # Drafts looked up in the conversation, tried before the draft model each step (None: off).
+    ngram: LookupSettings | None = None
+    # Per think mode, whether the lookup pays on top of the draft model (or plain, without one).
+    ngram_break_even: BreakEven | None = None
     name: str = "inproc"
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
@@ -324,7 +334,14 @@ class InprocEngine:
 
     @property
     def drafter(self) -> str | None:
-        return "draft" if self._drafter is not None else None
+        if self._drafter is not None:
+            return "draft"
+        return "ngram" if self.ngram is not None else None
+
+    @property
+    def ngram_chained(self) -> bool:
+        """Whether n-gram drafts from the context come first (before the draft model, if any)."""
+        return self.ngram is not None
 
     @property
     def drafter_name(self) -> str | None:
@@ -337,9 +354,11 @@ class InprocEngine:
         self.template_choice = choose(read_local(target).get("tokenizer.chat_template"))
         self._template = self.template_choice.text
         probe_template(self._template, str(target))
-        n_batch = max(512, self.n_max + 1)
+        # A verify pass is cut back this far: the draft model's length or the lookup's, the longer.
+        longest = max(self.n_max, self.ngram.n_max if self.ngram else 0)
+        n_batch = max(512, longest + 1)
         self._target = _Model(
-            self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=inproc_target_snapshots(self.n_max)
+            self.model_path, self.n_ctx, self.gpu_layers, n_batch, rollback=inproc_target_snapshots(longest)
         )
         if self.draft_path:
             # A drafter never cuts its own sequence back by more than one token: it drafts on a copy.
@@ -420,9 +439,11 @@ class InprocEngine:
         n_max: int | None = None,
         stats: Stats | None = None,
         save_at: int | None = None,
+        lookup: bool | None = None,
     ) -> Iterator[list[int]]:
         """Yield tokens as they are decided (a list per step). The caches keep what they
-        share with the prompt; a hybrid saves its state after `save_at` prompt tokens."""
+        share with the prompt; a hybrid saves its state after `save_at` prompt tokens.
+        `lookup`: try n-gram drafts from the context first (None: whenever settings exist)."""
         target = self._target
         assert target is not None
         stats = stats if stats is not None else Stats()
@@ -432,6 +453,11 @@ class InprocEngine:
         if target.rollback_limit is not None:
             k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
         drafter = None if n_max == 0 else self._drafter  # 0: no drafting (as llama-server's request field)
+        use_lookup = self.ngram is not None and n_max != 0 and lookup is not False
+        context = PromptLookup(self.ngram, prompt) if use_lookup and self.ngram is not None else None
+        ngram_k = self.ngram.n_max if self.ngram is not None else 0
+        if target.rollback_limit is not None:
+            ngram_k = min(ngram_k, target.rollback_limit)
         history = History(target.n_vocab)
 
         started = time.monotonic()
@@ -456,7 +482,53 @@ class InprocEngine:
                 yield [cur]
                 if target.is_eog(cur) or produced >= limit or self._cancel.is_set():
                     return
-                room = min(k, limit - produced, target.n_ctx - target.n_past - 2)
+                space = min(limit - produced, target.n_ctx - target.n_past - 2)
+                if context is not None:
+                    context.extend([cur])
+                    copied = context.draft(min(ngram_k, space))
+                    if copied:
+                        # The draft is the context's own: verified like a model's, with a point mass as q.
+                        base = target.n_past
+                        verifying = time.monotonic()
+                        verify = target.decode([cur, *copied], all_logits=True)
+                        target_probs = rows_distributions(verify, sampling, history, copied)
+                        spent = time.monotonic() - verifying
+                        stats.verify_s += spent
+                        stats.ngram_verify_s += spent
+                        stats.verify_steps += 1
+                        stats.drafted += len(copied)
+                        if sampling.greedy:
+                            verdict = accept_greedy(copied, [int(np.argmax(p)) for p in target_probs])
+                        else:
+                            verdict = accept_sampled(copied, point_masses(copied, target.n_vocab), target_probs, rng)
+                        stats.accepted += verdict.accepted
+                        _count_positions(stats, len(copied), verdict.accepted)
+                        count_ngram_step(stats, len(copied), verdict.accepted)
+                        if not target.rollback(base + 1 + verdict.accepted):
+                            raise EngineError(
+                                "this target cannot roll back a rejected draft (a recurrent model without snapshots)",
+                                "use --draft none for this model",
+                            )
+                        kept = copied[: verdict.accepted]
+                        if drafter is not None:
+                            pending_draft = [*pending_draft, cur, *kept]  # the draft model read none of them
+                        for i, token in enumerate(kept):
+                            if target.is_eog(token):
+                                history.add(kept[: i + 1])
+                                produced += i + 1
+                                yield kept[: i + 1]
+                                return
+                        history.add(kept)
+                        context.extend(kept)
+                        produced += len(kept)
+                        if kept:
+                            yield kept
+                        cur = verdict.next_token
+                        stats.generated_tokens, stats.decode_s = produced, time.monotonic() - decode_started
+                        if produced >= limit:
+                            return
+                        continue
+                room = min(k, space)
                 if drafter is None or room < 1:
                     logits = target.decode([cur], all_logits=False)[-1]
                     stats.verify_steps += 1
@@ -503,6 +575,8 @@ class InprocEngine:
                         yield kept[: i + 1]
                         return
                 history.add(kept)
+                if context is not None:
+                    context.extend(kept)
                 produced += len(kept)
                 if kept:
                     yield kept
@@ -566,6 +640,8 @@ class InprocEngine:
             if self.adaptive.wants_calibration():
                 self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))
             n_max = self.adaptive.choose(think)
+        judge = self.ngram_break_even if self.ngram is not None and n_max != 0 else None
+        lookup = judge.drafting(think) if judge is not None else None
         messages = self._ordered(messages)
         prompt_text = render(self._template, messages, enable_thinking=think, tools=tools, source=self.model_path)
         # Where the next turn's prompt will branch off: the end of these messages, before
@@ -600,7 +676,7 @@ class InprocEngine:
                 save_at = len(head) if prompt[: len(head)] == head else None
             generated = 0
             seen_accepted = 0
-            for tokens in self.generate_tokens(prompt, sampling, n_max, stats, save_at):
+            for tokens in self.generate_tokens(prompt, sampling, n_max, stats, save_at, lookup):
                 # A step's accepted drafts come as one list, counted in stats.accepted before it
                 # is yielded; the target's own token (correction, bonus, plain) comes alone after.
                 drafted = 1 if stats.accepted > seen_accepted else 0
@@ -633,19 +709,33 @@ class InprocEngine:
             if calls.calls and reason == "stop":
                 reason = "tool_calls"
             stats.generated_tokens = generated
-            if self.adaptive is not None and stats.drafted:
+            if self.adaptive is not None and stats.drafted - stats.ngram_drafted:
+                # The draft model's own steps: the lookup's drafts are neither its guesses nor its cost.
                 self.adaptive.mode(think).add(
-                    stats.position_tested,
-                    stats.position_kept,
+                    [
+                        t - n
+                        for t, n in zip(stats.position_tested, _padded(stats.ngram_position_tested, stats), strict=True)
+                    ],
+                    [
+                        t - n
+                        for t, n in zip(stats.position_kept, _padded(stats.ngram_position_kept, stats), strict=True)
+                    ],
                     stats.draft_s,
-                    stats.drafted,
-                    stats.verify_s,
-                    stats.verify_steps,
+                    stats.drafted - stats.ngram_drafted,
+                    stats.verify_s - stats.ngram_verify_s,
+                    stats.verify_steps - stats.ngram_steps,
                 )
+            notes = []
             if self.break_even is not None and self._drafter is not None:
-                stats.draft_note = self.break_even.observed(
-                    think, stats.drafted > 0, stats.generated_tokens, stats.decode_s
-                ) or self.break_even.note(think)
+                notes.append(
+                    self.break_even.observed(think, stats.drafted > 0, stats.generated_tokens, stats.decode_s)
+                    or self.break_even.note(think)
+                )
+            if judge is not None and reason != "cancelled":
+                # Against the replies without the lookup (the draft model alone, or plain).
+                said = judge.observed(think, bool(lookup), stats.generated_tokens, stats.decode_s)
+                notes.append(said.replace("speculation", "n-gram drafting") if said else None)
+            stats.draft_note = "; ".join(n for n in notes if n) or None
             yield End(reason, stats.copy())
         except EngineError as exc:
             yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))

@@ -28,7 +28,7 @@ from .base import EngineError, check_model_file, check_same_vocabulary, estimate
 from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .drafter_files import runs_kind
-from .drafters import KINDS
+from .drafters import KINDS, NgramDrafter, default_n_max
 from .events import End, Error, Event
 from .gguf_header import read_local
 from .message_order import normalise
@@ -147,6 +147,8 @@ class ServerConfig:
     alias: str | None = None
     chat_template_file: str | None = None  # a template to run instead of the GGUF's (see template_choice)
     draft_p_min: float | None = None  # --spec-draft-p-min; None: the drafter kind's (DrafterKind.p_min)
+    # An n-gram drafter chained before the model drafter (or alone, without one); None: off.
+    ngram: NgramDrafter | None = None
 
 
 def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
@@ -190,11 +192,17 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
             args += ["--alias", config.alias or Path(config.model).stem]
         if config.chat_template_file and caps.has("--chat-template-file"):
             args += ["--chat-template-file", config.chat_template_file]
+    ngram = config.ngram if config.ngram and (caps is None or config.ngram.spec_type in caps.spec_types) else None
+    if ngram is not None and not config.drafter_kind:
+        args += ["--spec-type", ngram.spec_type]
+    if ngram is not None:
+        args += ngram_args(ngram, has)
     if config.drafter_kind:
         if caps is not None:
             spec = spec_type_for(config.drafter_kind, caps, binary or Path("llama-server"))
             if spec:
-                args += ["--spec-type", spec]
+                # llama-server tries the n-gram kinds before the model drafter whatever the order.
+                args += ["--spec-type", f"{ngram.spec_type},{spec}" if ngram is not None else spec]
         if config.draft_model:
             args += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
         if config.n_max:
@@ -206,6 +214,16 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
         if kind is not None and kind.probabilistic is not None and has("--spec-draft-sampling"):
             args += ["--spec-draft-sampling", "probabilistic" if kind.probabilistic else "greedy"]
     return args + list(config.extra_args)
+
+
+def ngram_args(ngram: NgramDrafter, has: Callable[[str], bool]) -> list[str]:
+    """The n-gram drafter's own length and match flags (named after its spec type)."""
+    prefix = f"--spec-{ngram.spec_type}"
+    args: list[str] = []
+    for flag, value in (("n-max", ngram.n_max), ("n-min", ngram.n_min), ("n-match", ngram.n_match)):
+        if has(f"{prefix}-{flag}"):
+            args += [f"{prefix}-{flag}", str(value)]
+    return args
 
 
 def build_command(binary: Path, caps: Capabilities, config: ServerConfig, port: int) -> list[str]:
@@ -286,6 +304,8 @@ class LlamaServerEngine:
     on_close: Callable[[], None] | None = None  # e.g. save what `adaptive` learned
     # Stops drafting in a mode where it runs below plain decoding (needs a per-request length).
     break_even: BreakEven | None = None
+    # Per think mode, whether the n-gram drafter's long drafts pay on top of the model drafter.
+    ngram_break_even: BreakEven | None = None
     # Whether this binary drafts at a request's `speculative.n_max` (learned from /props at start).
     per_request_draft: bool | None = field(default=None, init=False)
     # The chat template in force and where later system messages go (decided at start).
@@ -294,10 +314,20 @@ class LlamaServerEngine:
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
     _slot_ctx: int | None = field(default=None, init=False, repr=False)
+    _ngram_runs: bool = field(default=False, init=False, repr=False)
 
     @property
     def drafter(self) -> str | None:
-        return self.config.drafter_kind
+        return self.config.drafter_kind or ("ngram" if self.ngram_chained else None)
+
+    @property
+    def ngram_chained(self) -> bool:
+        """Whether the running server drafts from the context first (its --spec-type has the kind)."""
+        return self.config.ngram is not None and self._ngram_runs
+
+    @property
+    def _drafts(self) -> bool:
+        return bool(self.config.drafter_kind) or self.ngram_chained
 
     @property
     def context_size(self) -> int | None:
@@ -363,6 +393,7 @@ class LlamaServerEngine:
             check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
         binary = find_binary(self.binary, self.build)
         caps = probe(binary)
+        self._ngram_runs = self.config.ngram is not None and self.config.ngram.spec_type in caps.spec_types
         log_dir = private_dir(self.log_dir)
         self._choose_template(read_local(model).get("tokenizer.chat_template"), caps, log_dir)
         assert self.template_choice is not None
@@ -573,10 +604,26 @@ class LlamaServerEngine:
                 yield Error(f"draft-length calibration failed: {exc}", f"see {self._running.log_path}")
                 return
             n_max = self.adaptive.choose(think)
-        judged = self.break_even if self.per_request_draft and self.config.drafter_kind else None
+        judge_ngram = self.ngram_break_even if self.ngram_chained and self.per_request_draft else None
+        long_copies = (
+            self.ngram_chained and self.per_request_draft and (judge_ngram is None or judge_ngram.drafting(think))
+        )
+        ngram_above: int | None = None
+        if long_copies:
+            assert self.config.ngram is not None
+            # One per-request length caps both drafters: ask for the n-gram's, the model drafter
+            # keeps its launch length (and floor). A step's draft longer than that is a copy.
+            kind = self.config.drafter_kind
+            model_length = (self.config.n_max or default_n_max(kind, 3)) if kind else 0
+            n_max = max(self.config.ngram.n_max, n_max or 0)
+            learning = False  # the model drafter drafts at its launch length here, not the one chosen
+            ngram_above = model_length if model_length < self.config.ngram.n_min else None
+        elif self.ngram_chained and self.per_request_draft and not self.config.drafter_kind:
+            n_max = 0  # the n-gram drafter alone, judged not to pay here: plain decoding
+        judged = self.break_even if self.per_request_draft and self._drafts else None
         if judged is not None and not judged.drafting(think):
-            n_max = 0
-        if n_max is not None and self.config.drafter_kind:
+            n_max, ngram_above = 0, None
+        if n_max is not None and self._drafts:
             extra["speculative.n_max"] = n_max
         if self.template_choice is not None:
             messages = normalise(messages, self.template_choice.rule)
@@ -595,14 +642,22 @@ class LlamaServerEngine:
                         overflow=response.status_code == 400 and "exceed_context_size" in detail,
                     )
                     return
-                for event in stream_chat(response, self._cancel, started):
+                for event in stream_chat(response, self._cancel, started, ngram_above=ngram_above):
                     if learning and isinstance(event, End) and event.stats.position_tested:
                         self._learn(think, event.stats, n_max)
                     if judged is not None and isinstance(event, End) and event.reason != "cancelled":
                         stats = event.stats
-                        stats.draft_note = judged.observed(
-                            think, stats.drafted > 0, stats.generated_tokens, stats.decode_s
-                        ) or judged.note(think)
+                        notes = [
+                            judged.observed(think, stats.drafted > 0, stats.generated_tokens, stats.decode_s)
+                            or judged.note(think)
+                        ]
+                        if judge_ngram is not None and n_max != 0:
+                            # Long copies against the replies drafting at the model drafter's length.
+                            said = judge_ngram.observed(
+                                think, bool(long_copies), stats.generated_tokens, stats.decode_s
+                            )
+                            notes.append(said.replace("speculation", "n-gram drafting") if said else None)
+                        stats.draft_note = "; ".join(n for n in notes if n) or None
                     yield event
         except StreamBroken:
             yield (

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from .events import STATS_INTERVAL_S, Delta, End, EndReason, Event, StatsUpdate, ToolCall, end_reason
 from .server_draft import positions, reached
-from .stats import Stats, count_positions
+from .stats import Stats, count_ngram_step, count_positions
 from .thinking import ThinkSplitter
 
 if TYPE_CHECKING:
@@ -154,16 +154,23 @@ class StepPositions:
     raises draft_n by the tokens it drafted and draft_n_accepted by those kept, on the chunk
     of its first token, so each rise is one step (checked against a real llama-server)."""
 
-    def __init__(self) -> None:
+    def __init__(self, ngram_above: int | None = None) -> None:
         self.drafted = 0
         self.accepted = 0
+        # A step that drafted more than this came from the n-gram drafter chained first (its
+        # drafts are never shorter than its n_min, the model drafter's never longer than its
+        # length); None: not told apart.
+        self.ngram_above = ngram_above
 
     def feed(self, stats: Stats, timings: dict | None) -> None:
         if not timings or "draft_n" not in timings:
             return
         drafted, accepted = int(timings["draft_n"]), int(timings.get("draft_n_accepted", 0))
         if drafted > self.drafted:
-            count_positions(stats, drafted - self.drafted, max(accepted - self.accepted, 0))
+            step, kept = drafted - self.drafted, max(accepted - self.accepted, 0)
+            count_positions(stats, step, kept)
+            if self.ngram_above is not None and step > self.ngram_above:
+                count_ngram_step(stats, step, kept)
         self.drafted, self.accepted = max(drafted, self.drafted), max(accepted, self.accepted)
 
 
@@ -173,6 +180,7 @@ def stream_chat(
     started: float,
     max_tokens: int | None = None,
     check_counts_at_end: bool = False,
+    ngram_above: int | None = None,
 ) -> Iterator[Event]:
     """The events of one streamed completion; a cancel stops it within one line.
 
@@ -180,10 +188,10 @@ def stream_chat(
     max_tokens: tokens are counted as streamed chunks (one token each from llama-server,
     SGLang and vLLM) or the server's own count when its timings give one.
     `check_counts_at_end`: final draft counts that cannot be are an error (an unknown
-    server; the managed llama-server's are trusted)."""
+    server; the managed llama-server's are trusted). `ngram_above`: see StepPositions."""
     splitter = ThinkSplitter()
     attribution = DraftAttribution()
-    positions = StepPositions()
+    positions = StepPositions(ngram_above)
     stats = Stats()
     finish: EndReason = "stop"
     last_stats = 0.0

@@ -32,6 +32,15 @@ class Stats:
     position_reached: list[int] = field(default_factory=list)
     # What changed about drafting (backends/break_even.py), or its state while off or pinned.
     draft_note: str | None = None
+    # Of the counts above, the share of the n-gram drafter chained before the model drafter
+    # (drafts looked up in the context); the model drafter's is the rest. Per position too,
+    # counted over the steps the n-gram drafter drafted.
+    ngram_drafted: int = 0
+    ngram_accepted: int = 0
+    ngram_steps: int = 0  # verify steps whose draft came from the n-gram drafter
+    ngram_verify_s: float = 0.0  # of verify_s, those steps' (in-process)
+    ngram_position_tested: list[int] = field(default_factory=list)
+    ngram_position_kept: list[int] = field(default_factory=list)
 
     @property
     def tokens_per_s(self) -> float | None:
@@ -80,6 +89,8 @@ class Stats:
                 f"accepted {self.accepted}/{self.drafted} ({self.acceptance_rate:.0%}), "
                 f"{self.acceptance_length:.2f} tokens per step"
             )
+            if self.ngram_drafted:
+                parts.append(f"n-gram kept {self.ngram_accepted}/{self.ngram_drafted} in {self.ngram_steps} steps")
         else:
             parts.append("no drafter")
         return ", ".join(parts)
@@ -88,10 +99,22 @@ class Stats:
 def count_positions(stats: Stats, drafted: int, accepted: int) -> None:
     """One verify step of `drafted` tokens with the first `accepted` kept: position i was
     tested when every draft token before it was kept."""
-    while len(stats.position_tested) < drafted:
-        stats.position_tested.append(0)
-        stats.position_kept.append(0)
+    _count(stats.position_tested, stats.position_kept, drafted, accepted)
+
+
+def count_ngram_step(stats: Stats, drafted: int, accepted: int) -> None:
+    """The same step counted once more as the n-gram drafter's (the totals hold it already)."""
+    stats.ngram_drafted += drafted
+    stats.ngram_accepted += accepted
+    stats.ngram_steps += 1
+    _count(stats.ngram_position_tested, stats.ngram_position_kept, drafted, accepted)
+
+
+def _count(tested: list[int], kept: list[int], drafted: int, accepted: int) -> None:
+    while len(tested) < drafted:
+        tested.append(0)
+        kept.append(0)
     for i in range(min(accepted + 1, drafted)):
-        stats.position_tested[i] += 1
+        tested[i] += 1
     for i in range(min(accepted, drafted)):
-        stats.position_kept[i] += 1
+        kept[i] += 1

@@ -11,8 +11,9 @@ from typing import get_args
 from backends.adaptive import MAX_K, AdaptiveDraft
 from backends.base import Engine, EngineError
 from backends.break_even import BreakEven
-from backends.drafters import KINDS
+from backends.drafters import KINDS, NGRAM
 from backends.gguf_header import read_local
+from backends.prompt_lookup import LookupSettings
 from backends.rollback import launch_draft_length
 
 from ..choices import EngineName
@@ -98,6 +99,8 @@ class EngineOptions:
     served_name: str | None = None  # the `model` of llama-server's responses (default: the file's stem)
     # Drafting stops in a mode where it runs below plain (setting `speculation`); bench measures, so not there.
     break_even: bool = True
+    # Drafts copied from the context chained before the drafter (setting `ngram_drafting`); None: the setting.
+    ngram: bool | None = None
 
 
 def open_engine(
@@ -155,6 +158,7 @@ def open_engine(
             n_parallel=options.parallel,
             alias=options.served_name,
             draft_p_min=settings.draft_p_min,
+            ngram=NGRAM if _ngram_on(options, settings) else None,
         )
         config = _planned(config, plan)
         return LlamaServerEngine(
@@ -166,6 +170,7 @@ def open_engine(
             adaptive=adaptive,
             on_close=on_close,
             break_even=_break_even(settings) if options.break_even else None,
+            ngram_break_even=_ngram_break_even(options, settings),
         ).start()
     from backends.inproc import InprocEngine
 
@@ -195,12 +200,25 @@ def open_engine(
         adaptive=adaptive,
         on_close=on_close,
         break_even=_break_even(settings) if options.break_even else None,
+        ngram=LookupSettings() if _ngram_on(options, settings) else None,
+        ngram_break_even=_ngram_break_even(options, settings),
     ).load()
 
 
 def _break_even(settings: Settings) -> BreakEven:
     """Per think mode, drafting stops where it runs below plain decoding (setting `speculation`)."""
     return BreakEven(setting=settings.speculation)
+
+
+def _ngram_on(options: EngineOptions, settings: Settings) -> bool:
+    return options.ngram if options.ngram is not None else settings.ngram_drafting != "off"
+
+
+def _ngram_break_even(options: EngineOptions, settings: Settings) -> BreakEven | None:
+    """Per think mode, the n-gram drafts stop where they run below the drafter alone."""
+    if not options.break_even or not _ngram_on(options, settings):
+        return None
+    return BreakEven(setting=settings.ngram_drafting if options.ngram is None else "auto")
 
 
 def llama_server_binary(settings: Settings) -> Path:

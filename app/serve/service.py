@@ -151,6 +151,12 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             think=think,
         )
         learned = engine.adaptive if engine.per_request_draft else None
+        lengths = {True: learned.choose(True), False: learned.choose(False)} if learned else None
+        if engine.ngram_chained and engine.per_request_draft and engine.config.ngram is not None:
+            # Agents' requests are mostly edits: every one asks for the n-gram drafter's long copies
+            # (one per-request length caps both drafters; the model drafter keeps its launch length).
+            copies = engine.config.ngram.n_max
+            lengths = {mode: max(copies, (lengths or {}).get(mode, 0)) for mode in (True, False)}
         proxy_config = ProxyConfig(
             engine.base_url,
             engine.api_key,
@@ -159,7 +165,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             think,
             options.parallel,
             access.key,
-            {True: learned.choose(True), False: learned.choose(False)} if learned else None,
+            lengths,
             bind_host=options.host,
             origins=settings.serve_origins,
             system_rule=engine.template_choice.rule if engine.template_choice else MERGE,

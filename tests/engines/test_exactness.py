@@ -50,6 +50,7 @@ def generated(models):
 def test_greedy_speculation_is_plain_greedy_under_every_preset(generated, family, setting):
     sampling = GREEDY_SETTINGS[setting].with_(max_tokens=48)
     engines = generated[family]
+    looked_up = 0
     for text in PROMPTS:
         prompt = engines["plain"]._target.tokenize(text)
         plain, _ = tokens_of(engines["plain"], prompt, sampling)
@@ -60,6 +61,12 @@ def test_greedy_speculation_is_plain_greedy_under_every_preset(generated, family
             assert stats.drafted > 0 and stats.accepted == stats.drafted, (text, k, stats.accepted, stats.drafted)
             noisy, _ = tokens_of(engines["noisy"], prompt, sampling, k)
             assert noisy == plain, (text, k)
+            # Prompt lookup chained before the drafter: its drafts are verified by the same rules.
+            chained, stats = tokens_of(engines["chain"], prompt, sampling, k)
+            assert chained == plain, (text, k)
+            looked_up += stats.ngram_drafted
+    if setting == "think on preset":  # no penalty: the output repeats tokens the lookup finds
+        assert looked_up > 0
 
 
 def test_copy_drafter_keeps_everything_when_sampling_with_a_penalty(generated):
@@ -99,7 +106,7 @@ def exact_joint(
         model.free()
 
 
-@pytest.mark.parametrize("drafter", ["same", "noisy"])
+@pytest.mark.parametrize("drafter", ["same", "noisy", "chain"])
 def test_sampled_speculation_keeps_the_targets_distribution_with_a_presence_penalty(models, generated, drafter):
     """Chi-square of the first three tokens against plain decoding's exact distribution.
     The third token comes from the second row of a verify batch, after a drafted token:
@@ -115,8 +122,10 @@ def test_sampled_speculation_keeps_the_targets_distribution_with_a_presence_pena
     assert 0.5 * sum(abs(joint.get(key, 0) - blind.get(key, 0)) for key in keys) > 0.2
     runs = 3000
     counts = dict.fromkeys(joint, 0)
+    looked_up = 0
     for seed in range(runs):
-        tokens, _ = tokens_of(engine, prompt, sampling.with_(seed=seed, max_tokens=3), 2)
+        tokens, stats = tokens_of(engine, prompt, sampling.with_(seed=seed, max_tokens=3), 2)
+        looked_up += stats.ngram_drafted
         key = tuple(tokens[:3])
         assert key in joint, f"{key} cannot come out of plain decoding"
         counts[key] += 1
@@ -127,6 +136,7 @@ def test_sampled_speculation_keeps_the_targets_distribution_with_a_presence_pena
     limit = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32}[dof]
     assert dof >= 3
     assert chi2 < limit, (chi2, counts, expected)
+    assert (looked_up > 0) == (drafter == "chain")  # the chain's lookup drafts were among those verified
 
 
 def same_state(model: _Model, sequence: list[int], fresh_path: str, probe: int = 65) -> float:

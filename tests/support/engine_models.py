@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from backends.prompt_lookup import LookupSettings
 from tests.support.gguf_models import Shape, chat_model, write_model
 
 HYBRID = Shape(
@@ -39,13 +40,21 @@ def write_family(folder: Path, kind: str) -> dict[str, Path]:
     }
 
 
+# Prompt lookup that drafts at nearly every step of a generated model's output: one token of
+# match is enough, so its drafts are often wrong and the rejection paths run too.
+EAGER_LOOKUP = LookupSettings(n_max=6, ngram_max=3, ngram_min=1, n_min=1)
+
+
 def open_engines(files: dict[str, Path], n_ctx: int = 512, n_max: int = 8) -> dict:
-    """In-process engines on a family: plain, with the equal drafter, with the noisy one."""
+    """In-process engines on a family: plain, with the equal drafter, with the noisy one, and
+    `chain`: the noisy one with prompt lookup chained before it."""
     from backends.inproc import InprocEngine
 
     target = str(files["target"])
+    noisy = str(files["noisy"])
     return {
         "plain": InprocEngine(target, n_ctx=n_ctx).load(),
         "same": InprocEngine(target, draft_path=str(files["same"]), n_ctx=n_ctx, n_max=n_max).load(),
-        "noisy": InprocEngine(target, draft_path=str(files["noisy"]), n_ctx=n_ctx, n_max=n_max).load(),
+        "noisy": InprocEngine(target, draft_path=noisy, n_ctx=n_ctx, n_max=n_max).load(),
+        "chain": InprocEngine(target, draft_path=noisy, n_ctx=n_ctx, n_max=n_max, ngram=EAGER_LOOKUP).load(),
     }

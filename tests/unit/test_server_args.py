@@ -3,7 +3,8 @@ the config (the `draft_p_min` setting) gives one, and only where the binary has 
 
 from __future__ import annotations
 
-from backends.drafters import KINDS
+from backends.adaptive import MAX_K
+from backends.drafters import KINDS, NGRAM
 from backends.llama_server import Capabilities, ServerConfig, server_args
 
 CURRENT = Capabilities(
@@ -45,3 +46,32 @@ def test_a_draft_models_sampled_drafts_are_verified_by_rejection_where_the_binar
     assert "--spec-draft-sampling" not in server_args(draft, older)
     dspine = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="dspine")
     assert "--spec-draft-sampling" not in server_args(dspine, CURRENT)  # not measured: the server's own
+
+
+NGRAM_BINARY = Capabilities(
+    flags=CURRENT.flags | {"--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min", "--spec-ngram-mod-n-match"},
+    spec_types=("draft-simple", "ngram-mod", "ngram-simple"),
+)
+
+
+def flag(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def test_the_ngram_drafter_is_chained_before_the_draft_model_with_its_own_length():
+    chained = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", n_max=8, ngram=NGRAM)
+    args = server_args(chained, NGRAM_BINARY)
+    assert args.count("--spec-type") == 1 and flag(args, "--spec-type") == "ngram-mod,draft-simple"
+    assert flag(args, "--spec-ngram-mod-n-max") == str(NGRAM.n_max)
+    assert flag(args, "--spec-ngram-mod-n-min") == str(NGRAM.n_min)
+    assert flag(args, "--spec-draft-n-max") == "8"  # the model drafter keeps its own length
+    # Its drafts are never shorter than its n_min, a model's never longer than the longest length
+    # adaptive may choose: a step's draft length says which drafter made it.
+    assert NGRAM.n_min > MAX_K
+
+
+def test_the_ngram_drafter_alone_and_not_where_the_binary_lacks_it():
+    alone = server_args(ServerConfig("t.gguf", ngram=NGRAM), NGRAM_BINARY)
+    assert flag(alone, "--spec-type") == "ngram-mod" and "-md" not in alone
+    lacking = server_args(ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", ngram=NGRAM), CURRENT)
+    assert flag(lacking, "--spec-type") == "draft-simple" and "--spec-ngram-mod-n-max" not in lacking

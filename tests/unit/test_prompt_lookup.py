@@ -1,0 +1,52 @@
+"""Prompt lookup: drafts copied from the context (backends/prompt_lookup.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from backends.prompt_lookup import LookupSettings, PromptLookup, point_masses
+from backends.speculative import accept_sampled
+
+SETTINGS = LookupSettings(n_max=5, ngram_max=3, ngram_min=2, n_min=1)
+
+
+def test_the_tokens_after_an_earlier_occurrence_are_the_draft():
+    context = PromptLookup(SETTINGS, [1, 2, 3, 4, 5, 6, 7, 9, 2, 3])
+    assert context.draft(10) == [4, 5, 6, 7, 9]  # n_max 5
+    assert context.draft(2) == [4, 5]  # the room left
+
+
+def test_the_latest_occurrence_and_the_longest_match_win():
+    # [2, 3] was followed by 4 first, then by 8; the latest wins.
+    assert PromptLookup(SETTINGS, [2, 3, 4, 0, 2, 3, 8, 0, 2, 3]).draft(1) == [8]
+    # [1, 2, 3] matches once (followed by 4), [2, 3] more lately (followed by 8): three tokens win.
+    assert PromptLookup(SETTINGS, [1, 2, 3, 4, 0, 2, 3, 8, 1, 2, 3]).draft(1) == [4]
+
+
+def test_no_match_no_draft_and_a_short_copy_is_not_tried():
+    assert PromptLookup(SETTINGS, [1, 2, 3, 4, 5]).draft(5) == []
+    shy = LookupSettings(n_max=8, ngram_max=2, ngram_min=2, n_min=4)
+    assert PromptLookup(shy, [5, 6, 7, 5, 6]).draft(8) == []  # only [7, 5, 6] follows: under 4
+    assert PromptLookup(shy, [5, 6, 7, 8, 9, 5, 6]).draft(8) == [7, 8, 9, 5, 6]
+    assert PromptLookup(shy, [5, 6, 7, 8, 9, 5, 6]).draft(2) == [7, 8]  # the room, not n_min, is the limit
+
+
+def test_tokens_added_later_are_found_as_if_given_at_once():
+    whole = [4, 1, 2, 3, 9, 9, 1, 2, 7, 1, 2]
+    grown = PromptLookup(SETTINGS, whole[:3])
+    for token in whole[3:]:
+        grown.extend([token])
+    assert grown.draft(5) == PromptLookup(SETTINGS, whole).draft(5) == [7, 1, 2]
+
+
+def test_a_point_mass_draft_is_kept_with_the_targets_probability():
+    """Rejection sampling with q all on the drafted token keeps it with probability p(x) and
+    otherwise draws from p without x: the target's own distribution, position by position."""
+    p = np.array([0.5, 0.3, 0.2])
+    rng = np.random.default_rng(0)
+    counts = np.zeros(3)
+    runs = 20000
+    for _ in range(runs):
+        verdict = accept_sampled([1], point_masses([1], 3), [p, p], rng)
+        counts[1 if verdict.accepted else verdict.next_token] += 1
+    assert np.allclose(counts / runs, p, atol=0.015), counts / runs
