@@ -17,13 +17,41 @@ BARS = "▁▂▃▄▅▆▇█"  # the lowest still shows: a position tested a
 
 def position_bars(stats: Stats) -> str:
     """Acceptance by draft position, a bar each: how often position i was kept when it was
-    tested (every position before it kept). Only engines that see positions fill them in."""
+    tested (every position before it kept). Only engines that see positions fill them in.
+    With n-gram drafts chained first, these are the model drafter's (the rest of the counts)."""
+    tested, kept = stats.position_tested, stats.position_kept
+    if stats.ngram_drafted:
+        tested = [t - n for t, n in zip(tested, _padded(stats.ngram_position_tested, len(tested)), strict=True)]
+        kept = [k - n for k, n in zip(kept, _padded(stats.ngram_position_kept, len(kept)), strict=True)]
+    return _bars(tested, kept)
+
+
+def ngram_bars(stats: Stats) -> str:
+    """The same for the steps whose draft was copied from the context (n-gram drafts)."""
+    return _bars(stats.ngram_position_tested, stats.ngram_position_kept)
+
+
+def _padded(counts: list[int], length: int) -> list[int]:
+    return counts[:length] + [0] * max(0, length - len(counts))
+
+
+def _bars(tested_counts: list[int], kept_counts: list[int]) -> str:
     bars = []
-    for tested, kept in zip(stats.position_tested, stats.position_kept, strict=False):
-        if not tested:
+    for tested, kept in zip(tested_counts, kept_counts, strict=False):
+        if tested <= 0:
             break
-        bars.append(BARS[round(kept / tested * (len(BARS) - 1))])
+        bars.append(BARS[round(min(max(kept, 0) / tested, 1.0) * (len(BARS) - 1))])
     return "".join(bars)
+
+
+def ngram_part(stats: Stats) -> str | None:
+    """Which drafter the kept tokens came from, when n-gram drafts are chained first."""
+    if not stats.ngram_drafted:
+        return None
+    model = stats.accepted - stats.ngram_accepted
+    part = f"kept {stats.ngram_accepted:,} copied + {model:,} drafted"
+    bars = ngram_bars(stats)
+    return part + (f" · copies by position ▕{bars}▏" if bars else "")
 
 
 def readout_line(stats: Stats | None) -> str:
@@ -34,6 +62,9 @@ def readout_line(stats: Stats | None) -> str:
     if stats.speculative:
         length = f"{stats.acceptance_length:.2f}" if stats.acceptance_length else "-"
         parts.append(f"accept len {length} · {stats.acceptance_rate:.0%} of {stats.drafted:,} drafted")
+        copied = ngram_part(stats)
+        if copied:
+            parts.append(copied)
         bars = position_bars(stats)
         if bars:
             parts.append(f"by position ▕{bars}▏")

@@ -45,7 +45,7 @@ def test_summary_arithmetic_from_raw_counts():
 
 def test_builtin_prompts_and_bad_files(tmp_path):
     prompts = load_prompts(builtin_prompt_files())
-    assert {p.category for p in prompts} == {"agent", "code", "math", "prose"}
+    assert {p.category for p in prompts} == {"agent", "code", "edit", "math", "prose"}
     bad = tmp_path / "mine.jsonl"
     bad.write_text('{"messages": [{"role": "user", "content": "ok"}]}\nnot json\n')
     with pytest.raises(UsageError, match="mine.jsonl:2 is not a chat"):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.tui.app import ChatApp
-from app.tui.figures import position_bars, readout_line
+from app.tui.figures import ngram_bars, position_bars, readout_line
 from app.tui.history import ChatStore
 from backends.stats import Stats
 from tests.support.scripted_engine import ScriptedEngine
@@ -15,6 +15,23 @@ def test_acceptance_by_position_is_a_bar_each():
     stats.position_tested, stats.position_kept = [4, 4, 3, 2, 0], [4, 3, 2, 0, 0]
     assert position_bars(stats) == "█▆▆▁"  # an untested position ends the bars
     assert "by position ▕█▆▆▁▏" in readout_line(stats)
+
+
+def test_kept_tokens_are_split_between_copies_from_the_context_and_the_model_drafter():
+    """With n-gram drafts chained first, the readout says how many kept tokens each drafter
+    made, and the bars are per drafter: the model's from what the copies leave of the counts."""
+    stats = Stats(generated_tokens=40, decode_s=1, drafted=30, accepted=26, verify_steps=14)
+    stats.position_tested, stats.position_kept = [14, 12, 11, 10, 9, 8], [12, 11, 10, 9, 8, 7]
+    # two copy steps of 6: one kept whole, one kept 2
+    stats.ngram_drafted, stats.ngram_accepted, stats.ngram_steps = 12, 8, 2
+    stats.ngram_position_tested, stats.ngram_position_kept = [2, 2, 2, 1, 1, 1], [2, 2, 1, 1, 1, 1]
+    line = readout_line(stats)
+    assert "kept 8 copied + 18 drafted" in line
+    assert ngram_bars(stats) == "██▅███"
+    assert f"copies by position ▕{ngram_bars(stats)}▏" in line
+    # the model drafter's: tested 12, 10, 9, 9, 8, 7; kept 10, 9, 9, 8, 7, 6
+    assert position_bars(stats) == "▇▇█▇▇▇"
+    assert "copied" not in readout_line(Stats(generated_tokens=10, decode_s=1, drafted=4, accepted=2, verify_steps=8))
 
 
 async def test_the_readout_names_the_drafter_file_and_its_kind(tmp_path):

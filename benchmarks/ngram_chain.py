@@ -1,0 +1,123 @@
+"""N-gram drafts chained before the model drafter, side by side in one run: on the real
+SmolLM2-135M pair (Q8_0 target, its Q4_1 as drafter), both engines, greedy, prompts that
+copy from the context (a file rewritten, a method patched) and one that copies nothing
+(a poem), each with: plain decoding, the model drafter, n-gram drafts alone, the chain.
+
+    .venv/bin/python benchmarks/ngram_chain.py [--tokens 160] [--rounds 1] [--engines inproc,server]
+
+Goals (issue #38): the chain at least 1.4x plain on the rewrite, and within 3% of the best
+single drafter on new text. Each cell is the best of --rounds replies (tok/s from the
+engine's own decode time), with the kept tokens per verify step and how many of the kept
+tokens were copies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from backends.drafters import NGRAM  # noqa: E402
+from backends.events import End  # noqa: E402
+from backends.inproc import InprocEngine  # noqa: E402
+from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
+from backends.prompt_lookup import LookupSettings  # noqa: E402
+from backends.sampling import Sampling  # noqa: E402
+from backends.stats import Stats  # noqa: E402
+from tests.support.copy_prompts import PROMPTS  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
+
+SETUPS = ("plain", "model", "n-gram", "chain")
+N_MAX = 8  # the model drafter's length (the real pair's best region, tests/engines/test_real_model.py)
+
+
+def open_engine(engine: str, setup: str, pair: dict[str, Path], log_dir: Path, binary: str | None):
+    drafter = pair["q4"] if setup in ("model", "chain") else None
+    ngram = setup in ("n-gram", "chain")
+    if engine == "inproc":
+        return InprocEngine(
+            str(pair["target"]),
+            draft_path=str(drafter) if drafter else None,
+            n_ctx=2048,
+            n_max=N_MAX,
+            ngram=LookupSettings() if ngram else None,
+        ).load()
+    config = ServerConfig(
+        model=str(pair["target"]),
+        draft_model=str(drafter) if drafter else None,
+        drafter_kind="draft" if drafter else None,
+        n_ctx=2048,
+        gpu_layers=0,
+        draft_gpu_layers=0,
+        n_max=N_MAX if drafter else None,
+        ngram=NGRAM if ngram else None,
+    )
+    return LlamaServerEngine(config, log_dir=log_dir, binary=binary).start()
+
+
+def measure(engine, messages: list[dict], tokens: int, rounds: int) -> Stats:
+    best: Stats | None = None
+    for _ in range(rounds):
+        events = list(engine.stream(messages, think=False, sampling=Sampling(temperature=0, max_tokens=tokens)))
+        end = events[-1]
+        if not isinstance(end, End):
+            raise SystemExit(f"the engine failed: {end}")
+        if best is None or (end.stats.tokens_per_s or 0) > (best.tokens_per_s or 0):
+            best = end.stats
+    assert best is not None
+    return best
+
+
+def cell(stats: Stats, plain: Stats | None) -> str:
+    rate = stats.tokens_per_s or 0.0
+    ratio = f" {rate / plain.tokens_per_s:.2f}x" if plain and plain.tokens_per_s else ""
+    per_step = f" {stats.acceptance_length:.2f}/step" if stats.drafted and stats.acceptance_length else ""
+    copied = f" ({stats.ngram_accepted} copied)" if stats.ngram_drafted else ""
+    return f"{rate:.1f} tok/s{ratio}{per_step}{copied}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=160)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--engines", default="inproc,server")
+    parser.add_argument("--llama-server", default=None, help="the (patched) llama-server to run")
+    parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
+    args = parser.parse_args()
+    pair = smollm2_pair(args.models)
+    log_dir = args.models / "logs"
+    results: dict[tuple[str, str, str], Stats] = {}
+    for engine_name in args.engines.split(","):
+        for setup in SETUPS:
+            print(f"{engine_name} / {setup} ...", file=sys.stderr, flush=True)
+            engine = open_engine(engine_name, setup, pair, log_dir, args.llama_server)
+            try:
+                for label, messages in PROMPTS.items():
+                    results[engine_name, setup, label] = measure(engine, messages, args.tokens, args.rounds)
+            finally:
+                engine.close()
+    print(f"SmolLM2-135M Q8_0 + Q4_1, greedy, {args.tokens} tokens, best of {args.rounds}, model drafter at {N_MAX}")
+    print()
+    print("| engine | prompt | " + " | ".join(SETUPS) + " |")
+    print("|---|---|" + "---|" * len(SETUPS))
+    for engine_name in args.engines.split(","):
+        for label in PROMPTS:
+            plain = results[engine_name, "plain", label]
+            row = [cell(results[engine_name, setup, label], plain) for setup in SETUPS]
+            print(f"| {engine_name} | {label} | " + " | ".join(row) + " |")
+    print()
+    for engine_name in args.engines.split(","):
+        for label in PROMPTS:
+            rates = {s: results[engine_name, s, label].tokens_per_s or 0.0 for s in SETUPS}
+            best_single = max(rates["model"], rates["n-gram"])
+            print(
+                f"{engine_name} {label}: chain {rates['chain'] / rates['plain']:.2f}x plain, "
+                f"{rates['chain'] / best_single:.3f} of the best single drafter"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Prompts whose answers copy from the context (a file rewritten, a function patched) and
+one that copies nothing (a poem): what n-gram drafts chained before a drafter are for, and
+where they must cost nothing. Shared by tests/engines/test_ngram_chain.py and
+benchmarks/ngram_chain.py."""
+
+from __future__ import annotations
+
+
+def shapes_file(n_classes: int = 6) -> str:
+    """A small Python file of near-repeated classes (about 6 lines a class)."""
+    lines: list[str] = []
+    for i in range(n_classes):
+        lines += [
+            f"class Shape{i}:",
+            "    def __init__(self, size):",
+            f"        self.size = size * {i + 1}",
+            "",
+            "    def area(self):",
+            f"        return self.size ** 2 + {i}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def rewrite(n_classes: int = 6) -> list[dict]:
+    """The whole file back with one class renamed: nearly all of it a copy."""
+    return [
+        {
+            "role": "user",
+            "content": "Repeat this file exactly, with the class Shape1 renamed to Square:\n\n```python\n"
+            + shapes_file(n_classes)
+            + "\n```",
+        }
+    ]
+
+
+def edit(n_classes: int = 6) -> list[dict]:
+    """A patch of one method: the old text quoted back, then the new."""
+    return [
+        {
+            "role": "user",
+            "content": "In this file:\n\n```python\n"
+            + shapes_file(n_classes)
+            + "\n```\n\nShow the class Shape2 exactly as it is, then the same class with area() "
+            "returning the size cubed.",
+        }
+    ]
+
+
+NEW_TEXT = [{"role": "user", "content": "Write a short poem about the sea at night."}]
+
+PROMPTS = {"rewrite": rewrite(), "edit": edit(), "new text": NEW_TEXT}
