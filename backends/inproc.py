@@ -345,7 +345,8 @@ class InprocEngine:
 
     @property
     def drafter_name(self) -> str | None:
-        return Path(self.draft_path).name if self._drafter is not None and self.draft_path else None
+        name = Path(self.draft_path).name if self._drafter is not None and self.draft_path else None
+        return f"n-gram + {name}" if name and self.ngram is not None else name
 
     def load(self) -> InprocEngine:
         target = check_model_file(self.model_path, "model")

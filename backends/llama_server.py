@@ -365,7 +365,8 @@ class LlamaServerEngine:
     @property
     def drafter_name(self) -> str | None:
         # MTP drafts with the target's own head: no file of its own.
-        return Path(self.config.draft_model).name if self.config.draft_model else self.config.drafter_kind
+        name = Path(self.config.draft_model).name if self.config.draft_model else self.config.drafter_kind
+        return f"n-gram + {name}" if name and self.ngram_chained else name
 
     @property
     def log_path(self) -> Path | None:
