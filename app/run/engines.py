@@ -145,6 +145,11 @@ def open_engine(
             )
             adaptive.max_k = longest
             n_max = longest if honoured else min(adaptive.learned(options.think) or launch, longest)
+            if honoured and _ngram_on(options, settings) and files.drafter is not None:
+                # Chained, the per-request length also caps the n-gram drafter's copies, and a
+                # request wanting long copies asks for theirs: the draft model then drafts at its
+                # launch length, so launch it at the one learned for the starting mode.
+                n_max = min(adaptive.learned(options.think) or launch, longest)
             if not honoured:
                 adaptive, on_close = None, None
         config = ServerConfig(
