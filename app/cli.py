@@ -801,7 +801,10 @@ def bench(
     def open_for(setup: Setup):
         path, kind = by_label.get(setup.drafter, (None, None))
         files = ModelFiles(plain_files.label, plain_files.target, path, kind)
-        options = EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max, break_even=False)
+        # Bench measures each setup as named: n-gram drafts join the drafters only when the setting
+        # says `on` (compare an `edit` run with DSPINE_NGRAM_DRAFTING=on and without).
+        ngram = settings.ngram_drafting == "on" and path is not None
+        options = EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max, break_even=False, ngram=ngram)
         return open_engine(files, options, settings)
 
     for skip in skipped:

@@ -145,7 +145,7 @@ def open_engine(
             )
             adaptive.max_k = longest
             n_max = longest if honoured else min(adaptive.learned(options.think) or launch, longest)
-            if honoured and _ngram_on(options, settings) and files.drafter is not None:
+            if honoured and _ngram_on(options, settings, files) and files.drafter is not None:
                 # Chained, the per-request length also caps the n-gram drafter's copies, and a
                 # request wanting long copies asks for theirs: the draft model then drafts at its
                 # launch length, so launch it at the one learned for the starting mode.
@@ -163,7 +163,7 @@ def open_engine(
             n_parallel=options.parallel,
             alias=options.served_name,
             draft_p_min=settings.draft_p_min,
-            ngram=NGRAM if _ngram_on(options, settings) else None,
+            ngram=NGRAM if _ngram_on(options, settings, files) else None,
         )
         config = _planned(config, plan)
         return LlamaServerEngine(
@@ -175,7 +175,7 @@ def open_engine(
             adaptive=adaptive,
             on_close=on_close,
             break_even=_break_even(settings) if options.break_even else None,
-            ngram_break_even=_ngram_break_even(options, settings),
+            ngram_break_even=_ngram_break_even(options, settings, files),
         ).start()
     from backends.inproc import InprocEngine
 
@@ -205,8 +205,8 @@ def open_engine(
         adaptive=adaptive,
         on_close=on_close,
         break_even=_break_even(settings) if options.break_even else None,
-        ngram=LookupSettings() if _ngram_on(options, settings) else None,
-        ngram_break_even=_ngram_break_even(options, settings),
+        ngram=LookupSettings() if _ngram_on(options, settings, files) else None,
+        ngram_break_even=_ngram_break_even(options, settings, files),
     ).load()
 
 
@@ -215,13 +215,19 @@ def _break_even(settings: Settings) -> BreakEven:
     return BreakEven(setting=settings.speculation)
 
 
-def _ngram_on(options: EngineOptions, settings: Settings) -> bool:
-    return options.ngram if options.ngram is not None else settings.ngram_drafting != "off"
+def _ngram_on(options: EngineOptions, settings: Settings, files: ModelFiles) -> bool:
+    """Chained before a drafter unless the setting says off; alone (no drafter: `--draft none`
+    means plain decoding) only when it says on."""
+    if options.ngram is not None:
+        return options.ngram
+    if settings.ngram_drafting == "off":
+        return False
+    return files.drafter_kind is not None or settings.ngram_drafting == "on"
 
 
-def _ngram_break_even(options: EngineOptions, settings: Settings) -> BreakEven | None:
+def _ngram_break_even(options: EngineOptions, settings: Settings, files: ModelFiles) -> BreakEven | None:
     """Per think mode, the n-gram drafts stop where they run below the drafter alone."""
-    if not options.break_even or not _ngram_on(options, settings):
+    if not options.break_even or not _ngram_on(options, settings, files):
         return None
     return BreakEven(setting=settings.ngram_drafting if options.ngram is None else "auto")
 

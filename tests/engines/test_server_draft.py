@@ -263,6 +263,7 @@ def test_an_unpatched_server_launches_at_the_length_learned_for_the_starting_mod
 def test_a_patched_server_launches_at_the_longest_length_and_adapts(patched_server, models, tmp_path, monkeypatch):
     from app.run.engines import EngineOptions, ModelFiles, open_engine
 
+    monkeypatch.setenv("DSPINE_NGRAM_DRAFTING", "off")  # chained, the launch length is the learned one (below)
     settings = user(tmp_path, monkeypatch, patched_server)
     files = models["dense"]
     pair = ModelFiles("dense", files["target"], files["noisy"], "draft")
@@ -273,6 +274,27 @@ def test_a_patched_server_launches_at_the_longest_length_and_adapts(patched_serv
         engine.close()
     saved = json.loads((tmp_path / "data" / "dspine" / "adaptive-draft.json").read_text())
     assert f"server:{files['target'].name}+{files['noisy'].name}" in saved
+
+
+def test_chained_the_draft_model_launches_at_its_learned_length(patched_server, models, tmp_path, monkeypatch):
+    """With n-gram drafts chained first (the default), the per-request length caps both drafters and
+    long copies ask for the n-gram's: the draft model keeps its launch length, the learned one."""
+    from app.run.engines import EngineOptions, ModelFiles, open_engine
+    from backends.drafters import NGRAM
+
+    settings = user(tmp_path, monkeypatch, patched_server)
+    files = models["dense"]
+    on, off = taught(
+        tmp_path / "data" / "dspine" / "adaptive-draft.json", f"server:{files['target'].name}+{files['noisy'].name}"
+    )
+    pair = ModelFiles("dense", files["target"], files["noisy"], "draft")
+    engine = open_engine(pair, EngineOptions(engine="server", ctx=1024, gpu_layers=0, think=False), settings)
+    try:
+        assert engine.ngram_chained and engine.config.ngram == NGRAM and engine.ngram_break_even is not None
+        assert engine.config.n_max == off and engine.per_request_draft
+        assert engine.drafter_name == f"n-gram + {files['noisy'].name}"
+    finally:
+        engine.close()
 
 
 def test_serve_sends_the_length_learned_for_each_requests_mode():
