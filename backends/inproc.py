@@ -505,6 +505,7 @@ class InprocEngine:
                         stats.accepted += verdict.accepted
                         _count_positions(stats, len(copied), verdict.accepted)
                         count_ngram_step(stats, len(copied), verdict.accepted)
+                        context.observe(len(copied), verdict.accepted)
                         if not target.rollback(base + 1 + verdict.accepted):
                             raise EngineError(
                                 "this target cannot roll back a rejected draft (a recurrent model without snapshots)",

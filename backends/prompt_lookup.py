@@ -47,7 +47,18 @@ class PromptLookup:
             n: {} for n in range(settings.ngram_min, settings.ngram_max + 1)
         }
         self._indexed = 0  # n-grams ending before this position are indexed
+        # How long the next draft may be: a miss shrinks it to just past what was kept, a draft
+        # kept whole doubles it (up to n_max). A copy runs on once it starts, while text that
+        # merely shares a few words with the context (a poem) stops paying for 16-token guesses.
+        self.length = settings.n_max
         self.extend(tokens)
+
+    def observe(self, drafted: int, kept: int) -> None:
+        """How the last draft fared: `kept` of its `drafted` tokens verified."""
+        if kept >= drafted:
+            self.length = min(self.settings.n_max, max(self.length, drafted) * 2)
+        else:
+            self.length = max(1, min(self.length, kept + 1))
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.tokens.extend(int(t) for t in tokens)
@@ -64,7 +75,7 @@ class PromptLookup:
         """Up to `room` (and the settings' n_max) tokens that followed the latest earlier
         occurrence of the context's last n-gram; [] when none occurred or the copy is
         shorter than n_min."""
-        limit = min(room, self.settings.n_max)
+        limit = min(room, self.settings.n_max, self.length)
         if limit < 1:
             return []
         for n in range(self.settings.ngram_max, self.settings.ngram_min - 1, -1):

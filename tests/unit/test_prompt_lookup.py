@@ -50,3 +50,18 @@ def test_a_point_mass_draft_is_kept_with_the_targets_probability():
         verdict = accept_sampled([1], point_masses([1], 3), [p, p], rng)
         counts[1 if verdict.accepted else verdict.next_token] += 1
     assert np.allclose(counts / runs, p, atol=0.015), counts / runs
+
+
+def test_a_miss_shortens_the_next_draft_and_a_whole_copy_lengthens_it():
+    settings = LookupSettings(n_max=16, ngram_max=2, ngram_min=2, n_min=1)
+    context = PromptLookup(settings, [*range(40), 0, 1])
+    assert len(context.draft(40)) == 16
+    context.observe(16, 0)  # nothing kept: text that only shares a few words
+    assert context.draft(40) == [2]
+    context.observe(1, 1)
+    assert len(context.draft(40)) == 2
+    context.observe(2, 2)
+    context.observe(4, 4)
+    assert len(context.draft(40)) == 8  # doubling back once the copy runs on
+    context.observe(8, 3)
+    assert len(context.draft(40)) == 4  # just past what was kept
