@@ -1,0 +1,91 @@
+"""Blocks to train and measure on, cut from the generated sequences and their target features.
+
+A block starts at an anchor a inside the continuation (a >= prompt length: the anchor is a
+token the target produced, as after a real prefill), holds [token a, MASK x (block-1)] at
+positions a .. a+block-1, sees the target features of positions < a, and its labels are
+the target's greedy tokens a+1 .. a+block-1 (masked past the sequence's end)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass
+class Dataset:
+    features: np.ndarray  # [total tokens, taps * n_embd], float16 (memory-mapped)
+    sequences: list[dict]
+    max_len: int
+    report: dict
+
+    @classmethod
+    def load(cls, folder: Path) -> Dataset:
+        report = json.loads((folder / "index.json").read_text())
+        seqs = report.pop("sequences")
+        max_len = max(s["length"] for s in seqs)
+        return cls(np.load(folder / "features.npy", mmap_mode="r"), seqs, -(-max_len // 32) * 32, report)
+
+    def split(self, held_out: bool) -> list[int]:
+        return [i for i, s in enumerate(self.sequences) if s["held_out"] == held_out and s["length"] > s["prompt"] + 1]
+
+    def context(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Features [S, max_len, width] (zeros past each end) and tokens [S, max_len]."""
+        width = self.features.shape[1]
+        feats = np.zeros((len(ids), self.max_len, width), np.float32)
+        toks = np.zeros((len(ids), self.max_len), np.int32)
+        for row, i in enumerate(ids):
+            s = self.sequences[i]
+            feats[row, : s["length"]] = self.features[s["offset"] : s["offset"] + s["length"]]
+            toks[row, : s["length"]] = s["tokens"]
+        return feats, toks
+
+
+def blocks(
+    tokens: np.ndarray, lengths: np.ndarray, anchors: np.ndarray, block: int, mask_id: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """anchors [S, A] -> (block tokens [S, A, block], labels [S, A, block], label mask [S, A, block])."""
+    s_idx = np.arange(tokens.shape[0])[:, None, None]
+    pos = anchors[..., None] + np.arange(block)
+    inside = pos < lengths[:, None, None]
+    labels = tokens[s_idx, np.minimum(pos, tokens.shape[1] - 1)]
+    block_tokens = np.full(pos.shape, mask_id, np.int32)
+    block_tokens[..., 0] = labels[..., 0]
+    mask = inside.copy()
+    mask[..., 0] = False  # the anchor drafts nothing (in-place layout)
+    return block_tokens, labels.astype(np.int32), mask
+
+
+class Sampler:
+    """Training batches in a fixed order given the seed: an epoch is a permutation of the training
+    sequences, `cursor` is where in it the next batch starts. Its whole state goes in a checkpoint."""
+
+    def __init__(self, data: Dataset, seqs_per_step: int, anchors_per_seq: int, seed: int) -> None:
+        self.data, self.s, self.a = data, seqs_per_step, anchors_per_seq
+        self.train = data.split(held_out=False)
+        self.rng = np.random.default_rng(seed)
+        self.epoch, self.cursor = 0, 0
+        self.order = self.rng.permutation(len(self.train))
+
+    def state(self) -> dict:
+        return {"epoch": self.epoch, "cursor": self.cursor, "order": self.order.tolist(),
+                "rng": self.rng.bit_generator.state}  # fmt: skip
+
+    def restore(self, state: dict) -> None:
+        self.epoch, self.cursor = state["epoch"], state["cursor"]
+        self.order = np.asarray(state["order"])
+        self.rng.bit_generator.state = state["rng"]
+
+    def next(self) -> tuple[list[int], np.ndarray]:
+        if self.cursor + self.s > len(self.order):
+            self.epoch, self.cursor = self.epoch + 1, 0
+            self.order = self.rng.permutation(len(self.train))
+        ids = [self.train[j] for j in self.order[self.cursor : self.cursor + self.s]]
+        self.cursor += self.s
+        anchors = np.zeros((self.s, self.a), np.int32)
+        for row, i in enumerate(ids):
+            seq = self.data.sequences[i]
+            anchors[row] = self.rng.integers(seq["prompt"], seq["length"] - 1, size=self.a)
+        return ids, anchors

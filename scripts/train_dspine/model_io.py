@@ -1,0 +1,105 @@
+"""Checkpoints (to stop and go on) and the exported drafter (safetensors + config.json).
+
+A checkpoint is one folder written whole and then renamed into place, so a run killed
+mid-write keeps the previous one: params and optimizer leaves (npz), and state.json with
+the step, the sampler's position and RNG, the seconds spent and the run's settings."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict
+from pathlib import Path
+
+import jax
+import numpy as np
+from safetensors.numpy import save_file
+
+from .drafter import DrafterShape
+
+
+def save_checkpoint(folder: Path, params: dict, opt_state, state: dict) -> None:
+    tmp = folder / "checkpoint.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    np.savez(tmp / "params.npz", **{k: np.asarray(v) for k, v in params.items()})
+    leaves = jax.tree_util.tree_leaves(opt_state)
+    np.savez(tmp / "opt.npz", *[np.asarray(x) for x in leaves])
+    (tmp / "state.json").write_text(json.dumps(state))
+    final = folder / "checkpoint"
+    old = folder / "checkpoint.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        final.rename(old)
+    tmp.rename(final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load_checkpoint(folder: Path, opt_template) -> tuple[dict, object, dict] | None:
+    final = folder / "checkpoint"
+    if not (final / "state.json").exists():
+        return None
+    with np.load(final / "params.npz") as f:
+        params = {k: f[k] for k in f.files}
+    with np.load(final / "opt.npz") as f:
+        leaves = [f[f"arr_{i}"] for i in range(len(f.files))]
+    treedef = jax.tree_util.tree_structure(opt_template)
+    return params, jax.tree_util.tree_unflatten(treedef, leaves), json.loads((final / "state.json").read_text())
+
+
+def drafter_config(shape: DrafterShape, taps: tuple[int, ...], mask_id: int, vocab: int) -> dict:
+    """config.json as upstream's DFlashModel converter reads it, plus dspine_config (docs/dspine-variant.md)."""
+    config: dict = {
+        "architectures": ["DSpineDraftModel" if shape.injection else "DFlashDraftModel"],
+        "model_type": "qwen3",
+        "hidden_size": shape.n_embd,
+        "intermediate_size": shape.n_ff,
+        "num_hidden_layers": shape.n_layer,
+        "num_attention_heads": shape.n_head,
+        "num_key_value_heads": shape.n_head_kv,
+        "head_dim": shape.head_dim,
+        "hidden_act": "silu",
+        "rms_norm_eps": shape.rms_eps,
+        "rope_theta": shape.rope_theta,
+        "max_position_embeddings": 8192,
+        "vocab_size": vocab,
+        "tie_word_embeddings": True,
+        "attention_bias": False,
+        "block_size": shape.block_size,
+        "dflash_config": {
+            "block_size": shape.block_size,
+            "mask_token_id": mask_id,
+            "target_layer_ids": list(taps),
+            "causal": shape.causal,
+        },
+        "dspine_training": {"n_taps": shape.n_taps, "trainer": "scripts/train_dspine (JAX + optax)"},
+    }
+    if shape.injection:
+        config["dspine_config"] = {
+            "transfer_dim": shape.transfer_dim,
+            "message_dim": shape.transfer_dim,
+            "injection_layers": list(range(shape.n_layer)),
+            "gate": "sigmoid",
+            "activation": "identity",
+            "causal_full_layers": True,
+        }
+    return config
+
+
+def export(folder: Path, params: dict, config: dict) -> Path:
+    """model.safetensors (float32; a few tens of MB for SmolLM2-sized drafters) + config.json,
+    written beside each other then moved into `folder`."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(
+        {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in params.items()}, str(tmp / "model.safetensors")
+    )
+    (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+    return folder
+
+
+def shape_json(shape: DrafterShape) -> dict:
+    return asdict(shape)
