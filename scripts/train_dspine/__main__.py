@@ -120,13 +120,13 @@ def main(argv: list[str] | None = None) -> None:
                   args.checkpoint_minutes, args.seqs_per_step, args.anchors_per_seq, args.lr, args.seed)  # fmt: skip
         return
 
-    from .model_io import drafter_config, export, load_checkpoint
+    from .model_io import drafter_config, export, load_params
 
     def trained(variant: str) -> dict:
-        found = load_checkpoint(args.runs / variant, None) if (args.runs / variant / "checkpoint").exists() else None
+        found = load_params(args.runs / variant)
         if found is None:
             _fail(f"no checkpoint in {args.runs / variant}: run `python -m train_dspine train` first")
-        return found[0]  # type: ignore[index]
+        return found  # type: ignore[return-value]
 
     if args.command == "evaluate":
         from .train import acceptance
@@ -147,10 +147,16 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{category:8} " + " ".join(f"{results[v][category]['tau']:14.3f}" for v in results))
         return
 
+    from .train import reference_drafts
+
     for variant in args.variants:
         shape = _shape(tshape, variant == "dspine", args)
         config = drafter_config(shape, args.taps, MASK_TOKEN_ID, tshape.n_vocab)
-        print(f"{variant}: {export(args.runs / 'export' / variant, trained(variant), config)}")
+        params = trained(variant)
+        folder = export(args.runs / "export" / variant, params, config)
+        refs = reference_drafts(data, shape, params, embed, MASK_TOKEN_ID)
+        (folder / "reference-drafts.json").write_text(json.dumps(refs) + "\n")
+        print(f"{variant}: {folder} ({sum(v.size for v in params.values()) / 1e6:.2f}M parameters)")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,15 @@ def save_checkpoint(folder: Path, params: dict, opt_state, state: dict) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def load_params(folder: Path) -> dict | None:
+    """The params of folder/checkpoint alone (to measure or export), or None."""
+    path = folder / "checkpoint" / "params.npz"
+    if not path.exists():
+        return None
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files}
+
+
 def load_checkpoint(folder: Path, opt_template) -> tuple[dict, object, dict] | None:
     final = folder / "checkpoint"
     if not (final / "state.json").exists():

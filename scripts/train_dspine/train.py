@@ -163,3 +163,25 @@ def acceptance(
         c: {"accepted": a / n, "tau": 1 + a / n, "first_position": f / n, "blocks": n}
         for c, (a, n, f) in sorted(sums.items())
     }
+
+
+def reference_drafts(
+    data: Dataset, shape: DrafterShape, params: dict, embed: np.ndarray, mask_id: int, count: int = 4
+) -> list[dict]:
+    """What this drafter drafts right after a prefill of `prompt_tokens`, for the llama.cpp side
+    to compare with: the target produces `anchor` next, then the block [anchor, MASK x 15]
+    drafts `drafts` (greedy), against the target's own next tokens `target`."""
+    p = {k: jnp.asarray(v) for k, v in params.items()}
+    out = []
+    for i in data.split(held_out=True)[:: max(1, len(data.split(held_out=True)) // count)][:count]:
+        seq = data.sequences[i]
+        a = seq["prompt"]
+        if seq["length"] < a + shape.block_size:
+            continue
+        feats, toks = data.context([i])
+        anchors = np.asarray([[a]], np.int32)
+        btoks, labels, _ = blocks(toks, np.asarray([seq["length"]]), anchors, shape.block_size, mask_id)
+        guess = np.asarray(jnp.argmax(_forward_logits(shape, p, jnp.asarray(embed), feats, btoks, anchors), -1))
+        out.append({"category": seq["category"], "prompt_tokens": seq["tokens"][:a], "anchor": int(toks[0, a]),
+                    "drafts": guess[0, 1:].tolist(), "target": labels[0, 1:].tolist()})  # fmt: skip
+    return out
