@@ -57,12 +57,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--transfer-dim", type=int, default=128)
     parser.add_argument("--steps", type=int, default=3000, help="the whole budget of a variant, over all sessions")
     parser.add_argument("--minutes", type=float, default=30.0, help="wall clock for each variant in this call")
+    parser.add_argument(
+        "--stop-at", type=int, help="train: stop this call at this step (the schedule still spans --steps)"
+    )
     parser.add_argument("--checkpoint-minutes", type=float, default=3.0)
     parser.add_argument("--seqs-per-step", type=int, default=4)
     parser.add_argument("--anchors-per-seq", type=int, default=16)
     parser.add_argument("--lr", type=float, default=6e-4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-stride", type=int, default=4)
+    parser.add_argument("--no-random", action="store_true", help="evaluate: skip the random-init drafter")
     args = parser.parse_args(argv)
     if args.command == "check":
         from .check import run_checks
@@ -117,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
                 return init_params(shape, tshape, tweights, np.random.default_rng(args.seed), from_target=True)
 
             train(args.runs / variant, data, shape, init, embed, MASK_TOKEN_ID, args.steps, args.minutes,
-                  args.checkpoint_minutes, args.seqs_per_step, args.anchors_per_seq, args.lr, args.seed)  # fmt: skip
+                  args.checkpoint_minutes, args.seqs_per_step, args.anchors_per_seq, args.lr, args.seed,
+                  stop_at=args.stop_at)  # fmt: skip
         return
 
     from .model_io import drafter_config, export, load_params
@@ -131,8 +136,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "evaluate":
         from .train import acceptance
 
-        results = {}
-        for variant in [*args.variants, "random"]:
+        # measured variants are merged into acceptance.json, so they can be measured one at a time
+        saved = args.runs / "acceptance.json"
+        results = json.loads(saved.read_text()) if saved.exists() else {}
+        for variant in args.variants + ([] if args.no_random else ["random"]):
             injection = variant != "injection-off"
             shape = _shape(tshape, injection, args)
             if variant == "random":
@@ -141,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
                 params = trained(variant)
             results[variant] = acceptance(data, shape, params, embed, MASK_TOKEN_ID, stride=args.eval_stride)
             print(variant, json.dumps(results[variant]), flush=True)
-        (args.runs / "acceptance.json").write_text(json.dumps(results, indent=2) + "\n")
+        saved.write_text(json.dumps(results, indent=2) + "\n")
         print(f"{'category':8} " + " ".join(f"{v:>14}" for v in results))
         for category in sorted(next(iter(results.values()))):
             print(f"{category:8} " + " ".join(f"{results[v][category]['tau']:14.3f}" for v in results))

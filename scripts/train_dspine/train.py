@@ -62,6 +62,7 @@ def train(
     lr: float,
     seed: int,
     gamma: float = 7.0,
+    stop_at: int | None = None,
 ) -> dict:
     """Trains until `total_steps` or `minutes` of wall clock in this call, whichever first;
     resumes from run/checkpoint when there is one. Returns the params."""
@@ -99,7 +100,10 @@ def train(
     last_ckpt = start
     log = (run / "log.jsonl").open("a")
     recent: list[float] = []
-    while step < total_steps and time.monotonic() - start < minutes * 60:
+    # stop_at ends this call early without touching the schedule, which spans total_steps:
+    # two variants compared "at the same budget" stop at the same step
+    last = min(total_steps, stop_at or total_steps)
+    while step < last and time.monotonic() - start < minutes * 60:
         t0 = time.monotonic()
         ids, anchors = sampler.next()
         feats, toks = data.context(ids)
