@@ -52,7 +52,8 @@ def load_target(path: Path) -> tuple[TargetShape, dict[str, np.ndarray]]:
         n_head_kv=int(_field(reader, f"{arch}.attention.head_count_kv")),
         head_dim=n_embd // n_head,
         rope_theta=float(_field(reader, f"{arch}.rope.freq_base")),
-        rms_eps=float(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon")),
+        # GGUF keeps it as float32: 1e-05 reads back as 9.99999974e-06
+        rms_eps=float(str(_field(reader, f"{arch}.attention.layer_norm_rms_epsilon"))),
         n_vocab=weights["token_embd.weight"].shape[0],
     )
     return shape, weights

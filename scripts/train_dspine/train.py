@@ -187,5 +187,5 @@ def reference_drafts(
         btoks, labels, _ = blocks(toks, np.asarray([seq["length"]]), anchors, shape.block_size, mask_id)
         guess = np.asarray(jnp.argmax(_forward_logits(shape, p, jnp.asarray(embed), feats, btoks, anchors), -1))
         out.append({"category": seq["category"], "prompt_tokens": seq["tokens"][:a], "anchor": int(toks[0, a]),
-                    "drafts": guess[0, 1:].tolist(), "target": labels[0, 1:].tolist()})  # fmt: skip
+                    "drafts": guess[0, 0, 1:].tolist(), "target": labels[0, 0, 1:].tolist()})  # fmt: skip
     return out
