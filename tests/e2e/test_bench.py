@@ -209,5 +209,5 @@ def test_bench_by_depth_end_to_end(dspine, models, tmp_path, engine):
 def test_without_a_gpu_the_default_bench_is_short(dspine, models):
     done = dspine("bench", "--model", str(models["dense"]["target"]), "--draft", "none", "--engine", "inproc")
     assert done.returncode == 0, done.stderr
-    assert "no GPU found: a short bench (4 prompts, one a category, 64 tokens each)" in done.stderr
+    assert "no GPU found: a short bench (5 prompts, one a category, 64 tokens each)" in done.stderr
     assert "64 tokens a prompt" in done.stdout

@@ -35,10 +35,10 @@ def test_fit_local_files_for_a_24gb_card(dspine, headers):
     assert settings["drafter_kind"] == "dspine"  # from the file's architecture
     assert settings["context"] >= 16384 and settings["kv_type"] == "f16" and settings["flash_attention"]
     assert settings["gpu_layers"] == 65 and settings["drafter_gpu_layers"] == 6
-    # DSpine drafts 16 a step: llama-server keeps the live state and 16 snapshots (need_n_rs_seq).
-    assert settings["draft_n_max"] == 16 and settings["recurrent_state_copies"] == 17
-    assert data["memory"]["recurrent_state"] == 17 * 156_893_184
-    assert any("17 copies of that state" in r for r in data["reasons"])
+    # DSpine drafts 15 a step (in place): llama-server keeps the live state and 15 snapshots (need_n_rs_seq).
+    assert settings["draft_n_max"] == 15 and settings["recurrent_state_copies"] == 16
+    assert data["memory"]["recurrent_state"] == 16 * 156_893_184
+    assert any("16 copies of that state" in r for r in data["reasons"])
 
 
 def test_fit_table_names_every_line(dspine, headers):
@@ -172,8 +172,8 @@ def test_bench_depths_get_their_memory_from_the_fit_plan(headers, monkeypatch, e
     alone = plan_check(target, [], load_settings(), hardware.detect(), measure=False)
     assert alone(131072) is None
     crowded = why_not(131072) or ""
-    # 32K, not 68K: DSpine at 16 keeps 16 more copies of the recurrent state (2.3 GiB).
-    assert f"no room for the drafter {drafter.name}" in crowded and "leaves 32K" in crowded
+    # 34K, not 68K: DSpine at 15 keeps 15 more copies of the recurrent state (2.2 GiB).
+    assert f"no room for the drafter {drafter.name}" in crowded and "leaves 34K" in crowded
 
 
 def test_fit_a_catalog_bundle_offline_with_nothing_pulled(dspine, gguf_hub):

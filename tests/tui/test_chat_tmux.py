@@ -34,7 +34,9 @@ def test_chat_in_tmux(env, models, tmp_path):
         )
         shown = screen(session)
         print("\n--- dspine chat in tmux ---\n" + shown)
-        assert "Write hello world in C" in shown and "think off" in shown and "draft" in shown
+        assert (
+            "Write hello world in C" in shown and "think off" in shown and "dense-same.gguf" in shown
+        )  # the drafter, named in the readout
         pane = int(
             subprocess.run(
                 ["tmux", "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True, text=True

