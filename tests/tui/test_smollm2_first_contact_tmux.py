@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -99,7 +100,9 @@ def test_pull_interrupted_resumed_verified_then_chat_in_tmux(env, dspine, index,
         print("\n--- dspine chat --model smollm2-135m in tmux ---\n" + shown)
         figures = next(line for line in shown.splitlines() if "tokens ·" in line)
         assert "tok/s" in figures and "- tok/s" not in figures
-        assert "accept len" in figures and "drafted" in figures  # the Q4_1 drafter drafted, and it shows
+        # The Q4_1 drafter drafted and its tokens were kept (the notice about tools may cover the
+        # rest of the line, "N drafted").
+        assert re.search(r"accept len [1-9]\.\d+ · \d+% of", figures), figures
         assert "think off" in shown  # SmolLM2 has no thinking mode
         assert "def " in shown  # a real reply: SmolLM2 writes the function
         keys(session, "C-q")

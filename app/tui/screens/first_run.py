@@ -177,9 +177,11 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
             result: Any = chosen(_ScreenProgress(self))
         except ERRORS_FOR_PEOPLE as exc:
             message = f"{escape(exc.cause)} · {escape(exc.fix)}"
-            # The plan comes from the catalog even offline, so an unreachable hub first shows here.
-            if isinstance(exc, NetworkError) and (self.first_run.small or self.first_run.local_file):
-                message += "\nWithout the hub you can still start: " + self._without_hub()
+            # The plan comes from the catalog even offline, so an unreachable hub first shows here;
+            # whatever stopped the pull, the small bundle and a local file are still a way in.
+            if self.first_run.small or self.first_run.local_file:
+                lead = "Without the hub you" if isinstance(exc, NetworkError) else "You"
+                message += f"\n{lead} can still start: " + self._without_hub()
             self.app.call_from_thread(self._failed, message)
             return
         self.app.call_from_thread(self.dismiss, result)
