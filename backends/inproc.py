@@ -486,7 +486,7 @@ class InprocEngine:
                 space = min(limit - produced, target.n_ctx - target.n_past - 2)
                 if context is not None:
                     context.extend([cur])
-                    copied = context.draft(min(ngram_k, space))
+                    copied = context.draft(min(ngram_k, space), longer_than=k if drafter is not None else 0)
                     if copied:
                         # The draft is the context's own: verified like a model's, with a point mass as q.
                         base = target.n_past

@@ -32,6 +32,10 @@ class LookupSettings:
     ngram_min: int = 2
     # A draft shorter than this is not tried: the model drafter (if any) does better on it.
     n_min: int = 2
+    # Chained before a model drafter, a match this short is a coincidence more often than a
+    # copy (a poem shares "of the" with itself), and the model's draft it would replace is
+    # mostly kept: only a longer match goes first there.
+    chained_ngram_min: int = 3
 
 
 class PromptLookup:
@@ -71,21 +75,32 @@ class PromptLookup:
                     table[tuple(self.tokens[stop - n : stop])] = stop
         self._indexed = max(self._indexed, end + 1)
 
-    def draft(self, room: int) -> list[int]:
+    def draft(self, room: int, longer_than: int = 0) -> list[int]:
         """Up to `room` (and the settings' n_max) tokens that followed the latest earlier
         occurrence of the context's last n-gram; [] when none occurred or the copy is
-        shorter than n_min."""
-        limit = min(room, self.settings.n_max, self.length)
-        if limit < 1:
+        shorter than n_min.
+
+        `longer_than`: the draft length of a model drafter chained behind the lookup. A copy
+        then goes first only when it is longer than the model's draft and its match is at
+        least `chained_ngram_min` tokens: a short copy would replace a draft of the same length
+        that the model mostly gets right (llama-server's chain has the same rule: its n-gram
+        n_min is above every model drafter's length)."""
+        settings = self.settings
+        need = min(longer_than + 1, settings.n_max) if longer_than > 0 else 1
+        limit = min(room, settings.n_max, max(self.length, need))
+        if limit < need:
             return []
-        for n in range(self.settings.ngram_max, self.settings.ngram_min - 1, -1):
-            if len(self.tokens) <= n:
+        shortest = settings.ngram_min
+        if longer_than > 0:
+            shortest = min(settings.ngram_max, max(shortest, settings.chained_ngram_min))
+        for n in range(settings.ngram_max, shortest - 1, -1):
+            if len(self.tokens) <= n or n not in self._index:
                 continue
             start = self._index[n].get(tuple(self.tokens[-n:]))
             if start is None:
                 continue
             found = self.tokens[start : start + limit]
-            return found if len(found) >= min(self.settings.n_min, limit) else []
+            return found if len(found) >= max(min(settings.n_min, limit), need) else []
         return []
 
 

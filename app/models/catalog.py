@@ -51,6 +51,16 @@ class IndexSource:
 
 
 @dataclass(frozen=True)
+class AssetSource:
+    """A GGUF that ships inside dspine itself (assets/, packed as app/assets in a wheel): small
+    files trained here, e.g. the DSpine drafter for SmolLM2-135M. `path` is relative to the
+    assets folder; `sha256` is checked before the file is copied into the models folder."""
+
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Drafter:
     variant: str
     kind: str
@@ -67,10 +77,11 @@ class Drafter:
     convert_to: str | None = None
     index: IndexSource | None = None  # from a wheel on the package index
     quant: str | None = None  # with `index`: the type llama-quantize makes of the member (its own: as is)
+    asset: AssetSource | None = None  # shipped inside dspine (only beside a package-index target)
 
     @property
     def builtin(self) -> bool:
-        return self.repo is None and self.index is None
+        return self.repo is None and self.index is None and self.asset is None
 
     @property
     def converted(self) -> bool:
@@ -209,10 +220,37 @@ def _parse_index(table: dict[str, Any], where: str) -> IndexSource | None:
     return IndexSource(package, member)
 
 
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _parse_asset(table: dict[str, Any], where: str) -> AssetSource:
+    """`asset` + `sha256`: a GGUF in dspine's own assets folder."""
+    path, digest = table["asset"], _require(table, "sha256", where)
+    parts = path.split("/") if isinstance(path, str) else []
+    if not parts or any(part in ("", ".", "..") for part in parts) or not path.lower().endswith(".gguf"):
+        raise ConfigError(
+            f"{where}: asset {path!r} is not a .gguf path inside dspine's assets folder",
+            "write it relative to assets/, e.g. drafters/smollm2-135m-dspine.Q8_0.gguf",
+        )
+    if not isinstance(digest, str) or not _SHA256.match(digest):
+        raise ConfigError(f"{where}: sha256 {digest!r} is not 64 lowercase hex digits", "write the file's sha256")
+    return AssetSource(path, digest)
+
+
 def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
     kind = _require(table, "kind", where)
     if kind not in KINDS:
         raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(KINDS)}")
+    if "asset" in table:
+        return Drafter(
+            variant=variant,
+            kind=kind,
+            repo=None,
+            pattern=None,
+            description=table.get("description", ""),
+            note=table.get("note", ""),
+            asset=_parse_asset(table, where),
+        )
     index = _parse_index(table, where)
     if index is not None:
         return Drafter(
@@ -262,6 +300,12 @@ def _parse_bundle(name: str, table: dict[str, Any], where: str) -> Bundle:
     if default_drafter != NO_DRAFTER and default_drafter not in drafters:
         raise ConfigError(f"{where}: default_drafter {default_drafter!r} is not among its drafters", "fix the catalog")
     index = _parse_index(target, f"{where}.target")
+    shipped = [v for v, d in drafters.items() if d.asset is not None]
+    if shipped and index is None:
+        raise ConfigError(
+            f"{where}: drafter {shipped[0]} ships inside dspine, but the target comes from the hub",
+            "only a bundle whose target comes from the package index takes a drafter from dspine's assets",
+        )
     return Bundle(
         name=name,
         description=table.get("description", ""),
@@ -308,6 +352,11 @@ def builtin_catalog_path() -> Path:
         if candidate.exists():
             return candidate
     raise ConfigError("the built-in catalog is missing from this install", "reinstall dspine")
+
+
+def asset_path(asset: AssetSource) -> Path:
+    """Where a shipped file lies in this install (beside the built-in catalog)."""
+    return builtin_catalog_path().parent / asset.path
 
 
 def load_catalog(extra: Path | None = None) -> Catalog:

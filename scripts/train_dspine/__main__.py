@@ -31,7 +31,7 @@ def _shape(target, injection: bool, args) -> object:
         n_layer=args.layers, n_embd=target.n_embd, n_ff=target.n_ff, n_head=target.n_head,
         n_head_kv=target.n_head_kv, head_dim=target.head_dim, rope_theta=target.rope_theta,
         rms_eps=target.rms_eps, n_taps=len(args.taps), block_size=args.block,
-        transfer_dim=args.transfer_dim, injection=injection,
+        transfer_dim=args.transfer_dim, injection=injection, write_init_std=args.write_init_std,
     )  # fmt: skip
 
 
@@ -64,6 +64,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seqs-per-step", type=int, default=4)
     parser.add_argument("--anchors-per-seq", type=int, default=16)
     parser.add_argument("--lr", type=float, default=6e-4)
+    parser.add_argument(
+        "--injection-lr-scale", type=float, default=10.0, help="the injection's tensors learn this much faster"
+    )
+    parser.add_argument(
+        "--write-init-std", type=float, default=0.02, help="the injection write's initial scale (0: a twin at start)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval-stride", type=int, default=4)
     parser.add_argument("--no-random", action="store_true", help="evaluate: skip the random-init drafter")
@@ -122,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
 
             train(args.runs / variant, data, shape, init, embed, MASK_TOKEN_ID, args.steps, args.minutes,
                   args.checkpoint_minutes, args.seqs_per_step, args.anchors_per_seq, args.lr, args.seed,
-                  stop_at=args.stop_at)  # fmt: skip
+                  stop_at=args.stop_at, injection_lr_scale=args.injection_lr_scale)  # fmt: skip
         return
 
     from .model_io import drafter_config, export, load_params

