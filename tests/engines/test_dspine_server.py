@@ -296,7 +296,7 @@ def test_a_draft_longer_than_the_snapshots_falls_back_to_a_checkpoint(server_bin
     ngram = ("--spec-ngram-mod-n-max", "16", "--spec-ngram-mod-n-min", "4", "--spec-ngram-mod-n-match", "4")
     with DraftLogServer(
         server_binary, hybrid_target, drafter, log, n_max=3, spec_type="ngram-mod,draft-dspine",
-        extra=(*ngram, "-lv", "4"),
+        extra=(*ngram, "-lv", "5"),  # 5: the debug lines that say a checkpoint was restored
     ) as spec:  # fmt: skip
         got = spec.complete(repeated, 48, logit_bias=REQUEST_BIAS, **{"speculative.n_max": 16})
         steps = spec.steps()
