@@ -194,7 +194,7 @@ def list_table(manifest: Manifest) -> Table:
                 shown(stored.local),
             )
         if not record.files:
-            table.add_row(shown(record.name), "", "", "", "", status, "")
+            table.add_row(shown(record.name), "", "", "", status, "")
     return table
 
 

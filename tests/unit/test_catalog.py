@@ -163,6 +163,5 @@ def test_a_drafter_shipped_in_dspine_needs_a_safe_path_and_a_sha256():
             parse_catalog(INDEX_TARGET + f'[bundles.b.drafters.d]\nkind="dspine"\n{body}\n', "x.toml")
     hub_target = '[bundles.b.target]\nrepo="o/r"\n[bundles.b.target.quants]\nQ4_K_M="*"\n'
     with pytest.raises(ConfigError, match="ships inside dspine, but the target comes from the hub"):
-        parse_catalog(
-            hub_target + f'[bundles.b.drafters.d]\nkind="dspine"\nasset="drafters/d.gguf"\nsha256="{digest}"\n', "x.toml"
-        )
+        shipped = f'[bundles.b.drafters.d]\nkind="dspine"\nasset="drafters/d.gguf"\nsha256="{digest}"\n'
+        parse_catalog(hub_target + shipped, "x.toml")
