@@ -262,8 +262,15 @@ KINDS: dict[str, DrafterKind] = {
             "(installers/install.sh --with-server), or a DSpine fork's (--fork URL@REF)",
             label="DSpine",
             layout=DSPINE_LAYOUT,
-            # Not measured: no DSpine-enabled llama.cpp runs here (FACTS), so the server's own floor.
-            p_min=None,
+            # Measured (benchmarks/draft_p_min.py --kind dspine --rounds 1 --tokens 96, patched
+            # llama-server, quiet 2-core machine): the DSpine drafter trained here for SmolLM2-135M,
+            # both think presets. At 0 it drafted 1,095 tokens to keep 16 and ran at 0.47-0.50 of
+            # the best floor's speed; at 0.3 and above it is never that sure of a token, drafts
+            # nothing and runs at plain speed (the best on this CPU). By the rule the draft kind's
+            # floor was chosen by (the highest worst-case share of counted work), 0.3 - the same
+            # floor as the draft kind's. Whether it suits the 27B DSpine, a far surer drafter, is
+            # UNCONFIRMED; for a sure drafter it cuts only unlikely tail positions.
+            p_min=0.3,
             # draft-dspine joins need_n_rs_seq's list with dspine's DSpine patch (like draft-dflash).
             snapshots=True,
         ),

@@ -49,8 +49,9 @@ def main() -> None:
         str(ROOT / ".venv" / "bin" / "dspine"), "bench", "--model", str(pair["target"]),
         "--draft", ",".join(str(p) for p in (pair["q4"], args.twin, DSPINE)), "--n-max", args.n_max,
         "--think", "off", "--no-adaptive", "--max-tokens", str(args.tokens), "--json",
-        "--prompts", *[str(ROOT / "assets" / "prompts" / f"{c}.jsonl") for c in CATEGORIES],
     ]  # fmt: skip
+    for category in CATEGORIES:  # --prompts is repeated, one file each
+        command += ["--prompts", str(ROOT / "assets" / "prompts" / f"{category}.jsonl")]
     env = {**os.environ, "DSPINE_LLAMA_SERVER": binary, "DSPINE_NGRAM_DRAFTING": "off"}
     done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:

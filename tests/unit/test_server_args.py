@@ -11,7 +11,7 @@ CURRENT = Capabilities(
     flags=frozenset(
         {"-md", "-ngld", "--spec-type", "--spec-draft-n-max", "--spec-draft-p-min", "--spec-draft-sampling"}
     ),
-    spec_types=("draft-simple", "draft-dspine"),
+    spec_types=("draft-simple", "draft-dspine", "draft-dflash"),
 )
 
 
@@ -25,11 +25,14 @@ def test_a_draft_model_runs_with_its_kinds_floor_unless_the_config_sets_one():
     assert p_min_flag(server_args(config, CURRENT)) == "0.3"
     assert p_min_flag(server_args(ServerConfig(**{**config.__dict__, "draft_p_min": 0.0}), CURRENT)) == "0"
     assert p_min_flag(server_args(ServerConfig(**{**config.__dict__, "draft_p_min": 0.75}), CURRENT)) == "0.75"
+    # DSpine's floor, measured on the drafter trained here (backends/drafters.py)
+    dspine = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="dspine")
+    assert KINDS["dspine"].p_min == 0.3 and p_min_flag(server_args(dspine, CURRENT)) == "0.3"
 
 
 def test_no_floor_where_the_kind_has_none_or_the_binary_lacks_the_flag():
-    dspine = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="dspine")
-    assert KINDS["dspine"].p_min is None and p_min_flag(server_args(dspine, CURRENT)) is None
+    dflash = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="dflash")
+    assert KINDS["dflash"].p_min is None and p_min_flag(server_args(dflash, CURRENT)) is None
     older = Capabilities(flags=CURRENT.flags - {"--spec-draft-p-min"}, spec_types=CURRENT.spec_types)
     draft = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", draft_p_min=0.5)
     assert p_min_flag(server_args(draft, older)) is None
