@@ -459,6 +459,10 @@ class InprocEngine:
         ngram_k = self.ngram.n_max if self.ngram is not None else 0
         if target.rollback_limit is not None:
             ngram_k = min(ngram_k, target.rollback_limit)
+        # Chained before the draft model, a copy goes first only when it is longer than the
+        # model's draft; where the rollback cap holds both to the same length (a hybrid
+        # target), a copy of that whole length goes first (it costs no drafter decodes).
+        chained_past = min(k, ngram_k - 1) if drafter is not None else 0
         history = History(target.n_vocab)
 
         started = time.monotonic()
@@ -486,7 +490,7 @@ class InprocEngine:
                 space = min(limit - produced, target.n_ctx - target.n_past - 2)
                 if context is not None:
                     context.extend([cur])
-                    copied = context.draft(min(ngram_k, space), longer_than=k if drafter is not None else 0)
+                    copied = context.draft(min(ngram_k, space), longer_than=chained_past)
                     if copied:
                         # The draft is the context's own: verified like a model's, with a point mass as q.
                         base = target.n_past
