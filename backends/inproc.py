@@ -546,6 +546,13 @@ class InprocEngine:
                 draft, draft_probs = self._propose(drafter, pending_draft + [cur], room, sampling, history, rng)
                 verifying = time.monotonic()
                 stats.draft_s += verifying - drafting
+                # Where the copy being followed agrees with the whole of the model's draft, its
+                # tokens after it ride along (point masses, as a copy's): a step keeps at least
+                # what the model's draft alone would.
+                modelled = len(draft)
+                extra = context.extension(draft, min(ngram_k, space)) if context is not None else []
+                if extra:
+                    draft, draft_probs = [*draft, *extra], [*draft_probs, *point_masses(extra, target.n_vocab)]
                 verify = target.decode([cur, *draft], all_logits=True)
                 target_probs = rows_distributions(verify, sampling, history, draft)
                 stats.verify_s += time.monotonic() - verifying
@@ -556,7 +563,12 @@ class InprocEngine:
                 else:
                     verdict = accept_sampled(draft, draft_probs, target_probs, rng)
                 stats.accepted += verdict.accepted
-                _count_positions(stats, len(draft), verdict.accepted)
+                # Positions are the model's; the tokens that rode along count as copies.
+                _count_positions(stats, modelled, min(verdict.accepted, modelled))
+                stats.ngram_drafted += len(extra)
+                stats.ngram_accepted += max(0, verdict.accepted - modelled)
+                if context is not None:
+                    context.observe_model(min(verdict.accepted, modelled))
                 keep = base + 1 + verdict.accepted  # cur and the accepted drafts
                 if not target.rollback(keep):
                     raise EngineError(

@@ -4,6 +4,7 @@ copy from the context (a file rewritten, a method patched) and one that copies n
 (a poem), each with: plain decoding, the model drafter, n-gram drafts alone, the chain.
 
     .venv/bin/python benchmarks/ngram_chain.py [--tokens 160] [--rounds 1] [--engines inproc,server]
+        [--ngram-match N] [--llama-server PATH]
 
 Goals (issue #38): the chain at least 1.4x plain on the rewrite, and within 3% of the best
 single drafter on new text. Each cell is the best of --rounds replies (tok/s from the
@@ -14,6 +15,7 @@ tokens were copies.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -34,7 +36,7 @@ SETUPS = ("plain", "model", "n-gram", "chain")
 N_MAX = 8  # the model drafter's length (the real pair's best region, tests/engines/test_real_model.py)
 
 
-def open_engine(engine: str, setup: str, pair: dict[str, Path], log_dir: Path, binary: str | None):
+def open_engine(engine: str, setup: str, pair: dict[str, Path], log_dir: Path, binary: str | None, n_match: int):
     drafter = pair["q4"] if setup in ("model", "chain") else None
     ngram = setup in ("n-gram", "chain")
     if engine == "inproc":
@@ -53,7 +55,7 @@ def open_engine(engine: str, setup: str, pair: dict[str, Path], log_dir: Path, b
         gpu_layers=0,
         draft_gpu_layers=0,
         n_max=N_MAX if drafter else None,
-        ngram=NGRAM if ngram else None,
+        ngram=dataclasses.replace(NGRAM, n_match=n_match) if ngram else None,
     )
     return LlamaServerEngine(config, log_dir=log_dir, binary=binary).start()
 
@@ -85,6 +87,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--engines", default="inproc,server")
     parser.add_argument("--llama-server", default=None, help="the (patched) llama-server to run")
+    parser.add_argument("--ngram-match", type=int, default=NGRAM.n_match, help="the server's n-gram match length")
     parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
     args = parser.parse_args()
     pair = smollm2_pair(args.models)
@@ -93,7 +96,7 @@ def main() -> None:
     for engine_name in args.engines.split(","):
         for setup in SETUPS:
             print(f"{engine_name} / {setup} ...", file=sys.stderr, flush=True)
-            engine = open_engine(engine_name, setup, pair, log_dir, args.llama_server)
+            engine = open_engine(engine_name, setup, pair, log_dir, args.llama_server, args.ngram_match)
             try:
                 for label, messages in PROMPTS.items():
                     results[engine_name, setup, label] = measure(engine, messages, args.tokens, args.rounds)

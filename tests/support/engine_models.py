@@ -42,7 +42,7 @@ def write_family(folder: Path, kind: str) -> dict[str, Path]:
 
 # Prompt lookup that drafts at nearly every step of a generated model's output: one token of
 # match is enough (chained before a drafter too), so its drafts are often wrong and the rejection paths run too.
-EAGER_LOOKUP = LookupSettings(n_max=6, ngram_max=3, ngram_min=1, n_min=1, chained_ngram_min=1)
+EAGER_LOOKUP = LookupSettings(n_max=6, ngram_max=3, ngram_min=1, n_min=1, chained_ngram_min=1, weigh_copies=False)
 
 
 def open_engines(files: dict[str, Path], n_ctx: int = 512, n_max: int = 8) -> dict:

@@ -72,13 +72,16 @@ def test_chained_before_a_model_drafter_only_a_longer_copy_from_a_longer_match_g
     copy = [*range(100, 130)]
     # A three-token match with 30 tokens after it: a copy longer than the model's 8 goes first.
     context = PromptLookup(settings, [*copy, 7, *copy[:3]])
+    context.copy_kept = 16.0  # copies have kept whole drafts so far (see the test below)
     assert context.draft(40, longer_than=8) == copy[3:19]
     # Only a two-token match ("of the"): alone it drafts, chained it leaves the step to the model.
     coincidence = PromptLookup(settings, [1, 2, *range(50, 70), 9, 1, 2])
+    coincidence.copy_kept = 16.0
     assert coincidence.draft(40) == [*range(50, 66)]
     assert coincidence.draft(40, longer_than=8) == []
     # A copy no longer than the model's draft is not worth a verify pass of its own.
     short = PromptLookup(settings, [1, 2, 3, 4, 5, 6, 1, 2, 3])
+    short.copy_kept = 16.0
     assert short.draft(40) == [4, 5, 6, 1, 2, 3]
     assert short.draft(40, longer_than=8) == []
 
@@ -90,3 +93,58 @@ def test_chained_a_miss_does_not_shrink_a_copy_below_the_models_draft():
     assert context.draft(40) == [3]  # alone: a miss shrinks it to one token
     assert context.draft(40, longer_than=8) == [*range(3, 12)]  # chained: one more than the model's 8
     assert context.draft(5, longer_than=8) == []  # and no room for that: the model drafts
+
+
+def test_a_copy_in_progress_keeps_its_place_where_the_text_repeats_itself():
+    """Near-identical blocks (class Shape1, Shape2, Shape3): a fresh lookup of the last n-gram
+    finds the block the reply just wrote; the copy being followed knows the next one."""
+    settings = LookupSettings(n_max=8, ngram_max=2, ngram_min=2, n_min=1)
+    source = [5, 10, 1, 20, 10, 2, 20, 10, 3, 20, 6]
+    copied = [10, 1, 20, 10, 2, 20, 10]
+    context = PromptLookup(settings, [*source, 7, *copied])
+    # Looked up afresh, the last [20, 10] came before 2, in the reply itself.
+    assert context.draft(3) == [3, 20, 6]
+
+
+def test_a_changed_token_does_not_end_the_copy():
+    """A renamed name or a changed number: the copy picks up again past it at once (chained
+    before a model drafter too), where a fresh lookup would need a whole n-gram after it."""
+    settings = LookupSettings(n_max=16, ngram_max=4, ngram_min=2, n_min=2, chained_ngram_min=3)
+    source = [*range(100, 140)]
+    reply = [*source[:10], 77, source[11]]  # source[10] changed to 77
+    context = PromptLookup(settings, [*source, 7, *reply])
+    context.copy_kept = 16.0
+    assert context.draft(40, longer_than=8) == source[12:28]
+    # Inserted tokens (two where the source has one) and dropped ones are bridged too.
+    inserted = PromptLookup(settings, [*source, 7, *source[:10], 77, 78, source[10]])
+    assert inserted.draft(4) == source[11:15]
+    dropped = PromptLookup(settings, [*source, 7, *source[:10], source[13]])
+    assert dropped.draft(4) == source[14:18]
+    # A reply that leaves the copy for good stops drafting it once nothing matches.
+    gone = PromptLookup(settings, [*source, 7, *source[:10], *range(200, 212)])
+    assert gone.draft(40) == []
+
+
+def test_chained_a_copy_goes_first_only_while_copies_keep_as_much_as_the_models_drafts():
+    """Text the model writes its own way, however like the context it looks: copies that keep
+    fewer tokens a step than the model's drafts are only scored, against the tokens that come,
+    and go first again once they keep as many."""
+    settings = LookupSettings(n_max=16, ngram_max=3, ngram_min=3, n_min=2, kept_weight=0.5)
+    source = [*range(100, 140)]
+    context = PromptLookup(settings, [*source, 7, *source[:3]])
+    # The first copy of a reply is scored, not tried: the model drafts.
+    assert context.draft(40, longer_than=8) == []
+    context.observe_model(8)
+    context.extend([*source[3:12], 50])  # the model's 8 kept, then the target's own token
+    assert context.copy_kept == 9.0 and context.model_kept == 8.0  # the copy would have kept 9
+    context.extend([source[13]])  # back in the file (a changed token)
+    assert context.draft(40, longer_than=8) == source[14:30]  # copies keep more: one goes
+    context.observe(16, 2)
+    context.extend([*source[14:16], 60, source[17]])  # kept 2, the target's own, back again
+    assert context.copy_kept == 5.5
+    assert context.draft(40, longer_than=8) == []  # scored only: 5.5 < 8
+    context.observe_model(8)
+    context.extend(source[18:27])
+    assert context.copy_kept == (5.5 + 9) / 2  # the scored copy kept all its 9
+    assert context.draft(40, longer_than=8) == []  # 7.25 < 8 still
+    assert context.draft(40) != []  # alone (no model drafter), a copy is always tried
