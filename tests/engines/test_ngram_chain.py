@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from backends.break_even import BreakEven
-from backends.drafters import NgramDrafter
+from backends.drafters import NGRAM, NgramDrafter
 from backends.events import Delta, End
 from backends.inproc import InprocEngine
 from backends.llama_server import LlamaServerEngine, ServerConfig
@@ -142,14 +142,12 @@ def server(real, tmp_path, binary, draft: bool, ngram: NgramDrafter | None) -> L
     return LlamaServerEngine(config, log_dir=tmp_path, binary=str(binary)).start()
 
 
-# Matches sooner than the default's 12 tokens: the test's replies are short.
-TEST_NGRAM = NgramDrafter(n_max=24, n_min=9, n_match=6)
 
 
 def test_server_chain_is_plain_greedy_and_drafts_more_per_step_on_copies(real, tmp_path, patched_server):
     texts: dict[tuple[str, str], str] = {}
     stats: dict[tuple[str, str], Stats] = {}
-    for name, draft, ngram in (("plain", False, None), ("model", True, None), ("chain", True, TEST_NGRAM)):
+    for name, draft, ngram in (("plain", False, None), ("model", True, None), ("chain", True, NGRAM)):
         engine = server(real, tmp_path, patched_server, draft, ngram)
         try:
             assert engine.ngram_chained == (ngram is not None)
