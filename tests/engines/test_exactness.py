@@ -11,6 +11,7 @@ import pytest
 
 from backends.chat_template import render
 from backends.inproc import InprocEngine, _Model
+from backends.prompt_lookup import LookupSettings
 from backends.sampling import Sampling, preset
 from backends.speculative import distribution
 from backends.stats import Stats
@@ -140,6 +141,46 @@ def test_sampled_speculation_keeps_the_targets_distribution_with_a_presence_pena
         assert looked_up == 0
     # With the chain, the first three tokens of this prompt drew no lookup draft in 3000 runs
     # (measured): the point-mass rule itself is checked in tests/unit/test_prompt_lookup.py.
+
+
+def test_sampled_copies_riding_along_a_model_draft_keep_the_targets_distribution(models):
+    """A copy that agrees with the whole of the model's draft rides along after it in the same
+    verify pass: the model's tokens with the model's distributions, the copied ones as point
+    masses. Chi-square of the first three tokens against plain decoding's exact distribution,
+    on a prompt that repeats itself, with the model drafting one token and a copy behind it."""
+    files = models["sharp-dense"]
+    target = str(files["target"])
+    weighed = LookupSettings(n_max=6, ngram_max=3, ngram_min=1, n_min=1, chained_ngram_min=1)
+    engine = InprocEngine(target, draft_path=str(files["noisy"]), n_ctx=256, n_max=1, ngram=weighed).load()
+    try:
+        sampling = Sampling(temperature=1.5, top_k=2, top_p=1.0, presence_penalty=2.0)
+        # The prompt ends in the target's own greedy continuation, a loop (its weights are
+        # random): copies from the loop are what the target tends to pick next.
+        start = engine._target.tokenize("The quick brown fox")
+        greedy, _ = tokens_of(engine, start, Sampling(temperature=0, max_tokens=30), 0)
+        prompt = [*start, *greedy]
+        joint = exact_joint(target, prompt, sampling, 3)
+        runs = 3000
+        counts = dict.fromkeys(joint, 0)
+        rode = 0
+        for seed in range(runs):
+            tokens, stats = tokens_of(engine, prompt, sampling.with_(seed=seed, max_tokens=3), 1)
+            # Copies never go first here (the first copy of a reply is only scored): every
+            # copied token rode along after the model's one.
+            assert stats.ngram_steps == 0
+            rode += stats.ngram_drafted
+            key = tuple(tokens[:3])
+            assert key in joint, f"{key} cannot come out of plain decoding"
+            counts[key] += 1
+    finally:
+        engine.close()
+    assert rode > runs // 10, rode  # the path under test ran
+    expected = {key: runs * p for key, p in joint.items()}
+    chi2 = sum((counts[key] - expected[key]) ** 2 / expected[key] for key in joint)
+    dof = len(joint) - 1
+    limit = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32}[dof]
+    assert dof >= 3
+    assert chi2 < limit, (chi2, counts, expected)
 
 
 def same_state(model: _Model, sequence: list[int], fresh_path: str, probe: int = 65) -> float:

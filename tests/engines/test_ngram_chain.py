@@ -142,8 +142,6 @@ def server(real, tmp_path, binary, draft: bool, ngram: NgramDrafter | None) -> L
     return LlamaServerEngine(config, log_dir=tmp_path, binary=str(binary)).start()
 
 
-
-
 def test_server_chain_is_plain_greedy_and_drafts_more_per_step_on_copies(real, tmp_path, patched_server):
     texts: dict[tuple[str, str], str] = {}
     stats: dict[tuple[str, str], Stats] = {}
