@@ -555,7 +555,11 @@ class InprocEngine:
                     draft, draft_probs = [*draft, *extra], [*draft_probs, *point_masses(extra, target.n_vocab)]
                 verify = target.decode([cur, *draft], all_logits=True)
                 target_probs = rows_distributions(verify, sampling, history, draft)
-                stats.verify_s += time.monotonic() - verifying
+                spent = time.monotonic() - verifying
+                stats.verify_s += spent
+                # The tokens that rode along: their share of the pass is the copies' (the draft
+                # model's own cost, which adaptive lengths learn from, leaves them out).
+                stats.ngram_verify_s += spent * len(extra) / (1 + len(draft))
                 stats.verify_steps += 1
                 stats.drafted += len(draft)
                 if sampling.greedy:

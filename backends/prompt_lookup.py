@@ -53,8 +53,8 @@ class LookupSettings:
     # against the tokens that come (a point-mass draft token is kept exactly when the target
     # picks it, greedy or sampled), so a copy that starts to run is noticed.
     kept_weight: float = 0.5
-    # Off: a copy goes first whenever one is found (the tests' eager lookup, so that every
-    # verify path runs).
+    # Off: a copy goes first whenever one is found (the tests' eager lookup, so that copies
+    # going first are verified on every model family).
     weigh_copies: bool = True
 
 
@@ -78,11 +78,13 @@ class PromptLookup:
         # many tokens in a row it has been right (the match's length, as a lookup's n).
         self._follow: int | None = None
         self._run = 0
+        self._matched = 0  # of the run, the tokens matched since the copy was last (re)found
         # Where a followed copy was left (its source position), the reply's tokens since, and
         # how long the copy had run before.
         self._lost: int | None = None
         self._lost_age = 0
         self._lost_run = 0
+        self._lost_matched = 0
         # Tokens kept per step, copies against the model's drafts (chained only); None until
         # the first is seen.
         self.copy_kept: float | None = None
@@ -143,21 +145,24 @@ class PromptLookup:
             if self.tokens[self._follow] == token:
                 self._follow += 1
                 self._run += 1
+                self._matched += 1
                 return
-            self._lost, self._lost_age, self._lost_run = self._follow, 0, self._run
-            self._follow, self._run = None, 0
+            self._lost, self._lost_age = self._follow, 0
+            self._lost_run, self._lost_matched = self._run, self._matched
+            self._follow, self._run, self._matched = None, 0, 0
         if self._lost is None:
             return
         # The reply left the copy at `lost`: a changed token (the copy goes on at lost + 1),
         # inserted ones (at lost) or dropped ones (further on). The nearest place that
-        # continues with this token is taken. A copy that had run at least a full n-gram keeps
-        # its run (one renamed token does not make a file less of a copy, and a fresh lookup
-        # would find the reply's own latest near-repeat); after a shorter one, a longer lookup
-        # match wins over the place found.
+        # continues with this token is taken. A copy that had matched at least a full n-gram
+        # since it was last found keeps its run (one renamed token does not make a file less of
+        # a copy, and a fresh lookup would find the reply's own latest near-repeat); otherwise
+        # (a coincidence on a newline, say, after the reply left the copy) a longer lookup match
+        # wins over the place found.
         window = self.tokens[self._lost : self._lost + self.settings.resync_window]
         if token in window:
-            credit = self._lost_run if self._lost_run >= self.settings.ngram_max else 0
-            self._follow, self._run = self._lost + window.index(token) + 1, 1 + credit
+            credit = self._lost_run if self._lost_matched >= self.settings.ngram_max else 0
+            self._follow, self._run, self._matched = self._lost + window.index(token) + 1, 1 + credit, 1
             self._lost = None
             return
         self._lost_age += 1
@@ -173,7 +178,7 @@ class PromptLookup:
                 continue
             start = self._index[n].get(tuple(self.tokens[-n:]))
             if start is not None:
-                self._follow, self._run, self._lost = start, n, None
+                self._follow, self._run, self._matched, self._lost = start, n, n, None
                 return
 
     def extension(self, draft: Sequence[int], room: int) -> list[int]:
@@ -223,6 +228,7 @@ class PromptLookup:
             if not self._shadow:
                 self._shadow, self._shadow_matched = found, 0
             return []
+        self._shadow, self._shadow_matched = [], 0  # this copy is tried: observe() scores it
         return found
 
 

@@ -4,7 +4,11 @@ copy from the context (a file rewritten, a method patched) and one that copies n
 (a poem), each with: plain decoding, the model drafter, n-gram drafts alone, the chain.
 
     .venv/bin/python benchmarks/ngram_chain.py [--tokens 160] [--rounds 1] [--engines inproc,server]
-        [--ngram-match N] [--llama-server PATH]
+        [--ngram-match N] [--llama-server PATH] [--drafter q4_1|dspine]
+
+`--drafter dspine` puts the DSpine drafter trained here (assets/drafters/, 15 MB: a drafter
+far cheaper than its target, as on a GPU pair) behind the copies instead of the Q4_1 file,
+on the (patched) llama-server only.
 
 Goals (issue #38): the chain at least 1.4x plain on the rewrite, and within 3% of the best
 single drafter on new text. Each cell is the best of --rounds replies (tok/s from the
@@ -34,10 +38,12 @@ from tests.support.real_models import smollm2_pair  # noqa: E402
 
 SETUPS = ("plain", "model", "n-gram", "chain")
 N_MAX = 8  # the model drafter's length (the real pair's best region, tests/engines/test_real_model.py)
+DSPINE = ROOT / "assets" / "drafters" / "smollm2-135m-dspine.Q8_0.gguf"
 
 
-def open_engine(engine: str, setup: str, pair: dict[str, Path], log_dir: Path, binary: str | None, n_match: int):
-    drafter = pair["q4"] if setup in ("model", "chain") else None
+def open_engine(args: argparse.Namespace, engine: str, setup: str, pair: dict[str, Path], log_dir: Path):
+    dspine = args.drafter == "dspine"
+    drafter = (DSPINE if dspine else pair["q4"]) if setup in ("model", "chain") else None
     ngram = setup in ("n-gram", "chain")
     if engine == "inproc":
         return InprocEngine(
@@ -50,14 +56,14 @@ def open_engine(engine: str, setup: str, pair: dict[str, Path], log_dir: Path, b
     config = ServerConfig(
         model=str(pair["target"]),
         draft_model=str(drafter) if drafter else None,
-        drafter_kind="draft" if drafter else None,
+        drafter_kind=("dspine" if dspine else "draft") if drafter else None,
         n_ctx=2048,
         gpu_layers=0,
         draft_gpu_layers=0,
-        n_max=N_MAX if drafter else None,
-        ngram=dataclasses.replace(NGRAM, n_match=n_match) if ngram else None,
+        n_max=(15 if dspine else N_MAX) if drafter else None,  # DSpine: a block of 16 drafts 15 in place
+        ngram=dataclasses.replace(NGRAM, n_match=args.ngram_match) if ngram else None,
     )
-    return LlamaServerEngine(config, log_dir=log_dir, binary=binary).start()
+    return LlamaServerEngine(config, log_dir=log_dir, binary=args.llama_server).start()
 
 
 def measure(engine, messages: list[dict], tokens: int, rounds: int) -> Stats:
@@ -88,21 +94,25 @@ def main() -> None:
     parser.add_argument("--engines", default="inproc,server")
     parser.add_argument("--llama-server", default=None, help="the (patched) llama-server to run")
     parser.add_argument("--ngram-match", type=int, default=NGRAM.n_match, help="the server's n-gram match length")
+    parser.add_argument("--drafter", choices=("q4_1", "dspine"), default="q4_1", help="the model drafter")
     parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
     args = parser.parse_args()
+    if args.drafter == "dspine" and args.engines != "server":
+        parser.error("--drafter dspine runs on the (patched) llama-server only: add --engines server")
     pair = smollm2_pair(args.models)
     log_dir = args.models / "logs"
     results: dict[tuple[str, str, str], Stats] = {}
     for engine_name in args.engines.split(","):
         for setup in SETUPS:
             print(f"{engine_name} / {setup} ...", file=sys.stderr, flush=True)
-            engine = open_engine(engine_name, setup, pair, log_dir, args.llama_server, args.ngram_match)
+            engine = open_engine(args, engine_name, setup, pair, log_dir)
             try:
                 for label, messages in PROMPTS.items():
                     results[engine_name, setup, label] = measure(engine, messages, args.tokens, args.rounds)
             finally:
                 engine.close()
-    print(f"SmolLM2-135M Q8_0 + Q4_1, greedy, {args.tokens} tokens, best of {args.rounds}, model drafter at {N_MAX}")
+    drafter = "the DSpine drafter trained here" if args.drafter == "dspine" else f"Q4_1 at {N_MAX}"
+    print(f"SmolLM2-135M Q8_0, model drafter {drafter}, greedy, {args.tokens} tokens, best of {args.rounds}")
     print()
     print("| engine | prompt | " + " | ".join(SETUPS) + " |")
     print("|---|---|" + "---|" * len(SETUPS))

@@ -43,11 +43,15 @@ def write_family(folder: Path, kind: str) -> dict[str, Path]:
 # Prompt lookup that drafts at nearly every step of a generated model's output: one token of
 # match is enough (chained before a drafter too), so its drafts are often wrong and the rejection paths run too.
 EAGER_LOOKUP = LookupSettings(n_max=6, ngram_max=3, ngram_min=1, n_min=1, chained_ngram_min=1, weigh_copies=False)
+# The same with copies weighed against the model's drafts: the first copy of a reply is only
+# scored, so copies ride along after model drafts they agree with.
+WEIGHED_LOOKUP = LookupSettings(n_max=6, ngram_max=3, ngram_min=1, n_min=1, chained_ngram_min=1)
 
 
 def open_engines(files: dict[str, Path], n_ctx: int = 512, n_max: int = 8) -> dict:
-    """In-process engines on a family: plain, with the equal drafter, with the noisy one, and
-    `chain`: the noisy one with prompt lookup chained before it."""
+    """In-process engines on a family: plain, with the equal drafter, with the noisy one,
+    `chain`: the noisy one with prompt lookup chained before it, and `weighed`: the same with
+    copies weighed against the model's drafts."""
     from backends.inproc import InprocEngine
 
     target = str(files["target"])
@@ -57,4 +61,5 @@ def open_engines(files: dict[str, Path], n_ctx: int = 512, n_max: int = 8) -> di
         "same": InprocEngine(target, draft_path=str(files["same"]), n_ctx=n_ctx, n_max=n_max).load(),
         "noisy": InprocEngine(target, draft_path=noisy, n_ctx=n_ctx, n_max=n_max).load(),
         "chain": InprocEngine(target, draft_path=noisy, n_ctx=n_ctx, n_max=n_max, ngram=EAGER_LOOKUP).load(),
+        "weighed": InprocEngine(target, draft_path=noisy, n_ctx=n_ctx, n_max=n_max, ngram=WEIGHED_LOOKUP).load(),
     }

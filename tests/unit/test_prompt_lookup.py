@@ -148,3 +148,34 @@ def test_chained_a_copy_goes_first_only_while_copies_keep_as_much_as_the_models_
     assert context.copy_kept == (5.5 + 9) / 2  # the scored copy kept all its 9
     assert context.draft(40, longer_than=8) == []  # 7.25 < 8 still
     assert context.draft(40) != []  # alone (no model drafter), a copy is always tried
+
+
+def test_a_copy_that_agrees_with_the_models_whole_draft_rides_along_after_it():
+    settings = LookupSettings(n_max=16, ngram_max=3, ngram_min=3, n_min=2, chained_ngram_min=3)
+    source = [*range(100, 140)]
+    context = PromptLookup(settings, [*source, 7, *source[:3]])
+    assert context.extension(source[3:6], 10) == source[6:13]  # 10 in all: the room
+    assert context.extension(source[3:6], 3) == []  # no room after the draft
+    assert context.extension([source[3], 99, source[5]], 10) == []  # the draft went its own way
+    assert context.extension([], 10) == []  # no draft to agree with
+    # A match shorter than the chained minimum rides along nowhere.
+    assert PromptLookup(settings, [1, 2, *range(50, 70), 9, 1, 2]).extension([50], 10) == []
+
+
+def test_a_resync_credits_only_a_copy_that_matched_a_whole_ngram_since_it_was_found():
+    """After the reply leaves a copy for good, a coincidental match in the old source (a
+    newline) must not carry the old copy's run on: its run decides whether a fresh, longer
+    lookup can win over it, and whether it may go first before a model drafter."""
+    settings = LookupSettings(n_max=16, ngram_max=3, ngram_min=2, n_min=1, chained_ngram_min=3)
+    source = [*range(100, 130)]
+    # The copy matched 10, one token changed, found again one on: it keeps its run.
+    context = PromptLookup(settings, [*source, 7, *source[:10], 77, source[11]])
+    assert context._run == 11
+    # Left again after one token, found again by coincidence: no credit, so it may not go
+    # first before a model drafter (a whole n-gram has to match first).
+    context.extend([78, source[13]])
+    assert context._run == 1
+    context.copy_kept = 16.0
+    assert context.draft(40, longer_than=8) == []
+    context.extend(source[14:16])
+    assert context.draft(40, longer_than=8) == [*source[16:], 7, source[0]]  # 16 on from there
