@@ -20,7 +20,10 @@ pytestmark = [
 
 def test_chat_in_tmux(env, models, tmp_path):
     files = models["dense"]
-    args = ("chat", "--model", str(files["target"]), "--draft", str(files["same"]), "--think", "off", "--ctx", "2048")
+    # A short context keeps the whole reply on one screen with the prompt above it: on a quiet
+    # machine the reply reaches the context's end before the Escape lands, and at 2048 its
+    # 1,670 tokens had scrolled the prompt off (CI, 2026-12-02).
+    args = ("chat", "--model", str(files["target"]), "--draft", str(files["same"]), "--think", "off", "--ctx", "768")
     floor = {"DSPINE_DRAFT_P_MIN": "0"}  # the generated drafter never passes the draft kind's floor
     with dspine_in_tmux(env, tmp_path, *args, cwd=ROOT, name="chat", extra_env=floor) as session:
         wait_for(lambda: "Ask about code" in screen(session), timeout=60, what="the chat to open")
