@@ -114,6 +114,17 @@ def exact_joint(
         model.free()
 
 
+def assert_drawn_from(counts: dict, joint: dict, runs: int) -> None:
+    """Chi-square of the outcomes' counts against their exact distribution, at 99.9%."""
+    expected = {key: runs * p for key, p in joint.items()}
+    chi2 = sum((counts[key] - expected[key]) ** 2 / expected[key] for key in joint)
+    dof = len(joint) - 1
+    # 99.9% quantiles of chi-square for 1..7 degrees of freedom.
+    limit = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32}[dof]
+    assert dof >= 3
+    assert chi2 < limit, (chi2, counts, expected)
+
+
 @pytest.mark.parametrize("drafter", ["same", "noisy", "chain"])
 def test_sampled_speculation_keeps_the_targets_distribution_with_a_presence_penalty(models, generated, drafter):
     """Chi-square of the first three tokens against plain decoding's exact distribution.
@@ -137,13 +148,7 @@ def test_sampled_speculation_keeps_the_targets_distribution_with_a_presence_pena
         key = tuple(tokens[:3])
         assert key in joint, f"{key} cannot come out of plain decoding"
         counts[key] += 1
-    expected = {key: runs * p for key, p in joint.items()}
-    chi2 = sum((counts[key] - expected[key]) ** 2 / expected[key] for key in joint)
-    dof = len(joint) - 1
-    # 99.9% quantiles of chi-square for 1..7 degrees of freedom.
-    limit = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32}[dof]
-    assert dof >= 3
-    assert chi2 < limit, (chi2, counts, expected)
+    assert_drawn_from(counts, joint, runs)
     if drafter != "chain":
         assert looked_up == 0
     # With the chain, the first three tokens of this prompt drew no lookup draft in 3000 runs
@@ -188,12 +193,7 @@ def test_sampled_copies_riding_along_a_model_draft_keep_the_targets_distribution
     finally:
         engine.close()
     assert rode > runs // 10, rode  # the path under test ran
-    expected = {key: runs * p for key, p in joint.items()}
-    chi2 = sum((counts[key] - expected[key]) ** 2 / expected[key] for key in joint)
-    dof = len(joint) - 1
-    limit = {1: 10.83, 2: 13.82, 3: 16.27, 4: 18.47, 5: 20.52, 6: 22.46, 7: 24.32}[dof]
-    assert dof >= 3
-    assert chi2 < limit, (chi2, counts, expected)
+    assert_drawn_from(counts, joint, runs)
 
 
 def same_state(model: _Model, sequence: list[int], fresh_path: str, probe: int = 65) -> float:
