@@ -598,6 +598,7 @@ def chat(
             mcp_trust=trust,
             model_files=remembered(model, draft, files) if files is not None else "",
             commands=load_for_chat(project.root),  # prompts only: reading them runs nothing
+            sandbox=settings.sandbox,
         ).run()
     finally:
         if mcp is not None:

@@ -286,6 +286,12 @@ class Settings:
         lambda _: {},
         "MCP servers for `dspine chat` in every project, after the project's .mcp.json and opencode.json",
     )
+    sandbox: bool = _setting(
+        parse_bool,
+        lambda _: True,
+        "run the chat's commands in a sandbox (bubblewrap on Linux, sandbox-exec on macOS): writes only in "
+        "the project and a temporary folder, no network; false runs them as you (the question says so)",
+    )
     debug: bool = _setting(
         parse_bool,
         lambda _: False,

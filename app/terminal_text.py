@@ -35,3 +35,17 @@ def controls_shown(text: str) -> str:
     """Control characters made visible (ESC as ␛), for text the user must judge as it
     is, such as a command awaiting consent: stripping would hide what would run."""
     return _CONTROLS.sub(_symbol, text)
+
+
+# Characters that move or hide text without being control characters: line and paragraph
+# separators, bidirectional overrides and isolates (text drawn in another order than it
+# runs), zero-width characters.
+_INVISIBLE = re.compile("[\u2028\u2029\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def one_line(text: str) -> str:
+    """Outside text as one visible line, for a question the user answers: line breaks and
+    tabs shown as symbols (␊, ␉) so a name cannot draw lines of its own (a fake entry, a fake
+    "y/n"), and invisible or reordering characters named (<U+202E>)."""
+    shown = controls_shown(text.replace("\n", "\u240a").replace("\t", "\u2409"))
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", shown)

@@ -103,6 +103,10 @@ class Changes:
             raise ToolRefused(f"{name!r} is a directory: give a file path")
         if len(content.encode()) > MAX_FILE_BYTES:
             raise ToolRefused(f"the content is over the {MAX_FILE_BYTES:,}-byte cap: write smaller files")
+        if content.lstrip("\ufeff \t\r\n").startswith("gitdir:"):
+            # A gitfile: under the name `.git` (in some spelling a file system maps to it) it
+            # makes its folder a work tree of any repository it names.
+            raise ToolRefused(f"{name!r} would be a git link file (it starts with 'gitdir:'): it is not written")
         before = self._current(path, name)
         self._unchanged_since_read(path, name, before)
         return Change(path, shown(self.root, path), before, content)

@@ -53,10 +53,13 @@ _USE_REAPER = sys.platform.startswith("linux") and bool(sys.executable) and _REA
 _REAPER_GRACE_S = 5.0
 
 
-def _popen_command(command: str) -> tuple[list[str] | str, bool]:
-    """What to start for `command` and whether it goes through a shell of Popen's."""
+def _popen_command(command: str, wrap: list[str] | None = None) -> tuple[list[str] | str, bool]:
+    """What to start for `command` and whether it goes through a shell of Popen's. `wrap`: a
+    sandbox's argv the shell runs inside (sandbox.Sandbox.wrap)."""
     if _USE_REAPER:
-        return [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), command], False
+        return [sys.executable, "-I", "-S", str(_REAPER), str(os.getpid()), command, *(wrap or [])], False
+    if wrap:
+        return [*wrap, "/bin/sh", "-c", command], False
     return command, True
 
 
@@ -105,10 +108,12 @@ def run_command(
     on_output: Callable[[str], None] | None = None,
     stop: threading.Event | None = None,
     scratch: Scratch | None = None,
+    wrap: list[str] | None = None,
 ) -> CommandResult:
-    """`scratch`: where the whole output goes when it is longer than what the model gets."""
+    """`scratch`: where the whole output goes when it is longer than what the model gets;
+    `wrap`: the sandbox to run it in (its argv before the shell), None for none."""
     timeout_s = max(1.0, min(float(timeout_s), MAX_TIMEOUT_S))
-    argv, through_shell = _popen_command(command)
+    argv, through_shell = _popen_command(command, wrap)
     process = subprocess.Popen(
         argv,
         shell=through_shell,

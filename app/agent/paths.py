@@ -3,8 +3,10 @@
 The model names paths; this module decides whether they may be read or
 written. Symlinks are followed and the target is checked, so a link that
 points out of the project is refused like `../`. Writes never reach a
-repository's `.git` (in any spelling a file system maps to it), a special
-file, or a file with a second hard link (which may live outside).
+repository's `.git` (in any spelling a file system maps to it), never make a
+folder a repository (a HEAD file, or a repository's parts beside one: git would
+run that folder's fsmonitor or hooks), never a special file, or a file with a
+second hard link (which may live outside).
 """
 
 from __future__ import annotations
@@ -32,8 +34,38 @@ def is_git_name(part: str) -> bool:
     Windows compare without it), trailing dots and spaces and an NTFS stream suffix
     (`.git. `, `.git::$INDEX_ALLOCATION`: Windows drops them), 8.3 short names (`GIT~1`)
     and HFS+ ignorable code points."""
-    name = _IGNORED_BY_HFS.sub("", part).split(":", 1)[0].rstrip(". ").casefold()
+    name = _folded(part)
     return name == ".git" or _SHORT_NAME.fullmatch(name) is not None
+
+
+# What git looks for to take a folder for a repository (a bare one, or a `.git` folder
+# under any name) besides HEAD: written beside a HEAD, they make `git status` there (or a
+# git-aware shell prompt) run the folder's `core.fsmonitor` or hooks.
+_REPOSITORY_PARTS = frozenset(
+    {"config", "objects", "refs", "commondir", "gitdir", "packed-refs", "hooks", "info", "index", "worktrees"}
+)
+
+
+def _folded(part: str) -> str:
+    return _IGNORED_BY_HFS.sub("", part).split(":", 1)[0].rstrip(". ").casefold()
+
+
+def _check_not_repository(name: str, root: Path, real: Path) -> None:
+    """A write that would make a folder a git repository: a file named HEAD anywhere, or a
+    repository's part (config, objects/, refs/, ...) in a folder that holds a HEAD."""
+    parts = real.relative_to(root).parts
+    if parts and _folded(parts[-1]) == "head":
+        raise ToolRefused(
+            f"{name!r} would be a git HEAD file, which makes its folder a repository that git runs "
+            "commands from: files named HEAD are not written; choose another name"
+        )
+    for depth, part in enumerate(parts):
+        folder = root.joinpath(*parts[:depth])
+        if _folded(part) in _REPOSITORY_PARTS and os.path.lexists(folder / "HEAD"):
+            raise ToolRefused(
+                f"{name!r} would be part of a git repository ({shown(root, folder)} holds a HEAD file): "
+                "not written; choose another folder"
+            )
 
 
 def kind_of(mode: int) -> str:
@@ -95,6 +127,7 @@ def resolve(root: Path, name: str, *, write: bool = False) -> Path:
             raise ToolRefused(
                 f"{name!r} is inside a .git folder, which is read-only: change files of the work tree instead"
             )
+        _check_not_repository(name, root, real)
         _check_writable(name, real)
     return real
 

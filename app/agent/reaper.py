@@ -89,15 +89,17 @@ def _stop(signum: int, frame: object) -> None:
         _kill(_state["shell"])
 
 
-def _run_shell(command: str) -> int:
-    """The shell's wait status; orphans adopted meanwhile are reaped on the way."""
+def _run_shell(command: str, wrap: list[str]) -> int:
+    """The shell's wait status; orphans adopted meanwhile are reaped on the way. `wrap`: a
+    sandbox's argv the shell runs inside (app/agent/sandbox.py), or nothing."""
     shell = os.fork()
     if shell == 0:
         try:
             # Python ignores SIGPIPE and we catch these; the command gets the usual defaults.
             for signum in (signal.SIGPIPE, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
                 signal.signal(signum, signal.SIG_DFL)
-            os.execv(SHELL, [SHELL, "-c", command])
+            argv = [*wrap, SHELL, "-c", command]
+            os.execv(argv[0], argv)
         finally:
             os._exit(127)
     _state["shell"] = shell
@@ -127,10 +129,10 @@ def _end_like(status: int) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3:
-        print("usage: reaper.py PARENT_PID COMMAND", file=sys.stderr)
+    if len(argv) < 3:
+        print("usage: reaper.py PARENT_PID COMMAND [WRAPPER ARGV...]", file=sys.stderr)
         return 2
-    parent, command = int(argv[1]), argv[2]
+    parent, command, wrap = int(argv[1]), argv[2], argv[3:]
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _stop)
     if not _prctl(PR_SET_CHILD_SUBREAPER, 1):
@@ -140,7 +142,7 @@ def main(argv: list[str]) -> int:
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != parent:
         _state["stopped"] = 1  # the chat died before the line above
-    status = _run_shell(command) if not _state["stopped"] else 0
+    status = _run_shell(command, wrap) if not _state["stopped"] else 0
     end_all(os.getpid())
     if _state["stopped"]:
         return 128 + signal.SIGTERM

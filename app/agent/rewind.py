@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from . import safe_files
 from .files import read_text
@@ -27,6 +28,7 @@ class RecordedChange:
     name: str  # the file, relative to the project
     before: str | None  # None: the change created the file
     after: str
+    root: str = ""  # the project it was applied in ("": a record older than that column)
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,13 @@ class FileBack:
     before: str | None  # None: it did not exist (the chat created it: it is removed)
     left: str  # what the chat's last change left in it
     now: str | None  # what it holds now (None: gone)
+    # Changed by someone else between two of the chat's changes (a change found something else
+    # than the one before it left): putting it back would drop that work too.
+    changed_between: bool = False
 
     @property
     def changed_outside(self) -> bool:
-        return self.now != self.left
+        return self.now != self.left or self.changed_between
 
     @property
     def already_back(self) -> bool:
@@ -51,15 +56,28 @@ def changed_since(changes: Sequence[RecordedChange], prompt_id: int) -> list[Rec
     return [c for c in changes if c.prompt_id >= prompt_id]
 
 
-def plan(root, changes: Sequence[RecordedChange], prompt_id: int) -> list[FileBack]:
+class OtherProject(ValueError):
+    """Records of changes applied in another folder: they are never put back here."""
+
+
+def plan(root, changes: Sequence[RecordedChange], prompt_id: int, project: str = "") -> list[FileBack]:
     """The files changed at or after `prompt_id`, in the order first changed, each with what
-    it held before the first such change and what the chat's last change left in it."""
+    it held before the first such change and what the chat's last change left in it.
+    OtherProject when one of those changes was applied in another folder than `root` (a
+    record without its folder counts as the chat's `project`, when that is known)."""
+    here = str(Path(root).resolve())
     first: dict[str, RecordedChange] = {}
     last: dict[str, RecordedChange] = {}
+    between: set[str] = set()
     for change in changed_since(changes, prompt_id):
+        where = change.root or project
+        if where and where != here:
+            raise OtherProject(f"this chat changed files in {where}, not in {here}: open it there to put them back")
+        if change.name in last and last[change.name].after != change.before:
+            between.add(change.name)
         first.setdefault(change.name, change)
         last[change.name] = change
-    return [FileBack(name, first[name].before, last[name].after, _now(root, name)) for name in first]
+    return [FileBack(name, first[name].before, last[name].after, _now(root, name), name in between) for name in first]
 
 
 def _now(root, name: str) -> str | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 import time
 from pathlib import Path
 from typing import BinaryIO
@@ -25,10 +26,20 @@ class Scratch:
         self.folder = project_scratch(root)
 
     def _ready(self) -> Path:
+        # The project may ship `.dspine` (or its `.gitignore`) as a symlink out of itself, or as
+        # a file: checked like any path a tool writes, so saved output never lands elsewhere.
+        if os.path.lexists(self.folder):
+            info = os.lstat(self.folder)
+            if not stat.S_ISDIR(info.st_mode):
+                raise OSError(f"{self.folder} is not a plain folder (a symlink or a file): nothing is saved there")
         private_dir(self.folder)
+        if self.folder.resolve() != self.root.resolve() / self.folder.name:
+            raise OSError(f"{self.folder} leads outside the project: nothing is saved there")
         ignore = self.folder / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("*\n", encoding="utf-8")
+        if not os.path.lexists(ignore):
+            fd = os.open(ignore, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write("*\n")
         return self.folder
 
     def create(self, label: str) -> tuple[Path, BinaryIO]:
@@ -36,7 +47,7 @@ class Scratch:
         safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in label)[:40] or "output"
         name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_counter)}-{safe}.txt"
         path = self._ready() / name
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
         return path, os.fdopen(fd, "wb")
 
     def save(self, label: str, text: str) -> Path:
@@ -54,6 +65,17 @@ class Scratch:
 
     def holds(self, path: Path) -> bool:
         return path.parent == self.folder.resolve() or path.parent == self.folder
+
+    @staticmethod
+    def saved(path: Path) -> bool:
+        """A file dspine saved there: a regular file of its own with one link. A project can
+        ship `.dspine/` with a hard link to a file elsewhere (a key); that is read, if at all,
+        as any other project file, through read_file's checks."""
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return False
+        return stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_uid == os.getuid()
 
 
 def read_lines(path: Path, start_line: int = 1, end_line: int | None = None, max_chars: int = MAX_READ_CHARS) -> str:

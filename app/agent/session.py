@@ -39,7 +39,7 @@ from .consent import Consent, shown_command
 from .context import Budget, Usage, is_overflow
 from .paths import ToolRefused
 from .records import for_engine
-from .toolbox import DECLINED, Done, ProposedCall, ProposedChange, Step, Toolbox, parse_arguments
+from .toolbox import DECLINED, Done, ProposedCall, ProposedChange, ProposedCommand, Step, Toolbox, parse_arguments
 
 DEFAULT_CHAIN_LIMIT = 10  # tool rounds in one reply before the session asks whether to go on
 # A tool result takes at most this share of the context the model has; the rest is saved.
@@ -644,6 +644,7 @@ class Session:
             return STOPPED, "stopped", None, ""
         if isinstance(step, Done):
             return step.result, "auto", None, ""
+        wrap: list[str] | None = None  # the sandbox a command runs in
         if isinstance(step, ProposedChange):
             question = Question(f"{step.change.summary}?", step.change.diff, tool=call.name)
             command = ""
@@ -651,10 +652,14 @@ class Session:
             question = Question(step.title, step.body, tool=call.name)
             command = ""
         else:
-            question = Question(f"Run this in {toolbox.root}?", shown_command(step.command), tool=call.name)
+            where, place, wrap = await _thread(loop, lambda: toolbox.command_place(step))
+            title = f"Run this in {toolbox.root}" + (" OUTSIDE the sandbox?" if where == "outside" else "?")
+            question = Question(title, f"{shown_command(step.command)}\n\n{place}", tool=call.name)
             command = step.command
         decision = "always (this chat)"
-        if toolbox.needs_consent(call.name) and self.consent.must_ask(call.name, command):
+        # "Always" never covers a command the model asked to run outside a sandbox that exists.
+        left_sandbox = isinstance(step, ProposedCommand) and step.outside and toolbox.sandbox_left(step)
+        if toolbox.needs_consent(call.name) and (left_sandbox or self.consent.must_ask(call.name, command)):
             if modes.accepted(mode, spec) and isinstance(step, ProposedChange):
                 decision = "accept edits"  # the diff is shown in the chat, /undo reverts it
             else:
@@ -662,9 +667,12 @@ class Session:
                 always = (
                     step.always if isinstance(step, ProposedCall) else self.consent.always_label(call.name, command)
                 )
+                if left_sandbox:
+                    always = None
                 question = Question(question.title, question.body, always, call.name)
                 answer = await self.ask(question)
-                self.consent.remember(call.name, answer, command)
+                if not left_sandbox:
+                    self.consent.remember(call.name, answer, command)
                 decision = answer
         if decision == "no":
             return DECLINED, decision, None, ""
@@ -687,7 +695,7 @@ class Session:
 
         ran = await _thread(
             loop,
-            lambda: run_command(toolbox.root, step.command, step.timeout_s, show, self._stop, toolbox.scratch),
+            lambda: run_command(toolbox.root, step.command, step.timeout_s, show, self._stop, toolbox.scratch, wrap),
         )
         return ran.for_model(), decision, ran.saved, ""
 

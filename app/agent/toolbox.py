@@ -22,6 +22,9 @@ from . import files, safe_files
 from .changes import Change, Changes
 from .commands import DEFAULT_TIMEOUT_S
 from .paths import ToolRefused, resolve
+from .sandbox import Sandbox, Where, where_to_run
+from .sandbox import describe as describe_place
+from .sandbox import find as find_sandbox
 from .scratch import Scratch, read_lines
 
 
@@ -41,6 +44,7 @@ class ProposedChange:
 class ProposedCommand:
     command: str
     timeout_s: float
+    outside: bool = False  # the model asked to run it outside the sandbox (the user sees that)
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ def _read_file(box: Toolbox, args: dict[str, Any]) -> Step:
     path_name = _text(args, "path")
     path = resolve(box.root, path_name)
     start, end = _int(args.get("start_line"), "start_line") or 1, _int(args.get("end_line"), "end_line")
-    if box.scratch.holds(path) and path.is_file():
+    if box.scratch.holds(path) and box.scratch.saved(path):
         return Done(read_lines(path, start, end, box.result_chars))  # a saved output: read as a stream, any size
     try:
         text = files.read_text(box.root, path, path_name)
@@ -165,11 +169,16 @@ def _run_command(box: Toolbox, args: dict[str, Any]) -> Step:
     command = _text(args, "command").strip()
     if not command:
         raise ToolRefused("the command is empty")
-    return ProposedCommand(command, float(_int(args.get("timeout_s"), "timeout_s") or DEFAULT_TIMEOUT_S))
+    outside = args.get("outside_sandbox", False)
+    if not isinstance(outside, bool):
+        raise ToolRefused("outside_sandbox must be true or false")
+    timeout_s = float(_int(args.get("timeout_s"), "timeout_s") or DEFAULT_TIMEOUT_S)
+    return ProposedCommand(command, timeout_s, outside)
 
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
+_BOOL = {"type": "boolean"}
 BUILTIN: tuple[ToolSpec, ...] = (
     ToolSpec(
         "read_file",
@@ -206,8 +215,10 @@ BUILTIN: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "run_command",
-        "Run a shell command in the project root (no input, output capped). The user consents first.",
-        _object({"command": _STR, "timeout_s": _INT}, ["command"]),
+        "Run a shell command in the project root (no input, output capped). The user consents first. It runs "
+        "in a sandbox: writes only in the project and /tmp, no network; set outside_sandbox only when it "
+        "needs more (installing packages), and the user is asked so.",
+        _object({"command": _STR, "timeout_s": _INT, "outside_sandbox": _BOOL}, ["command"]),
         _run_command,
         needs_consent=True,
     ),
@@ -224,6 +235,8 @@ class Toolbox:
     specs: dict[str, ToolSpec] = field(init=False)
     scratch: Scratch = field(init=False)  # where cut outputs are kept whole
     result_chars: int = 20_000  # how much of a saved output one read returns (the session sets it)
+    sandbox_enabled: bool = True  # the user's `sandbox` setting: false runs every command as them
+    sandbox: Sandbox | None = None  # the system's, found at the first command (None: not yet)
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
@@ -264,6 +277,19 @@ class Toolbox:
             return spec.handler(self, parse_arguments(arguments))
         except ToolRefused as exc:
             return Done(f"error: {exc}")
+
+    def command_place(self, step: ProposedCommand) -> tuple[Where, str, list[str] | None]:
+        """Where a command runs, what the consent question says of it, and the sandbox's argv
+        to run it in (None: outside)."""
+        if self.sandbox is None:
+            self.sandbox = find_sandbox()
+        where = where_to_run(self.sandbox, self.sandbox_enabled, step.outside)
+        said = describe_place(self.sandbox, where, setting_off=not self.sandbox_enabled)
+        return where, said, self.sandbox.wrap(self.root) if where == "sandbox" else None
+
+    def sandbox_left(self, step: ProposedCommand) -> bool:
+        """Whether this command runs outside a sandbox that would otherwise hold it."""
+        return step.outside and self.sandbox is not None and self.sandbox.available and self.sandbox_enabled
 
     def apply(self, change: Change) -> str:
         try:

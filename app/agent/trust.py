@@ -13,24 +13,82 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from backends.private import write_private_json
 
+from ..terminal_text import one_line
 from .mcp.config import PROJECT_FILES, ServerSpec, variables
 
-MAX_SHOWN = 400  # characters of one command or URL in the question; the rest is said to be cut
+MAX_TREE_FILES = 2000  # files of one folder a server names that are read for the fingerprint
+MAX_TREE_BYTES = 256 << 20  # and their bytes; past either, names, sizes and times stand in
 
 
-def fingerprint(seen: Mapping[str, bytes]) -> str:
-    """The project's MCP files as they were read (`config.discover`'s `seen`): names and bytes."""
+def named_paths(root: Path, spec: ServerSpec) -> list[str]:
+    """The project's files and folders a stdio server's command, arguments or environment
+    name (`python tools/srv.py`, `--config=conf/x.json`, `PYTHONPATH=.cache-x`), relative to
+    the project and in order: what it runs is part of what the user trusts."""
+    if spec.transport != "stdio":
+        return []
+    root = root.resolve()
+    words = [spec.command, *spec.args, *spec.env.values()]
+    pieces = [p for w in words for part in w.split("=") for p in part.split(os.pathsep) if p.strip()]
+    found: list[str] = []
+    for piece in pieces:
+        if "${" in piece or "{env:" in piece or "\0" in piece:
+            continue
+        candidate = Path(piece) if Path(piece).is_absolute() else root / piece
+        try:
+            real = candidate.resolve(strict=True)
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if real == root or not real.is_relative_to(root):
+            continue
+        name = real.relative_to(root).as_posix()
+        if name not in found:
+            found.append(name)
+    return found
+
+
+def _digest_tree(path: Path, digest) -> None:
+    """A file's bytes, or a folder's files' names and bytes (bounded: past the bounds, names,
+    sizes and modification times)."""
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    budget = MAX_TREE_BYTES
+    for count, file in enumerate(files):
+        if file != path:
+            digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+        try:
+            info = file.stat()
+            if count >= MAX_TREE_FILES or info.st_size > budget:
+                digest.update(f"{info.st_size}:{info.st_mtime_ns}".encode())
+                continue
+            budget -= info.st_size
+            with file.open("rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+        except OSError as exc:
+            digest.update(f"unreadable {exc.errno}".encode())
+
+
+def fingerprint(seen: Mapping[str, bytes], root: Path | None = None, servers: Sequence[ServerSpec] = ()) -> str:
+    """The project's MCP files as they were read (`config.discover`'s `seen`): names and bytes,
+    and the project files the servers name (`named_paths`): a script the model rewrites, or a
+    folder put on a server's PYTHONPATH, asks again."""
     digest = hashlib.sha256()
     for name, _, _ in PROJECT_FILES:
         data = seen.get(name)
         digest.update(name.encode() + b"\0")
         digest.update(b"-" if data is None else hashlib.sha256(data).digest())
+    if root is not None:
+        for spec in servers:
+            for name in named_paths(root, spec):
+                digest.update(b"\1" + name.encode() + b"\0")
+                _digest_tree(root.resolve() / name, digest)
     return digest.hexdigest()
 
 
@@ -40,35 +98,37 @@ class TrustQuestion:
     body: str
 
 
-def _cut(text: str) -> str:
-    if len(text) <= MAX_SHOWN:
-        return text
-    return f"{text[: MAX_SHOWN // 2]} [… {len(text) - MAX_SHOWN:,} characters …] {text[-MAX_SHOWN // 2 :]}"
-
-
 def question(root: Path, servers: Sequence[ServerSpec], not_used: Sequence[str] = ()) -> TrustQuestion:
-    """What the project would start or reach, as the user is asked it: nothing expanded."""
+    """What the project would start or reach, as the user is asked it: nothing expanded,
+    nothing left out (every argument, every environment entry), each field one line with its
+    line breaks and control characters made visible, so no name can draw lines of its own."""
     lines = []
     for spec in servers:
         where = Path(spec.source).name
+        lines.append(f"- {one_line(spec.name)} ({one_line(where)})")
         if spec.transport == "http":
-            lines.append(f"- {spec.name} ({where}): connects to {_cut(spec.url)}")
-            if spec.headers:
-                lines.append(f"  headers: {', '.join(spec.headers)}")
+            lines.append(f"  connects to {one_line(spec.url)}")
+            for key, value in spec.headers.items():
+                lines.append(f"  header {one_line(key)}: {one_line(value)}")
         else:
-            lines.append(f"- {spec.name} ({where}): runs {_cut(spec.describe())}")
+            lines.append(f"  runs {one_line(shlex.join([spec.command, *spec.args]))}")
+            for key, value in spec.env.items():
+                lines.append(f"  with {one_line(key)}={one_line(value)}")
+            for name in named_paths(root, spec):
+                lines.append(f"  runs or reads the project's {one_line(name)} (a change to it asks again)")
         given = variables(spec)
         lines.append("  gets your variables: " + ", ".join(given) if given else "  gets none of your variables by name")
         if not spec.enabled:
             lines.append("  (switched off in the file: starts only with /mcp on)")
     for problem in not_used:
-        lines.append(f"- {problem}")
+        lines.append(f"- {one_line(problem)}")
     lines += [
         "",
+        f"{len(servers)} server{'s' if len(servers) != 1 else ''} in all.",
         "y: trust these files as they are now (asked again if they change).",
         "n: start none of them; /mcp trust asks again.",
     ]
-    return TrustQuestion(f"{root} would start or reach these MCP servers. Trust them?", "\n".join(lines))
+    return TrustQuestion(f"{one_line(str(root))} would start or reach these MCP servers. Trust them?", "\n".join(lines))
 
 
 class TrustStore:

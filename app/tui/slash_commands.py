@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from .plain import markdown_code
+
 Handler = TypeVar("Handler")
 
 # What `/help` says beyond the commands: keys, attachments and consent.
@@ -38,6 +40,11 @@ class SlashCommand(Generic[Handler]):
     def usage(self) -> str:
         return f"{self.name} {self.args}".strip()
 
+    def help_line(self) -> str:
+        """`- `/name args`: help` for /help; the usage is one code span whatever backticks a
+        command file's `argument-hint` holds (its help is escaped where it is made)."""
+        return f"- {markdown_code(self.usage())}: {self.help}"
+
 
 def by_name(commands: Iterable[SlashCommand[Handler]]) -> dict[str, SlashCommand[Handler]]:
     table: dict[str, SlashCommand[Handler]] = {}
@@ -52,9 +59,9 @@ def by_name(commands: Iterable[SlashCommand[Handler]]) -> dict[str, SlashCommand
 
 def help_markdown(commands: Iterable[SlashCommand[Handler]]) -> str:
     commands = list(commands)
-    lines = [f"- `{command.usage()}`: {command.help}" for command in commands if not command.custom]
+    lines = [command.help_line() for command in commands if not command.custom]
     text = "**dspine chat**\n\n" + KEYS_HELP + "\n\n**Commands**\n\n" + "\n".join(lines) + "\n"
-    custom = [f"- `{command.usage()}`: {command.help}" for command in commands if command.custom]
+    custom = [command.help_line() for command in commands if command.custom]
     if custom:
         text += "\n**Custom commands** (prompts from command files: each sends its text)\n\n"
         text += "\n".join(custom) + "\n"

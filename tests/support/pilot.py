@@ -28,8 +28,17 @@ async def until(pilot, predicate: Callable[[], object], timeout: float = 20.0, w
 
 async def answer(pilot, key: str, timeout: float = 20.0) -> None:
     """Press `key` for the question on screen once it takes an answer (a consent question
-    ignores keys until the keyboard has been quiet a moment after it appeared)."""
-    await until(pilot, lambda: getattr(pilot.app.screen, "armed", True), timeout, "the question to take keys")
+    ignores keys until the keyboard has been quiet a moment, and a long one until it has
+    been scrolled to its end: this reads it to the end first, as its keys line asks)."""
+    screen = pilot.app.screen
+
+    def ready() -> bool:
+        return getattr(screen, "armed", True) or (getattr(screen, "_quiet", False) and not screen.read_to_end)
+
+    await until(pilot, ready, timeout, "the question to take keys")
+    if not getattr(screen, "armed", True):
+        await pilot.press("end")
+        await until(pilot, lambda: screen.armed, timeout, "the question read to its end")
     await pilot.press(key)
 
 

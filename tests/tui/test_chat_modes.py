@@ -76,7 +76,7 @@ async def test_accept_edits_applies_an_edit_unasked_shows_its_diff_and_a_command
         await send(pilot, "fix it")
         await settle(pilot, app)
         # The edit and the write went through; the command waits for the user.
-        assert isinstance(app.screen, ConsentScreen) and app.screen.body == "touch ran"
+        assert isinstance(app.screen, ConsentScreen) and app.screen.body.startswith("touch ran\n\n")
         assert (repo / "src/calc.py").read_text().endswith("a + b\n")
         assert (repo / "src/new.py").read_text() == "x = 1\n"
         await answer(pilot, "n")

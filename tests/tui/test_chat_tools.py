@@ -103,12 +103,12 @@ async def test_command_with_consent_streams_and_always_covers_exactly_that_comma
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
         await run_chat(pilot, app, "say hello")
-        assert isinstance(app.screen, ConsentScreen) and app.screen.body == "echo hello"
+        assert isinstance(app.screen, ConsentScreen) and app.screen.body.startswith("echo hello\n\nRuns in a sandbox")
         assert app.screen.always == "always run exactly this command in this chat (any other asks)"
         await answer(pilot, "a")
         await until(
             pilot,
-            lambda: isinstance(app.screen, ConsentScreen) and app.screen.body == "echo again",
+            lambda: isinstance(app.screen, ConsentScreen) and app.screen.body.startswith("echo again\n\n"),
             what="the third command's question",
         )
         await answer(pilot, "y")

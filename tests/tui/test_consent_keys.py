@@ -1,10 +1,12 @@
-"""Only a key pressed for a consent question answers it (fourth hostile trial, finding 2),
-and a command too long for the screen is shown as its head and tail with what is hidden
-between, never with "always" (finding 7)."""
+"""Only a key pressed for a consent question answers it (fourth hostile trial, finding 2;
+fifth, a pause mid-sentence), a question longer than its box answers nothing until it was
+read to its end (fifth trial), and a command too long for the screen is shown as its head
+and tail with what is hidden between, never with "always" (fourth trial, finding 7)."""
 
 from __future__ import annotations
 
 import subprocess
+import time
 
 import pytest
 
@@ -86,9 +88,10 @@ async def test_a_long_command_shows_its_tail_and_offers_no_always(repo, store):
     app = ChatApp(engine, store, model="test", project=open_project(repo))
     async with app.run_test() as pilot:
         question = await asked(pilot, app)
-        assert question.body.endswith(hidden_end) and question.body.startswith("echo xxx")
-        assert "60,0" in question.body and "hidden here" in question.body
-        assert len(question.body) < 1500
+        shown = question.body.split("\n\nRuns ")[0]  # the command; then where it runs
+        assert shown.endswith(hidden_end) and shown.startswith("echo xxx")
+        assert "60,0" in shown and "hidden here" in shown
+        assert len(shown) < 1500
         assert question.always is None
         await answer(pilot, "n")
         await until(pilot, lambda: not app.streaming, what="the end")
@@ -104,3 +107,43 @@ def test_always_is_never_kept_for_a_command_too_long_to_show():
     shown = shown_command(lines)
     assert shown.startswith("echo 0\n") and shown.endswith("echo 39") and "hidden here" in shown
     assert shown_command("echo short") == "echo short"
+
+
+async def test_a_pause_mid_sentence_is_not_consent(repo, store):
+    """The user types on as the question comes up, pauses a second mid-sentence and types
+    on: the next key is the sentence going on, not an answer (a quiet moment of 0.8 s let
+    it answer "always"; the quiet also counts from the last key pressed anywhere, not from
+    when the question appeared)."""
+    marker = repo / "ran"
+    engine = ScriptedEngine(turns=[[call("run_command", command=f"touch {marker}")], ["Not run."]])
+    app = ChatApp(engine, store, model="test", project=open_project(repo))
+    async with app.run_test() as pilot:
+        question = await asked(pilot, app)
+        await pilot.press("w")  # typing on as it appears: swallowed
+        assert app.last_key_at is not None
+        await until(pilot, lambda: time.monotonic() - app.last_key_at >= 1.0, what="a pause of 1 s")
+        await pilot.press("a")
+        assert app.screen is question and not question.armed and question.typed == "wa"
+        assert not marker.exists()
+        await answer(pilot, "n")
+        await until(pilot, lambda: not app.streaming, what="the end")
+        assert not marker.exists() and app.prompt_area.text == "wa"
+
+
+async def test_a_question_longer_than_its_box_takes_no_answer_until_read_to_its_end(repo, store):
+    content = "".join(f"line {i}\n" for i in range(120)) + "the last line\n"
+    engine = ScriptedEngine(turns=[[call("write_file", path="long.txt", content=content)], ["Done."]])
+    app = ChatApp(engine, store, model="test", project=open_project(repo))
+    async with app.run_test(size=(100, 30)) as pilot:
+        question = await asked(pilot, app)
+        await until(pilot, lambda: question._quiet, what="the keyboard quiet")
+        await pilot.pause()
+        assert not question.armed and not question.read_to_end
+        assert "scroll to the end" in str(question.query_one("#consent-keys").render())
+        await pilot.press("y")  # not an answer yet: the end of the diff was never on screen
+        assert app.screen is question and not (repo / "long.txt").exists()
+        await pilot.press("end")
+        await until(pilot, lambda: question.armed, what="armed once read to the end")
+        await pilot.press("y")
+        await until(pilot, lambda: not app.streaming, what="the end")
+        assert (repo / "long.txt").read_text() == content

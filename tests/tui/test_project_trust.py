@@ -93,7 +93,7 @@ async def test_yes_starts_them_and_is_remembered_until_the_files_change(repo, st
             # /mcp trust asks again, showing the same servers; no stops them.
             await send(pilot, "/mcp trust")
             await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question again")
-            assert "kid (.mcp.json): runs" in app.screen.body and "web (opencode.json)" in app.screen.body
+            assert "- kid (.mcp.json)\n  runs " in app.screen.body and "- web (opencode.json)" in app.screen.body
             await answer(pilot, "n")
             await until(pilot, lambda: manager.servers["kid"].status == "untrusted", what="the server stopped")
     finally:

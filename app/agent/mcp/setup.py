@@ -50,6 +50,6 @@ def for_project(
     manager = McpManager(specs, root, switches, problems=[str(p) for p in problems])
     if not manager.project_servers:
         return manager, None
-    trust = ProjectTrust(root, fingerprint(seen), TrustStore(trust_file), manager)
+    trust = ProjectTrust(root, fingerprint(seen, root, manager.project_servers), TrustStore(trust_file), manager)
     manager.project_trusted = trust.decision() is True
     return manager, trust

@@ -9,10 +9,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
+from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Label, ProgressBar, Static
 
@@ -20,6 +20,7 @@ from ...errors import ERRORS_FOR_PEOPLE, NetworkError
 from ...hub.download import FetchReport
 from ...hub.pull import PlannedFile, PullProgress, PullResult
 from ...units import format_bytes
+from ..plain import joined, plain
 
 
 @dataclass
@@ -66,7 +67,7 @@ class _ScreenProgress(PullProgress):
         self.screen.app.call_from_thread(self.screen.set_done, self.done, item.label)
 
     def notice(self, item: PlannedFile, text: str) -> None:
-        self.screen.app.call_from_thread(self.screen.set_status, escape(text))
+        self.screen.app.call_from_thread(self.screen.set_status, text)
 
     def file_end(self, item: PlannedFile, report: FetchReport | None) -> None:
         self.screen.app.call_from_thread(self.screen.set_status, f"verified {item.label}")
@@ -91,11 +92,11 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         with Vertical():
             yield Label(self._welcome(self.first_run.name), id="welcome")
             yield Static("Working out what fits on this machine…", id="plan")
-            yield Button(f"Pull {self.first_run.name}", id="pull", variant="primary")
+            yield Button(plain(f"Pull {self.first_run.name}"), id="pull", variant="primary")
             if self.first_run.small is not None:
                 name, what = self.first_run.small
-                yield Label(f"Or try dspine first on {what}:", classes="or")
-                yield Button(f"Pull {name}", id="pull-small")
+                yield Label(plain(f"Or try dspine first on {what}:"), classes="or")
+                yield Button(plain(f"Pull {name}"), id="pull-small")
             if self.first_run.local_file is not None:
                 yield Label("Or open a GGUF file you already have:", classes="or")
                 with Horizontal():
@@ -110,8 +111,10 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         self._describe()
 
     @staticmethod
-    def _welcome(name: str) -> str:
-        return f"[b]Welcome to dspine.[/] No model is on disk yet; {name} is the one to start with."
+    def _welcome(name: str) -> Content:
+        return joined(
+            plain("Welcome to dspine.", "bold"), f" No model is on disk yet; {name} is the one to start with."
+        )
 
     @work(thread=True)
     def _describe(self) -> None:
@@ -119,7 +122,7 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         try:
             described = self.first_run.describe()
         except ERRORS_FOR_PEOPLE as exc:
-            described = f"{escape(exc.cause)}\n{escape(exc.fix)}"
+            described = f"{exc.cause}\n{exc.fix}"
             if isinstance(exc, NetworkError) and (self.first_run.small or self.first_run.local_file):
                 described += "\n\nWithout the hub you can still start: " + self._without_hub()
         self.app.call_from_thread(self._show_plan, described)
@@ -136,8 +139,8 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         if isinstance(described, tuple):
             name, described = described
             self.query_one("#welcome", Label).update(self._welcome(name))
-            self.query_one("#pull", Button).label = f"Pull {name}"
-        self.query_one("#plan", Static).update(described)
+            self.query_one("#pull", Button).label = plain(f"Pull {name}")
+        self.query_one("#plan", Static).update(plain(described))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "open":
@@ -162,12 +165,12 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
             return
         typed = self.query_one("#path", Input).value.strip()
         if not typed:
-            self.set_status("[red]type the path of a .gguf file first[/]")
+            self.set_status(plain("type the path of a .gguf file first", "red"))
             return
         try:
             path = self.first_run.local_file(typed)
         except ERRORS_FOR_PEOPLE as exc:
-            self.set_status(f"[red]{escape(exc.cause)} · {escape(exc.fix)}[/]")
+            self.set_status(plain(f"{exc.cause} · {exc.fix}", "red"))
             return
         self.dismiss(OpenFile(path))
 
@@ -176,7 +179,7 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         try:
             result: Any = chosen(_ScreenProgress(self))
         except ERRORS_FOR_PEOPLE as exc:
-            message = f"{escape(exc.cause)} · {escape(exc.fix)}"
+            message = f"{exc.cause} · {exc.fix}"
             # The plan comes from the catalog even offline, so an unreachable hub first shows here;
             # whatever stopped the pull, the small bundle and a local file are still a way in.
             if self.first_run.small or self.first_run.local_file:
@@ -187,7 +190,7 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         self.app.call_from_thread(self.dismiss, result)
 
     def _failed(self, message: str) -> None:
-        self.set_status(f"[red]{message}[/]")
+        self.set_status(plain(message, "red"))
         for button in self.query(Button):
             button.disabled = False
         self._pulling.clear()
@@ -199,5 +202,6 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         self.query_one(ProgressBar).update(progress=done)
         self.set_status(f"{label}: {format_bytes(done)}")
 
-    def set_status(self, text: str) -> None:
-        self.query_one("#status", Static).update(text)
+    def set_status(self, text: str | Content) -> None:
+        """A `str` is outside text (a file's name, a server's words): shown as it is."""
+        self.query_one("#status", Static).update(plain(text) if isinstance(text, str) else text)

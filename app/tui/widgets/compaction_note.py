@@ -8,6 +8,7 @@ from textual.containers import Vertical
 from textual.widgets import Collapsible, Static
 
 from ...terminal_text import for_terminal
+from ..plain import plain
 
 
 def note_title(before: int, after: int, pruned: int, summarised: int, automatic: bool) -> str:
@@ -39,5 +40,5 @@ class CompactionNote(Vertical):
         self.summary = for_terminal(summary)
 
     def compose(self) -> ComposeResult:
-        with Collapsible(title=self.title, collapsed=True):
+        with Collapsible(title=plain(self.title), collapsed=True):  # type: ignore[arg-type]
             yield Static(self.summary or "(only old tool results were pruned: no summary)", markup=False)

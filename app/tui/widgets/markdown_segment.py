@@ -10,6 +10,7 @@ it the blocks are Textual's own, untouched."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from markdown_it.token import Token
 from textual.color import Color
@@ -19,6 +20,7 @@ from textual.style import Style
 from textual.widgets import Markdown
 from textual.widgets._markdown import MarkdownBlock, MarkdownFence, MarkdownTable
 
+from ...terminal_text import controls_shown
 from ..tint import Spans, line_starts, tinted_ranges
 
 # A subtle background: the theme's colours show through it, light or dark.
@@ -81,7 +83,7 @@ class MarkdownSegment(Markdown):
 
     def __init__(self, text: str = "", asleep_height: int | None = None, origin: int = 0, **kwargs) -> None:
         # Asleep from the start: a placeholder height and no parsing until it comes into view.
-        super().__init__(None if asleep_height is not None else text, **kwargs)
+        super().__init__(None if asleep_height is not None else text, open_links=False, **kwargs)
         self.text = text
         self.final = asleep_height is not None  # no more text will come
         self.asleep = asleep_height is not None
@@ -94,6 +96,16 @@ class MarkdownSegment(Markdown):
     def on_mount(self) -> None:
         if self.asleep:
             self.post_message(self.Placed())
+
+    def on_markdown_link_clicked(self, event: Markdown.LinkClicked) -> None:
+        # A link is the model's words: a click opens a web page, never a file or a program
+        # (`file:`, a custom scheme the desktop hands to an app); anything else is only shown.
+        event.stop()
+        href = event.href.strip()
+        if urlsplit(href).scheme.lower() in ("http", "https"):
+            self.app.open_url(href)
+        else:
+            self.app.notify(f"not opened (only http and https links open): {controls_shown(href)[:200]}")
 
     async def sleep(self) -> None:
         if self.asleep or not self.final or not self.outer_size.height:

@@ -52,7 +52,7 @@ class MessageView(Vertical):
                     self.thinking, asleep=not self.live, tint=self._tint("thinking"), classes="thinking-text"
                 )
             yield StreamedMarkdown(self.answer, asleep=not self.live, tint=self._tint("answer"), classes="answer")
-            yield Static(self._figures, classes="figures")
+            yield Static(self._figures, classes="figures", markup=False)
         else:
             yield Static(self.answer, classes="prompt-text", markup=False)
 

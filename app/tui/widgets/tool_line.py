@@ -8,9 +8,11 @@ import json
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.content import Content
 from textual.widgets import Collapsible, Static
 
 from ...terminal_text import controls_shown, for_terminal
+from ..plain import plain
 
 MAX_SHOWN = 20_000  # characters of output kept on screen; the model's copy is capped apart
 
@@ -39,11 +41,13 @@ class ToolLine(Vertical):
         self.decision = decision
         self.shown = ""  # the diff of a change applied
 
-    def _title(self) -> str:
-        return f"⚙ {call_title(self.tool, self.arguments)}" + (f" · {self.decision}" if self.decision else "")
+    def _title(self) -> Content:
+        # The model's arguments and an MCP tool's name are text, never markup (a `[@click=...]`
+        # in them would make the folded line a button that runs an app action).
+        return plain(f"⚙ {call_title(self.tool, self.arguments)}" + (f" · {self.decision}" if self.decision else ""))
 
     def compose(self) -> ComposeResult:
-        with Collapsible(title=self._title(), collapsed=True):
+        with Collapsible(title=self._title(), collapsed=True):  # type: ignore[arg-type]
             yield Static(self._text(), markup=False, classes="tool-output")
 
     def _text(self) -> str:
@@ -61,6 +65,6 @@ class ToolLine(Vertical):
         self.result, self.decision = for_terminal(result)[-MAX_SHOWN:], decision
         self.shown = for_terminal(shown)[:MAX_SHOWN]
         box = self.query_one(Collapsible)
-        box.title = self._title()
+        box.title = self._title()  # type: ignore[assignment]
         box.collapsed = True
         self.query_one(".tool-output", Static).update(self._text())

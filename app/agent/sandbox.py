@@ -1,0 +1,127 @@
+"""Where run_command's commands run: in a sandbox where the system has one, as Codex does.
+
+Inside it a command reads the whole system but writes only in the project (its `.git`
+stays read-only) and a temporary folder of its own, and reaches no network, loopback
+included. On Linux that is bubblewrap (`bwrap`: a mount and network namespace, and a
+PID namespace so nothing the command starts outlives it); on macOS `sandbox-exec` with
+a Seatbelt profile. Where neither works, there is no sandbox and the consent question
+says so: never a silent fallback.
+
+The policy lives here: the session asks `describe()` what the question says and
+`wrap()` what to run; the command runner only prepends what it is given.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Kind = Literal["bubblewrap", "seatbelt", "none"]
+SANDBOX_TMP = "/tmp"  # the command's own temporary folder inside bubblewrap (a fresh tmpfs)
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    kind: Kind
+    program: str = ""  # the wrapper's path
+    problem: str = ""  # with kind "none": why, in words for the user
+
+    @property
+    def available(self) -> bool:
+        return self.kind != "none"
+
+    def wrap(self, root: Path) -> list[str]:
+        """The argv to put in front of `/bin/sh -c COMMAND` for a command in `root`."""
+        root = root.resolve()
+        if self.kind == "bubblewrap":
+            argv = [self.program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            argv += ["--tmpfs", SANDBOX_TMP, "--bind", str(root), str(root)]
+            git = root / ".git"
+            if git.is_dir() and not git.is_symlink():
+                argv += ["--ro-bind", str(git), str(git)]  # hooks and config stay as they are
+            argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
+            return [*argv, "--setenv", "TMPDIR", SANDBOX_TMP, "--chdir", str(root), "--"]
+        if self.kind == "seatbelt":
+            return [self.program, "-p", seatbelt_profile(root), "--"]
+        raise ValueError("no sandbox to wrap a command in")
+
+
+def seatbelt_profile(root: Path) -> str:
+    """macOS: everything allowed but the network and writes outside the project, its
+    temporary folders and /dev/null (Codex's workspace-write policy, in Seatbelt's words)."""
+
+    def literal(path: str) -> str:
+        return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    writable = [str(root), "/private/tmp", "/private/var/folders", os.environ.get("TMPDIR", "/private/tmp")]
+    subpaths = " ".join(f"(subpath {literal(str(Path(p).resolve()))})" for p in dict.fromkeys(writable))
+    git = root / ".git"
+    deny_git = f"(deny file-write* (subpath {literal(str(git))}))" if git.is_dir() else ""
+    return (
+        "(version 1)(allow default)(deny network*)"
+        '(deny file-write*)(allow file-write* (literal "/dev/null") (literal "/dev/tty") '
+        f"{subpaths}){deny_git}"
+    )
+
+
+@functools.lru_cache(maxsize=4)
+def _works(argv: tuple[str, ...]) -> str:
+    """ "" when a trivial command runs inside the sandbox, else the reason it does not."""
+    try:
+        done = subprocess.run([*argv, "/bin/sh", "-c", "true"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return ""
+    said = (done.stderr or done.stdout).strip().splitlines()
+    return said[-1] if said else f"exit code {done.returncode}"
+
+
+def find(platform: str = sys.platform, check: bool = True) -> Sandbox:
+    """The sandbox this system has, checked to work (bubblewrap needs namespaces a container
+    may not grant): kind "none" with the reason otherwise."""
+    if platform.startswith("linux"):
+        program = shutil.which("bwrap")
+        if program is None:
+            return Sandbox("none", problem="bubblewrap (bwrap) is not installed: apt install bubblewrap")
+        box = Sandbox("bubblewrap", program)
+        problem = _works(tuple(box.wrap(Path(os.getcwd())))) if check else ""
+        return box if not problem else Sandbox("none", program, f"bubblewrap cannot run here ({problem})")
+    if platform == "darwin":
+        program = shutil.which("sandbox-exec") or "/usr/bin/sandbox-exec"
+        if not os.path.exists(program):
+            return Sandbox("none", problem="sandbox-exec is missing")
+        box = Sandbox("seatbelt", program)
+        problem = _works(tuple(box.wrap(Path(os.getcwd())))) if check else ""
+        return box if not problem else Sandbox("none", program, f"sandbox-exec cannot run here ({problem})")
+    return Sandbox("none", problem=f"no sandbox is known for {platform}")
+
+
+Where = Literal["sandbox", "outside"]
+
+
+def describe(box: Sandbox, where: Where, setting_off: bool = False) -> str:
+    """What the consent question says about where the command runs."""
+    if where == "sandbox":
+        return (
+            f"Runs in a sandbox ({box.kind}): it writes only in the project (not .git) and a "
+            "temporary folder, and has no network."
+        )
+    anywhere = "it can write anywhere you can and use the network."
+    if setting_off:
+        return f"Runs OUTSIDE any sandbox (sandbox = false in your settings): {anywhere}"
+    if not box.available:
+        return f"Runs OUTSIDE any sandbox: this system has none ({box.problem}); {anywhere}"
+    return f"Runs OUTSIDE the sandbox, as the model asked: {anywhere}"
+
+
+def where_to_run(box: Sandbox, enabled: bool, outside_asked: bool) -> Where:
+    """A command runs in the sandbox unless the system has none, the user's setting turns it
+    off, or the model asked for this one call to run outside (which the user then sees)."""
+    return "sandbox" if box.available and enabled and not outside_asked else "outside"
