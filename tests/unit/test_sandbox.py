@@ -61,10 +61,7 @@ def listener():
 
 
 def reach(port: int) -> str:
-    return (
-        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', "
-        f'{port}), timeout=3); print(\'reached\')"'
-    )
+    return f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('reached')\""
 
 
 @needs_sandbox
