@@ -315,6 +315,24 @@ def check_disk(settings: Settings) -> Check:
     )
 
 
+def check_sandbox(settings: Settings) -> Check:
+    """Where the chat's commands run (app/agent/sandbox.py)."""
+    from .agent.sandbox import find
+
+    if not settings.sandbox:
+        return Check("sandbox", True, "off (sandbox = false): the chat's commands run as you, and each question says so")
+    box = find()
+    if box.available:
+        return Check(
+            "sandbox",
+            True,
+            f"{box.kind} ({box.program}): the chat's commands write only in the project and a temporary "
+            "folder, with no network",
+        )
+    fix = "apt install bubblewrap" if sys.platform.startswith("linux") else "commands run unsandboxed, asked each time"
+    return Check("sandbox", False, f"none: {box.problem}; the chat's commands would run as you", fix)
+
+
 def check_hub() -> Check:
     if hub.is_offline():
         return Check("hub", True, "offline mode is on (HF_HUB_OFFLINE): only pulled models can be used")
@@ -373,6 +391,7 @@ def run_checks(
         *advice,
         *(check_chat_template(settings, model) if model else []),
         check_disk(settings),
+        check_sandbox(settings),
         check_hub(),
     ]
 

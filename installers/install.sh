@@ -55,7 +55,7 @@ os_id() {
 }
 OS="$(os_id)"
 
-package_hint() {  # what to install for: python, venv, compiler, cuda, git
+package_hint() {  # what to install for: python, venv, compiler, cuda, git, bubblewrap
     case "$OS:$1" in
         macos:python) echo "brew install python@3.12" ;;
         macos:compiler) echo "xcode-select --install" ;;
@@ -65,6 +65,9 @@ package_hint() {  # what to install for: python, venv, compiler, cuda, git
         debian:compiler|ubuntu:compiler) echo "sudo apt-get install build-essential" ;;
         debian:cuda|ubuntu:cuda) echo "sudo apt-get install nvidia-cuda-toolkit" ;;
         debian:git|ubuntu:git) echo "sudo apt-get install git" ;;
+        debian:bubblewrap|ubuntu:bubblewrap) echo "sudo apt-get install bubblewrap" ;;
+        fedora:bubblewrap) echo "sudo dnf install bubblewrap" ;;
+        arch:bubblewrap) echo "sudo pacman -S bubblewrap" ;;
         fedora:python) echo "sudo dnf install python3" ;;
         fedora:compiler) echo "sudo dnf install gcc-c++ make" ;;
         fedora:cuda) echo "sudo dnf install cuda-toolkit (from NVIDIA's CUDA repository)" ;;
@@ -213,6 +216,11 @@ case ":$PATH:" in
     *":$BIN_DIR:"*) ;;
     *) say "add $BIN_DIR to your PATH, e.g. echo 'export PATH=\"$BIN_DIR:\$PATH\"' >> ~/.bashrc" ;;
 esac
+# The chat runs the model's commands in a sandbox where the system has one: on Linux that is
+# bubblewrap, which needs root to install, so it is offered, not installed.
+if [ "$OS" != macos ] && ! command -v bwrap >/dev/null 2>&1; then
+    say "the chat runs commands in a sandbox (no network, writes only in the project) with bubblewrap: $(package_hint bubblewrap)"
+fi
 # The next step is dspine's own recommendation (the drafter the llama-server found here runs),
 # the same one `dspine doctor`, `dspine pull` and the chat's first run give.
 NEXT="$("$PREFIX/bin/dspine" doctor --next-step 2>/dev/null)" || NEXT="dspine doctor"

@@ -16,6 +16,21 @@ pytest_plugins = ["tests.support.fit_hub", "tests.support.pilot"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
+def _advertises_amx() -> bool:
+    try:
+        return " amx_tile" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+# Some machines of this workplace (Firecracker VMs on Sapphire Rapids) advertise AMX, and
+# llama.cpp's AMX kernels, which its weight repacking picks for Q4_0/Q8_0 weights, crash there
+# (SIGSEGV at ldtilecfg while the first batch runs): every llama-server the tests start would
+# die while loading. Repacking off leaves the ordinary CPU kernels; results are the same.
+if _advertises_amx():
+    os.environ.setdefault("LLAMA_ARG_REPACK", "false")
+
 TARGET_REPO = "unsloth/Qwen3.8-27B-GGUF"
 DSPINE_REPO = "aj9o9/Qwen3.8-27B-DSpine-b16-GGUF"
 DFLASH_REPO = "incoai/Qwen3.8-27B-DFlash2-GGUF"
