@@ -320,7 +320,9 @@ def check_sandbox(settings: Settings) -> Check:
     from .agent.sandbox import find
 
     if not settings.sandbox:
-        return Check("sandbox", True, "off (sandbox = false): the chat's commands run as you, and each question says so")
+        return Check(
+            "sandbox", True, "off (sandbox = false): the chat's commands run as you, and each question says so"
+        )
     box = find()
     if box.available:
         return Check(

@@ -117,11 +117,18 @@ def project_command_folders(root: Path) -> list[Path]:
 
 
 def user_command_folders() -> list[Path]:
-    """The user's own custom slash commands, after the project's: Claude Code's
+    """The user's own custom slash commands, before the project's: Claude Code's
     `~/.claude/commands`, then Codex's prompts (`$CODEX_HOME/prompts`, else `~/.codex/prompts`)."""
     codex = os.environ.get("CODEX_HOME")
     codex_home = Path(os.path.expanduser(codex)) if codex else Path.home() / ".codex"
     return [Path.home() / ".claude" / "commands", codex_home / "prompts"]
+
+
+def users_own_folders() -> list[Path]:
+    """Folders that hold what dspine trusts as the user's own words: its settings (MCP servers
+    it starts unasked), its data (trust answers, chats), and the user's command folders. A
+    chat whose project is the home folder must never write there (app/agent/paths.py)."""
+    return [config_file().parent, default_data_dir(), *user_command_folders()]
 
 
 # -- beneath cache_dir -----------------------------------------------------------------

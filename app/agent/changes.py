@@ -18,6 +18,19 @@ from .files import MAX_FILE_BYTES, read_text
 from .paths import ToolRefused, resolve, shown
 
 APPLIED = "applied: "  # how a change's result begins once it is written
+_GIT_ESCAPES = {"\n": "\\n", "\t": "\\t", '"': '\\"', "\\": "\\\\"}
+
+
+def header_name(prefix: str, name: str) -> str:
+    """A file name in a diff's header as git writes it: quoted, with escapes, when it holds a
+    line break, a quote, a backslash or a control character, so a name cannot end the header
+    line and draw diff lines of its own (`x\n+++ b/other`)."""
+    if not any(ch in _GIT_ESCAPES or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        return prefix + name
+    body = "".join(
+        _GIT_ESCAPES.get(ch, f"\\{ord(ch):03o}" if ord(ch) < 0x20 or ord(ch) == 0x7F else ch) for ch in prefix + name
+    )
+    return f'"{body}"'
 
 
 def fingerprint(text: str | None) -> str | None:
@@ -38,8 +51,8 @@ class Change:
         lines = difflib.unified_diff(
             (self.before or "").splitlines(keepends=True),
             self.after.splitlines(keepends=True),
-            fromfile="/dev/null" if self.before is None else f"a/{self.name}",
-            tofile=f"b/{self.name}",
+            fromfile="/dev/null" if self.before is None else header_name("a/", self.name),
+            tofile=header_name("b/", self.name),
         )
         return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 

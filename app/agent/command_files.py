@@ -2,10 +2,10 @@
 
 The folders, in the order a name is looked up (the first file of a name wins):
 
-1. the project's `.dspine/commands/`, `.claude/commands/`, `.opencode/command/`,
-   `.opencode/commands/`;
-2. the user's own `~/.claude/commands/`, then Codex's `$CODEX_HOME/prompts/` (else
-   `~/.codex/prompts/`).
+1. the user's own `~/.claude/commands/`, then Codex's `$CODEX_HOME/prompts/` (else
+   `~/.codex/prompts/`): a project never shadows a command the user keeps;
+2. the project's `.dspine/commands/`, `.claude/commands/`, `.opencode/command/`,
+   `.opencode/commands/`.
 
 Subfolders give `folder:name` (Codex reads only its folder's own files). A project's
 file is read like any file a tool reads: one that leads out of the project through a
@@ -52,20 +52,23 @@ def _shown_home(path: Path) -> str:
 
 
 def folders_for(root: Path | None, user: Iterable[Path] | None = None) -> list[CommandFolder]:
-    """The project's folders (none without a project), then the user's own (`user`: the
-    defaults of app/paths.py), a user folder that is one of the project's left out."""
-    found: list[CommandFolder] = []
+    """The user's own folders (`user`: the defaults of app/paths.py) first, then the project's
+    (none without a project), a user folder that is one of the project's left out: a name
+    both give is the user's, so a downloaded project cannot shadow a command the user trusts
+    (`/review` that sends the project's words instead)."""
+    project: list[CommandFolder] = []
     if root is not None:
         root = root.resolve()
         for path in project_command_folders(root):
-            found.append(CommandFolder(path, path.relative_to(root).as_posix(), root))
-    seen = {os.path.realpath(folder.path) for folder in found}
+            project.append(CommandFolder(path, path.relative_to(root).as_posix(), root))
+    seen = {os.path.realpath(folder.path) for folder in project}
+    own: list[CommandFolder] = []
     for path in user_command_folders() if user is None else user:
         path = path.expanduser()
         if os.path.realpath(path) not in seen:
             nested = path.name != "prompts"  # Codex reads its prompts folder's own files only
-            found.append(CommandFolder(path, _shown_home(path), None, nested))
-    return found
+            own.append(CommandFolder(path, _shown_home(path), None, nested))
+    return own + project
 
 
 def load(folders: Iterable[CommandFolder], taken: Iterable[str] = ()) -> LoadedCommands:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -100,6 +101,13 @@ def front_matter(text: str) -> tuple[dict[str, str], str]:
     raise CommandProblem("the front matter opened by `---` on line 1 is never closed by another `---` line")
 
 
+def _hides_text(ch: str) -> bool:
+    if ch in "\n\t\r":
+        return False
+    category = unicodedata.category(ch)
+    return category == "Cc" or (category == "Cf" and ch != "\ufeff") or ch in "\u2028\u2029"
+
+
 def _unquoted(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         return value[1:-1]
@@ -113,7 +121,15 @@ def _one_line(text: str) -> str:
 
 def parse(name: str, source: str, text: str) -> CustomCommand:
     """A command from its file's text. The description is the front matter's, else the
-    first line of the prompt (a Markdown heading's `#` taken off)."""
+    first line of the prompt (a Markdown heading's `#` taken off). A file with control
+    characters (an escape sequence) or invisible, reordering ones is a problem: the chat
+    shows the prompt without them while the model would get all of it."""
+    hidden = next((ch for ch in text if _hides_text(ch)), None)
+    if hidden is not None:
+        raise CommandProblem(
+            f"it holds the character U+{ord(hidden):04X} (an escape sequence, or text that hides or reorders "
+            "what is shown), so what you see is not what the model would get: remove it"
+        )
     fields, body = front_matter(text)
     description = fields.get("description", "")
     if not description:

@@ -16,6 +16,8 @@ import re
 import stat
 from pathlib import Path, PurePosixPath
 
+from ..paths import users_own_folders
+
 
 class ToolRefused(Exception):
     """A tool call that cannot run; the message goes back to the model, so it
@@ -65,6 +67,21 @@ def _check_not_repository(name: str, root: Path, real: Path) -> None:
             raise ToolRefused(
                 f"{name!r} would be part of a git repository ({shown(root, folder)} holds a HEAD file): "
                 "not written; choose another folder"
+            )
+
+
+def _check_not_users_own(name: str, real: Path) -> None:
+    """dspine's settings and data and the user's command folders are the user's words, trusted
+    as such: a chat started in the home folder would otherwise write itself an MCP server."""
+    for folder in users_own_folders():
+        try:
+            mine = folder.resolve()
+        except (OSError, RuntimeError):
+            continue
+        if real == mine or real.is_relative_to(mine):
+            raise ToolRefused(
+                f"{name!r} is in {mine}, where dspine keeps your own settings, data or commands: "
+                "the tools never write there; the user edits those files themselves"
             )
 
 
@@ -120,6 +137,8 @@ def resolve(root: Path, name: str, *, write: bool = False) -> Path:
     if not real.is_relative_to(root):
         where = "is outside" if raw.is_absolute() else "leads outside (through a symlink)"
         raise ToolRefused(f"{name!r} {where} the project {root}: only paths inside it are allowed")
+    if write and any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        raise ToolRefused(f"{name!r} has a line break or another control character in it: choose a plain name")
     if write:
         # Both the spelling given and where it leads: `hooks -> .git/hooks` is caught by the second.
         spelled = () if raw.is_absolute() else given.parts
@@ -128,6 +147,7 @@ def resolve(root: Path, name: str, *, write: bool = False) -> Path:
                 f"{name!r} is inside a .git folder, which is read-only: change files of the work tree instead"
             )
         _check_not_repository(name, root, real)
+        _check_not_users_own(name, real)
         _check_writable(name, real)
     return real
 

@@ -17,6 +17,7 @@ refused with the list of what it does not know, before a byte is written.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -260,13 +261,53 @@ def _refuse(cause: str, fix: str) -> ConversionError:
     return ConversionError(cause, fix + "; nothing was written")
 
 
+# The largest value a shape field may take: far past any drafter (a 27B target has 5,120 wide
+# layers and 248k tokens), small enough that nothing sized from it can ask for gigabytes of
+# memory. `max_position_embeddings` is a GGUF u32.
+LIMITS = {
+    "hidden_size": 1 << 16,
+    "num_hidden_layers": 1 << 10,
+    "num_attention_heads": 1 << 10,
+    "num_key_value_heads": 1 << 10,
+    "head_dim": 1 << 12,
+    "intermediate_size": 1 << 20,
+    "vocab_size": 1 << 22,
+    "draft_vocab_size": 1 << 22,
+    "max_position_embeddings": 1 << 24,
+    "block_size": 1 << 8,
+}
+U32_MAX = (1 << 32) - 1
+
+
 def _int(table: dict[str, Any], key: str, where: str, default: int | None = None) -> int:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         if value is None:
             raise _refuse(f"{where} lacks {key!r}", "the checkpoint is incomplete; check its config.json")
-        raise _refuse(f"{where}: {key} is {value!r}, not a whole number", "check the checkpoint's config.json")
+        raise _refuse(f"{where}: {key} is {value!r:.60}, not a whole number", "check the checkpoint's config.json")
+    limit = LIMITS.get(key, U32_MAX)
+    if value > limit:
+        raise _refuse(f"{where}: {key} is {value:.3g}, over {limit:,}", "no drafter is that large; check config.json")
     return value
+
+
+def _float(value: Any, key: str, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        raise _refuse(f"{where}: {key} is {value!r:.60}, not a finite number", "check the checkpoint's config.json")
+    return float(value)
+
+
+def read_config(raw: dict[str, Any], where: str = "config.json") -> DrafterSpec:
+    """The drafter's shape and GGUF keys from its config.json, or a refusal naming every
+    field the converter does not know, a value of the wrong kind or out of bounds."""
+    try:
+        return _read_config(raw, where)
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+        if isinstance(exc, ConversionError):
+            raise
+        # A field of the wrong kind in a place the checks above did not look (a list where an
+        # object goes): a refusal all the same, never a crash to report.
+        raise _refuse(f"{where} has a value of the wrong kind ({exc})", "check the checkpoint's config.json") from None
 
 
 def _family(config: dict[str, Any], where: str) -> str:
@@ -301,9 +342,7 @@ def _normalise(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return config, bool(anchor)
 
 
-def read_config(raw: dict[str, Any], where: str = "config.json") -> DrafterSpec:
-    """The drafter's shape and GGUF keys from its config.json, or a refusal naming every
-    field the converter does not know."""
+def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
     if not isinstance(raw, dict):
         raise _refuse(f"{where} is not a JSON object", "check the checkpoint's config.json")
     family = _family(raw, where)
@@ -338,7 +377,11 @@ def read_config(raw: dict[str, Any], where: str = "config.json") -> DrafterSpec:
     if draft_vocab > vocab:
         raise _refuse(f"{where}: draft_vocab_size {draft_vocab} exceeds vocab_size {vocab}", "check config.json")
     layer_ids = dflash.get("target_layer_ids", config.get("target_layer_ids", []))
-    if not isinstance(layer_ids, list) or not layer_ids or not all(isinstance(i, int) and i >= 0 for i in layer_ids):
+    if (
+        not isinstance(layer_ids, list)
+        or not 0 < len(layer_ids) <= 64
+        or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < 1 << 10 for i in layer_ids)
+    ):
         raise _refuse(
             f"{where}: target_layer_ids is {layer_ids!r}, not a list of target layer numbers",
             "a block drafter reads the target's hidden states at these layers; check config.json",
@@ -361,15 +404,19 @@ def read_config(raw: dict[str, Any], where: str = "config.json") -> DrafterSpec:
     add("attention.head_count_kv", "u32", _int(config, "num_key_value_heads", where, n_head))
     theta = rope.get("rope_theta", config.get("rope_theta"))
     if theta is not None:
-        add("rope.freq_base", "f32", float(theta))
-    add("attention.layer_norm_rms_epsilon", "f32", float(config.get("rms_norm_eps", 1e-6)))
+        add("rope.freq_base", "f32", _float(theta, "rope_theta", where))
+    add("attention.layer_norm_rms_epsilon", "f32", _float(config.get("rms_norm_eps", 1e-6), "rms_norm_eps", where))
     add("attention.key_length", "u32", head_dim)
     add("attention.value_length", "u32", head_dim)
     partial = rope.get("partial_rotary_factor", config.get("partial_rotary_factor"))
     if partial is not None:
-        add("rope.dimension_count", "u32", int(head_dim * float(partial)))
+        add(
+            "rope.dimension_count",
+            "u32",
+            int(head_dim * min(1.0, abs(_float(partial, "partial_rotary_factor", where)))),
+        )
     if (value_scale := dflash.get("attention_value_scale")) is not None:
-        add("attention.value_scale", "f32", float(value_scale))
+        add("attention.value_scale", "f32", _float(value_scale, "attention_value_scale", where))
     add("block_size", "u32", _int(dflash, "block_size", where, config.get("block_size", 16)))
     if "conv_kernel_size" in dflash:
         for name in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
@@ -380,8 +427,8 @@ def read_config(raw: dict[str, Any], where: str = "config.json") -> DrafterSpec:
         ("input_embedding_scale", "embedding_scale"),
     ):
         value = dflash.get(name, config.get(name))
-        if value is not None and (name != "final_logit_softcapping" or float(value) > 0):
-            add(key, "f32", float(value))
+        if value is not None and (name != "final_logit_softcapping" or _float(value, name, where) > 0):
+            add(key, "f32", _float(value, name, where))
     add("target_layers", "arr", [i + 1 for i in layer_ids])  # upstream taps layer *inputs*
     use_swa = bool(config.get("use_sliding_window", False) or dflash.get("use_swa", False))
     window = dflash.get("swa_window_size") or config.get("sliding_window")
@@ -390,7 +437,7 @@ def read_config(raw: dict[str, Any], where: str = "config.json") -> DrafterSpec:
             pattern = [True] * n_layer
         else:
             pattern = [t == "sliding_attention" for t in config.get("layer_types") or []]
-        add("attention.sliding_window", "u32", int(window))
+        add("attention.sliding_window", "u32", _int({"sliding_window": window}, "sliding_window", where))
         add("attention.sliding_window_pattern", "arr", pattern)
     causal = config.get("is_causal", dflash.get("causal"))
     if causal is None and family == "dspine":

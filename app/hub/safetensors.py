@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConversionError
 
 # A header is a few hundred KB even for big checkpoints; a larger claim is a broken file.
 MAX_HEADER_BYTES = 100 * 2**20
@@ -50,8 +50,8 @@ class TensorInfo:
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 
 
-def _broken(path: Path, what: str) -> ConfigError:
-    return ConfigError(
+def _broken(path: Path, what: str) -> ConversionError:
+    return ConversionError(
         f"{path} is not a readable safetensors file: {what}",
         "delete it and pull again (the hub's copy is checked by sha256; a local file may be damaged)",
     )
@@ -71,6 +71,8 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
             header = json.loads(handle.read(length))
         except (UnicodeDecodeError, ValueError) as exc:
             raise _broken(path, f"its header is not JSON ({exc})") from None
+        except RecursionError:
+            raise _broken(path, "its header is nested too deeply to be one") from None
     if not isinstance(header, dict):
         raise _broken(path, "its header is not a JSON object")
     base = 8 + length
@@ -79,11 +81,14 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
         if name == "__metadata__":
             continue
         try:
-            dtype, shape, (begin, end) = entry["dtype"], tuple(int(d) for d in entry["shape"]), entry["data_offsets"]
+            dtype, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
         except (TypeError, KeyError, ValueError):
             raise _broken(path, f"tensor {name!r} lacks dtype, shape or data_offsets") from None
-        if dtype not in DTYPES:
-            raise ConfigError(
+        numbers = (*shape, begin, end)
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers) or end < begin:
+            raise _broken(path, f"tensor {name!r} has a shape or byte range that is not whole numbers in order")
+        if not isinstance(dtype, str) or dtype not in DTYPES:
+            raise ConversionError(
                 f"{path}: tensor {name!r} has dtype {dtype}, which the converter does not read",
                 f"the converter reads {', '.join(DTYPES)}; nothing was written",
             )
@@ -100,7 +105,7 @@ def read_checkpoint(paths: list[Path]) -> dict[str, TensorInfo]:
     for path in sorted(paths):
         for name, info in read_header(path).items():
             if name in tensors:
-                raise ConfigError(
+                raise ConversionError(
                     f"tensor {name!r} is in both {tensors[name].path.name} and {path.name}",
                     "the checkpoint's shards overlap; pull it again",
                 )

@@ -144,6 +144,7 @@ class ChatApp(App):
         (app/agent/modes.py) and `mode_given`."""
         super().__init__()
         self.last_key_at: float | None = None  # when a key was last pressed (on_event)
+        self._sent_unattached: set[str] = set()  # command files' prompts sent as written (send_prompt)
         self.project = project
         self.tools_on = project is not None and tools
         self.tools_unseen: bool | None = None  # whether the template leaves tools out, once counted
@@ -165,6 +166,10 @@ class ChatApp(App):
         self.continue_last = continue_last
         self._think_given = think_given  # for the first chat shown: the command line's mode wins
         self._mode_given = mode_given
+        # A saved permission mode comes back only where the user asked for that chat (--resume,
+        # --continue, the list): a plain start that shows the project's last chat starts in ask,
+        # not in an accept-edits left on from another day.
+        self._mode_restorable = open_chat is not None or continue_last
         # The system prompt is made once: the same bytes every request keep the prefix cache warm.
         self.session = Session(
             engine,
@@ -510,9 +515,16 @@ class ChatApp(App):
             self.session.think = self.chat.think
             self._show_mode()
         self._think_given = False
+        restorable, self._mode_restorable = self._mode_restorable, True
         if self.chat.mode is not None and not self._mode_given and self.chat.mode != self.mode:
-            self.session.mode = self.chat.mode
-            self._show_mode()
+            if restorable:
+                self.session.mode = self.chat.mode
+                self._show_mode()
+            else:
+                self.notify(
+                    f"mode: {modes.LABELS[self.mode]}; this chat was left in {modes.LABELS[self.chat.mode]} "
+                    "(Shift+Tab switches; --continue goes on in it)"
+                )
         self._mode_given = False
         self.session.restore(self.store.context(self.chat.id))
         self._measure_context()
@@ -578,6 +590,11 @@ class ChatApp(App):
             return
         if not self._can_send():
             return
+        if text in self._sent_unattached:
+            # A command file's prompt coming back (/rewind put it in the input): it was the file's
+            # words, sent without attaching, and it still is: its `@~/.ssh/...` attaches nothing.
+            await self._send(text)
+            return
         try:
             full, attached = expand_mentions(text, Path.cwd())
         except AttachmentError as exc:
@@ -599,6 +616,7 @@ class ChatApp(App):
     async def send_prompt(self, text: str) -> None:
         """Send `text` as the user's message, exactly (no `@file` is attached): a custom command's prompt."""
         if self._can_send():
+            self._sent_unattached.add(text)
             await self._send(text)
 
     async def _command(self, text: str) -> None:
@@ -622,6 +640,12 @@ class ChatApp(App):
 
     async def _slash_new(self, argument: str) -> None:
         await self.action_new_chat()
+
+    async def _slash_exit(self, argument: str) -> None:
+        await self.action_quit()
+
+    async def _slash_quit(self, argument: str) -> None:
+        await self.action_quit()
 
     async def _slash_clear(self, argument: str) -> None:
         await self.query_one(Conversation).remove_children()
@@ -888,6 +912,10 @@ class ChatApp(App):
             SlashCommand("/new", "", "start a new chat (**Ctrl+N**)", _slash_new),
             SlashCommand("/clear", "", "clear the screen", _slash_clear),
             SlashCommand("/help", "", "show this", _slash_help),
+            # What people type to leave (Claude Code, Codex, aider): built-ins, so no project's
+            # command file can take the name and send a prompt instead.
+            SlashCommand("/exit", "", "quit the chat (**Ctrl+Q**)", _slash_exit),
+            SlashCommand("/quit", "", "quit the chat (**Ctrl+Q**)", _slash_quit),
         ]
     )
 

@@ -238,3 +238,23 @@ def test_dspine_chat_mode_reaches_the_chat(tmp_path, monkeypatch):
     assert started[-1].mode == "accept-edits" and started[-1]._mode_given
     assert cli.run(["chat", *url]) == 0
     assert started[-1].mode == "ask" and not started[-1]._mode_given
+
+
+async def test_a_plain_start_does_not_bring_back_accept_edits_from_another_day(repo, store):
+    """Fifth hostile trial (low): `dspine chat` shows the project's last chat, and kept the
+    accept-edits it was left in; a plain start is in ask, --continue goes on in the saved mode."""
+    app = ChatApp(ScriptedEngine(), store, model="test", project=open_project(repo))
+    async with app.run_test() as pilot:
+        await send(pilot, "/mode accept edits")
+        await until(pilot, lambda: store.chat(app.chat.id).mode == "accept-edits", what="the mode saved")
+        chat_id = app.chat.id
+    plain = ChatApp(ScriptedEngine(), store, model="test", project=open_project(repo))
+    async with plain.run_test() as pilot:
+        await until(pilot, lambda: plain.chat is not None, what="the chat")
+        await pilot.pause()
+        assert plain.chat.id == chat_id and plain.mode == "ask"
+        assert any("left in accept edits" in str(n.message) for n in plain._notifications)
+    going_on = ChatApp(ScriptedEngine(), store, model="test", project=open_project(repo), continue_last=True)
+    async with going_on.run_test() as pilot:
+        await until(pilot, lambda: going_on.chat is not None, what="the chat")
+        await until(pilot, lambda: going_on.mode == "accept-edits", what="the saved mode")

@@ -115,3 +115,27 @@ async def test_a_shell_line_is_sent_as_text_and_nothing_runs(repo, store, tmp_pa
         sent = await run_command(pilot, app, engine, "/status")
     assert sent == f"Status:\n!`touch {marker}`\nSee @src/calc.py"
     assert not marker.exists()
+
+
+async def test_a_commands_at_path_is_not_attached_when_rewind_brings_it_back(repo, store, tmp_path, monkeypatch):
+    """Fifth hostile trial (low): a command file's `@path` went unattached when the command ran,
+    and was attached once /rewind put the prompt back in the input and the user sent it."""
+    from app.tui.screens.rewind import RewindScreen
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOKEN-123\n")
+    monkeypatch.chdir(repo)
+    command_file(repo / ".claude/commands/peek.md", f"Summarise @{secret}\n")
+    engine = ScriptedEngine(answer=["OK."])
+    app, _ = chat(repo, store, tmp_path, engine)
+    async with app.run_test() as pilot:
+        sent = await run_command(pilot, app, engine, "/peek")
+        assert "TOKEN-123" not in sent
+        await send(pilot, "/rewind")
+        await until(pilot, lambda: isinstance(app.screen, RewindScreen), what="the rewind list")
+        await pilot.press("c")
+        await until(pilot, lambda: app.prompt_area.text == f"Summarise @{secret}", what="the prompt back")
+        calls = len(engine.calls)
+        await pilot.press("enter")
+        await until(pilot, lambda: len(engine.calls) > calls and not app.streaming, what="the reply")
+        assert "TOKEN-123" not in engine.calls[-1]["messages"][-1]["content"]

@@ -225,3 +225,70 @@ def test_the_read_back_checks_names_shapes_data_and_the_targets_tokens(tmp_path,
         handle.truncate(out.stat().st_size - 1000)  # the last tensor's data cut short
     with pytest.raises(ConversionError, match="weights are missing"):
         verify(out, plans, tensors, tokenizer)
+
+
+def _hostile_values():
+    return [None, True, -1, 10**30, 2**40, "64", 1.5, float("nan"), [], {}, [1, 2], {"a": 1}, "x" * 10_000]
+
+
+@pytest.mark.parametrize("family", ["dflash", "dflash2", "dspark", "dspine"])
+def test_every_hostile_config_value_is_a_refusal_never_a_crash(family):
+    """Fifth hostile trial (low): hostile converter inputs ended in "unexpected ... report it",
+    one value allocated 8 GB, and `max_position_embeddings: 10^30` passed every check. Each field
+    of a real config, and each field of its nested tables, set to each hostile value: either the
+    config still reads (the value is one it takes) with every number in bounds, or the reading
+    is a ConversionError, the converter's exit 12."""
+    base = json.loads(json.dumps(config(Drafter(family=family))))
+    places = [(base, key) for key in base] + [
+        (base[key], sub) for key in base if isinstance(base[key], dict) for sub in base[key]
+    ]
+    tried = 0
+    for table, key in places:
+        original = table[key]
+        for value in _hostile_values():
+            table[key] = value
+            try:
+                spec = convert.read_config(json.loads(json.dumps(base)))
+            except ConversionError:
+                pass
+            else:
+                for found in spec.keys:
+                    if found.kind == "u32":
+                        assert 0 <= found.value <= convert.U32_MAX, (key, value, found)
+                assert spec.hidden <= convert.LIMITS["hidden_size"] and spec.vocab <= convert.LIMITS["vocab_size"]
+            tried += 1
+        table[key] = original
+    assert tried > 100
+
+
+def test_a_context_length_of_ten_to_the_thirty_is_refused():
+    raw = json.loads(json.dumps(config(Drafter(family="dspine"))))
+    raw["max_position_embeddings"] = 10**30
+    with pytest.raises(ConversionError, match="max_position_embeddings"):
+        convert.read_config(raw)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"t": {"dtype": "F32", "shape": [-2, -2], "data_offsets": [0, 16]}},
+        {"t": {"dtype": "F32", "shape": [2], "data_offsets": [8, 0]}},
+        {"t": {"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}},
+        {"t": {"dtype": "F32", "shape": [2.5], "data_offsets": [0, 8]}},
+        {"t": {"dtype": "F32", "shape": [2], "data_offsets": ["0", "8"]}},
+    ],
+)
+def test_a_hostile_safetensors_header_is_a_refusal(tmp_path, header):
+    raw = json.dumps(header).encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0" * 16)
+    with pytest.raises(ConversionError):
+        read_header(path)
+
+
+def test_a_safetensors_header_nested_without_end_is_a_refusal(tmp_path):
+    raw = b"[" * 100_000 + b"]" * 100_000
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw)
+    with pytest.raises(ConversionError):
+        read_header(path)

