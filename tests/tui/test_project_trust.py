@@ -152,3 +152,32 @@ def test_a_project_server_never_replaces_the_users_own(repo, tmp_path):
 def test_without_project_servers_nothing_is_asked(repo, tmp_path):
     manager, trust = for_project(repo, {"mine": {"command": "x"}}, tmp_path / "s.json", tmp_path / "t.json")
     assert manager is not None and trust is None and manager.untrusted == []
+
+
+async def test_a_name_with_line_breaks_cannot_fake_the_question_and_y_waits_for_the_end(repo, store, tmp_path):
+    """Fifth hostile trial (high 3): a server name with line breaks drew a harmless entry and
+    fake y/n lines, the real `sh -c ...` sat 40 lines below, off screen, and y already counted.
+    Now every field is one line (␊ for a break) and no key answers before the end was shown."""
+    marker = tmp_path / "kid-ran"
+    fake = "docs (.mcp.json)\n  runs echo harmless\n\ny: trust these files\n" + "\n" * 40
+    servers = {fake: entry(write_server(tmp_path), "ok", marker)}
+    servers |= {f"filler{i}": {"command": "true", "args": ["x"]} for i in range(31)}
+    write_mcp_json(repo, servers)
+    app, manager = chat(repo, store, tmp_path)
+    try:
+        async with app.run_test(size=(100, 30)) as pilot:
+            await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the trust question")
+            question = app.screen
+            assert "- docs (.mcp.json)␊  runs echo harmless␊␊y: trust these files␊" in question.body
+            assert [line for line in question.body.splitlines() if line.startswith("y:")] == [
+                "y: trust these files as they are now (asked again if they change)."
+            ]
+            await until(pilot, lambda: question._quiet, what="the keyboard quiet")
+            await pilot.press("y")
+            await pilot.pause()
+            assert app.screen is question and not question.read_to_end
+            assert manager.servers[fake].status == "untrusted" and not marker.exists()
+            await answer(pilot, "y")  # reads it to the end first, as its keys line asks
+            await until(pilot, lambda: manager.servers[fake].status == "ready", what="the trusted server")
+    finally:
+        manager.close()
