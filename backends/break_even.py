@@ -67,7 +67,9 @@ class BreakEven:
         return speed.since_probe < due
 
     def observed(self, think: bool, drafted: bool, tokens: int, seconds: float) -> str | None:
-        """A finished reply's speed; returns a sentence when drafting turns off or back on."""
+        """A finished reply's speed; returns a sentence when drafting turns off or back on.
+        `drafted`: the drafter was asked to draft for this reply, whatever it drafted (one
+        that drafts nothing still costs its passes: that reply is drafting, and slow)."""
         if self.setting != "auto" or tokens < MIN_TOKENS or seconds <= 0:
             return None
         speed = self.mode(think)
@@ -120,5 +122,6 @@ class BreakEven:
             return f"speculation pinned {self.setting}"
         speed = self.mode(think)
         if speed.off_left > 0:
-            return f"speculation off: slower than plain here; trying again in {speed.off_left} replies"
+            figures = f"{speed.drafting or 0:.1f} tok/s drafting, {speed.plain or 0:.1f} plain"
+            return f"drafter off: slower than plain here ({figures}); trying again in {speed.off_left} replies"
         return None

@@ -679,7 +679,7 @@ class InprocEngine:
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
         calls = ToolCallParser(tools)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        stats = Stats()
+        stats = Stats(draft_asked=self._drafter is not None and n_max != 0)
         started = time.monotonic()
         last_stats = 0.0
         reason: EndReason = "stop"
@@ -750,7 +750,7 @@ class InprocEngine:
             notes = []
             if self.break_even is not None and self._drafter is not None:
                 notes.append(
-                    self.break_even.observed(think, stats.drafted > 0, stats.generated_tokens, stats.decode_s)
+                    self.break_even.observed(think, stats.draft_asked, stats.generated_tokens, stats.decode_s)
                     or self.break_even.note(think)
                 )
             if judge is not None and reason != "cancelled":

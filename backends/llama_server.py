@@ -29,7 +29,7 @@ from .break_even import BreakEven
 from .chat_template import probe as probe_template
 from .drafter_files import runs_kind
 from .drafters import KINDS, NgramDrafter, default_n_max
-from .events import End, Error, Event
+from .events import End, Error, Event, StatsUpdate
 from .gguf_header import read_local
 from .message_order import normalise
 from .openai_stream import StreamBroken, chat_body, stream_chat
@@ -643,13 +643,16 @@ class LlamaServerEngine:
                         overflow=response.status_code == 400 and "exceed_context_size" in detail,
                     )
                     return
+                asked = bool(self._drafts) and n_max != 0  # None: the launch length
                 for event in stream_chat(response, self._cancel, started, ngram_above=ngram_above):
+                    if isinstance(event, (StatsUpdate, End)):
+                        event.stats.draft_asked = asked
                     if learning and isinstance(event, End) and event.stats.position_tested:
                         self._learn(think, event.stats, n_max)
                     if judged is not None and isinstance(event, End) and event.reason != "cancelled":
                         stats = event.stats
                         notes = [
-                            judged.observed(think, stats.drafted > 0, stats.generated_tokens, stats.decode_s)
+                            judged.observed(think, stats.draft_asked, stats.generated_tokens, stats.decode_s)
                             or judged.note(think)
                         ]
                         if judge_ngram is not None and n_max != 0:

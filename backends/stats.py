@@ -32,6 +32,10 @@ class Stats:
     position_reached: list[int] = field(default_factory=list)
     # What changed about drafting (backends/break_even.py), or its state while off or pinned.
     draft_note: str | None = None
+    # The engine asked a drafter to draft for this reply (whatever it drafted: a block drafter at
+    # its probability floor may draft nothing and still cost its passes). Break-even counts such
+    # a reply as drafting, and the readout says "drafted nothing" rather than "no drafter".
+    draft_asked: bool = False
     # Of the counts above, the share of the n-gram drafter chained before the model drafter
     # (drafts looked up in the context); the model drafter's is the rest. Per position too,
     # counted over the steps the n-gram drafter drafted.
@@ -91,6 +95,8 @@ class Stats:
             )
             if self.ngram_drafted:
                 parts.append(f"n-gram kept {self.ngram_accepted}/{self.ngram_drafted} in {self.ngram_steps} steps")
+        elif self.draft_asked:
+            parts.append("the drafter drafted nothing")
         else:
             parts.append("no drafter")
         return ", ".join(parts)

@@ -291,7 +291,9 @@ class Proxy:
             self.board.close(figures)
             if judged is not None and figures.state == DONE:
                 stats = figures.stats
-                note = judged.observed(mode, stats.drafted > 0, stats.generated_tokens, stats.decode_s)
+                # Asked to draft (any length but 0), whatever it drafted: a drafter that drafts
+                # nothing still costs its passes, and that reply is what break-even must see.
+                note = judged.observed(mode, length != 0, stats.generated_tokens, stats.decode_s)
                 if note and self.on_note is not None:
                     self.on_note(note)
             if self.on_done is not None:

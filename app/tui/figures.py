@@ -68,6 +68,8 @@ def readout_line(stats: Stats | None) -> str:
         bars = position_bars(stats)
         if bars:
             parts.append(f"by position ▕{bars}▏")
+    elif stats.draft_asked:
+        parts.append("drafted nothing")  # asked, and paid for, but nothing cleared the drafter's floor
     elif not stats.draft_note:
         parts.append("no drafter")
     if stats.draft_note:

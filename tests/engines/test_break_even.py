@@ -31,7 +31,9 @@ def test_a_drafter_below_plain_is_switched_off_within_a_few_replies():
     drafted = replay(policy, False, drafting_rate=10.0, plain_rate=20.0, replies=3)
     # 1-2: draft (nothing to compare with), 3: a plain probe, faster than both: off.
     assert drafted == [True, True, False]
-    assert policy.note(False) == "speculation off: slower than plain here; trying again in 8 replies"
+    assert policy.note(False).startswith("drafter off: slower than plain here (") and policy.note(False).endswith(
+        "; trying again in 8 replies"
+    )
     assert replay(policy, False, drafting_rate=10.0, plain_rate=20.0, replies=8) == [False] * 8
     assert policy.drafting(True)  # the other mode is judged apart
 
@@ -119,10 +121,11 @@ def test_an_engine_stops_drafting_where_it_runs_below_plain_and_resumes_where_it
     finally:
         slow.close()
     drafted = [end.stats.drafted > 0 for end in ends]
+    assert [end.stats.draft_asked for end in ends] == drafted  # asked exactly where it drafted
     # Off within three replies (two drafting, then a plain probe faster than both), then plain.
     assert drafted[:3] == [True, True, False] and not any(drafted[3:5]), drafted
     assert ends[2].stats.draft_note.startswith("speculation off for no-think mode: slower than plain")
-    assert ends[3].stats.draft_note.startswith("speculation off: slower than plain here")
+    assert ends[3].stats.draft_note.startswith("drafter off: slower than plain here")
     # The drafter changes (the same mode's state given to an engine whose drafter costs a
     # sixth of the target): the next try pays, and drafting stays on.
     cheap = InprocEngine(str(pairs["target"]), draft_path=str(pairs["cheap"]), n_ctx=512, n_max=4, break_even=policy)
@@ -134,3 +137,23 @@ def test_an_engine_stops_drafting_where_it_runs_below_plain_and_resumes_where_it
     notes = [end.stats.draft_note for end in ends]
     assert any(note and note.startswith("speculation back on for no-think mode") for note in notes), notes
     assert ends[-1].stats.drafted > 0 and ends[-1].stats.draft_note is None
+
+
+def test_a_reply_the_drafter_was_asked_for_counts_as_drafting_even_when_it_drafted_nothing():
+    """Issue 47: a block drafter at its probability floor drafted 0 tokens in every reply, still
+    paid its block pass, and break-even (fed `drafted > 0`) took every reply for a plain one and
+    never switched it off. The engines now say whether they asked; the policy judges that."""
+    from app.tui.figures import readout_line
+    from backends.stats import Stats
+
+    policy = BreakEven(patience=2, retry_after=8)
+    notes = []
+    for _ in range(3):
+        asked = policy.drafting(False)
+        # Asked or not, nothing is drafted; asked costs the block pass: half the speed.
+        notes.append(policy.observed(False, asked, 100, 100 / (10.0 if asked else 20.0)))
+    assert notes[-1] and notes[-1].startswith("speculation off for no-think mode")
+    assert not policy.drafting(False)
+    nothing = Stats(generated_tokens=40, decode_s=2.0, draft_asked=True)
+    assert "drafted nothing" in readout_line(nothing) and "no drafter" not in readout_line(nothing)
+    assert "the drafter drafted nothing" in nothing.summary()
