@@ -144,6 +144,7 @@ class ChatApp(App):
         (app/agent/modes.py) and `mode_given`."""
         super().__init__()
         self.last_key_at: float | None = None  # when a key was last pressed (on_event)
+        self.engine_problem: str | None = None  # why no model runs, once one failed to start
         self._sent_unattached: set[str] = set()  # command files' prompts sent as written (send_prompt)
         self.project = project
         self.tools_on = project is not None and tools
@@ -256,6 +257,7 @@ class ChatApp(App):
         self.chat = self._first_chat()
         await self._show_chat()
         self.query_one(PromptArea).focus()
+        self.query_one(Readout).show_state("ready" if self.engine is not None else "no model loaded yet")
         if self.engine is None and self.first_run is not None:
             self.push_screen(FirstRunScreen(self.first_run), self._pulled)
         elif self.engine is not None:
@@ -322,6 +324,7 @@ class ChatApp(App):
         else:
             self.model = chosen = result.record.name
             self.notify(f"pulled {self.model}; loading it…")
+            self.query_one(Readout).show_state(f"loading {self.model}…")
         self.sub_title = self._subtitle()
         self._load_engine(chosen)
 
@@ -332,9 +335,20 @@ class ChatApp(App):
         try:
             engine = self.open_engine(model)
         except ERRORS_FOR_PEOPLE as exc:
-            self.call_from_thread(self.notify, f"{exc.cause} · {exc.fix}", severity="error", timeout=20)
+            self.call_from_thread(self._engine_failed, model, exc.cause, exc.fix)
             return
         self.call_from_thread(self._engine_ready, engine)
+
+    async def _engine_failed(self, model: str, cause: str, fix: str) -> None:
+        """A model that cannot start leaves a lasting word in the chat, not a toast that fades
+        over a chat that looks ready: what failed, what to do, and that nothing is sent."""
+        self.engine_problem = f"{model} did not start: {cause}"
+        self.query_one(Readout).show_state(f"no model running: {cause}")
+        self.notify(f"{cause} · {fix}", severity="error", timeout=20)
+        await self._post_note(
+            f"**{model} did not start.**\n\n{cause}\n\n{fix}\n\nNothing you type is sent until a model runs: "
+            "your prompt stays in the input."
+        )
 
     @work(thread=True, exclusive=True, group="fit")
     def _show_fit(self) -> None:
@@ -353,6 +367,8 @@ class ChatApp(App):
 
     def _engine_ready(self, engine: Engine) -> None:
         self.engine = engine
+        self.engine_problem = None
+        self.query_one(Readout).show_state("ready")
         self.session.set_engine(engine)
         self._show_mode()
         self._measure_context()
@@ -589,6 +605,10 @@ class ChatApp(App):
             await self._command(text)
             return
         if not self._can_send():
+            # Nothing typed is lost: the prompt goes back into the input (the notice says why).
+            if not self.prompt_area.text.strip():
+                self.prompt_area.load_text(text)
+                self.prompt_area.move_cursor(self.prompt_area.document.end)
             return
         if text in self._sent_unattached:
             # A command file's prompt coming back (/rewind put it in the input): it was the file's
@@ -609,7 +629,7 @@ class ChatApp(App):
             self.notify("a reply is still streaming: Esc stops it", severity="warning")
             return False
         if self.engine is None:
-            self.notify("no model is loaded yet", severity="warning")
+            self.notify(self.engine_problem or "no model is loaded yet", severity="warning")
             return False
         return True
 

@@ -403,3 +403,33 @@ async def test_notices_show_what_the_user_typed_as_text(store):
         (notice,) = list(app._notifications)
         assert notice.message == "unknown command /[/]x; /help lists them" and not notice.markup
         assert app.is_running
+
+
+async def test_a_model_that_cannot_start_leaves_a_lasting_error_and_no_prompt_is_lost(store):
+    """Issue 47, dead end 2: the first screen's pull opened a drafter no engine here runs, a
+    toast faded, the readout said "ready", and every prompt typed then vanished. Now the chat
+    says what failed where it stays, the readout says no model runs, and a prompt sent then
+    goes back into the input with the reason."""
+    from app.errors import ConfigError
+    from app.tui.screens.first_run import FirstRun, FirstRunScreen, OpenFile
+
+    def cannot_start(model: str):
+        raise ConfigError(
+            "no llama-server here runs a dspine drafter", "install dspine's llama-server, or use --draft none"
+        )
+
+    first_run = FirstRun("smollm2-135m", lambda: "Fits", lambda progress: OpenFile("/models/tiny.gguf"))
+    app = ChatApp(None, store, first_run=first_run, open_engine=cannot_start)
+    async with app.run_test(size=(110, 32)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        app.screen.dismiss(OpenFile("/models/tiny.gguf"))
+        await until(pilot, lambda: app.engine_problem is not None, what="the failed start")
+        await pilot.pause()
+        notes = [v.answer for v in assistant_views(app)]
+        assert any("did not start" in n and "install dspine's llama-server" in n for n in notes)
+        live = str(app.query_one(Readout).query_one("#figures-live").render())
+        assert "no model running" in live and "ready" not in live
+        await send(pilot, "fix the bug in calc.py")
+        await pilot.pause()
+        assert app.prompt_area.text == "fix the bug in calc.py"  # kept, not swallowed
+        assert any("did not start" in str(n.message) for n in app._notifications)

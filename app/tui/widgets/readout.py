@@ -12,6 +12,7 @@ from textual.widgets import Sparkline, Static
 from backends.stats import Stats
 
 from ..figures import readout_line
+from ..plain import plain
 
 
 class Readout(Horizontal):
@@ -21,7 +22,7 @@ class Readout(Horizontal):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="mode")
-        yield Static("ready", id="figures-live")
+        yield Static("", id="figures-live")
         yield Static("", id="context")
         yield Sparkline([], id="rate-sparkline")
         yield Static("", id="gpu")
@@ -60,6 +61,10 @@ class Readout(Horizontal):
         meter = self.query_one("#context", Static)
         meter.set_class(False, "full")
         meter.update("")
+
+    def show_state(self, text: str) -> None:
+        """What the engine is doing before any reply: loading, ready, or why there is none."""
+        self.query_one("#figures-live", Static).update(plain(text))
 
     def start(self) -> None:
         self.rates = []
