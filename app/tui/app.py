@@ -335,7 +335,7 @@ class ChatApp(App):
         try:
             engine = self.open_engine(model)
         except ERRORS_FOR_PEOPLE as exc:
-            self.call_from_thread(self._engine_failed, model, exc.cause, exc.fix)
+            self.call_from_thread(self._engine_failed, model, exc.cause, exc.fix)  # type: ignore[arg-type]
             return
         self.call_from_thread(self._engine_ready, engine)
 

@@ -76,7 +76,9 @@ async def test_hub_unreachable_offers_the_small_bundle_from_the_package_index(st
         opened.append(model)
         return ScriptedEngine()
 
-    app = ChatApp(None, store, first_run=_first_run(load_settings(), load_catalog()), open_engine=open_engine)
+    app = ChatApp(
+        None, store, first_run=_first_run(load_settings(), load_catalog(), "qwen3.8-27b"), open_engine=open_engine
+    )
     try:
         async with app.run_test(size=(100, 40)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
@@ -127,3 +129,26 @@ async def test_a_local_gguf_opens_from_the_first_run_screen(store, tmp_path):
         await pilot.press("enter")
         await until(pilot, lambda: opened == [str(model.resolve())], what=f"the engine {status.render()}")
         assert app.model == "mine.gguf"
+
+
+def test_with_no_gpu_the_first_screen_offers_the_small_bundle_first(env, monkeypatch):
+    """Issue 47, dead end 5: a CPU-only machine was offered the 17.7 GB 27B bundle first."""
+    from app.cli import _first_run
+
+    monkeypatch.setattr("app.fit.hardware.detect", lambda: type("H", (), {"gpus": []})())
+    first_run = _first_run(load_settings(), load_catalog())
+    assert first_run.name == "smollm2-135m" and first_run.small is None
+    name, text = first_run.describe()
+    assert name == "smollm2-135m" and "No GPU was found here" in text
+
+
+def test_chat_with_a_catalog_name_not_pulled_yet_opens_its_pull(env):
+    """Issue 47, dead end 1: `dspine chat --model smollm2-135m` on a fresh machine printed
+    "not pulled" and exited; the README says the first screen offers the pull."""
+    from app.cli import _first_run, _unpulled_bundle
+
+    settings, catalog = load_settings(), load_catalog()
+    assert _unpulled_bundle("smollm2-135m", catalog, settings)
+    assert not _unpulled_bundle("no-such-bundle", catalog, settings)  # an unknown name still errors
+    assert not _unpulled_bundle("model.gguf", catalog, settings)
+    assert _first_run(settings, catalog, "smollm2-135m").name == "smollm2-135m"
