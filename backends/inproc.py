@@ -88,6 +88,13 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
+def weight_repacking() -> bool:
+    """llama.cpp's CPU weight repacking (its AMX and AVX kernels' layouts), on unless
+    LLAMA_ARG_REPACK says off: the variable llama-server reads for --no-repack, so one word
+    switches it for both engines. Some VMs advertise AMX that those kernels crash on."""
+    return os.environ.get("LLAMA_ARG_REPACK", "").strip().lower() not in ("0", "false", "off", "no", "disabled")
+
+
 def _llama():
     import llama_cpp
 
@@ -127,6 +134,8 @@ class _Model:
         _init_backend()
         params = llama.llama_model_default_params()
         params.n_gpu_layers = gpu_layers
+        if hasattr(params, "use_extra_bufts") and not weight_repacking():
+            params.use_extra_bufts = False
         self.model = llama.llama_model_load_from_file(path.encode(), params)
         if not self.model:
             raise EngineError(f"llama.cpp could not load {path}", "check that it is a complete GGUF (`dspine list`)")
