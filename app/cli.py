@@ -746,7 +746,9 @@ def bench(
         help="Also run each drafter with the draft length learned per think mode (in-process, and on a "
         "llama-server that honours a per-request length: dspine's patched build).",
     ),
-    repeat: int = typer.Option(1, "--repeat", help="Runs of each prompt."),
+    repeat: int | None = typer.Option(
+        None, "--repeat", help="Rounds: each setup runs each prompt once a round, in turns (default 3; 2 with a GPU)."
+    ),
     max_tokens: int | None = typer.Option(
         None, "--max-tokens", "-n", help="Tokens generated per prompt (default 128; 64 without a GPU)."
     ),
@@ -765,7 +767,7 @@ def bench(
 ) -> None:
     """Measure plain vs speculative decoding on your prompts: tok/s, speedup, acceptance."""
     from rich.markup import escape
-    from rich.progress import Progress
+    from rich.progress import Progress, TimeRemainingColumn
 
     from backends.drafters import default_n_max
 
@@ -782,6 +784,7 @@ def bench(
         run_bench,
         short_set,
         summarize,
+        verdict,
     )
     from .run.depth import acceptance_chart, parse_depths
     from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
@@ -797,6 +800,10 @@ def bench(
     from .fit.hardware import detect
 
     on_cpu = not detect().gpus
+    # Three samples a cell on a CPU (its timings wander by 10-20%); a range needs more than one.
+    repeat = repeat if repeat is not None else (3 if on_cpu else 2)
+    if repeat < 1:
+        raise UsageError(f"--repeat {repeat}", "give 1 or more rounds (3 give a spread worth reading)")
     short = on_cpu and prompts is None and max_tokens is None
     max_tokens = max_tokens or (CPU_MAX_TOKENS if on_cpu else 128)
     check_lengths(max_tokens=max_tokens, ctx=ctx)
@@ -858,7 +865,8 @@ def bench(
         err.print(f"[yellow]depth {skip.depth:,} skipped: {skip.reason}[/]")
     total = len(setups) * len(thinks) * repeat * len(chats) * len(at_depths)
     console = err if not (as_json or markdown) else Console(stderr=True, quiet=True)
-    with Progress(console=console, transient=True) as progress:
+    columns = (*Progress.get_default_columns(), TimeRemainingColumn(compact=True, elapsed_when_finished=True))
+    with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("benchmarking", total=total)
         started = [0]
 
@@ -878,6 +886,9 @@ def bench(
             on_run=lambda run: progress.advance(task),
             depths=at_depths,
             on_start=on_start,
+            # Small models on a CPU: every setup's engine stays open and each prompt runs on them
+            # back to back; with a GPU one engine at a time, the order turned each round.
+            max_open=None if on_cpu else 1,
         )
     if len(runs) < total:
         err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")
@@ -895,6 +906,7 @@ def bench(
         for row in rows:
             table.add_row(*cells(row))
         out.print(table)
+        out.print(verdict(rows))
         if len(at_depths) > 1:
             out.print("acceptance rate by depth:")
             for line in acceptance_chart(rows):

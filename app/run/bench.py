@@ -76,6 +76,8 @@ class Run:
     setup: Setup
     stats: Stats
     depth: int = 0  # tokens of context before the prompt (`--depth`)
+    round: int = 0  # which pass over the setups (each runs every prompt once a round)
+    prompt: int = 0  # the prompt's place in the list: a setup's run pairs with plain's of the same round
 
 
 @dataclass
@@ -84,8 +86,8 @@ class Row:
     think: bool
     drafter: str
     n_max: int | None
-    tokens_per_s: dict[str, float]  # mean, min, max over the runs
-    speedup: float | None  # mean tok/s over plain's, same category and mode
+    tokens_per_s: dict[str, float]  # mean, median, min, max over the runs
+    speedup: float | None  # median tok/s over plain's median, same category, mode and depth
     acceptance_length: float | None
     acceptance_rate: float | None
     ttft_s: float | None
@@ -94,6 +96,14 @@ class Row:
     adaptive: bool = False
     draft_lengths: list[int] = field(default_factory=list)  # lengths adaptive drafted at, run by run
     depth: int = 0
+    # The spread of the speedup: each run over plain's run of the same prompt and round (the
+    # two ran back to back, so load hit both alike); None with fewer than two pairs.
+    speedup_range: tuple[float, float] | None = None
+
+    @property
+    def drafted_nothing(self) -> bool:
+        """A drafter's row whose drafter never drafted: its "speedup" is no drafting's cost."""
+        return self.drafter != PLAIN and self.counts.get("drafted", 0) == 0
 
     @property
     def length_label(self) -> str:
@@ -120,6 +130,8 @@ class Row:
             "adaptive": self.adaptive,
             "draft_lengths": self.draft_lengths,
             "depth": self.depth,
+            "speedup_range": list(self.speedup_range) if self.speedup_range else None,
+            "drafted_nothing": self.drafted_nothing,
         }
 
 
@@ -143,7 +155,16 @@ def summarize(runs: list[Run]) -> list[Row]:
                 think=think,
                 drafter=drafter,
                 n_max=n_max,
-                tokens_per_s={"mean": statistics.fmean(rates), "min": min(rates), "max": max(rates)} if rates else {},
+                tokens_per_s=(
+                    {
+                        "mean": statistics.fmean(rates),
+                        "median": statistics.median(rates),
+                        "min": min(rates),
+                        "max": max(rates),
+                    }
+                    if rates
+                    else {}
+                ),
                 speedup=None,
                 acceptance_length=generated / steps if steps and drafted else None,
                 acceptance_rate=accepted / drafted if drafted else None,
@@ -156,10 +177,19 @@ def summarize(runs: list[Run]) -> list[Row]:
             )
         )
     plain = {(r.category, r.think, r.depth): r for r in rows if r.drafter == PLAIN}
+    plain_runs = {(r.category, r.think, r.depth, r.round, r.prompt): r for r in runs if r.setup.drafter == PLAIN}
     for row in rows:
         base = plain.get((row.category, row.think, row.depth))
         if base and base.tokens_per_s and row.tokens_per_s:
-            row.speedup = row.tokens_per_s["mean"] / base.tokens_per_s["mean"]
+            row.speedup = row.tokens_per_s["median"] / base.tokens_per_s["median"]
+        key = (row.category, row.think, row.drafter, row.n_max, row.adaptive, row.depth)
+        ratios = []
+        for member in groups.get(key, []):
+            pair = plain_runs.get((member.category, member.think, member.depth, member.round, member.prompt))
+            if pair is not None and member.stats.tokens_per_s and pair.stats.tokens_per_s:
+                ratios.append(member.stats.tokens_per_s / pair.stats.tokens_per_s)
+        if len(ratios) > 1:
+            row.speedup_range = (min(ratios), max(ratios))
     rows.sort(key=lambda r: (r.category, r.depth, not r.think, r.drafter != PLAIN, r.drafter, r.adaptive, r.n_max or 0))
     return rows
 
@@ -192,44 +222,103 @@ def run_bench(
     on_run: Callable[[Run], None] | None = None,
     depths: dict[int, Callable[[list[dict]], list[dict]]] | None = None,
     on_start: Callable[[Setup, str, bool], None] | None = None,
+    max_open: int | None = None,
 ) -> list[Run]:
-    """Every setup on every prompt, mode, depth and repeat. Ctrl-C stops it; what ran is
-    returned. `depths`: each depth with what puts that much context before a prompt."""
+    """Every setup on every prompt, mode, depth, `repeat` rounds. Ctrl-C stops it; what ran is
+    returned. `depths`: each depth with what puts that much context before a prompt.
+
+    The setups take turns, so a load spike or a slow minute on this machine hits them alike:
+    with every engine open at once (`max_open` None: small models, a CPU) each prompt runs on
+    every setup back to back; with room for fewer (`max_open`, a 27B on one GPU) each round
+    runs the setups one after another, in the opposite order the next round. Never all of
+    plain first and each drafter after, which turned one slow minute into a "speedup"."""
     at_depths = depths or {0: lambda messages: messages}
     runs: list[Run] = []
+    engines: dict[Setup, Any] = {}  # open engines, oldest first
+
+    def engine_for(setup: Setup) -> Any:
+        if setup in engines:
+            engines[setup] = engines.pop(setup)  # the newest now
+            return engines[setup]
+        while max_open is not None and engines and len(engines) >= max_open:
+            oldest = next(iter(engines))
+            engines.pop(oldest).close()
+        engines[setup] = open_engine(setup)
+        return engines[setup]
+
+    def one(setup: Setup, think: bool, depth: int, index: int, round_: int) -> None:
+        prompt = prompts[index]
+        deepen = at_depths[depth]
+        sampling = preset(think).with_(seed=seed, max_tokens=max_tokens)
+        engine = engine_for(setup)
+        if on_start:
+            on_start(setup, prompt.category, think)
+        end = None
+        for event in engine.stream(
+            deepen(prompt.messages), think=think, sampling=sampling, n_max=setup.n_max, tools=prompt.tools
+        ):
+            if isinstance(event, End):
+                end = event
+            elif isinstance(event, Error):
+                raise UsageError(f"{setup.drafter}: {event.message}", event.fix)
+        if end is not None:
+            run = Run(prompt.category, think, setup, end.stats, depth, round_, index)
+            runs.append(run)
+            if on_run:
+                on_run(run)
+
+    interleave = max_open is None or max_open >= len(setups)
     try:
-        for setup in setups:
-            engine = open_engine(setup)
-            try:
+        for round_ in range(repeat):
+            order = setups if round_ % 2 == 0 else list(reversed(setups))
+            if interleave:
                 for think in thinks:
-                    sampling = preset(think).with_(seed=seed, max_tokens=max_tokens)
-                    for depth, deepen in at_depths.items():
-                        for _ in range(repeat):
-                            for prompt in prompts:
-                                if on_start:
-                                    on_start(setup, prompt.category, think)
-                                end = None
-                                for event in engine.stream(
-                                    deepen(prompt.messages),
-                                    think=think,
-                                    sampling=sampling,
-                                    n_max=setup.n_max,
-                                    tools=prompt.tools,
-                                ):
-                                    if isinstance(event, End):
-                                        end = event
-                                    elif isinstance(event, Error):
-                                        raise UsageError(f"{setup.drafter}: {event.message}", event.fix)
-                                if end is not None:
-                                    run = Run(prompt.category, think, setup, end.stats, depth)
-                                    runs.append(run)
-                                    if on_run:
-                                        on_run(run)
-            finally:
-                engine.close()
+                    for depth in at_depths:
+                        for index in range(len(prompts)):
+                            for setup in order:
+                                one(setup, think, depth, index, round_)
+            else:
+                for setup in order:
+                    for think in thinks:
+                        for depth in at_depths:
+                            for index in range(len(prompts)):
+                                one(setup, think, depth, index, round_)
     except KeyboardInterrupt:
         pass
+    finally:
+        for engine in engines.values():
+            engine.close()
     return runs
+
+
+def verdict(rows: list[Row]) -> str:
+    """One line: which setup pays here, by how much, and how sure (the spread of its speedup
+    over the categories measured); or that none does."""
+    by_setup: dict[tuple, list[Row]] = {}
+    for row in rows:
+        if row.drafter != PLAIN and row.speedup is not None:
+            by_setup.setdefault((row.drafter, row.n_max, row.adaptive), []).append(row)
+    if not by_setup:
+        return "verdict: nothing to compare with plain decoding"
+
+    def label(rows_: list[Row]) -> str:
+        return f"{rows_[0].drafter} {rows_[0].length_label}".strip()
+
+    scored = []
+    for members in by_setup.values():
+        speedups = [r.speedup for r in members if r.speedup is not None]
+        scored.append((statistics.median(speedups), min(speedups), max(speedups), members))
+    best, low, high, members = max(scored, key=lambda item: item[0])
+    samples = min(r.runs for r in members)
+    spread = f"{low:.2f}-{high:.2f}x over {len(members)} row{'s' if len(members) != 1 else ''}"
+    if all(r.drafted_nothing for r in members):
+        return f"verdict: plain decoding; {label(members)} drafted nothing here ({best:.2f}x plain, {spread})"
+    if low > 1.0 and samples >= 3:
+        return f"verdict: {label(members)} pays here: {best:.2f}x plain ({spread}, {samples} samples a row)"
+    if high < 1.0:
+        return f"verdict: plain decoding; no drafter setup beat it (best {label(members)} {best:.2f}x, {spread})"
+    sure = "" if samples >= 3 else f"; only {samples} sample{'s' if samples != 1 else ''} a row: --repeat 3 says more"
+    return f"verdict: too close to call: {label(members)} {best:.2f}x plain ({spread}){sure}"
 
 
 COLUMNS = (
@@ -239,7 +328,7 @@ COLUMNS = (
     "drafter",
     "n_max",
     "tok/s (min-max)",
-    "speedup",
+    "speedup (min-max)",
     "accept len",
     "accept rate",
     "TTFT s",
@@ -248,11 +337,20 @@ COLUMNS = (
 
 def cells(r: Row) -> list[str]:
     """A row as the text of its COLUMNS, for every renderer (Rich table, Markdown)."""
-    rate = (
-        f"{r.tokens_per_s['mean']:.1f} ({r.tokens_per_s['min']:.1f}-{r.tokens_per_s['max']:.1f})"
-        if r.tokens_per_s
-        else "-"
-    )
+    if not r.tokens_per_s:
+        rate = "-"
+    elif r.runs > 1:  # a range only from more than one sample
+        rate = f"{r.tokens_per_s['median']:.1f} ({r.tokens_per_s['min']:.1f}-{r.tokens_per_s['max']:.1f})"
+    else:
+        rate = f"{r.tokens_per_s['median']:.1f}"
+    if r.speedup is None:
+        speedup = "-"
+    elif r.drafted_nothing:
+        speedup = f"drafted nothing ({r.speedup:.2f}x)"
+    elif r.speedup_range:
+        speedup = f"{r.speedup:.2f}x ({r.speedup_range[0]:.2f}-{r.speedup_range[1]:.2f})"
+    else:
+        speedup = f"{r.speedup:.2f}x"
     return [
         r.category,
         f"{r.depth // 1024}k" if r.depth and r.depth % 1024 == 0 else str(r.depth),
@@ -260,7 +358,7 @@ def cells(r: Row) -> list[str]:
         r.drafter,
         r.length_label,
         rate,
-        f"{r.speedup:.2f}x" if r.speedup else "-",
+        speedup,
         f"{r.acceptance_length:.2f}" if r.acceptance_length else "-",
         f"{r.acceptance_rate:.0%}" if r.acceptance_rate is not None else "-",
         f"{r.ttft_s:.2f}" if r.ttft_s else "-",

@@ -1,9 +1,10 @@
 """Issue 37: `dspine bench` on a CPU runs a short default, and its progress names the run
-count and the row being measured."""
+count and the row being measured. Issue 47: the setups take turns, so a slow minute hits
+them alike; a row that drafted nothing says so; a verdict line says what pays."""
 
 from __future__ import annotations
 
-from app.run.bench import PLAIN, Prompt, Setup, row_label, run_bench, short_set
+from app.run.bench import PLAIN, Prompt, Setup, cells, row_label, run_bench, short_set, summarize, verdict
 from backends.events import End
 from backends.stats import Stats
 
@@ -32,10 +33,75 @@ def test_each_run_is_announced_with_its_row_before_it_runs():
         on_start=lambda setup, category, think: started.append(row_label(setup, category, think)),
     )
     assert len(runs) == 6 and done == [1, 2, 3, 4, 5, 6]  # announced, then measured, one by one
-    assert started[0] == "plain, code, think off"
-    assert started[2] == "q4_1 n_max 4, code, think off" and started[5] == "q4_1 adaptive, prose, think off"
+    # Every setup runs a prompt back to back before the next prompt (issue 47: in turns).
+    assert started[:3] == ["plain, code, think off", "q4_1 n_max 4, code, think off", "q4_1 adaptive, code, think off"]
+    assert started[5] == "q4_1 adaptive, prose, think off"
 
 
 def test_the_short_set_keeps_one_prompt_a_category_in_order():
     prompts = [Prompt(c, [{"role": "user", "content": str(i)}]) for i, c in enumerate("aabcb")]
     assert [(p.category, p.messages[0]["content"]) for p in short_set(prompts)] == [("a", "0"), ("b", "2"), ("c", "3")]
+
+
+class Machine:
+    """A fake clock: every reply takes 1 s of decode for 40 tokens, except while a load spike
+    lasts (the first `spike` replies of the whole bench), when it takes 2 s. Both setups are
+    equally fast: any "speedup" is the spike's."""
+
+    def __init__(self, spike: int, drafts: bool = True) -> None:
+        self.calls = 0
+        self.spike = spike
+        self.drafts = drafts
+
+    def engine(self, setup: Setup):
+        machine = self
+
+        class Engine:
+            def stream(self, messages, think=True, sampling=None, n_max=None, tools=None):
+                slow = machine.calls < machine.spike
+                machine.calls += 1
+                drafted = 20 if setup.drafter != PLAIN and machine.drafts else 0
+                steps = 20 if drafted else 40
+                yield End(
+                    "stop",
+                    Stats(
+                        generated_tokens=40,
+                        decode_s=2.0 if slow else 1.0,
+                        drafted=drafted,
+                        accepted=drafted // 2,
+                        verify_steps=steps,
+                        draft_asked=setup.drafter != PLAIN,
+                    ),
+                )
+
+            def close(self) -> None:
+                pass
+
+        return Engine()
+
+
+def test_setups_in_turns_remove_a_load_spikes_fake_speedup():
+    prompts = [Prompt(c, [{"role": "user", "content": c}]) for c in ("code", "prose", "edit")]
+    setups = [Setup(PLAIN, None), Setup("dspine", 15)]
+    # The spike covers a third of the bench: on the old order (all plain first) every plain run.
+    machine = Machine(spike=6)
+    runs = run_bench(machine.engine, setups, prompts, [False], 3, 40)
+    rows = summarize(runs)
+    drafter = [r for r in rows if r.drafter == "dspine"]
+    assert all(0.9 <= r.speedup <= 1.1 for r in drafter), [(r.category, r.speedup) for r in drafter]
+    assert all(r.runs == 3 and r.speedup_range is not None for r in drafter)
+    assert verdict(rows).startswith("verdict: too close to call") or verdict(rows).startswith("verdict: plain")
+    # One engine at a time (a GPU): the order turns each round, and the spike still evens out.
+    machine = Machine(spike=6)
+    rows = summarize(run_bench(machine.engine, setups, prompts, [False], 2, 40, max_open=1))
+    speedups = [r.speedup for r in rows if r.drafter == "dspine"]
+    assert all(s is not None and 0.7 <= s <= 1.4 for s in speedups), speedups
+
+
+def test_a_row_that_drafted_nothing_says_so_instead_of_a_speedup():
+    prompts = [Prompt("code", [{"role": "user", "content": "x"}])]
+    machine = Machine(spike=0, drafts=False)
+    rows = summarize(run_bench(machine.engine, [Setup(PLAIN, None), Setup("dspine", 15)], prompts, [False], 3, 40))
+    (row,) = [r for r in rows if r.drafter == "dspine"]
+    assert row.drafted_nothing and cells(row)[6].startswith("drafted nothing")
+    assert "drafted nothing here" in verdict(rows)
