@@ -9,7 +9,9 @@ from typing import Literal
 
 Think = Literal["on", "off"]
 BenchThink = Literal["on", "off", "both"]
-EngineName = Literal["server", "inproc", "remote"]
+# auto: dspine's patched llama-server if found, else any llama-server, else in process (app/run/engines.py)
+EngineName = Literal["auto", "server", "inproc", "remote"]
+ENGINE_NAMES: tuple[EngineName, ...] = ("auto", "server", "inproc", "remote")
 LocalEngine = Literal["server", "inproc"]  # what bench measures: an engine on this machine
 Goal = Literal["speed", "context"]
 KvType = Literal["f16", "q8_0", "q4_0"]

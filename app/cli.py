@@ -46,8 +46,13 @@ DraftOption = Annotated[
     str | None, typer.Option("--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none.")
 ]
 EngineOption = Annotated[
-    EngineName,
-    typer.Option("--engine", "-e", help="server (llama-server), inproc (llama-cpp-python) or remote."),
+    EngineName | None,
+    typer.Option(
+        "--engine",
+        "-e",
+        help="auto (dspine's llama-server if found, else any llama-server, else in process), server "
+        "(llama-server), inproc (llama-cpp-python) or remote. Default: the `engine` setting (auto).",
+    ),
 ]
 UrlOption = Annotated[str | None, typer.Option("--url", help="Base URL for --engine remote.")]
 ApiKeyOption = Annotated[
@@ -304,7 +309,7 @@ def run_prompt(
     ),
     model_option: ModelOption = None,
     draft: DraftOption = None,
-    engine: EngineOption = "server",
+    engine: EngineOption = None,
     think: Think | None = typer.Option(
         None,
         "--think",
@@ -329,7 +334,7 @@ def run_prompt(
     from backends.events import Delta, End, Error, StatsUpdate
     from backends.sampling import preset
 
-    from .run.engines import EngineOptions, open_engine, resolve_files
+    from .run.engines import EngineOptions, engine_for, open_engine, resolve_files
     from .run.inputs import check_lengths, check_sampling
     from .run.think_default import no_thinking_note, starting_think
 
@@ -339,6 +344,7 @@ def run_prompt(
     if prompt == "-":
         prompt = sys.stdin.read()
     settings = load_settings()
+    engine = engine_for(engine, settings, url)
     files = resolve_files(model, draft, load_catalog(settings.catalog), settings) if engine != "remote" else None
     if files is None:
         from .run.engines import ModelFiles
@@ -461,7 +467,7 @@ def _context_note(files, ctx: int, settings) -> str | None:
 def chat(
     model: ModelOption = None,
     draft: DraftOption = None,
-    engine: EngineOption = "server",
+    engine: EngineOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     ctx: int = typer.Option(
@@ -496,7 +502,7 @@ def chat(
     from .agent.command_files import load_for_chat
     from .agent.project import open_project
     from .run.chat_model import remembered
-    from .run.engines import EngineOptions, ModelFiles, open_engine, resolve_files
+    from .run.engines import EngineOptions, ModelFiles, engine_for, open_engine, resolve_files
     from .run.inputs import check_lengths
     from .run.think_default import starting_think
     from .tui.app import ChatApp
@@ -505,6 +511,7 @@ def chat(
     check_lengths(ctx=ctx)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
+    engine = engine_for(engine, settings, url)
     options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, think=think != "off")
     store = ChatStore(settings.chats_db)  # before the engine: a bad chats_db fails fast
     if store.set_aside is not None:

@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from backends.break_even import SETTINGS as SPECULATION_CHOICES
 from backends.break_even import Speculation
@@ -108,6 +108,20 @@ def _speculation(value: Any) -> Speculation:
         if text == choice:
             return choice
     raise ValueError("must be auto, on or off")
+
+
+# The engines a setting may name; the same words as the command line's --engine (app/choices.py,
+# which sits on this floor and so is not imported here).
+EngineSetting = Literal["auto", "server", "inproc", "remote"]
+ENGINE_SETTINGS: tuple[EngineSetting, ...] = ("auto", "server", "inproc", "remote")
+
+
+def _engine(value: Any) -> EngineSetting:
+    text = str(value).strip().lower()
+    for choice in ENGINE_SETTINGS:
+        if text == choice:
+            return choice
+    raise ValueError("must be auto, server, inproc or remote")
 
 
 def _probability_floor(value: Any) -> float | None:
@@ -285,6 +299,12 @@ class Settings:
         _mcp_servers,
         lambda _: {},
         "MCP servers for `dspine chat` in every project, after the project's .mcp.json and opencode.json",
+    )
+    engine: EngineSetting = _setting(
+        _engine,
+        lambda _: "auto",
+        "the engine `dspine chat` and `dspine run` start when --engine is not given: auto (dspine's "
+        "llama-server if found, else any llama-server, else llama-cpp-python in process), server, inproc or remote",
     )
     sandbox: bool = _setting(
         parse_bool,

