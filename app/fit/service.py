@@ -258,7 +258,7 @@ def _catalog_options(
     targets: list[tuple[Option, Path | None]] = [(target(q), None) for q in [default_quant, *smaller]]
     notes.append(
         f"The hub is not reachable and nothing of {bundle.name} is pulled: planned from the catalog's shapes and "
-        "file sizes, some of them published figures nobody here has checked yet, so the plan may be off by a few "
+        "file sizes, some of them figures published by others, so the plan may be off by a few "
         "percent; `dspine pull` checks them against the real files, and `dspine fit` after it plans from those."
     )
     if request.draft and request.draft.lower() == NO_DRAFTER:
