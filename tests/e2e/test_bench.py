@@ -64,6 +64,8 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
     )
     result = dspine(
         "bench",
+        "--repeat",
+        "1",
         "--model",
         str(files["target"]),
         "--drafters",
@@ -117,6 +119,8 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
             assert row["acceptance_rate"] == 1.0
     markdown = dspine(
         "bench",
+        "--repeat",
+        "1",
         "--model",
         str(files["target"]),
         "--drafters",
@@ -187,7 +191,17 @@ def test_bench_by_depth_end_to_end(dspine, models, tmp_path, engine):
     files = models["dense"]
     chats = tmp_path / "chats.jsonl"
     chats.write_text(json.dumps({"messages": [{"role": "user", "content": "def add(a, b):"}]}) + "\n")
-    args = ["bench", "--model", str(files["target"]), "--drafters", str(files["noisy"]), "--engine", engine]
+    args = [
+        "bench",
+        "--repeat",
+        "1",
+        "--model",
+        str(files["target"]),
+        "--drafters",
+        str(files["noisy"]),
+        "--engine",
+        engine,
+    ]
     args += ["--prompts", str(chats), "--n-max", "4", "--no-adaptive", "--max-tokens", "16", "--ctx", "2048"]
     args += ["--depth", "0,1k,4k", "--context-files", str(ROOT / "backends")]
     result = dspine(*args, "--json", timeout=600)

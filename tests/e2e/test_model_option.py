@@ -40,6 +40,8 @@ def test_bench_takes_the_drafter_as_draft(dspine, models, tmp_path):
     chats.write_text(json.dumps({"messages": [{"role": "user", "content": "def add(a, b):"}], "category": "code"}))
     done = dspine(
         "bench",
+        "--repeat",
+        "1",
         "--model",
         str(files["target"]),
         "--draft",

@@ -134,7 +134,7 @@ def test_bench_by_depth_on_the_real_smollm2_pair(real, dspine, tmp_path):
     chats = tmp_path / "chats.jsonl"
     chats.write_text(json.dumps({"messages": [{"role": "user", "content": "Write a Python add function."}]}) + "\n")
     result = dspine(
-        "bench", "--model", str(real["target"]), "--drafters", str(real["q4"]), "--engine", "inproc",
+        "bench", "--repeat", "1", "--model", str(real["target"]), "--drafters", str(real["q4"]), "--engine", "inproc",
         "--prompts", str(chats), "--n-max", "4", "--no-adaptive", "--max-tokens", "24", "--ctx", "8192",
         "--depth", "0,2k,6k", "--json", timeout=900,
     )  # fmt: skip

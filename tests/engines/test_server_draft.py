@@ -381,6 +381,8 @@ def test_bench_adapts_on_the_patched_server(patched_server, dspine, models, tmp_
     chats.write_text(json.dumps({"messages": HELLO, "category": "code"}) + "\n")
     result = dspine(
         "bench",
+        "--repeat",
+        "1",
         "--model",
         str(files["target"]),
         "--drafters",

@@ -103,6 +103,8 @@ def test_bench_replays_the_serve_log(dspine, models, tmp_path):
     )
     done = dspine(
         "bench",
+        "--repeat",
+        "1",
         "--model",
         str(models["dense"]["target"]),
         "--drafters",
