@@ -34,7 +34,7 @@ def test_summary_arithmetic_from_raw_counts():
     ]
     rows = {r.drafter: r for r in summarize(runs)}
     plain, fast = rows[PLAIN], rows["dspine"]
-    assert plain.tokens_per_s == {"mean": 75.0, "min": 50.0, "max": 100.0}
+    assert plain.tokens_per_s == {"mean": 75.0, "median": 75.0, "min": 50.0, "max": 100.0}
     assert plain.acceptance_length is None and plain.acceptance_rate is None and plain.speedup == 1.0
     assert fast.tokens_per_s["mean"] == 300.0 and fast.speedup == 4.0
     assert fast.acceptance_length == pytest.approx(200 / 50)  # generated / verify steps, summed
