@@ -112,7 +112,10 @@ def replies(engine: InprocEngine, count: int) -> list[End]:
     return ends
 
 
-def test_an_engine_stops_drafting_where_it_runs_below_plain_and_resumes_where_it_pays(pairs):
+def test_an_engine_stops_drafting_where_it_runs_below_plain_and_resumes_where_it_pays(pairs, monkeypatch):
+    # Speeds decide this test. Its generated models are F32, which llama.cpp's weight repacking
+    # speeds up and whose kernels never crash where conftest.py turns repacking off (AMX int8).
+    monkeypatch.setenv("LLAMA_ARG_REPACK", "true")
     policy = BreakEven(patience=2, retry_after=3)
     slow = InprocEngine(str(pairs["target"]), draft_path=str(pairs["slow"]), n_ctx=512, n_max=4, break_even=policy)
     slow.load()
