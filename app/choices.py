@@ -16,3 +16,4 @@ LocalEngine = Literal["server", "inproc"]  # what bench measures: an engine on t
 Goal = Literal["speed", "context"]
 KvType = Literal["f16", "q8_0", "q4_0"]
 PermissionMode = Literal["ask", "accept-edits", "plan"]  # what waits for the user (app/agent/modes.py)
+OutputFormatName = Literal["text", "json", "stream-json"]  # what `dspine chat -p` prints

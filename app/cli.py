@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +21,7 @@ from rich.text import Text
 
 from backends.errors import EngineError
 
-from .choices import BenchThink, EngineName, Goal, KvType, LocalEngine, PermissionMode, Think
+from .choices import BenchThink, EngineName, Goal, KvType, LocalEngine, OutputFormatName, PermissionMode, Think
 from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result, shown
 from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
@@ -496,6 +496,25 @@ def chat(
     resume: int | None = typer.Option(
         None, "--resume", help="Go on with the saved chat of this number (Ctrl+L lists them), its context as it was."
     ),
+    print_prompt: str | None = typer.Option(
+        None,
+        "--print",
+        "-p",
+        help="Headless: send this prompt (- reads standard input), run the agent on the project, print the "
+        "result and exit; nothing waits on a terminal (see --allow, --deny, --mode).",
+    ),
+    output_format: OutputFormatName = typer.Option(
+        "text", "--output-format", help="With -p: text, json (one object at the end) or stream-json (a line an event)."
+    ),
+    allow: list[str] | None = typer.Option(
+        None,
+        "--allow",
+        help="With -p: a tool that may run without asking (edit_file, mcp__srv__tool), or one command word for "
+        "word (run_command:pytest -q); repeatable. What would ask and no rule allows is denied.",
+    ),
+    deny: list[str] | None = typer.Option(
+        None, "--deny", help="With -p: a tool or command that never runs; repeatable."
+    ),
 ) -> None:
     """Open the coding chat on the project here: it reads, searches, edits and runs with your consent;
     streaming replies, think / no-think, live tok/s and acceptance."""
@@ -533,6 +552,13 @@ def chat(
     project = open_project(Path.cwd())
     if model is None and draft is None and engine != "remote" and (continue_last or resume is not None):
         model, draft = _saved_model(store, resume, str(project.root))
+    if print_prompt is not None:
+        store_ = store
+        code = _headless(
+            print_prompt, output_format, allow or [], deny or [], mode or "ask", no_tools, continue_last, resume,
+            model, draft, engine, options, project, store_, catalog, settings, think,
+        )  # fmt: skip
+        raise typer.Exit(code)
     first_run = None
     opened = None
     if engine == "remote":
@@ -618,6 +644,94 @@ def chat(
         for running in engines:
             if running is not None:
                 running.close()
+        store.close()
+
+
+def _headless(
+    prompt, form, allow, deny, mode, no_tools, continue_last, resume, model, draft, engine, options, project, store,
+    catalog, settings, think,
+) -> int:  # fmt: skip
+    """`dspine chat -p`: the agent session on the project, no screen (app/agent/headless.py)."""
+    import asyncio
+    from datetime import date
+
+    from .agent.headless import Decider, Rule, RuleError
+    from .agent.headless_output import HeadlessOutput
+    from .agent.project import system_prompt
+    from .agent.session import Compacted, ReplyEnded, Session, ToolFinished
+    from .agent.toolbox import Toolbox
+    from .run.engines import ModelFiles, open_engine, resolve_files
+    from .run.think_default import starting_think
+
+    try:
+        if prompt == "-":
+            prompt = sys.stdin.read()
+        if not prompt.strip():
+            raise UsageError(
+                "-p got an empty prompt", "give the prompt after -p, or - and the prompt on standard input"
+            )
+        try:
+            decider = Decider([Rule.parse(r) for r in allow], [Rule.parse(r) for r in deny])
+        except RuleError as exc:
+            raise UsageError(str(exc), "see `dspine chat --help`") from None
+        if engine == "remote":
+            files = ModelFiles(model or options.url or "remote", None, None, None)
+        elif model is None and not Manifest(settings.manifest_path).records:
+            raise UsageError(
+                "nothing is pulled, and -p has no screen to offer a pull",
+                "run `dspine pull smollm2-135m` (or another model) first, or give --model FILE.gguf",
+            )
+        else:
+            files = resolve_files(model, draft, catalog, settings)
+        thinking = think != "off" if think is not None else not starting_think(None, files.target)[1]
+        engine_ = open_engine(files, replace(options, think=thinking), settings)
+    except BaseException:
+        store.close()
+        raise
+    output = HeadlessOutput(form, sys.stdout, sys.stderr, decider)
+    try:
+        if resume is not None:
+            chat = store.chat(resume)
+        elif continue_last:
+            chat = next(iter(store.chats(str(project.root))), None)
+        else:
+            chat = None
+        if chat is None:
+            chat = store.new_chat(
+                title=prompt.strip().splitlines()[0][:60], model=files.label, project=str(project.root)
+            )
+        tools_on = not no_tools
+        toolbox = Toolbox(project.root, sandbox_enabled=settings.sandbox) if tools_on else None
+
+        async def emit(event) -> None:
+            await output.emit(event)
+            # Saved as the chat saves it: --continue and --resume (and the chat) go on from here.
+            if isinstance(event, Compacted):
+                store.save_context(chat.id, event.history, event.compaction.summary)
+            elif isinstance(event, ReplyEnded):
+                reply = store.add_message(chat.id, "assistant", event.answer)
+                if event.tool_calls:
+                    store.set_tool_calls(reply, [c.as_message_part() for c in event.tool_calls])
+            elif isinstance(event, ToolFinished):
+                store.add_tool_result(chat.id, event.call.as_message_part(), event.result, event.decision)
+
+        session = Session(
+            engine_,
+            toolbox,
+            decider.ask,
+            emit,
+            system=system_prompt(project, True, date.today().isoformat()) if tools_on else None,
+            tools_on=tools_on,
+            think=thinking,
+            chain_limit=max(1, settings.tool_chain_limit),
+            mode=mode,
+        )
+        session.restore(store.context(chat.id))
+        store.add_message(chat.id, "user", prompt)
+        asyncio.run(session.send(prompt))
+        return output.finish(chat.id, files.label)
+    finally:
+        engine_.close()
         store.close()
 
 

@@ -65,6 +65,7 @@ class Question:
     body: str
     always_label: str | None = None  # what "always" would cover; None: not offered
     tool: str = ""  # the tool asking ("" for the chain limit)
+    command: str = ""  # run_command's command, whole (what a headless rule matches word for word)
 
 
 @dataclass(frozen=True)
@@ -669,7 +670,7 @@ class Session:
                 )
                 if left_sandbox:
                     always = None
-                question = Question(question.title, question.body, always, call.name)
+                question = Question(question.title, question.body, always, call.name, command)
                 answer = await self.ask(question)
                 if not left_sandbox:
                     self.consent.remember(call.name, answer, command)

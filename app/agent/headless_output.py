@@ -1,0 +1,145 @@
+"""What `dspine chat -p` prints: the session's events in one of three formats.
+
+- `text`: the answer as it streams, on standard output; tool calls and notices on
+  standard error, one line each.
+- `json`: one object at the end: the answer, why it stopped, usage, speed, acceptance,
+  the tool calls and what was denied, the chat's id (for `--resume`) and the exit code.
+- `stream-json`: one JSON object a line as things happen (`text`, `tool_call`,
+  `tool_result`, `notice`), then the same `result` object as `json`.
+
+Model text is data: it is written as it came (JSON escapes it; plain text strips nothing
+but terminal escape sequences, as the chat does).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, TextIO
+
+from backends.events import Delta, End, Error
+from backends.stats import Stats
+
+from ..terminal_text import controls_shown, for_terminal
+from .headless import EXIT_DENIED, EXIT_ENGINE, EXIT_OK, Decider
+from .session import Notice, ReplyEnded, ReplyEvents, SessionEvent, ToolFinished, ToolStarted
+
+OutputFormat = Literal["text", "json", "stream-json"]
+FORMATS: tuple[OutputFormat, ...] = ("text", "json", "stream-json")
+
+
+@dataclass
+class HeadlessOutput:
+    form: OutputFormat
+    out: TextIO
+    err: TextIO
+    decider: Decider
+    answer: str = ""  # the last reply's answer (a tool round's reply is followed by another)
+    error: Error | None = None
+    end: End | None = None
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    totals: Stats = field(default_factory=Stats)  # summed over the run's replies
+    decode_s: float = 0.0
+    first_ttft: float | None = None
+
+    def _line(self, event_type: str, **fields: Any) -> None:
+        self.out.write(json.dumps({"type": event_type, **fields}, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    async def emit(self, event: SessionEvent) -> None:
+        if isinstance(event, ReplyEvents):
+            for item in event.events:
+                if isinstance(item, Delta) and item.text:
+                    if self.form == "stream-json":
+                        self._line("text", kind=item.kind, text=item.text)
+                    elif self.form == "text" and item.kind == "answer":
+                        self.out.write(for_terminal(item.text))
+                        self.out.flush()
+        elif isinstance(event, ReplyEnded):
+            self.answer = event.answer
+            if event.error is not None:
+                self.error = event.error
+            if event.end is not None:
+                self.end = event.end
+                self._add(event.end.stats)
+        elif isinstance(event, ToolStarted):
+            call = {"id": event.call.id, "name": event.call.name, "arguments": event.call.arguments}
+            if self.form == "stream-json":
+                self._line("tool_call", **call)
+            elif self.form == "text":
+                if self.answer:
+                    self.out.write("\n")
+                self.err.write(f"⚙ {controls_shown(event.call.name)} {controls_shown(event.call.arguments)[:200]}\n")
+        elif isinstance(event, ToolFinished):
+            record = {"id": event.call.id, "name": event.call.name, "decision": event.decision}
+            self.tool_calls.append({**record, "arguments": event.call.arguments})
+            if self.form == "stream-json":
+                self._line("tool_result", **record, result=event.result)
+            elif self.form == "text":
+                self.err.write(f"  → {event.decision}\n")
+        elif isinstance(event, Notice):
+            if self.form == "stream-json":
+                self._line("notice", severity=event.severity, text=event.text)
+            else:
+                self.err.write(f"{event.severity}: {for_terminal(event.text)}\n")
+
+    def _add(self, stats: Stats) -> None:
+        t = self.totals
+        t.prompt_tokens += stats.prompt_tokens
+        t.generated_tokens += stats.generated_tokens
+        t.drafted += stats.drafted
+        t.accepted += stats.accepted
+        t.verify_steps += stats.verify_steps
+        t.decode_s += stats.decode_s
+        if self.first_ttft is None and stats.ttft_s is not None:
+            self.first_ttft = stats.ttft_s
+
+    @property
+    def exit_code(self) -> int:
+        if self.error is not None:
+            return EXIT_ENGINE
+        return EXIT_DENIED if self.decider.denied else EXIT_OK
+
+    def result(self, session_id: int | None, model: str) -> dict[str, Any]:
+        t = self.totals
+        return {
+            "type": "result",
+            "result": self.answer,
+            "is_error": self.error is not None,
+            "error": {"message": self.error.message, "fix": self.error.fix} if self.error else None,
+            "stop_reason": self.end.reason if self.end else None,
+            "exit_code": self.exit_code,
+            "session_id": session_id,
+            "model": model,
+            "usage": {"prompt_tokens": t.prompt_tokens, "generated_tokens": t.generated_tokens},
+            "speed": {"tokens_per_s": t.tokens_per_s, "ttft_s": self.first_ttft},
+            "acceptance": {
+                "drafted": t.drafted,
+                "accepted": t.accepted,
+                "rate": t.acceptance_rate,
+                "length": t.acceptance_length,
+            },
+            "tool_calls": self.tool_calls,
+            "denied": self.decider.denied,
+            "chain_stopped": self.decider.chain_stopped,
+        }
+
+    def finish(self, session_id: int | None, model: str) -> int:
+        """The closing output; returns the exit code."""
+        result = self.result(session_id, model)
+        if self.form == "json":
+            self.out.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
+        elif self.form == "stream-json":
+            self._line("result", **{k: v for k, v in result.items() if k != "type"})
+        else:
+            if self.answer and not self.answer.endswith("\n"):
+                self.out.write("\n")
+            if self.error is not None:
+                self.err.write(f"error: {for_terminal(self.error.message)}\nfix: {for_terminal(self.error.fix)}\n")
+            for denied in self.decider.denied:
+                what = f"{denied['tool']} {denied['command']}".strip()
+                self.err.write(f"denied: {controls_shown(what)} ({denied['why']}; --allow lets it run)\n")
+            if self.decider.chain_stopped:
+                self.err.write("stopped: the model chained too many rounds of tool calls\n")
+        self.out.flush()
+        return self.exit_code
