@@ -659,6 +659,7 @@ def _headless(
     from .agent.headless_output import HeadlessOutput
     from .agent.project import system_prompt
     from .agent.session import Compacted, ReplyEnded, Session, ToolFinished
+    from .agent.todos import from_json, to_json
     from .agent.toolbox import Toolbox
     from .run.engines import ModelFiles, open_engine, resolve_files
     from .run.think_default import starting_think
@@ -702,6 +703,9 @@ def _headless(
             )
         tools_on = not no_tools
         toolbox = Toolbox(project.root, sandbox_enabled=settings.sandbox) if tools_on else None
+        if toolbox is not None:
+            toolbox.todos = from_json(chat.todos)
+            output.todos = lambda: toolbox.todos
 
         async def emit(event) -> None:
             await output.emit(event)
@@ -714,6 +718,8 @@ def _headless(
                     store.set_tool_calls(reply, [c.as_message_part() for c in event.tool_calls])
             elif isinstance(event, ToolFinished):
                 store.add_tool_result(chat.id, event.call.as_message_part(), event.result, event.decision)
+                if event.call.name == "todo_write" and toolbox is not None:
+                    store.set_todos(chat.id, to_json(toolbox.todos))
 
         session = Session(
             engine_,

@@ -14,7 +14,8 @@ but terminal escape sequences, as the chat does).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, TextIO
 
 from backends.events import Delta, End, Error
@@ -23,6 +24,7 @@ from backends.stats import Stats
 from ..terminal_text import controls_shown, for_terminal
 from .headless import EXIT_DENIED, EXIT_ENGINE, EXIT_OK, Decider
 from .session import Notice, ReplyEnded, ReplyEvents, SessionEvent, ToolFinished, ToolStarted
+from .todos import Todo
 
 OutputFormat = Literal["text", "json", "stream-json"]
 FORMATS: tuple[OutputFormat, ...] = ("text", "json", "stream-json")
@@ -41,6 +43,7 @@ class HeadlessOutput:
     totals: Stats = field(default_factory=Stats)  # summed over the run's replies
     decode_s: float = 0.0
     first_ttft: float | None = None
+    todos: Callable[[], list[Todo]] | None = None  # the model's todo list as it is now (the toolbox's)
 
     def _line(self, event_type: str, **fields: Any) -> None:
         self.out.write(json.dumps({"type": event_type, **fields}, ensure_ascii=False) + "\n")
@@ -75,6 +78,8 @@ class HeadlessOutput:
             self.tool_calls.append({**record, "arguments": event.call.arguments})
             if self.form == "stream-json":
                 self._line("tool_result", **record, result=event.result)
+                if event.call.name == "todo_write" and self.todos is not None:
+                    self._line("todos", todos=[asdict(t) for t in self.todos()])
             elif self.form == "text":
                 self.err.write(f"  → {event.decision}\n")
         elif isinstance(event, Notice):

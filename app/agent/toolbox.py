@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import files, safe_files
+from . import files, safe_files, todos
 from .changes import Change, Changes
 from .commands import DEFAULT_TIMEOUT_S
 from .paths import ToolRefused, resolve
@@ -176,6 +176,14 @@ def _run_command(box: Toolbox, args: dict[str, Any]) -> Step:
     return ProposedCommand(command, timeout_s, outside)
 
 
+def _todo_write(box: Toolbox, args: dict[str, Any]) -> Step:
+    try:
+        box.todos = todos.parse(args.get("todos"))
+    except todos.TodoProblem as exc:
+        raise ToolRefused(str(exc)) from None
+    return Done("the todo list is now:\n" + todos.render(box.todos))
+
+
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 _BOOL = {"type": "boolean"}
@@ -222,6 +230,24 @@ BUILTIN: tuple[ToolSpec, ...] = (
         _run_command,
         needs_consent=True,
     ),
+    ToolSpec(
+        "todo_write",
+        "Keep a short todo list for a task of several steps: give the whole list each time, each item "
+        "pending, in_progress (one at a time) or completed. The user sees it.",
+        _object(
+            {
+                "todos": {
+                    "type": "array",
+                    "items": _object(
+                        {"content": _STR, "status": {"type": "string", "enum": list(todos.STATUSES)}},
+                        ["content", "status"],
+                    ),
+                }
+            },
+            ["todos"],
+        ),
+        _todo_write,
+    ),
 )
 TOOLS: list[dict] = [spec.schema for spec in BUILTIN]
 TOOL_NAMES = frozenset(spec.name for spec in BUILTIN)
@@ -237,6 +263,7 @@ class Toolbox:
     result_chars: int = 20_000  # how much of a saved output one read returns (the session sets it)
     sandbox_enabled: bool = True  # the user's `sandbox` setting: false runs every command as them
     sandbox: Sandbox | None = None  # the system's, found at the first command (None: not yet)
+    todos: list[todos.Todo] = field(default_factory=list)  # the model's todo list (todo_write)
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()

@@ -51,6 +51,7 @@ from ..agent.session import (
     ToolOutput,
     ToolStarted,
 )
+from ..agent.todos import from_json, to_json
 from ..agent.toolbox import Toolbox
 from ..choices import PermissionMode
 from ..errors import ERRORS_FOR_PEOPLE
@@ -73,6 +74,7 @@ from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
 from .widgets.prompt_area import PromptArea
 from .widgets.readout import Readout
+from .widgets.todo_list import TodoList
 from .widgets.tool_line import ToolLine
 
 SAVE_S = 0.25  # save a growing reply this often (and always at its end)
@@ -213,6 +215,7 @@ class ChatApp(App):
         yield Header()
         yield Conversation(id="conversation")
         yield Readout()
+        yield TodoList(id="todos")
         yield PromptArea(id="prompt")
         yield Footer()
 
@@ -235,6 +238,14 @@ class ChatApp(App):
         if isinstance(event, events.Key):
             self.last_key_at = time.monotonic()
         await super().on_event(event)
+
+    def _show_todos(self, save: bool = False) -> None:
+        """The model's todo list above the input; saved with the chat (it outlives compaction
+        and comes back with --continue)."""
+        todos = self.toolbox.todos if self.toolbox is not None else []
+        self.query_one(TodoList).show(todos)
+        if save and self.chat is not None:
+            self.store.set_todos(self.chat.id, to_json(todos))
 
     def _subtitle(self) -> str:
         if self.project is None:
@@ -543,6 +554,9 @@ class ChatApp(App):
                 )
         self._mode_given = False
         self.session.restore(self.store.context(self.chat.id))
+        if self.toolbox is not None:
+            self.toolbox.todos = from_json(self.chat.todos)
+            self._show_todos()
         self._measure_context()
         notes: dict[int, list] = {}
         for saved in self.store.compactions(self.chat.id):
@@ -1016,6 +1030,8 @@ class ChatApp(App):
             if finished is not None:
                 finished.finish(event.result, event.decision, event.shown)
             self.store.add_tool_result(self.chat.id, event.call.as_message_part(), event.result, event.decision)
+            if event.call.name == "todo_write" and self.toolbox is not None:
+                self._show_todos(save=True)
         elif isinstance(event, ContextMeter):
             self.query_one(Readout).show_context(event.used, event.available, event.exact)
         elif isinstance(event, Compacted):

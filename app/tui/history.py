@@ -108,6 +108,10 @@ SCHEMA = [
     """
     ALTER TABLE changes ADD COLUMN root TEXT NOT NULL DEFAULT '';
     """,
+    # version 10: the model's todo list (JSON, app/agent/todos.py), kept with the chat
+    """
+    ALTER TABLE chats ADD COLUMN todos TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 
@@ -149,16 +153,17 @@ class Chat:
     think: bool | None = None  # the thinking mode it was left in (None: never switched)
     model_files: str = ""  # what reopens its model (version 6's JSON; "" for older chats)
     mode: PermissionMode | None = None  # the permission mode it was left in (None: never set)
+    todos: str = ""  # the model's todo list, as JSON (version 10; app/agent/todos.py)
 
 
-CHAT_COLUMNS = "id, title, model, project, think, model_files, mode"
+CHAT_COLUMNS = "id, title, model, project, think, model_files, mode, todos"
 
 
 def _chat(row: tuple) -> Chat:
-    chat_id, title, model, project, think, model_files, mode = row
+    chat_id, title, model, project, think, model_files, mode, todos = row
     # A word this dspine does not know (a newer one wrote it, or damage) is no mode: the chat's own.
     known = modes.parse(mode) if isinstance(mode, str) else None
-    return Chat(chat_id, title, model, project, None if think is None else bool(think), model_files, known)
+    return Chat(chat_id, title, model, project, None if think is None else bool(think), model_files, known, todos)
 
 
 @dataclass(frozen=True)
@@ -341,6 +346,10 @@ class ChatStore:
     def set_think(self, chat_id: int, on: bool) -> None:
         with self.db:
             self.db.execute("UPDATE chats SET think = ? WHERE id = ?", (int(on), chat_id))
+
+    def set_todos(self, chat_id: int, todos: str) -> None:
+        with self.db:
+            self.db.execute("UPDATE chats SET todos = ? WHERE id = ?", (todos, chat_id))
 
     def set_mode(self, chat_id: int, mode: PermissionMode) -> None:
         with self.db:

@@ -18,8 +18,8 @@ from tests.support.pilot import answer, send, until
 from tests.support.scripted_engine import ScriptedEngine
 from tests.support.scripted_engine import tool_call as call
 
-READING = ["read_file", "list_files", "search"]
-ALL = READING + ["edit_file", "write_file", "run_command"]
+READING = ["read_file", "list_files", "search", "todo_write"]  # what needs no consent: plan offers it
+ALL = ["read_file", "list_files", "search", "edit_file", "write_file", "run_command", "todo_write"]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from tests.support.scripted_engine import ScriptedEngine
 from tests.support.scripted_engine import tool_call as call
 from tests.support.session_recorder import Recorder
 
-READING = ["read_file", "list_files", "search"]
+READING = ["read_file", "list_files", "search", "todo_write"]  # what needs no consent: plan offers it
 ALL = [spec.name for spec in BUILTIN]
 
 
