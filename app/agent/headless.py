@@ -79,6 +79,13 @@ class Decider:
             self.chain_stopped = True
             return "no"
         command = question.command
+        if question.outside_sandbox:
+            # As "always" never covers it in the chat, no rule does here: a script cannot have
+            # seen what the model would run with the network and the whole disk.
+            self.denied.append(
+                {"tool": question.tool, "command": command, "why": "it asked to run outside the sandbox"}
+            )
+            return "no"
         if any(rule.covers(question.tool, command) for rule in self.deny):
             self.denied.append({"tool": question.tool, "command": command, "why": "a --deny rule"})
             return "no"

@@ -46,7 +46,8 @@ class HeadlessOutput:
     todos: Callable[[], list[Todo]] | None = None  # the model's todo list as it is now (the toolbox's)
 
     def _line(self, event_type: str, **fields: Any) -> None:
-        self.out.write(json.dumps({"type": event_type, **fields}, ensure_ascii=False) + "\n")
+        # ASCII only: a lone surrogate or a U+2028 in model text never breaks a line reader.
+        self.out.write(json.dumps({"type": event_type, **fields}) + "\n")
         self.out.flush()
 
     async def emit(self, event: SessionEvent) -> None:
@@ -56,7 +57,7 @@ class HeadlessOutput:
                     if self.form == "stream-json":
                         self._line("text", kind=item.kind, text=item.text)
                     elif self.form == "text" and item.kind == "answer":
-                        self.out.write(for_terminal(item.text))
+                        self.out.write(for_terminal(item.text).encode("utf-8", "replace").decode("utf-8"))
                         self.out.flush()
         elif isinstance(event, ReplyEnded):
             self.answer = event.answer
@@ -133,7 +134,7 @@ class HeadlessOutput:
         """The closing output; returns the exit code."""
         result = self.result(session_id, model)
         if self.form == "json":
-            self.out.write(json.dumps(result, ensure_ascii=False, indent=2) + "\n")
+            self.out.write(json.dumps(result, indent=2) + "\n")
         elif self.form == "stream-json":
             self._line("result", **{k: v for k, v in result.items() if k != "type"})
         else:

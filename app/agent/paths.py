@@ -11,6 +11,7 @@ second hard link (which may live outside).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -73,12 +74,19 @@ def _check_not_repository(name: str, root: Path, real: Path) -> None:
 def _check_not_users_own(name: str, real: Path) -> None:
     """dspine's settings and data and the user's command folders are the user's words, trusted
     as such: a chat started in the home folder would otherwise write itself an MCP server."""
+    # The nearest parts of `real` that exist, compared by identity with each folder: on a file
+    # system that ignores case, `.CONFIG/dspine` is `.config/dspine` though the names differ.
+    existing = [p for p in (real, *real.parents) if os.path.lexists(p)]
     for folder in users_own_folders():
         try:
             mine = folder.resolve()
         except (OSError, RuntimeError):
             continue
-        if real == mine or real.is_relative_to(mine):
+        inside = real == mine or real.is_relative_to(mine)
+        if not inside and os.path.isdir(mine):
+            with contextlib.suppress(OSError):
+                inside = any(os.path.samefile(p, mine) for p in existing[:8])
+        if inside:
             raise ToolRefused(
                 f"{name!r} is in {mine}, where dspine keeps your own settings, data or commands: "
                 "the tools never write there; the user edits those files themselves"
@@ -123,6 +131,10 @@ def resolve(root: Path, name: str, *, write: bool = False) -> Path:
         raise ToolRefused("the path is empty: give a path relative to the project root")
     if "\0" in name:
         raise ToolRefused(f"{name!r} contains a NUL character: give a plain path")
+    try:
+        name.encode("utf-8")
+    except UnicodeError:
+        raise ToolRefused(f"{name!r} is not valid text (a lone surrogate): give a plain path") from None
     raw = Path(name)
     given = PurePosixPath(name.replace("\\", "/"))
     if ".." in given.parts:

@@ -43,9 +43,18 @@ class Sandbox:
             argv = [self.program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
             argv += ["--tmpfs", SANDBOX_TMP, "--bind", str(root), str(root)]
             git = root / ".git"
-            if git.is_dir() and not git.is_symlink():
-                argv += ["--ro-bind", str(git), str(git)]  # hooks and config stay as they are
-            argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session"]
+            if os.path.lexists(git) and not git.is_symlink():
+                # A folder or a worktree's `gitdir:` file: read-only either way (hooks, config).
+                argv += ["--ro-bind", str(git), str(git)]
+            # No capabilities (as root, bubblewrap keeps them: a remount would make / writable),
+            # no network, no processes left behind, no terminal to push keys into.
+            argv += ["--cap-drop", "ALL", "--unshare-net", "--unshare-pid", "--unshare-ipc"]
+            argv += ["--die-with-parent", "--new-session"]
+            # Sockets of services that act for the user outside (the session bus runs programs,
+            # the ssh agent signs): /run hidden, their addresses not passed on.
+            argv += ["--tmpfs", "/run"]
+            for name in ("DBUS_SESSION_BUS_ADDRESS", "SSH_AUTH_SOCK", "GPG_AGENT_INFO", "DOCKER_HOST"):
+                argv += ["--unsetenv", name]
             return [*argv, "--setenv", "TMPDIR", SANDBOX_TMP, "--chdir", str(root), "--"]
         if self.kind == "seatbelt":
             return [self.program, "-p", seatbelt_profile(root), "--"]

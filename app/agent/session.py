@@ -66,6 +66,7 @@ class Question:
     always_label: str | None = None  # what "always" would cover; None: not offered
     tool: str = ""  # the tool asking ("" for the chain limit)
     command: str = ""  # run_command's command, whole (what a headless rule matches word for word)
+    outside_sandbox: bool = False  # the model asked to run it outside a sandbox that would hold it
 
 
 @dataclass(frozen=True)
@@ -670,7 +671,7 @@ class Session:
                 )
                 if left_sandbox:
                     always = None
-                question = Question(question.title, question.body, always, call.name, command)
+                question = Question(question.title, question.body, always, call.name, command, left_sandbox)
                 answer = await self.ask(question)
                 if not left_sandbox:
                     self.consent.remember(call.name, answer, command)

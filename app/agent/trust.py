@@ -37,6 +37,11 @@ def named_paths(root: Path, spec: ServerSpec) -> list[str]:
     root = root.resolve()
     words = [spec.command, *spec.args, *spec.env.values()]
     pieces = [p for w in words for part in w.split("=") for p in part.split(os.pathsep) if p.strip()]
+    # `python -m pkg.mod` runs the project's pkg/ (or pkg.py) when there is one: servers start
+    # in the project, which is first on their import path.
+    args = list(spec.args)
+    pieces += [args[i + 1].split(".")[0] for i, arg in enumerate(args[:-1]) if arg == "-m"]
+    pieces += [f"{p}.py" for p in pieces if p.isidentifier()]
     found: list[str] = []
     for piece in pieces:
         if "${" in piece or "{env:" in piece or "\0" in piece:
@@ -46,18 +51,25 @@ def named_paths(root: Path, spec: ServerSpec) -> list[str]:
             real = candidate.resolve(strict=True)
         except (OSError, RuntimeError, ValueError):
             continue
-        if real == root or not real.is_relative_to(root):
+        if not real.is_relative_to(root):
             continue
-        name = real.relative_to(root).as_posix()
+        # The project itself (PYTHONPATH=., `node .`): its top folder's files (a sitecustomize.py
+        # the model writes there would run at the next start).
+        name = real.relative_to(root).as_posix() if real != root else "."
         if name not in found:
             found.append(name)
     return found
 
 
-def _digest_tree(path: Path, digest) -> None:
+def _digest_tree(path: Path, digest, top_only: bool = False) -> None:
     """A file's bytes, or a folder's files' names and bytes (bounded: past the bounds, names,
     sizes and modification times)."""
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    if path.is_file():
+        files = [path]
+    elif top_only:
+        files = sorted(p for p in path.iterdir() if p.is_file() and not p.is_symlink())
+    else:
+        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.is_symlink())
     budget = MAX_TREE_BYTES
     for count, file in enumerate(files):
         if file != path:
@@ -88,7 +100,7 @@ def fingerprint(seen: Mapping[str, bytes], root: Path | None = None, servers: Se
         for spec in servers:
             for name in named_paths(root, spec):
                 digest.update(b"\1" + name.encode() + b"\0")
-                _digest_tree(root.resolve() / name, digest)
+                _digest_tree(root.resolve() / name, digest, top_only=name == ".")
     return digest.hexdigest()
 
 
@@ -115,7 +127,8 @@ def question(root: Path, servers: Sequence[ServerSpec], not_used: Sequence[str] 
             for key, value in spec.env.items():
                 lines.append(f"  with {one_line(key)}={one_line(value)}")
             for name in named_paths(root, spec):
-                lines.append(f"  runs or reads the project's {one_line(name)} (a change to it asks again)")
+                what = "top folder's files" if name == "." else one_line(name)
+                lines.append(f"  runs or reads the project's {what} (a change to it asks again)")
         given = variables(spec)
         lines.append("  gets your variables: " + ", ".join(given) if given else "  gets none of your variables by name")
         if not spec.enabled:

@@ -214,7 +214,8 @@ def find_wheel(package: str, urls: list[str], client) -> IndexFile:
         if wheel is None:
             continue
         wheel = replace(wheel, index=base)
-        return wheel if wheel.size is not None else _sized(wheel, client)
+        # A file on disk is always looked at (a listed size is the index's word: /dev/zero has none).
+        return wheel if wheel.size is not None and not wheel.url.startswith("file://") else _sized(wheel, client)
     if unreachable is not None:
         raise unreachable
     raise NotFoundError(

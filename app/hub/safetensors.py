@@ -9,6 +9,7 @@ at hand (and its converted copy) in memory, whatever the file's size.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,7 +86,13 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
         except (TypeError, KeyError, ValueError):
             raise _broken(path, f"tensor {name!r} lacks dtype, shape or data_offsets") from None
         numbers = (*shape, begin, end)
-        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in numbers) or end < begin:
+        # Each dimension bounded (2^40 elements is past any drafter's tensor; numpy's product of
+        # 2^32 x 2^32 x 4 wraps to 0): what does not fit is refused, never overflows.
+        if (
+            not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 1 << 48 for n in numbers)
+            or end < begin
+            or math.prod(shape) > 1 << 40
+        ):
             raise _broken(path, f"tensor {name!r} has a shape or byte range that is not whole numbers in order")
         if not isinstance(dtype, str) or dtype not in DTYPES:
             raise ConversionError(

@@ -147,3 +147,22 @@ async def test_a_question_longer_than_its_box_takes_no_answer_until_read_to_its_
         await pilot.press("y")
         await until(pilot, lambda: not app.streaming, what="the end")
         assert (repo / "long.txt").read_text() == content
+
+
+async def test_on_a_small_terminal_the_end_of_a_question_is_on_screen_before_a_key_counts(repo, store):
+    """Review of issue 51: at 80x24 a 29-line question was cut off below the screen while
+    its box thought it had shown everything, and y answered."""
+    content = "".join(f"line {i}\n" for i in range(27)) + "the last line\n"
+    engine = ScriptedEngine(turns=[[call("write_file", path="long.txt", content=content)], ["Done."]])
+    app = ChatApp(engine, store, model="test", project=open_project(repo))
+    async with app.run_test(size=(80, 24)) as pilot:
+        question = await asked(pilot, app)
+        await until(pilot, lambda: question._quiet, what="the keyboard quiet")
+        await pilot.pause()
+        keys = question.query_one("#consent-keys")
+        assert not question.read_to_end  # the body scrolls: its end is not on screen yet
+        await pilot.press("end")
+        await until(pilot, lambda: question.armed, what="armed at the end")
+        assert keys.region.bottom <= app.screen.region.bottom  # the keys line is on screen
+        await pilot.press("n")
+        await until(pilot, lambda: not app.streaming, what="the end")

@@ -292,3 +292,12 @@ def test_a_safetensors_header_nested_without_end_is_a_refusal(tmp_path):
     path.write_bytes(len(raw).to_bytes(8, "little") + raw)
     with pytest.raises(ConversionError):
         read_header(path)
+
+
+@pytest.mark.parametrize("shape", [[2**70], [2**32, 2**32, 4]])
+def test_a_shape_that_overflows_is_a_refusal(tmp_path, shape):
+    raw = json.dumps({"t": {"dtype": "F32", "shape": shape, "data_offsets": [0, 0]}}).encode()
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw)
+    with pytest.raises(ConversionError):
+        read_header(path)

@@ -132,3 +132,16 @@ def test_an_engine_that_fails_is_exit_11_with_its_message(repo):
     code, out, _, _ = headless(repo, [], engine=Failing())
     result = json.loads(out)
     assert code == EXIT_ENGINE and result["is_error"] and "exited while loading" in result["error"]["message"]
+
+
+def test_a_call_that_asks_to_leave_the_sandbox_is_denied_whatever_the_rules(repo):
+    """Review of issue 51: --allow "run_command:pytest -q" also let the model run it outside the
+    sandbox, which "always" never covers in the chat."""
+    from app.agent.sandbox import find
+
+    if not find().available:
+        pytest.skip("no sandbox here: every command runs outside it anyway")
+    turns = [[call("run_command", command="echo hi", outside_sandbox=True)], ["Done."]]
+    code, out, _, _ = headless(repo, turns, allow=["run_command:echo hi"])
+    result = json.loads(out)
+    assert code == EXIT_DENIED and result["denied"][0]["why"] == "it asked to run outside the sandbox"

@@ -246,3 +246,32 @@ def test_a_chat_in_the_home_folder_cannot_write_dspines_settings(tmp_path, monke
         with pytest.raises(ToolRefused, match="your own settings"):
             resolve(home, name, write=True)
     assert resolve(home, "notes.md", write=True) == (home / "notes.md").resolve()
+
+
+def test_trust_covers_a_module_run_with_dash_m_and_the_projects_top_folder(project):
+    """Review of issue 51: `python -m tools.srv` and `PYTHONPATH=.` named no file, so a
+    rewritten tools/srv.py or a new sitecustomize.py ran at the next start unasked."""
+    (project / "tools").mkdir()
+    (project / "tools" / "srv.py").write_text("print('ok')\n")
+    servers = write_mcp(project, {"s": {"command": "python", "args": ["-m", "tools.srv"], "env": {"PYTHONPATH": "."}}})
+    assert set(named_paths(project, servers[0])) == {"tools", "."}
+    seen: dict[str, bytes] = {}
+    discover(project, None, seen)
+    before = fingerprint(seen, project, servers)
+    (project / "sitecustomize.py").write_text("import os\n")
+    assert fingerprint(seen, project, servers) != before
+    assert "top folder's files" in question(project, servers).body
+
+
+def test_a_lone_surrogate_in_a_path_is_a_refusal_not_a_crash(project):
+    with pytest.raises(ToolRefused, match="not valid text"):
+        resolve(project, "x\ud800", write=True)
+
+
+def test_a_folder_index_listing_dev_zero_with_a_size_is_still_refused():
+    from app.errors import NotFoundError
+    from app.hub.package_index import IndexFile, _sized
+
+    wheel = IndexFile("p", "p-1-py3-none-any.whl", "file:///dev/zero", "0" * 64, "1", 10**12)
+    with pytest.raises(NotFoundError, match="not a regular file"):
+        _sized(wheel, None)

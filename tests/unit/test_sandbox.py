@@ -156,3 +156,18 @@ def test_the_seatbelt_profile_denies_the_network_and_writes_outside(tmp_path):
     assert "(deny network*)" in profile and "(deny file-write*)" in profile
     assert f'(subpath "{tmp_path.resolve()}")' in profile
     assert f'(deny file-write* (subpath "{tmp_path / ".git"}"))' in profile
+
+
+@needs_sandbox
+def test_root_cannot_remount_its_way_out_and_services_sockets_are_hidden(repo, tmp_path, monkeypatch):
+    """Review of issue 51: as root, bubblewrap kept its capabilities and `mount -o remount,rw /`
+    made the whole system writable; the session bus and the ssh agent were reachable."""
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/user/0/ssh.sock")
+    outside = Path.home() / f".dspine-remount-test-{os.getpid()}"
+    ran = run_command(
+        repo,
+        f"mount -o remount,bind,rw / ; touch {outside} ; echo agent=$SSH_AUTH_SOCK ; ls -A /run | wc -l",
+        wrap=BOX.wrap(repo),
+    )
+    assert not outside.exists(), ran.output
+    assert "agent=\n" in ran.output + "\n"

@@ -12,6 +12,7 @@ import json
 import threading
 from typing import Any
 
+from ...terminal_text import one_line
 from ..toolbox import Done, ProposedCall, Step, Toolbox, ToolSpec
 from .manager import McpManager, McpTool
 
@@ -28,11 +29,14 @@ def _record(tool: McpTool, manager: McpManager) -> ToolSpec:
 
         # The user consents to exactly this: the server, its tool, these arguments.
         body = json.dumps(args, indent=2, ensure_ascii=False) if args else "(no arguments)"
+        # The names are the server's words: one line each (a line break cannot push the
+        # arguments out of the question, a bidi override cannot reorder what is shown).
+        name, server = one_line(tool.tool), one_line(tool.server)
         return ProposedCall(
-            f"Call {tool.tool} on the MCP server {tool.server}?",
+            f"Call {name} on the MCP server {server}?",
             body,
             run,
-            f"always call {tool.server}'s {tool.tool} in this chat",
+            f"always call {server}'s {name} in this chat",
         )
 
     return ToolSpec(

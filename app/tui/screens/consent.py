@@ -44,7 +44,10 @@ class ConsentScreen(ModalScreen[Decision]):
     DEFAULT_CSS = """
     ConsentScreen { align: center middle; }
     #consent { width: 90%; height: auto; max-height: 90%; border: thick $warning; background: $surface; padding: 0 1; }
-    #consent-body { height: auto; max-height: 30; }
+    #consent-question { max-height: 6; overflow-y: auto; }
+    /* The body scrolls inside what the screen leaves: never taller than the room under the
+       question, so its last line and the keys are on screen once it is scrolled to its end. */
+    #consent-body { height: auto; max-height: 50vh; }
     #consent-keys { color: $text-muted; }
     """
 
