@@ -223,17 +223,15 @@ BUILTIN: tuple[ToolSpec, ...] = (
     ),
     ToolSpec(
         "run_command",
-        "Run a shell command in the project root (no input, output capped). The user consents first. It runs "
-        "in a sandbox: writes only in the project and /tmp, no network; set outside_sandbox only when it "
-        "needs more (installing packages), and the user is asked so.",
+        "Run a shell command in the project root (no input, output capped) once the user consents; in a "
+        "sandbox: writes only in the project and /tmp, no network (outside_sandbox asks for more).",
         _object({"command": _STR, "timeout_s": _INT, "outside_sandbox": _BOOL}, ["command"]),
         _run_command,
         needs_consent=True,
     ),
     ToolSpec(
         "todo_write",
-        "Keep a short todo list for a task of several steps: give the whole list each time, each item "
-        "pending, in_progress (one at a time) or completed. The user sees it.",
+        "Your todo list for a task of several steps, whole each time: pending, in_progress (one) or completed.",
         _object(
             {
                 "todos": {

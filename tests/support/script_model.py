@@ -50,7 +50,7 @@ class Script:
     call: tuple[str, ...] = TOOL_CALL_TOKENS
     answer: tuple[str, ...] = ANSWER_TOKENS
     marker: str = MARKER
-    n_ctx_train: int = 4096  # engines cap their context at it
+    n_ctx_train: int = 8192  # engines cap their context at it
 
     @property
     def answer_text(self) -> str:
