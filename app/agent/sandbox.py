@@ -41,7 +41,14 @@ class Sandbox:
         root = root.resolve()
         if self.kind == "bubblewrap":
             argv = [self.program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-            argv += ["--tmpfs", SANDBOX_TMP, "--bind", str(root), str(root)]
+            # A /tmp of its own: the system's holds other programs' sockets (tmux's, X11's, an ssh
+            # agent's) that would run things outside. What lives there that commands need stays
+            # visible, read-only: the Python that runs dspine (a venv under /tmp) and the project.
+            argv += ["--tmpfs", SANDBOX_TMP]
+            for prefix in dict.fromkeys((sys.prefix, sys.base_prefix)):
+                if Path(prefix).resolve().is_relative_to(SANDBOX_TMP):
+                    argv += ["--ro-bind-try", prefix, prefix]
+            argv += ["--bind", str(root), str(root)]
             git = root / ".git"
             if os.path.lexists(git) and not git.is_symlink():
                 # A folder or a worktree's `gitdir:` file: read-only either way (hooks, config).
