@@ -8,8 +8,10 @@ It follows llama.cpp's own converter (`conversion/qwen.py`: DFlashModel, DSparkM
 `gguf-py/gguf/tensor_mapping.py` and `constants.py` for the names) so that the file
 is the one upstream would write, without torch: the same `dflash` architecture and
 keys, `target_layer_ids + 1`, the same tensor names, the same rules for which tensors
-stay F32. DSpine's names are the table in docs/dspine-variant.md. Every name table is
-data here: a checkpoint that spells a tensor otherwise is a line to add, not code.
+stay F32. DSpine is read as its authors define it (SpecForge's `DSpineDraftModel`: a DFlash
+backbone plus `injection.*` and `transfer_codes`; the GGUF names are the `dspine_*` table
+below, docs/dspine-variant.md). Every name table is data here: a checkpoint that spells a
+tensor otherwise is a line to add, not code.
 
 Nothing is guessed: a config field, a tensor or a family this module does not know is
 refused with the list of what it does not know, before a byte is written.
@@ -33,7 +35,7 @@ FAMILIES = {
     "Qwen3DSparkModel": "dspark",
     "DSparkDraftModel": "dspark",
     "DSparkSpeculator": "dspark",
-    "DSpineDraftModel": "dspine",  # GUESS at Tencent's class name (docs/dspine-variant.md)
+    "DSpineDraftModel": "dspine",  # SpecForge's specforge/modeling/draft/dspine.py
 }
 
 # The drafter kind (backends/drafters.py) each family runs as.
@@ -115,15 +117,22 @@ DFLASH_CONFIG_FIELDS = frozenset(
         "input_embedding_scale",
     }
 )
-# docs/dspine-variant.md: dspine_config field -> (GGUF key, type, allowed values or None).
-DSPINE_CONFIG_FIELDS: dict[str, tuple[str | None, str, tuple[Any, ...] | None]] = {
-    "transfer_dim": (None, "u32", None),  # checked against the tensors' shapes
-    "message_dim": (None, "u32", None),
-    "injection_layers": ("dflash.injection.layers", "arr", None),
-    "gate": ("dflash.injection.gate", "str", ("sigmoid", "none")),
-    "activation": ("dflash.injection.activation", "str", ("identity", "silu", "tanh")),
-    "causal_full_layers": ("dflash.attention.causal_full_layers", "bool", None),
-}
+# SpecForge's DSpineConfig: the fields the drafter computes with (checked against the tensors;
+# top_k becomes `dflash.dspine.top_k`) and those only its training reads (accepted, ignored).
+DSPINE_CONFIG_FIELDS = frozenset({"transfer_rank", "message_size", "top_k"})
+DSPINE_TRAINING_FIELDS = frozenset(
+    {
+        "alignment_warmup_steps",
+        "alignment_weight",
+        "candidate_mass_threshold",
+        "ce_weight",
+        "replacement_end_ratio",
+        "replacement_hold_ratio",
+        "replacement_layers",
+        "replacement_probability",
+    }
+)
+DSPINE_TOP_K_DEFAULT = 16
 
 # Per-layer tensors: HF name after `layers.N.` -> GGUF name after `blk.N.`.
 BLOCK_NAMES = {
@@ -144,21 +153,12 @@ BLOCK_NAMES = {
     "attention_conv.kernel_projection.weight": "attn_conv_proj.weight",
     "mlp_conv.base_kernel": "ffn_conv_base",
     "mlp_conv.kernel_projection.weight": "ffn_conv_proj.weight",
-    # DSpine's adjacent causal injection (docs/dspine-variant.md; the alias spelling)
-    "injection.read.weight": "inj_read.weight",
-    "injection.write.weight": "inj_write.weight",
-    "injection.gate.weight": "inj_gate.weight",
-    "injection.gate.bias": "inj_gate.bias",
-    "injection.norm.weight": "inj_norm.weight",
-    "injection.msg.weight": "inj_msg.weight",
 }
-# DSpine's per-layer tensors spelled as vLLM's lists: `injection.readouts.N.weight`, ...
+# DSpine's per-layer tensors (SpecForge: `injection.readouts.N.weight`, `injection.writes.N.weight`,
+# one of each on every layer) -> GGUF name after `blk.N.`.
 INJECTION_LISTS = {
-    "readouts": "inj_read",
-    "writes": "inj_write",
-    "gates": "inj_gate",
-    "norms": "inj_norm",
-    "messages": "inj_msg",
+    "readouts": "dspine_readout",
+    "writes": "dspine_write",
 }
 # Whole-model tensors.
 ROOT_NAMES = {
@@ -175,9 +175,19 @@ ROOT_NAMES = {
     "candidate_selector.successor_codebook": "selector_successor.weight",
     "candidate_selector.hidden_projection.weight": "selector_hidden.weight",
     "d2t": "d2t",
+    # DSpine's shared injection tensors and its fixed code table (SpecForge's names)
+    "injection.message.weight": "dspine_message.weight",
+    "injection.receiver_gate.weight": "dspine_receiver_gate.weight",
+    "injection.predecessor_gate.weight": "dspine_predecessor_gate.weight",
+    "injection.bias": "dspine_gate.bias",
+    "transfer_codes": "dspine_codes.weight",
 }
-# Tensors upstream drops: not used when drafting.
-DROPPED = ("t2d", "rotary_emb.inv_freq")
+# DSpine's code table as the independent layout gives it: a safetensors file of its own whose
+# one tensor is `codes` (convert_run.py finds it beside config.json).
+CODES_FILE_TENSOR = "codes"
+# Tensors upstream drops: not used when drafting (DSpine's `transfer_ready` is a bool buffer
+# that only says the code table was filled).
+DROPPED = ("t2d", "rotary_emb.inv_freq", "transfer_ready")
 
 # What each layer must carry (GGUF names after `blk.N.`), and the whole model.
 REQUIRED_BLOCK = (
@@ -200,7 +210,16 @@ REQUIRED_BY_FAMILY: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("attn_conv_base", "attn_conv_proj.weight", "ffn_conv_base", "ffn_conv_proj.weight"),
     ),
     "dspark": (("markov_w1.weight", "markov_w2.weight"), ()),
-    "dspine": ((), ()),
+    "dspine": (
+        (
+            "dspine_message.weight",
+            "dspine_receiver_gate.weight",
+            "dspine_predecessor_gate.weight",
+            "dspine_gate.bias",
+            "dspine_codes.weight",
+        ),
+        ("dspine_readout.weight", "dspine_write.weight"),
+    ),
 }
 
 # Rope tensors a checkpoint with interleaved rope must have permuted to NeoX order.
@@ -355,7 +374,7 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
     dspine = config.get("dspine_config") or {}
     if not isinstance(dspine, dict):
         raise _refuse(f"{where}: dspine_config is not an object", "check the checkpoint's config.json")
-    unknown += [f"dspine_config.{k}" for k in sorted(set(dspine) - set(DSPINE_CONFIG_FIELDS))]
+    unknown += [f"dspine_config.{k}" for k in sorted(set(dspine) - DSPINE_CONFIG_FIELDS - DSPINE_TRAINING_FIELDS)]
     if unknown:
         raise _refuse(
             f"{where} has fields the converter does not know: {', '.join(unknown)}",
@@ -440,13 +459,20 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
         add("attention.sliding_window", "u32", _int({"sliding_window": window}, "sliding_window", where))
         add("attention.sliding_window_pattern", "arr", pattern)
     causal = config.get("is_causal", dflash.get("causal"))
-    if causal is None and family == "dspine":
-        causal = True  # docs/dspine-variant.md: causal block attention is published
+    if family == "dspine":
+        if causal is not None and not causal:
+            raise _refuse(
+                f"{where}: a DSpine drafter with non-causal block attention (is_causal/causal false)",
+                "DSpine attends causally inside its block (SpecForge's DSpineDraftModel); check config.json",
+            )
+        causal = True
+        if mask is None:
+            raise _refuse(f"{where}: dflash_config lacks mask_token_id", "a DSpine drafter needs its mask token")
     if causal is not None:
         add("attention.causal", "bool", bool(causal))
     if family == "dspark":
         add("sample_from_anchor", "bool", sample_from_anchor)
-    dspine_values = _dspine_keys(dspine, where, n_layer, add) if family == "dspine" else {}
+    dspine_values = _dspine_keys(dspine, where, add) if family == "dspine" else {}
     return DrafterSpec(
         family=family,
         n_layer=n_layer,
@@ -462,21 +488,20 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
     )
 
 
-def _dspine_keys(dspine: dict[str, Any], where: str, n_layer: int, add: Any) -> dict[str, Any]:
-    for name, value in dspine.items():
-        key, kind, allowed = DSPINE_CONFIG_FIELDS[name]
-        if allowed is not None and value not in allowed:
-            raise _refuse(
-                f"{where}: dspine_config.{name} is {value!r}",
-                f"the DSpine variant knows {', '.join(map(str, allowed))} (docs/dspine-variant.md)",
-            )
-        if name == "injection_layers" and (
-            not isinstance(value, list) or not all(isinstance(i, int) and 0 <= i < n_layer for i in value)
-        ):
-            raise _refuse(f"{where}: dspine_config.injection_layers is {value!r}", f"list layers 0..{n_layer - 1}")
-        if key is not None:
-            add(key.removeprefix(f"{ARCH}."), kind, bool(value) if kind == "bool" else value)
-    return dict(dspine)
+def _dspine_keys(dspine: dict[str, Any], where: str, add: Any) -> dict[str, int]:
+    """transfer_rank and message_size (the tensors' shapes are checked against them) and top_k
+    (`dflash.dspine.top_k`: the candidates per position the refinement keeps)."""
+    inner = f"{where}: dspine_config"
+    values = {
+        "transfer_rank": _int(dspine, "transfer_rank", inner),
+        "message_size": _int(dspine, "message_size", inner),
+        "top_k": _int(dspine, "top_k", inner, DSPINE_TOP_K_DEFAULT),
+    }
+    for name, value in values.items():
+        if not 0 < value <= 1 << 16:
+            raise _refuse(f"{inner}.{name} is {value}, not in 1..65536", "check the checkpoint's config.json")
+    add("dspine.top_k", "u32", values["top_k"])
+    return values
 
 
 def gguf_name(source: str) -> str | None:
@@ -488,7 +513,7 @@ def gguf_name(source: str) -> str | None:
         return ROOT_NAMES[name]
     if found := _INJECTION.match(name):
         base = INJECTION_LISTS.get(found.group(1))
-        return f"blk.{found.group(2)}.{base}.{found.group(3)}" if base else None
+        return f"blk.{found.group(2)}.{base}.{found.group(3)}" if base and found.group(3) == "weight" else None
     if found := _LAYER.match(name):
         rest = BLOCK_NAMES.get(found.group(2))
         return f"blk.{found.group(1)}.{rest}" if rest else None
@@ -518,6 +543,13 @@ def plan_tensors(spec: DrafterSpec, shapes: dict[str, tuple[int, ...]]) -> list[
             if name in named:
                 raise _refuse(f"tensors {named[name][0]} and {source} are both {name}", "the checkpoint is ambiguous")
             named[name] = (source, shape)
+    biases = sorted(n for n in unknown if n.endswith(".bias"))
+    if biases:
+        raise _refuse(
+            f"the checkpoint has bias tensor(s) llama.cpp's dflash graph has no place for: {', '.join(biases[:20])}"
+            + (f" and {len(biases) - 20} more" if len(biases) > 20 else ""),
+            "its layers are bias-free (attention_bias false); a checkpoint trained with biases does not convert",
+        )
     if unknown:
         shown = ", ".join(sorted(unknown)[:20]) + (f" and {len(unknown) - 20} more" if len(unknown) > 20 else "")
         raise _refuse(
@@ -545,16 +577,6 @@ def _check_present(spec: DrafterSpec, named: dict[str, Any]) -> None:
     wanted = [*REQUIRED_ROOT, *root]
     for il in range(spec.n_layer):
         wanted += [f"blk.{il}.{n}" for n in (*REQUIRED_BLOCK, *block)]
-    if spec.family == "dspine":
-        layers = spec.dspine.get("injection_layers")
-        if layers is None:
-            layers = sorted({int(n.split(".")[1]) for n in named if n.endswith(".inj_read.weight")})
-        if not layers:
-            raise _refuse("this DSpine checkpoint has no injection tensors", "check the checkpoint (dspine_config)")
-        for il in layers:
-            wanted += [f"blk.{il}.inj_read.weight", f"blk.{il}.inj_write.weight"]
-            if spec.dspine.get("gate", "sigmoid") == "sigmoid":
-                wanted.append(f"blk.{il}.inj_gate.weight")
     if spec.draft_vocab < spec.vocab:
         wanted += ["d2t", "output.weight"]
     missing = [n for n in wanted if n not in named]
@@ -562,7 +584,13 @@ def _check_present(spec: DrafterSpec, named: dict[str, Any]) -> None:
         shown = ", ".join(missing[:20]) + (f" and {len(missing) - 20} more" if len(missing) > 20 else "")
         raise _refuse(
             f"the checkpoint lacks {len(missing)} tensor(s) a {spec.family} drafter needs (GGUF names): {shown}",
-            "the download may be incomplete (pull again) or the checkpoint is of another kind",
+            "the download may be incomplete (pull again) or the checkpoint is of another kind"
+            + (
+                " (DSpine's code table: `transfer_codes` in the checkpoint, or a safetensors file beside "
+                "config.json whose one tensor is `codes`)"
+                if "dspine_codes.weight" in missing
+                else ""
+            ),
         )
     extra_blocks = sorted({int(n.split(".")[1]) for n in named if n.startswith("blk.")} - set(range(spec.n_layer)))
     if extra_blocks:
@@ -592,11 +620,36 @@ def _check_shapes(spec: DrafterSpec, named: dict[str, tuple[str, tuple[int, ...]
                 f"tensor {named[name][0]} has {named[name][1][0]} vocabulary rows, config.json says {spec.vocab}",
                 "the checkpoint and its config.json disagree; pull it again",
             )
+    if spec.family == "dspine":
+        _check_dspine_shapes(spec, named)
     if "d2t" in named and named["d2t"][1] != (spec.draft_vocab,):
         raise _refuse(
             f"d2t is {list(named['d2t'][1])}, but draft_vocab_size is {spec.draft_vocab}",
             "the checkpoint and its config.json disagree",
         )
+
+
+def _check_dspine_shapes(spec: DrafterSpec, named: dict[str, tuple[str, tuple[int, ...]]]) -> None:
+    """SpecForge's shapes (PyTorch [out, in]): readouts [r, H], writes [H, s], the message and
+    both gates [s, r], the bias [s], the code table [V, r]."""
+    r, s, e = spec.dspine["transfer_rank"], spec.dspine["message_size"], spec.hidden
+    expect = {
+        "dspine_message.weight": (s, r),
+        "dspine_receiver_gate.weight": (s, r),
+        "dspine_predecessor_gate.weight": (s, r),
+        "dspine_gate.bias": (s,),
+        "dspine_codes.weight": (spec.vocab, r),
+    }
+    for il in range(spec.n_layer):
+        expect[f"blk.{il}.dspine_readout.weight"] = (r, e)
+        expect[f"blk.{il}.dspine_write.weight"] = (e, s)
+    for name, shape in expect.items():
+        if named[name][1] != shape:
+            raise _refuse(
+                f"tensor {named[name][0]} is {list(named[name][1])}, but config.json (hidden_size {e}, "
+                f"vocab_size {spec.vocab}, dspine_config transfer_rank {r}, message_size {s}) makes it {list(shape)}",
+                "the checkpoint and its config.json disagree; pull it again",
+            )
 
 
 def check_target(spec: DrafterSpec, target: TargetFacts) -> list[Key]:
@@ -618,10 +671,14 @@ def check_target(spec: DrafterSpec, target: TargetFacts) -> list[Key]:
             f"the drafter's hidden size is {spec.hidden}, the target {target.path}'s {target.n_embd}",
             "a block drafter reads the target's hidden states: pull the target it was trained for",
         )
-    beyond = [i for i in spec.target_layer_ids if i >= target.n_layer]
+    # The GGUF's dflash.target_layers (HF id + 1) names a layer *input* llama.cpp taps: 0..n_layer-1.
+    # HF id n_layer-1 would be the output of the last layer, which it cannot tap.
+    beyond = [i for i in spec.target_layer_ids if i + 1 > target.n_layer - 1]
     if beyond:
         raise _refuse(
-            f"the drafter reads target layer(s) {beyond}, but {target.path} has {target.n_layer} layers",
+            f"dflash_config.target_layer_ids {spec.target_layer_ids} reads target layer(s) {beyond}, but {target.path} "
+            f"has {target.n_layer} layers: llama.cpp taps layer inputs, so the last id it can take is "
+            f"{target.n_layer - 2} (dflash.target_layers {[i + 1 for i in beyond]} > {target.n_layer - 1})",
             "pull the target the drafter was trained for",
         )
     keys = []

@@ -32,7 +32,7 @@ from ..errors import ConfigError, ConversionError, DiskFullError
 from ..units import format_bytes
 from . import convert
 from .read_ahead import read_ahead
-from .safetensors import TensorInfo, load, read_checkpoint
+from .safetensors import TensorInfo, load, read_checkpoint, read_header
 from .store import part_path, quant_part_path
 
 # Half-precision sources are written as they are; anything wider becomes F16 (upstream's
@@ -167,15 +167,84 @@ def _copy_bytes(info: TensorInfo, plan: convert.TensorPlan, half: str) -> int:
     return permuted + (info.count * 8 if _stage_type(plan, half) != info.dtype else 0)
 
 
+def _is_codes_file(path: Path) -> bool:
+    """A safetensors file whose one tensor is `codes`: DSpine's code table in the independent layout."""
+    return list(read_header(path)) == [convert.CODES_FILE_TENSOR]
+
+
+def _dspine_codes(config_path: Path, shards: list[Path], spec: convert.DrafterSpec) -> tuple[list[Path], Path | None]:
+    """The checkpoint's shards, and DSpine's code-table file when there is one: a safetensors
+    file whose only tensor is `codes`, among the shards or beside config.json (whatever its
+    name; SpecForge's example calls it transfer.safetensors). Two such files are refused."""
+    if spec.family != "dspine":
+        return shards, None
+    beside = sorted(p for p in config_path.parent.glob("*.safetensors") if p.is_file())
+    candidates = list(dict.fromkeys([*shards, *beside]))
+    found = [p for p in candidates if _is_codes_file(p)]
+    if len(found) > 1:
+        raise ConversionError(
+            f"{len(found)} files hold a DSpine code table (one tensor `codes`): {', '.join(str(p) for p in found)}",
+            "keep one of them beside config.json; nothing was written",
+        )
+    return [p for p in shards if p not in found], (found[0] if found else None)
+
+
+def _codes_where(info: TensorInfo) -> str:
+    return f"the code table (`{info.name}` in {info.path})"
+
+
+def _check_codes_shape(spec: convert.DrafterSpec, tensors: dict[str, TensorInfo], n_vocab: int) -> None:
+    """DSpine's code table is [the target's vocabulary, transfer_rank]."""
+    info = tensors.get("transfer_codes")
+    rank = spec.dspine["transfer_rank"]
+    if info is not None and info.shape != (n_vocab, rank):
+        raise ConversionError(
+            f"{_codes_where(info)} is {list(info.shape)}, but the target's vocabulary ({n_vocab} tokens) and "
+            f"dspine_config.transfer_rank ({rank}) make it {[n_vocab, rank]}",
+            "the code table belongs to another drafter or target; pull it again; nothing was written",
+        )
+
+
+def _check_codes(spec: convert.DrafterSpec, tensors: dict[str, TensorInfo], codes_file: Path | None) -> None:
+    """DSpine's code table: every value finite, and the same table where the checkpoint and a
+    codes file both carry one."""
+    info = tensors["transfer_codes"]
+    where = _codes_where(info)
+    codes = _as_f32(load(info), info.dtype)
+    bad = int(np.size(codes) - np.isfinite(codes).sum())
+    if bad:
+        raise ConversionError(
+            f"{where} has {bad} value(s) that are not finite numbers (NaN or infinity)",
+            "the code table is damaged: build or pull it again; nothing was written",
+        )
+    if codes_file is not None and info.path != codes_file:
+        other = read_header(codes_file)[convert.CODES_FILE_TENSOR]
+        if other.shape != info.shape or not np.allclose(
+            _as_f32(load(other), other.dtype), codes, rtol=1 / 128, atol=1e-6
+        ):
+            raise ConversionError(
+                f"the checkpoint's transfer_codes ({info.path}) and the code table in {codes_file} differ",
+                "keep the one the drafter was trained with (delete the other file); nothing was written",
+            )
+
+
 def prepare(
     config_path: Path, shards: list[Path], target: Path
 ) -> tuple[convert.DrafterSpec, dict[str, TensorInfo], list[convert.TensorPlan], list[Any], list[convert.Key]]:
     """Every check the converter makes, before anything is written."""
     spec = convert.read_config(_read_config(config_path), str(config_path))
+    shards, codes_file = _dspine_codes(config_path, shards, spec)
     tensors = read_checkpoint(shards)
-    plans = convert.plan_tensors(spec, {name: info.shape for name, info in tensors.items()})
+    if codes_file is not None and "transfer_codes" not in tensors:
+        # The independent layout: the code table travels under the checkpoint's own name.
+        tensors["transfer_codes"] = read_header(codes_file)[convert.CODES_FILE_TENSOR]
     facts, tokenizer = _read_target(target)
+    if spec.family == "dspine":
+        _check_codes_shape(spec, tensors, facts.n_vocab)
+    plans = convert.plan_tensors(spec, {name: info.shape for name, info in tensors.items()})
     keys = convert.check_target(spec, facts)
+    if spec.family == "dspine":
+        _check_codes(spec, tensors, codes_file)
     for plan in plans:
         if plan.out == "d2t":
             convert.check_d2t(load(tensors[plan.source]), facts.n_vocab)

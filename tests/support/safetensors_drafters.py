@@ -6,8 +6,11 @@ PyTorch-named tensors (`layers.N.self_attn.q_proj.weight`, `fc.weight`, ...).
 `write_safetensors` is the format alone (an 8-byte header length, a JSON header, raw
 little-endian data); `write_checkpoint` a whole drafter for a target of `hidden` width
 and `vocab` tokens. The DSpine trainer can write its output with `write_safetensors`
-and `dspine_config` from here, so the converter and the DSpine tests read one layout
-(docs/dspine-variant.md).
+and `dspine_config` from here, so the converter and the DSpine tests read one layout.
+DSpine's tensors are SpecForge's `DSpineDraftModel` names (`injection.readouts.N.weight`,
+`injection.writes.N.weight`, the shared `injection.{message,receiver_gate,predecessor_gate}`
+and `injection.bias`, `transfer_codes`, `transfer_ready`), as in
+tests/engines/golden/dspine/ckpt-s0-b16.
 """
 
 from __future__ import annotations
@@ -75,7 +78,11 @@ class Drafter:
     extra_config: dict = field(default_factory=dict)
     extra_tensors: dict = field(default_factory=dict)
     leave_out: tuple[str, ...] = ()
-    dspine: dict = field(default_factory=lambda: {"transfer_dim": 32, "gate": "sigmoid", "activation": "identity"})
+    # SpecForge's dspine_config (the drafter's fields; the training-only ones are accepted too).
+    dspine: dict = field(default_factory=lambda: {"transfer_rank": 16, "message_size": 8, "top_k": 4})
+    # DSpine's code table as a file of its own (transfer.safetensors, one tensor `codes`) instead
+    # of `transfer_codes` in model.safetensors: SpecForge's independent layout.
+    codes_file: bool = False
 
 
 ARCHITECTURES = {
@@ -155,10 +162,8 @@ def tensor_shapes(d: Drafter) -> dict[str, tuple[int, ...]]:
                 p + "mlp_conv.kernel_projection.weight": (2 * kernel * groups, e),
             }
         if d.family == "dspine":
-            t = d.dspine.get("transfer_dim", 32)
-            shapes |= {f"injection.readouts.{il}.weight": (t, e), f"injection.writes.{il}.weight": (e, t)}
-            if d.dspine.get("gate", "sigmoid") == "sigmoid":
-                shapes |= {f"injection.gates.{il}.weight": (1, e), f"injection.gates.{il}.bias": (1,)}
+            r, s = d.dspine.get("transfer_rank", 16), d.dspine.get("message_size", 8)
+            shapes |= {f"injection.readouts.{il}.weight": (r, e), f"injection.writes.{il}.weight": (e, s)}
     draft_vocab = d.draft_vocab or d.vocab
     if d.family == "dflash2":
         shapes |= {
@@ -173,6 +178,16 @@ def tensor_shapes(d: Drafter) -> dict[str, tuple[int, ...]]:
         }
         if d.confidence_head:
             shapes |= {"confidence_head.proj.weight": (1, e + d.markov_rank), "confidence_head.proj.bias": (1,)}
+    if d.family == "dspine":
+        r, s = d.dspine.get("transfer_rank", 16), d.dspine.get("message_size", 8)
+        shapes |= {
+            "injection.message.weight": (s, r),
+            "injection.receiver_gate.weight": (s, r),
+            "injection.predecessor_gate.weight": (s, r),
+            "injection.bias": (s,),
+            "transfer_codes": (d.vocab, r),
+            "transfer_ready": (),
+        }
     if d.embeddings:
         shapes["embed_tokens.weight"] = (d.vocab, e)
     if d.draft_vocab:
@@ -195,8 +210,8 @@ def write_checkpoint(folder: Path, d: Drafter, seed: int = 0, scale: float = 0.0
             draft = np.arange(shape[0], dtype=np.int64)
             tensors[name] = ("I64", draft * 2 % d.vocab - draft if not sparse_size else np.zeros(shape, np.int64))
             continue
-        if name == "t2d":
-            tensors[name] = ("BOOL", np.zeros(shape, dtype=np.uint8))
+        if name in ("t2d", "transfer_ready"):
+            tensors[name] = ("BOOL", np.full(shape, name == "transfer_ready", dtype=np.uint8))
             continue
         if sparse_size:
             values = np.zeros(shape, dtype=np.uint16 if d.dtype == "BF16" else np.float32)
@@ -212,6 +227,8 @@ def write_checkpoint(folder: Path, d: Drafter, seed: int = 0, scale: float = 0.0
             tensors[name] = (d.dtype, values.astype(np.float16 if d.dtype == "F16" else np.float32))
     for name, (dtype, values) in d.extra_tensors.items():
         tensors[name] = (dtype, values)
+    if d.codes_file and "transfer_codes" in tensors:
+        write_safetensors(folder / "transfer.safetensors", {"codes": tensors.pop("transfer_codes")})
     write_safetensors(folder / "model.safetensors", tensors, sparse_size=sparse_size)
     return folder
 

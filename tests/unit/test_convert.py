@@ -26,7 +26,7 @@ from app.hub.convert_run import (
 )
 from app.hub.safetensors import load, read_header
 from tests.support.gguf_models import Shape, write_model
-from tests.support.safetensors_drafters import Drafter, config, tensor_shapes, write_checkpoint
+from tests.support.safetensors_drafters import Drafter, config, tensor_shapes, write_checkpoint, write_safetensors
 
 TARGET = Shape(arch="qwen35", n_layer=4, n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=128)
 
@@ -94,19 +94,196 @@ def test_dflash2_and_dspark_carry_their_heads(tmp_path, target):
     assert field(plain, "dflash.has_confidence_head") is False
 
 
-def test_dspine_follows_the_variants_table(tmp_path, target):
-    drafter = Drafter(family="dspine", dspine={"transfer_dim": 32, "gate": "sigmoid", "activation": "silu"})
-    reader = convert_to_bf16(tmp_path, target, drafter)
-    names = {t.name for t in reader.tensors}
-    assert {"blk.0.inj_read.weight", "blk.1.inj_write.weight", "blk.0.inj_gate.weight", "blk.0.inj_gate.bias"} <= names
-    assert field(reader, "dflash.injection.activation") == "silu"
-    assert field(reader, "dflash.injection.gate") == "sigmoid"
-    assert field(reader, "dflash.attention.causal") is True  # DSpine's default: causal block attention
-    read = {t.name: t for t in reader.tensors}["blk.0.inj_read.weight"]
-    assert list(read.shape) == [64, 32]  # {n_embd, transfer_dim}
-    # The alias spelling maps to the same names.
-    assert convert.gguf_name("layers.3.injection.write.weight") == "blk.3.inj_write.weight"
-    assert convert.gguf_name("model.injection.messages.2.weight") == "blk.2.inj_msg.weight"
+GOLDEN = Path(__file__).resolve().parents[1] / "engines" / "golden" / "dspine" / "ckpt-s0-b16"
+
+# SpecForge's names -> the GGUF's (the golden checkpoint: 2 layers).
+DSPINE_NAMES = {
+    "injection.message.weight": "dspine_message.weight",
+    "injection.receiver_gate.weight": "dspine_receiver_gate.weight",
+    "injection.predecessor_gate.weight": "dspine_predecessor_gate.weight",
+    "injection.bias": "dspine_gate.bias",
+    "transfer_codes": "dspine_codes.weight",
+} | {
+    f"injection.{lists}.{il}.weight": f"blk.{il}.dspine_{one}.weight"
+    for il in (0, 1)
+    for lists, one in (("readouts", "readout"), ("writes", "write"))
+}
+
+
+def golden_target(path: Path, n_vocab: int = 256, n_embd: int = 64, n_layer: int = 4) -> Path:
+    """A header-only target for the golden drafter: vocabulary 256, hidden 64 (gguf_models'
+    vocabulary has at least 266 tokens)."""
+    writer = gguf.GGUFWriter(str(path), "qwen3")
+    writer.add_block_count(n_layer)
+    writer.add_embedding_length(n_embd)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list([f"t{i}" for i in range(n_vocab)])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    writer.close()
+    return path
+
+
+def golden_copy(tmp_path: Path, codes_in_model: bool = True, codes_file: bool = True) -> Path:
+    """The golden folder, or its independent layout (transfer_codes only in transfer.safetensors)."""
+    folder = tmp_path / "ckpt"
+    shutil.copytree(GOLDEN, folder)
+    if not codes_file:
+        (folder / "transfer.safetensors").unlink()
+    if not codes_in_model:
+        from app.hub.safetensors import read_header as header_of
+
+        kept = {
+            n: (i.dtype, load(i)) for n, i in header_of(folder / "model.safetensors").items() if n != "transfer_codes"
+        }
+        write_safetensors(folder / "model.safetensors", kept)
+    return folder
+
+
+def golden_source() -> dict[str, np.ndarray]:
+    model = {n: load(i) for n, i in read_header(GOLDEN / "model.safetensors").items()}
+    assert np.array_equal(model["transfer_codes"], load(read_header(GOLDEN / "transfer.safetensors")["codes"]))
+    return model
+
+
+def check_golden_gguf(out: Path) -> None:
+    reader = gguf.GGUFReader(out)
+    tensors = {t.name: t for t in reader.tensors}
+    assert field(reader, "general.architecture") == "dflash"
+    assert field(reader, "dflash.block_size") == 16
+    assert field(reader, "dflash.target_layers") == [1, 2]
+    assert field(reader, "dflash.attention.causal") is True
+    assert field(reader, "dflash.dspine.top_k") == 4
+    assert reader.fields["dflash.dspine.top_k"].types == [gguf.GGUFValueType.UINT32]
+    assert field(reader, "tokenizer.ggml.mask_token_id") == 255
+    assert field(reader, "dflash.rope.freq_base") == 10000.0
+    assert "dflash.attention.sliding_window" not in reader.fields
+    assert not any(k.startswith("dflash.injection") for k in reader.fields)
+    assert not any("inj_" in n for n in tensors) and "transfer_ready" not in tensors
+    source = golden_source()
+    for hf, name in DSPINE_NAMES.items():
+        tensor, values = tensors[name], source[hf]
+        # ggml order is numpy's reversed: a PyTorch [out, in] is {in, out}.
+        assert list(tensor.shape) == list(reversed(values.shape)), name
+        if name == "dspine_gate.bias":
+            assert tensor.tensor_type == gguf.GGMLQuantizationType.F32
+            assert np.array_equal(np.asarray(tensor.data), values)
+        else:  # an F32 checkpoint's weights are written F16 (upstream's --outtype auto)
+            assert tensor.tensor_type == gguf.GGMLQuantizationType.F16, name
+            assert np.array_equal(np.asarray(tensor.data).reshape(values.shape), values.astype(np.float16)), name
+    assert list(tensors["fc.weight"].shape) == [128, 64]
+
+
+@pytest.fixture(scope="module")
+def golden_tgt(tmp_path_factory) -> Path:
+    return golden_target(tmp_path_factory.mktemp("golden") / "target.gguf")
+
+
+def test_the_references_own_dspine_checkpoint_converts(tmp_path, golden_tgt):
+    """SpecForge's save_pretrained output (transfer_codes in model.safetensors, and the same table
+    in transfer.safetensors beside it): every dspine_* tensor equals its source."""
+    folder = golden_copy(tmp_path)
+    out = tmp_path / "golden.gguf"
+    converted = convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], golden_tgt, out, "BF16")
+    assert converted.kind == "dspine"
+    check_golden_gguf(out)
+    # Every safetensors file of the folder given as shards: transfer.safetensors is the code table.
+    again = tmp_path / "again.gguf"
+    convert_checkpoint(folder / "config.json", sorted(folder.glob("*.safetensors")), golden_tgt, again, "BF16")
+    check_golden_gguf(again)
+
+
+def test_the_independent_layout_takes_the_code_table_from_its_own_file(tmp_path, golden_tgt):
+    folder = golden_copy(tmp_path, codes_in_model=False)
+    assert "transfer_codes" not in read_header(folder / "model.safetensors")
+    out = tmp_path / "independent.gguf"
+    convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], golden_tgt, out, "BF16")
+    check_golden_gguf(out)
+    # Without either, the code table is named as missing.
+    bare = golden_copy(tmp_path / "bare", codes_in_model=False, codes_file=False)
+    with pytest.raises(ConversionError, match="dspine_codes.weight") as caught:
+        convert_checkpoint(bare / "config.json", [bare / "model.safetensors"], golden_tgt, tmp_path / "b.gguf", "BF16")
+    assert "`codes`" in caught.value.fix and not list(tmp_path.glob("b.gguf*"))
+
+
+def golden_refused(tmp_path: Path, target: Path, folder: Path) -> ConversionError:
+    out = tmp_path / "bad.gguf"
+    with pytest.raises(ConversionError) as caught:
+        convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], target, out, "BF16")
+    assert not list(tmp_path.glob("bad.gguf*")), "a refusal wrote something"
+    assert "nothing was written" in caught.value.fix
+    return caught.value
+
+
+def test_a_code_table_of_the_wrong_shape_or_with_a_nan_is_refused(tmp_path, golden_tgt):
+    folder = golden_copy(tmp_path, codes_in_model=False)
+    codes = load(read_header(folder / "transfer.safetensors")["codes"])
+    write_safetensors(folder / "transfer.safetensors", {"codes": ("F32", codes[:, :15].copy())})
+    error = golden_refused(tmp_path, golden_tgt, folder)
+    assert "transfer.safetensors" in error.cause and "[256, 15]" in error.cause and "[256, 16]" in error.cause
+    codes = codes.copy()
+    codes[7, 3] = np.nan
+    write_safetensors(folder / "transfer.safetensors", {"codes": ("F32", codes)})
+    error = golden_refused(tmp_path, golden_tgt, folder)
+    assert "1 value(s) that are not finite" in error.cause and "transfer.safetensors" in error.cause
+    # A target of another vocabulary: the code table's rows are the target's tokens.
+    wide = golden_target(tmp_path / "wide.gguf", n_vocab=300)
+    assert "256" in golden_refused(tmp_path, wide, golden_copy(tmp_path / "w")).cause
+
+
+def test_a_dspine_checkpoint_whose_tensors_disagree_is_refused(tmp_path, golden_tgt):
+    folder = golden_copy(tmp_path, codes_file=False)
+    model = {n: (i.dtype, load(i)) for n, i in read_header(folder / "model.safetensors").items()}
+
+    def rewrite(**changes):
+        tensors = {**model, **changes}
+        write_safetensors(folder / "model.safetensors", {n: v for n, v in tensors.items() if v is not None})
+        return golden_refused(tmp_path, golden_tgt, folder)
+
+    assert "blk.1.dspine_readout.weight" in rewrite(**{"injection.readouts.1.weight": None}).cause
+    assert "dspine_predecessor_gate.weight" in rewrite(**{"injection.predecessor_gate.weight": None}).cause
+    wrong = rewrite(**{"injection.writes.0.weight": ("F32", np.zeros((64, 9), np.float32))}).cause
+    assert "injection.writes.0.weight is [64, 9]" in wrong and "[64, 8]" in wrong
+    fc = rewrite(**{"fc.weight": ("F32", np.zeros((64, 192), np.float32))}).cause
+    assert "fc.weight is [64, 192]" in fc and "[64, 128]" in fc
+    bias = rewrite(**{"layers.0.self_attn.q_proj.bias": ("F32", np.zeros(64, np.float32))}).cause
+    assert "layers.0.self_attn.q_proj.bias" in bias and "bias" in bias
+
+
+def test_a_dspine_config_the_target_cannot_serve_is_refused(tmp_path, golden_tgt):
+    folder = golden_copy(tmp_path)
+    raw = json.loads((folder / "config.json").read_text())
+
+    def with_config(change) -> ConversionError:
+        config = json.loads(json.dumps(raw))
+        change(config)
+        (folder / "config.json").write_text(json.dumps(config))
+        return golden_refused(tmp_path, golden_tgt, folder)
+
+    mask = with_config(lambda c: c["dflash_config"].update(mask_token_id=256)).cause
+    assert "mask token 256 is outside" in mask
+    # The target has 4 layers: llama.cpp taps layer inputs 0..3, so HF id 2 (input 3) is the last.
+    tap = with_config(lambda c: c["dflash_config"].update(target_layer_ids=[0, 3])).cause
+    assert "target_layer_ids [0, 3]" in tap and "layer(s) [3]" in tap and "4 layers" in tap
+    rank = with_config(lambda c: c["dspine_config"].update(transfer_rank=8)).cause
+    assert "transfer_rank (8)" in rank and "[256, 16]" in rank
+    unknown = with_config(lambda c: c["dspine_config"].update(gate="sigmoid")).cause
+    assert "dspine_config.gate" in unknown
+    # The last layer a 4-layer target can give: HF id 2.
+    config = json.loads(json.dumps(raw))
+    config["dflash_config"]["target_layer_ids"] = [1, 2]
+    (folder / "config.json").write_text(json.dumps(config))
+    spec, *_ = prepare(folder / "config.json", [folder / "model.safetensors"], golden_tgt)
+    assert spec.family == "dspine" and spec.dspine == {"transfer_rank": 16, "message_size": 8, "top_k": 4}
+
+
+def test_old_guessed_dspine_names_are_no_longer_read():
+    for old in ("layers.0.injection.read.weight", "injection.gates.0.weight", "injection.norms.0.weight"):
+        assert convert.gguf_name(old) is None
+    assert convert.gguf_name("injection.readouts.3.weight") == "blk.3.dspine_readout.weight"
+    assert convert.gguf_name("model.transfer_codes") == "dspine_codes.weight"
+    assert convert.gguf_name("transfer_ready") == ""
 
 
 def test_a_reduced_vocabulary_writes_absolute_d2t_ids(tmp_path, target):
@@ -157,6 +334,7 @@ def test_a_vocabulary_that_differs_from_the_targets_is_refused(tmp_path, target)
     assert "mask token 300 is outside" in mask
     assert "hidden size is 32" in refused(tmp_path, target, Drafter(hidden=32, head_dim=8)).cause
     assert "target layer(s) [7]" in refused(tmp_path, target, Drafter(target_layer_ids=[0, 7])).cause
+    assert "target layer(s) [3]" in refused(tmp_path, target, Drafter(target_layer_ids=[0, 3])).cause
 
 
 def test_embedding_rows_and_d2t_beyond_the_vocabulary_are_refused(tmp_path, target):
@@ -195,8 +373,9 @@ def test_config_shapes_of_the_writer_are_what_the_converter_reads():
     for family in ("dflash", "dflash2", "dspark", "dspine"):
         drafter = Drafter(family=family)
         spec = convert.read_config(json.loads(json.dumps(config(drafter))))
-        plans = convert.plan_tensors(spec, tensor_shapes(drafter))
-        assert spec.family == family and len(plans) == len(tensor_shapes(drafter))
+        shapes = tensor_shapes(drafter)
+        plans = convert.plan_tensors(spec, shapes)
+        assert spec.family == family and len(plans) == len([n for n in shapes if convert.gguf_name(n)])
 
 
 def staged(tmp_path: Path, target: Path):
