@@ -120,6 +120,58 @@ def pull(
     render_pull_result(out, result)
 
 
+@app.command()
+def convert(
+    folder: Path = typer.Argument(..., help="A safetensors block drafter: config.json and its .safetensors files."),
+    target: Path = typer.Option(..., "--target", "-t", help="The target's GGUF (the tokenizer comes from it)."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="The GGUF to write (default: FOLDER.gguf)."),
+    quant: str = typer.Option(
+        "BF16",
+        "--quant",
+        "-q",
+        help="BF16 or F16: not quantized (the checkpoint's half type); or a llama-quantize type such as Q8_0.",
+    ),
+) -> None:
+    """Convert a DFlash, DFlash2, DSpark or DSpine drafter on disk to GGUF (every check first)."""
+    from .errors import ConversionError
+    from .hub.convert_run import ConvertProgress, convert_checkpoint
+
+    config = folder / "config.json"
+    shards = sorted(folder.glob("*.safetensors")) if folder.is_dir() else []
+    if not config.is_file() or not shards:
+        raise ConversionError(
+            f"{folder} holds no config.json and .safetensors files",
+            "give the folder of a downloaded safetensors drafter; nothing was written",
+        )
+    if not target.is_file():
+        raise ConversionError(f"the target {target} is not a file", "give the target model's .gguf")
+    final = output or folder.resolve().with_name(folder.resolve().name + ".gguf")
+    if not final.parent.is_dir():
+        raise ConversionError(f"{final.parent} is not a folder", "give -o a path in an existing folder")
+    settings = load_settings()
+    from backends.llama_server import candidates
+
+    servers = tuple(path for _, path in candidates(settings.llama_server, settings.llama_server_build))
+    bars = RichPullProgress(err)
+
+    class Report(ConvertProgress):
+        def stage(self, what: str, total: int) -> None:
+            bars.convert_stage(what, total)
+
+        def advance(self, n: int) -> None:
+            bars.convert_advance(n)
+
+    try:
+        converted = convert_checkpoint(config, shards, target, final, quant, servers, Report(), final.stem)
+    finally:
+        bars.end()
+    out.print(
+        f"{shown(converted.path)}: a {converted.kind} drafter, {converted.tensors} tensors, "
+        f"{format_bytes(converted.size)}",
+        soft_wrap=True,
+    )
+
+
 def _open_manifest(settings: Settings) -> Manifest:
     """The manifest, saying so when a damaged one had to be set aside."""
     manifest = Manifest(settings.manifest_path)

@@ -480,3 +480,30 @@ def test_a_shape_that_overflows_is_a_refusal(tmp_path, shape):
     path.write_bytes(len(raw).to_bytes(8, "little") + raw)
     with pytest.raises(ConversionError):
         read_header(path)
+
+
+def test_dspine_convert_converts_a_folder_on_disk(tmp_path, golden_tgt, capsys):
+    from app.cli import run
+
+    folder = golden_copy(tmp_path)
+    assert run(["convert", str(folder), "--target", str(golden_tgt)]) == 0
+    check_golden_gguf(tmp_path / "ckpt.gguf")
+    assert "a dspine drafter" in capsys.readouterr().out
+    out = tmp_path / "named.gguf"
+    assert run(["convert", str(folder), "-t", str(golden_tgt), "-o", str(out), "--quant", "bf16"]) == 0
+    check_golden_gguf(out)
+
+
+def test_dspine_convert_refuses_in_two_lines_and_exits_12(tmp_path, golden_tgt, capsys):
+    from app.cli import run
+
+    folder = golden_copy(tmp_path)
+    config = json.loads((folder / "config.json").read_text())
+    config["dflash_config"]["target_layer_ids"] = [0, 3]
+    (folder / "config.json").write_text(json.dumps(config))
+    assert run(["convert", str(folder), "--target", str(golden_tgt), "-o", str(tmp_path / "x.gguf")]) == 12
+    err = capsys.readouterr().err
+    assert "error:" in err and "target_layer_ids [0, 3]" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("x.gguf*"))
+    assert run(["convert", str(tmp_path / "nowhere"), "--target", str(golden_tgt)]) == 12
+    assert "no config.json" in capsys.readouterr().err
