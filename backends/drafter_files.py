@@ -19,10 +19,11 @@ from .drafters import KINDS, Layout
 from .gguf_header import GgufHeader
 
 # The DFlash family in the order its deciding tensors are tried (docs/dspine-variant.md):
-# DSpark's Markov head, then DSpine's injection, else DFlash2 or plain DFlash (one kind). A
-# DSpine file may carry DFlash2's selector too (its last-write refinement).
+# DSpark's Markov head, then DSpine's code table, else DFlash2 or plain DFlash (one kind).
 FAMILY = ("dspark", "dspine", "dflash")
 FAMILY_ARCH = "dflash"
+# DSpine's code table makes a file a DSpine drafter whatever its architecture string says.
+DSPINE_MARKER = "dspine_codes.weight"
 
 _BLOCK = re.compile(r"^blk\.(\d+)\.")
 
@@ -51,7 +52,10 @@ def has_mtp_head(header: GgufHeader) -> bool:
 
 def kind_of_header(header: GgufHeader) -> str:
     """dspine, dspark or dflash for a `dflash` file by the tensors that decide it; mtp for a
-    file whose last block is an MTP head; else a plain draft model."""
+    file whose last block is an MTP head; else a plain draft model. A file carrying DSpine's
+    code table is dspine under any architecture."""
+    if any(t.name == DSPINE_MARKER for t in header.tensors):
+        return "dspine"
     if header.architecture == FAMILY_ARCH:
         names = {template(t.name) for t in header.tensors}
         for kind in FAMILY:
@@ -182,7 +186,7 @@ def check_file(header: GgufHeader, spec_types: tuple[str, ...]) -> FileCheck:
     missing, missing_keys = missing_from(found.layout, header)
     unknown: list[str] = []
     unknown_keys: list[str] = []
-    if header.architecture == FAMILY_ARCH:
+    if header.architecture == FAMILY_ARCH or kind == "dspine":
         family = [KINDS[k].layout for k in FAMILY]
         served = [KINDS[k].layout for k in FAMILY if runs_kind(k, spec_types)]
         # A server that runs none of the family refuses the file for that alone: naming every

@@ -10,7 +10,7 @@ the planner, the engines, doctor and llama-server all read.
 Each kind also says what its GGUF holds (`Layout`): the tensors and keys that
 decide the kind and those the llama-server reads for it. `drafter_files.py`
 reads a header against these; the names are data, so a layout that turns out
-otherwise (the UNCONFIRMED DSpine names) is a line to change here.
+otherwise is a line to change here.
 
 It lives with the engines because llama-server needs each kind's --spec-type
 names, and the engines import nothing from `app/`; the app reads it from below.
@@ -170,34 +170,27 @@ DSPARK_LAYOUT = _joined(
     optional_keys=(*DFLASH_TRUNK.optional_keys, "dflash.has_confidence_head"),
 )
 
-# DSpine in dspine's patch: docs/dspine-variant.md's names table, mirrored. Every name is a
-# GUESS or UNCONFIRMED there (vLLM calls the first two `readouts[l]` and `writes[l]`; the rest
-# the sources do not name): when a real checkpoint says otherwise, change these lines, the
-# patch and the converter's table together.
+# DSpine as its authors define it (SpecForge's DSpineDraftModel; docs/dspine-variant.md's names
+# table, mirrored; app/hub/convert.py writes them): the trunk, a readout and a write on every
+# layer, the shared message, gates and bias, and the fixed code table (r = transfer_rank,
+# s = message_size; shapes in ggml order). The code table decides the kind.
 DSPINE_INJECTION = (
-    "blk.N.inj_read.weight",  # UNCONFIRMED {n_embd, transfer_dim}
-    "blk.N.inj_write.weight",  # UNCONFIRMED {message_dim, n_embd}
+    "blk.N.dspine_readout.weight",  # SpecForge injection.readouts.N {n_embd, r}
+    "blk.N.dspine_write.weight",  # SpecForge injection.writes.N {s, n_embd}
 )
-DSPINE_INJECTION_OPTIONAL = (
-    "blk.N.inj_gate.weight",  # UNCONFIRMED (GUESS) {n_embd, 1 or n_embd}; absent with gate "none"
-    "blk.N.inj_gate.bias",  # UNCONFIRMED (GUESS)
-    "blk.N.inj_norm.weight",  # UNCONFIRMED (GUESS)
-    "blk.N.inj_msg.weight",  # UNCONFIRMED (GUESS) {transfer_dim, message_dim}
+DSPINE_SHARED = (
+    "dspine_message.weight",  # SpecForge injection.message {r, s}
+    "dspine_receiver_gate.weight",  # SpecForge injection.receiver_gate {r, s}
+    "dspine_predecessor_gate.weight",  # SpecForge injection.predecessor_gate {r, s}
+    "dspine_gate.bias",  # SpecForge injection.bias {s}
+    "dspine_codes.weight",  # SpecForge transfer_codes {r, n_vocab}
 )
-DSPINE_KEYS = (
-    "dflash.injection.layers",  # UNCONFIRMED (GUESS)
-    "dflash.injection.gate",  # UNCONFIRMED (GUESS)
-    "dflash.injection.activation",  # UNCONFIRMED (GUESS)
-    "dflash.attention.causal_full_layers",  # UNCONFIRMED (GUESS)
-)
+DSPINE_KEYS = ("dflash.dspine.top_k",)  # SpecForge dspine_config.top_k (absent: 16)
 DSPINE_LAYOUT = _joined(
     DFLASH_TRUNK,
-    marker=("blk.N.inj_read.weight",),
-    optional=(*DFLASH_TRUNK.optional, *DSPINE_INJECTION_OPTIONAL),
-    # Last-write refinement reuses DFlash2's selector lattice (without its convolutions).
-    together=(DSPINE_INJECTION, DFLASH2_SELECTOR),
+    marker=("dspine_codes.weight",),
+    required=(*DFLASH_TRUNK.required, *DSPINE_INJECTION, *DSPINE_SHARED),
     optional_keys=(*DFLASH_TRUNK.optional_keys, *DSPINE_KEYS),
-    keys_with=(("selector_hidden.weight", ("dflash.selector_rank", "dflash.selector_top_k")),),
 )
 
 # An MTP head inside its target (any architecture): upstream drafts with it when the last block

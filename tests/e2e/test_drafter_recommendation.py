@@ -35,7 +35,7 @@ def files(tmp_path_factory) -> dict[str, Path]:
         "target": write_header_only(folder / "t.gguf", qwen38_27b(QTYPE.Q4_K)),
         "dspine": write_header_only(folder / "d.gguf", dspine),
         "dspine-missing": write_header_only(
-            folder / "dm.gguf", replace(dspine, drop_tensors=("blk.2.inj_write.weight",))
+            folder / "dm.gguf", replace(dspine, drop_tensors=("blk.2.dspine_write.weight",))
         ),
         "dflash2": write_header_only(folder / "f.gguf", qwen38_27b_drafter(QTYPE.Q4_K, "dflash2")),
     }
@@ -90,7 +90,7 @@ def test_doctor_names_each_tensor_the_server_here_does_not_know_in_a_pulled_dspi
     checks = checks_of(result)
     file_check = checks["drafter file of qwen3.8-27b"]
     assert not file_check["ok"] and file_check["required"]
-    assert "a DSpine file" in file_check["detail"] and "blk.N.inj_read.weight (N = 0-4)" in file_check["detail"]
+    assert "a DSpine file" in file_check["detail"] and "blk.N.dspine_readout.weight (N = 0-4)" in file_check["detail"]
     assert "draft-dspine" in file_check["fix"]
     advice = checks["drafter for qwen3.8-27b"]
     assert not advice["ok"] and advice["fix"] == "dspine pull qwen3.8-27b --drafter dflash2-q4"
@@ -102,7 +102,7 @@ def test_doctor_on_a_dspine_file_missing_a_tensor_names_it(dspine, hub, files):
     assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
     checks = checks_of(dspine("doctor", "--model", "qwen3.8-27b", "--json", "--quick"))
     detail = checks["drafter file of qwen3.8-27b"]["detail"]
-    assert "tensors a DSpine file needs that it lacks: blk.2.inj_write.weight" in detail
+    assert "tensors a DSpine file needs that it lacks: blk.2.dspine_write.weight" in detail
 
 
 def test_on_the_patched_server_a_pulled_dspine_file_is_run_and_picked(env, dspine, hub, files):
@@ -123,7 +123,7 @@ def test_on_the_patched_server_a_pulled_dspine_file_is_run_and_picked(env, dspin
     assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
     fallback = choose_for(bundle, settings, PATCHED)
     assert fallback.drafter == "dflash2-q4"
-    assert any("blk.2.inj_write.weight" in p for p in fallback.passed_over)
+    assert any("blk.2.dspine_write.weight" in p for p in fallback.passed_over)
 
 
 def test_doctor_reads_the_mtp_head_from_the_pulled_target(env, dspine, hub, files, tmp_path):

@@ -182,7 +182,7 @@ def tensor_table(shape: Shape) -> list[tuple[str, tuple[int, ...], int]]:
     return table
 
 
-SELECTOR_RANK, CONV_KERNEL, CONV_GROUP, MARKOV_RANK, TRANSFER_DIM = 32, 4, 64, 32, 64
+SELECTOR_RANK, CONV_KERNEL, CONV_GROUP, MARKOV_RANK, TRANSFER_RANK, MESSAGE_SIZE = 32, 4, 64, 32, 64, 32
 
 
 def _dflash_table(
@@ -192,7 +192,7 @@ def _dflash_table(
     e, v, w, f32 = shape.n_embd, shape.n_vocab, shape.weight_type, QTYPE.F32
     hd, nh, nkv = shape.head_dim, shape.n_head, shape.n_head_kv
     table += [("fc.weight", (e * len(shape.target_layers), e), w), ("enc.output_norm.weight", (e,), f32)]
-    if shape.variant in ("dflash2", "dspine"):
+    if shape.variant == "dflash2":
         table += [
             ("selector_predecessor.weight", (SELECTOR_RANK, v), w),
             ("selector_successor.weight", (SELECTOR_RANK, v), w),
@@ -200,6 +200,15 @@ def _dflash_table(
         ]
     if shape.variant == "dspark":
         table += [("markov_w1.weight", (MARKOV_RANK, v), w), ("markov_w2.weight", (MARKOV_RANK, v), w)]
+    if shape.variant == "dspine":  # SpecForge's DSpineDraftModel as app/hub/convert.py writes it
+        r, s = TRANSFER_RANK, MESSAGE_SIZE
+        table += [
+            ("dspine_message.weight", (r, s), w),
+            ("dspine_receiver_gate.weight", (r, s), w),
+            ("dspine_predecessor_gate.weight", (r, s), w),
+            ("dspine_gate.bias", (s,), f32),
+            ("dspine_codes.weight", (r, v), w),
+        ]
     projected = 2 * CONV_KERNEL * (e // CONV_GROUP)
     for il in range(shape.n_layer):
         p = f"blk.{il}."
@@ -225,10 +234,8 @@ def _dflash_table(
             ]
         if shape.variant == "dspine":
             table += [
-                (p + "inj_read.weight", (e, TRANSFER_DIM), w),
-                (p + "inj_write.weight", (TRANSFER_DIM, e), w),
-                (p + "inj_gate.weight", (e, 1), f32),
-                (p + "inj_gate.bias", (1,), f32),
+                (p + "dspine_readout.weight", (e, TRANSFER_RANK), w),
+                (p + "dspine_write.weight", (MESSAGE_SIZE, e), w),
             ]
     table += [(name, (e,), f32) for name in shape.extra_tensors]
     return [row for row in table if row[0] not in shape.drop_tensors]
@@ -237,7 +244,7 @@ def _dflash_table(
 def _dflash_metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
     writer.add_array("dflash.target_layers", [i + 1 for i in shape.target_layers])
     writer.add_uint32("dflash.block_size", 16)
-    if shape.variant in ("dflash2", "dspine"):
+    if shape.variant == "dflash2":
         writer.add_uint32("dflash.selector_rank", SELECTOR_RANK)
         writer.add_uint32("dflash.selector_top_k", 4)
     if shape.variant == "dflash2":
@@ -247,7 +254,7 @@ def _dflash_metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
         writer.add_bool("dflash.sample_from_anchor", True)
     if shape.variant == "dspine":
         writer.add_bool("dflash.attention.causal", True)
-        writer.add_string("dflash.injection.gate", "sigmoid")
+        writer.add_uint32("dflash.dspine.top_k", 16)
 
 
 def metadata(writer: gguf.GGUFWriter, shape: Shape) -> None:
@@ -423,7 +430,7 @@ def qwen38_27b(weight_type: int = QTYPE.Q4_K, nextn: int = 1) -> Shape:
 
 def qwen38_27b_drafter(weight_type: int = QTYPE.BF16, variant: str = "dspine") -> Shape:
     """Qwen3.8-27B's DSpine (b16) or DFlash2 drafter, in upstream's `dflash` layout (the DSpine
-    tensors as docs/dspine-variant.md names them): 5 dense blocks over the target's vocabulary,
+    tensors as app/hub/convert.py writes them): 5 dense blocks over the target's vocabulary,
     tied output; about 2.1B parameters, 4.3 GB in BF16, 1.2 GB in Q4_K."""
     return Shape(
         arch="dflash",

@@ -55,11 +55,16 @@ def test_a_dspine_file_on_upstream_names_every_tensor_and_key_it_does_not_know(t
     check = check_file(drafter(tmp_path, "dspine"), UPSTREAM)
     assert check.kind == "dspine" and not check.runs and check.spec_type is None
     assert set(check.unknown_tensors) == {
-        f"blk.{i}.inj_{part}" for i in range(5) for part in ("read.weight", "write.weight", "gate.weight", "gate.bias")
+        *(f"blk.{i}.dspine_{part}.weight" for i in range(5) for part in ("readout", "write")),
+        "dspine_message.weight",
+        "dspine_receiver_gate.weight",
+        "dspine_predecessor_gate.weight",
+        "dspine_gate.bias",
+        "dspine_codes.weight",
     }
-    assert check.unknown_keys == ("dflash.injection.gate",)
+    assert check.unknown_keys == ("dflash.dspine.top_k",)
     text = "\n".join(check.problems())
-    assert "no --spec-type for DSpine" in text and "blk.N.inj_read.weight (N = 0-4)" in text
+    assert "no --spec-type for DSpine" in text and "blk.N.dspine_readout.weight (N = 0-4)" in text
     assert "draft-dspine" in check.fix()
 
 
@@ -69,9 +74,11 @@ def test_a_complete_dspine_file_runs_on_the_patched_server(tmp_path):
 
 
 def test_a_dspine_file_missing_a_tensor_names_it(tmp_path):
-    check = check_file(drafter(tmp_path, "dspine", drop_tensors=("blk.2.inj_write.weight",)), PATCHED)
-    assert not check.runs and check.missing_tensors == ("blk.2.inj_write.weight",)
-    assert "blk.2.inj_write.weight" in check.problems()[0] and "convert" in check.fix()
+    check = check_file(drafter(tmp_path, "dspine", drop_tensors=("blk.2.dspine_write.weight",)), PATCHED)
+    assert not check.runs and check.missing_tensors == ("blk.2.dspine_write.weight",)
+    assert "blk.2.dspine_write.weight" in check.problems()[0] and "convert" in check.fix()
+    shared = check_file(drafter(tmp_path, "dspine", drop_tensors=("dspine_receiver_gate.weight",)), PATCHED)
+    assert shared.missing_tensors == ("dspine_receiver_gate.weight",)
     trunk = check_file(drafter(tmp_path, "dspine", drop_tensors=("fc.weight",)), PATCHED)
     assert trunk.missing_tensors == ("fc.weight",)
 
@@ -87,17 +94,34 @@ def test_dflash2_without_its_keys_or_convolutions_is_named(tmp_path):
     assert check.missing_tensors == ("blk.4.ffn_conv_proj.weight",)
 
 
-def test_the_dspine_names_mirror_the_variant_doc_and_stay_marked_unconfirmed():
+def renamed(header, arch: str):
+    """The header as if its writer had called the architecture `arch` (its keys with it)."""
+    meta = {(arch + k.removeprefix("dflash") if k.startswith("dflash.") else k): v for k, v in header.metadata.items()}
+    return replace(header, metadata={**meta, "general.architecture": arch})
+
+
+def test_a_file_with_dspines_code_table_is_dspine_whatever_its_architecture(tmp_path):
+    header = renamed(drafter(tmp_path, "dspine"), "dspine")
+    assert header.architecture == "dspine" and kind_of_header(header) == "dspine"
+    check = check_file(renamed(drafter(tmp_path, "dspine", drop_tensors=("dspine_gate.bias",)), "dspine"), PATCHED)
+    assert check.kind == "dspine" and check.missing_tensors == ("dspine_gate.bias",)
+    assert "dspine_gate.bias" in "\n".join(check.problems())
+
+
+def test_the_dspine_names_mirror_the_variant_doc_and_the_converter():
     from pathlib import Path
+
+    from app.hub.convert import INJECTION_LISTS, ROOT_NAMES
 
     source = Path(__file__).resolve().parents[2] / "backends" / "drafters.py"
     doc = (Path(__file__).resolve().parents[2] / "docs" / "dspine-variant.md").read_text()
     layout = KINDS["dspine"].layout
     assert layout is not None
+    written = {f"blk.N.{n}.weight" for n in INJECTION_LISTS.values()} | set(ROOT_NAMES.values())
     for name in layout.tensors - KINDS["dflash"].layout.tensors:  # type: ignore[union-attr]
-        assert f"`{name}`" in doc
+        assert f"`{name}`" in doc and name in written
         line = next(x for x in source.read_text().splitlines() if f'"{name}"' in x)
-        assert "UNCONFIRMED" in line
+        assert "SpecForge" in line  # the reference's own name beside it
     assert set(DSPINE_INJECTION) <= layout.tensors
 
 

@@ -33,11 +33,11 @@ def test_the_patched_server_gets_dspine():
 
 
 def test_a_pulled_dspine_file_in_a_layout_the_server_refuses_falls_back_and_says_why(tmp_path):
-    broken = replace(qwen38_27b_drafter(QTYPE.Q4_K), n_vocab=1000, drop_tensors=("blk.1.inj_write.weight",))
+    broken = replace(qwen38_27b_drafter(QTYPE.Q4_K), n_vocab=1000, drop_tensors=("blk.1.dspine_write.weight",))
     check = check_file(read_local(write_header_only(tmp_path / "d.gguf", broken)), PATCHED)
     chosen = recommend(bundle(), PATCHED, Pulled("dspine-q4", check))
     assert chosen.drafter == "dflash2-q4"
-    assert any(p.startswith("dspine-q4: ") and "blk.1.inj_write.weight" in p for p in chosen.passed_over)
+    assert any(p.startswith("dspine-q4: ") and "blk.1.dspine_write.weight" in p for p in chosen.passed_over)
     assert any(p.startswith("dspine-bf16: ") and "same repository" in p for p in chosen.passed_over)
     good = check_file(read_local(write_header_only(tmp_path / "g.gguf", qwen38_27b_drafter(QTYPE.Q4_K))), PATCHED)
     kept = recommend(bundle(), PATCHED, Pulled("dspine-q4", good))
