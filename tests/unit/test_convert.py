@@ -507,3 +507,14 @@ def test_dspine_convert_refuses_in_two_lines_and_exits_12(tmp_path, golden_tgt, 
     assert not list(tmp_path.glob("x.gguf*"))
     assert run(["convert", str(tmp_path / "nowhere"), "--target", str(golden_tgt)]) == 12
     assert "no config.json" in capsys.readouterr().err
+
+
+def test_two_code_tables_that_disagree_or_two_codes_files_are_refused(tmp_path, golden_tgt):
+    folder = golden_copy(tmp_path)
+    codes = load(read_header(folder / "transfer.safetensors")["codes"])
+    write_safetensors(folder / "transfer.safetensors", {"codes": ("F32", codes * 2)})
+    error = golden_refused(tmp_path, golden_tgt, folder)
+    assert "transfer_codes" in error.cause and "transfer.safetensors" in error.cause and "differ" in error.cause
+    write_safetensors(folder / "transfer.safetensors", {"codes": ("F32", codes)})
+    write_safetensors(folder / "transfer_codes.safetensors", {"codes": ("F32", codes)})
+    assert "2 files hold a DSpine code table" in golden_refused(tmp_path, golden_tgt, folder).cause
