@@ -38,14 +38,26 @@ from .store import part_path, quant_part_path
 # Half-precision sources are written as they are; anything wider becomes F16 (upstream's
 # `--outtype auto` does the same for a checkpoint that is not BF16).
 _GGML_TYPE = {"F32": 0, "F16": 1, "BF16": 30, "I64": 27}
-_FILE_TYPE = {"F16": 1, "BF16": 32}  # general.file_type (LlamaFileType)
+_FILE_TYPE = {"F32": 0, "F16": 1, "BF16": 32}  # general.file_type (LlamaFileType)
+# Written without llama-quantize: the checkpoint's half precision, or F32 throughout (what a
+# comparison with a float32 reference needs).
+UNQUANTIZED = ("BF16", "F16", "F32")
 
 # How much the tensors being converted, written and read ahead may hold at once, in units of
 # the checkpoint's largest tensor (the measure goal: under 2x; the rest is Python and numpy).
 READ_AHEAD_BUDGET = 1.5
 
 # Bits per weight of what llama-quantize makes, for the disk check (norms stay F32; close enough).
-QUANT_BITS = {"BF16": 16.0, "F16": 16.0, "Q8_0": 8.5, "Q6_K": 6.5625, "Q5_K_M": 5.7, "Q4_K_M": 4.9, "Q4_0": 4.5}
+QUANT_BITS = {
+    "F32": 32.0,
+    "BF16": 16.0,
+    "F16": 16.0,
+    "Q8_0": 8.5,
+    "Q6_K": 6.5625,
+    "Q5_K_M": 5.7,
+    "Q4_K_M": 4.9,
+    "Q4_0": 4.5,
+}
 
 
 class ConvertProgress:
@@ -142,6 +154,8 @@ def _values_for(values: np.ndarray, info: TensorInfo, plan: convert.TensorPlan, 
     if info.dtype == half:
         return values
     as_f32 = _as_f32(values, info.dtype)
+    if half == "F32":
+        return as_f32
     if half == "F16":
         return as_f32.astype(np.float16)
     return (as_f32.view(np.uint32) >> 16).astype(np.uint16)  # truncation, as GGML's BF16 writers do
@@ -268,11 +282,12 @@ def write_stage(
     tokenizer: list[Any],
     keys: list[convert.Key],
     progress: ConvertProgress,
+    f32: bool = False,
 ) -> int:
-    """The GGUF in the checkpoint's precision, tensor by tensor; the values written."""
+    """The GGUF in the checkpoint's precision (or F32 throughout), tensor by tensor; the values written."""
     import gguf
 
-    half = _half_type(tensors, plans)
+    half = "F32" if f32 else _half_type(tensors, plans)
     writer = gguf.GGUFWriter(str(out), convert.ARCH)
     writer.add_name(name)
     writer.add_file_type(_FILE_TYPE[half])
@@ -434,7 +449,7 @@ def needed_bytes(checkpoint_bytes: int, quant: str) -> int:
     """Disk a conversion needs on top of the checkpoint: the staged GGUF (about the
     checkpoint's size) and the quantized one, both present until the rename."""
     final = int(checkpoint_bytes * QUANT_BITS.get(quant.upper(), 16.0) / 16.0)
-    return checkpoint_bytes + (final if quant.upper() not in ("BF16", "F16") else 0)
+    return checkpoint_bytes + (final if quant.upper() not in UNQUANTIZED else 0)
 
 
 def check_space(folder: Path, checkpoint_bytes: int, quant: str) -> None:
@@ -464,13 +479,15 @@ def convert_checkpoint(
     spec, tensors, plans, tokenizer, keys = prepare(config_path, shards, target)
     progress.advance(1)
     quant = quant.upper()
-    binary = quantize_binary(list(llama_servers)) if quant not in ("BF16", "F16") else None
+    binary = quantize_binary(list(llama_servers)) if quant not in UNQUANTIZED else None
     check_space(final.parent, sum(t.nbytes for t in tensors.values()), quant)
     stage, quant_stage = part_path(final), quant_part_path(final)
     for leftover in (stage, quant_stage):
         leftover.unlink(missing_ok=True)  # an earlier conversion that was stopped midway
     try:
-        values = write_stage(stage, name or final.stem, spec, tensors, plans, tokenizer, keys, progress)
+        values = write_stage(
+            stage, name or final.stem, spec, tensors, plans, tokenizer, keys, progress, f32=quant == "F32"
+        )
         if binary is not None:
             quantize(binary, stage, quant_stage, quant, len(plans), progress)
             stage.unlink()

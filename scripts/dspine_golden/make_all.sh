@@ -22,3 +22,13 @@ done
 "$python" "$here/make_golden.py" --reference "$reference" --seed 0 --block 4 --out "$out/dspine-s0-b4.npz" --no-ckpt
 # Only one checkpoint folder is kept in the repository: the converter's tests read seed 0.
 rm -rf "$out/ckpt-s1-b16" "$out/ckpt-s2-b16"
+
+# Drafts the patched llama-server must make: the same reference on a real tiny target's inputs
+# (made first in dspine's venv: .venv/bin/python scripts/dspine_golden/make_inputs.py).
+server="$out/server"
+for seed in 0 1 2; do
+    "$python" "$here/make_golden.py" --reference "$reference" --seed "$((seed + 10))" --block 16 \
+        --inputs "$server/inputs-s$seed.npz" --mask-token 299 --taps 0,1 \
+        --out "$server/dspine-s$seed.npz" --ckpt "$server/ckpt-s$seed"
+done
+rm -f "$server"/inputs-s*.npz  # the outputs hold every input; make_inputs.py makes them again

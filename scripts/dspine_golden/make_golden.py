@@ -34,6 +34,12 @@ def parse_args(argv=None):
     p.add_argument("--ckpt", default=None, help="checkpoint folder (default: <out dir>/ckpt-<out stem>)")
     p.add_argument("--no-ckpt", action="store_true", help="skip the checkpoint folder")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--inputs",
+        default=None,
+        help="an .npz from make_inputs.py: a real target's embedding, head, prompt taps and anchor "
+        "(instead of random ones); --vocab and --ctx then follow it",
+    )
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
@@ -180,6 +186,10 @@ def run_reference(model, embed, head, target_hidden, block_ids, position_ids, ma
 
 def main(argv=None):
     a = parse_args(argv)
+    if a.inputs:
+        with np.load(a.inputs) as given_shape:
+            a.vocab, a.hidden = given_shape["embed"].shape
+            a.ctx = given_shape["target_hidden"].shape[0]
     dspine = import_reference(a.reference)
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
@@ -189,6 +199,11 @@ def main(argv=None):
     randomize(model, gen, a.std)
     embed = torch.randn(a.vocab, a.hidden, generator=gen)
     head = a.std * torch.randn(a.vocab, a.hidden, generator=gen)
+    given = dict(np.load(a.inputs)) if a.inputs else None
+    if given is not None:
+        # the target's own embedding and head: the drafter shares them, the codes come from this head
+        embed = torch.from_numpy(given["embed"]).float()
+        head = torch.from_numpy(given["head"]).float()
     # Codes and readouts from the head, the reference's own way ...
     model.initialize_transfer_space(head)
     pca_readouts = [r.weight.detach().clone() for r in model.injection.readouts]
@@ -202,6 +217,11 @@ def main(argv=None):
         assert w.weight.abs().min() > 0
 
     target_hidden, anchor, block_ids, position_ids, mask = block_inputs(a, gen, taps)
+    if given is not None:
+        # what the patched llama-server hands the drafter after the prompt: its taps, the target's next token
+        target_hidden = torch.from_numpy(given["target_hidden"]).float()[None]
+        anchor = int(given["anchor"])
+        block_ids[0, 0, 0] = anchor
     res = run_reference(model, embed, head, target_hidden, block_ids, position_ids, mask, a.top_k)
 
     # Sanity: the same block with the injection writes zeroed (injection = identity).
@@ -237,6 +257,7 @@ def main(argv=None):
         "dflash_config": {"mask_token_id": a.mask_token, "target_layer_ids": taps},
         "dspine_config": dcfg,
         "ctx_len": a.ctx,
+        "prompt": [int(t) for t in given["prompt"]] if given is not None else None,
         "anchor_id": anchor,
         "seed": a.seed,
         "std": a.std,

@@ -1,12 +1,12 @@
 """Tiny block drafters (upstream's `dflash` architecture: DFlash, DFlash2's selector, DSpine's
-injection) written as f32 GGUFs in well under a second, for llama-server to load next to a tiny
+code table and injection) written as f32 GGUFs in well under a second, for llama-server to load next to a tiny
 target from tests/support/gguf_models.py.
 
 The drafter shares the target's vocabulary (gguf_models.vocabulary) and carries its own token
 embeddings and head, so a NumPy reference needs nothing of the target but its tapped hidden
 states. `target_layers=(0,)` taps the target's layer-0 input, which is its token embedding:
 the features are then a table lookup, with no target forward pass to reproduce.
-Names and keys follow docs/dspine-variant.md (the one table of names).
+DSpine's names and keys are the patched llama.cpp's (docs/dspine-variant.md, the one table).
 """
 
 from __future__ import annotations
@@ -40,19 +40,12 @@ class BlockDrafter:
     sliding_window: int | None = None
     swa_pattern: tuple[bool, ...] | None = None  # per layer; None: left out
     sample_from_anchor: bool | None = None
-    # DSpine's injection (docs/dspine-variant.md step 2); transfer_dim 0: a plain DFlash file
-    transfer_dim: int = 0
-    message_dim: int | None = None  # set: blk.N.inj_msg {transfer_dim, message_dim}
-    gate: str | None = None  # dflash.injection.gate; None: left out (sigmoid)
-    gate_width: int = 1  # 1 or n_embd
-    gate_bias: bool = True
-    inj_norm: bool = False
-    activation: str | None = None  # dflash.injection.activation; None: left out (identity)
-    injection_layers: tuple[int, ...] | None = None  # dflash.injection.layers; None: left out
-    inj_read_layers: tuple[int, ...] | None = None  # layers that carry inj_*; None: every layer
-    causal_full_layers: bool | None = None
-    zero_write: bool = False  # inj_write all zeros (a causal DFlash in disguise)
-    # DFlash2's lattice, reused as DSpine's last-write refinement: rank 0 is none
+    # DSpine (its code table, the injection after every layer); transfer_rank 0: a plain DFlash file
+    transfer_rank: int = 0
+    message_size: int = 8
+    top_k: int | None = 4  # dflash.dspine.top_k (0: no refinement); None: left out (16)
+    drop: tuple[str, ...] = ()  # tensors left out (a damaged file)
+    # DFlash2's lattice: rank 0 is none
     selector_rank: int = 0
     selector_top_k: int = 4
     scale: float = 0.3
@@ -66,10 +59,8 @@ class BlockDrafter:
         return self.n_vocab - 1
 
     @property
-    def injecting(self) -> tuple[int, ...]:
-        if not self.transfer_dim:
-            return ()
-        return self.inj_read_layers if self.inj_read_layers is not None else tuple(range(self.n_layer))
+    def is_dspine(self) -> bool:
+        return self.transfer_rank > 0
 
 
 def tensors(d: BlockDrafter, seed: int) -> dict[str, np.ndarray]:
@@ -110,20 +101,19 @@ def tensors(d: BlockDrafter, seed: int) -> dict[str, np.ndarray]:
         }
     out["output.weight"][list(d.favoured)] *= 3.0
     x = extra_rng
-    for il in d.injecting:
-        p = f"blk.{il}."
-        message = d.message_dim or d.transfer_dim
-        out[p + "inj_read.weight"] = w(d.transfer_dim, d.n_embd, source=x)
-        write = w(d.n_embd, message, scale=d.scale * 3, source=x)
-        out[p + "inj_write.weight"] = np.zeros_like(write) if d.zero_write else write
-        if d.message_dim:
-            out[p + "inj_msg.weight"] = w(d.message_dim, d.transfer_dim, source=x)
-        if d.gate != "none":
-            out[p + "inj_gate.weight"] = w(d.gate_width, d.n_embd, source=x)
-            if d.gate_bias:
-                out[p + "inj_gate.bias"] = w(d.gate_width, source=x)
-        if d.inj_norm:
-            out[p + "inj_norm.weight"] = (1.0 + x.standard_normal(d.n_embd) * 0.1).astype(np.float32)
+    if d.is_dspine:
+        r, m = d.transfer_rank, d.message_size
+        codes = x.standard_normal((d.n_vocab, r))
+        out["dspine_codes.weight"] = (codes / np.linalg.norm(codes, axis=1, keepdims=True)).astype(np.float32)
+        out["dspine_message.weight"] = w(m, r, source=x)
+        out["dspine_receiver_gate.weight"] = w(m, r, source=x)
+        out["dspine_predecessor_gate.weight"] = w(m, r, source=x)
+        out["dspine_gate.bias"] = w(m, source=x)
+        for il in range(d.n_layer):
+            out[f"blk.{il}.dspine_readout.weight"] = w(r, d.n_embd, source=x)
+            out[f"blk.{il}.dspine_write.weight"] = w(d.n_embd, m, source=x)
+    for name in d.drop:
+        del out[name]
     if d.selector_rank:
         out["selector_hidden.weight"] = w(d.selector_rank, d.n_embd, source=x)
         out["selector_predecessor.weight"] = w(d.n_vocab, d.selector_rank, scale=1.0, source=x)
@@ -156,14 +146,8 @@ def write_block_drafter(path: Path, d: BlockDrafter, seed: int = 0) -> Path:
         writer.add_array("dflash.attention.sliding_window_pattern", list(d.swa_pattern))
     if d.sample_from_anchor is not None:
         writer.add_bool("dflash.sample_from_anchor", d.sample_from_anchor)
-    if d.gate is not None:
-        writer.add_string("dflash.injection.gate", d.gate)
-    if d.activation is not None:
-        writer.add_string("dflash.injection.activation", d.activation)
-    if d.injection_layers is not None:
-        writer.add_array("dflash.injection.layers", list(d.injection_layers))
-    if d.causal_full_layers is not None:
-        writer.add_bool("dflash.attention.causal_full_layers", d.causal_full_layers)
+    if d.is_dspine and d.top_k is not None:
+        writer.add_uint32("dflash.dspine.top_k", d.top_k)
     if d.selector_rank:
         writer.add_uint32("dflash.selector_rank", d.selector_rank)
         writer.add_uint32("dflash.selector_top_k", d.selector_top_k)

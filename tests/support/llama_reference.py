@@ -17,7 +17,9 @@ import numpy as np
 from gguf.quants import dequantize
 
 
-def _key(reader: gguf.GGUFReader, name: str) -> float:
+def _key(reader: gguf.GGUFReader, name: str, default: float | None = None) -> float:
+    if default is not None and name not in reader.fields:
+        return default
     field = reader.fields[name]
     return field.parts[field.data[0]][0].item()
 
@@ -32,7 +34,7 @@ class LlamaReference:
         self.n_embd = int(_key(reader, "llama.embedding_length"))
         self.n_head = int(_key(reader, "llama.attention.head_count"))
         self.n_head_kv = int(_key(reader, "llama.attention.head_count_kv"))
-        self.theta = float(_key(reader, "llama.rope.freq_base"))
+        self.theta = float(_key(reader, "llama.rope.freq_base", 10000.0))  # llama.cpp's default
         # kept as float32 in the file: 1e-05 reads back as 9.99999974e-06
         self.eps = float(np.float32(_key(reader, "llama.attention.layer_norm_rms_epsilon")))
         self.w = {t.name: dequantize(t.data, t.tensor_type).astype(np.float32) for t in reader.tensors}
