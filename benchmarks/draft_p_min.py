@@ -44,7 +44,6 @@ from benchmarks.engine_speed import MESSAGES, make_pair  # noqa: E402
 from tests.support.real_models import smollm2_pair  # noqa: E402
 
 FLOORS = (0.0, 0.3, 0.5, 0.75, 0.9)
-DSPINE_DRAFTER = ROOT / "assets" / "drafters" / "smollm2-135m-dspine.Q8_0.gguf"
 
 
 @dataclass(frozen=True)
@@ -96,9 +95,12 @@ def main() -> None:
         "--kind",
         choices=["draft", "dspine"],
         default="draft",
-        help="draft: the plain draft models; dspine: the DSpine drafter trained for SmolLM2 (assets/drafters/)",
+        help="draft: the plain draft models; dspine: a DSpine drafter for SmolLM2 (--dspine)",
     )
+    parser.add_argument("--dspine", type=Path, help="the DSpine drafter's GGUF (with --kind dspine)")
     args = parser.parse_args()
+    if args.kind == "dspine" and args.dspine is None:
+        parser.error("--kind dspine needs --dspine PATH.gguf (a DSpine drafter for SmolLM2-135M)")
     if args.binary:
         binary = args.binary
     else:
@@ -107,7 +109,7 @@ def main() -> None:
         binary = str(build_folder() / "bin" / "llama-server")
     real = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
     if args.kind == "dspine":
-        pairs = {"smollm2 dspine": Pair(real["target"], DSPINE_DRAFTER, "dspine", 15)}
+        pairs = {"smollm2 dspine": Pair(real["target"], args.dspine, "dspine", 15)}
     else:
         generated = make_pair(Path(tempfile.mkdtemp(prefix="dspine-p-min-")), 0.15)
         pairs = {

@@ -4,9 +4,9 @@ copy from the context (a file rewritten, a method patched) and one that copies n
 (a poem), each with: plain decoding, the model drafter, n-gram drafts alone, the chain.
 
     .venv/bin/python benchmarks/ngram_chain.py [--tokens 160] [--rounds 1] [--engines inproc,server]
-        [--ngram-match N] [--llama-server PATH] [--drafter q4_1|dspine]
+        [--ngram-match N] [--llama-server PATH] [--drafter q4_1|dspine --dspine PATH.gguf]
 
-`--drafter dspine` puts the DSpine drafter trained here (assets/drafters/, 15 MB: a drafter
+`--drafter dspine` puts a DSpine drafter for SmolLM2 (--dspine: a drafter
 far cheaper than its target, as on a GPU pair) behind the copies instead of the Q4_1 file,
 on the (patched) llama-server only.
 
@@ -38,12 +38,11 @@ from tests.support.real_models import smollm2_pair  # noqa: E402
 
 SETUPS = ("plain", "model", "n-gram", "chain")
 N_MAX = 8  # the model drafter's length (the real pair's best region, tests/engines/test_real_model.py)
-DSPINE = ROOT / "assets" / "drafters" / "smollm2-135m-dspine.Q8_0.gguf"
 
 
 def open_engine(args: argparse.Namespace, engine: str, setup: str, pair: dict[str, Path], log_dir: Path):
     dspine = args.drafter == "dspine"
-    drafter = (DSPINE if dspine else pair["q4"]) if setup in ("model", "chain") else None
+    drafter = (args.dspine if dspine else pair["q4"]) if setup in ("model", "chain") else None
     ngram = setup in ("n-gram", "chain")
     if engine == "inproc":
         return InprocEngine(
@@ -95,8 +94,11 @@ def main() -> None:
     parser.add_argument("--llama-server", default=None, help="the (patched) llama-server to run")
     parser.add_argument("--ngram-match", type=int, default=NGRAM.n_match, help="the server's n-gram match length")
     parser.add_argument("--drafter", choices=("q4_1", "dspine"), default="q4_1", help="the model drafter")
+    parser.add_argument("--dspine", type=Path, help="the DSpine drafter's GGUF (with --drafter dspine)")
     parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
     args = parser.parse_args()
+    if args.drafter == "dspine" and args.dspine is None:
+        parser.error("--drafter dspine needs --dspine PATH.gguf (a DSpine drafter for SmolLM2-135M)")
     if args.drafter == "dspine" and args.engines != "server":
         parser.error("--drafter dspine runs on the (patched) llama-server only: add --engines server")
     pair = smollm2_pair(args.models)

@@ -1,11 +1,11 @@
 """The seeds' table in miniature (issue #37): SmolLM2-135M Q8_0 through `dspine bench` on
 dspine's patched llama-server, by category (code, math, agent, prose), think off, in one
-run: plain decoding; the model's own Q4_1 file as a classic draft model; the DSpine drafter
-trained here (assets/drafters/); its injection-off twin trained at the same budget (not
-shipped: scripts/train_dspine exports it, dspine's converter makes its GGUF). Each drafter
+run: plain decoding; the model's own Q4_1 file as a classic draft model; a DSpine drafter
+trained for it (--dspine); its injection-off twin trained at the same budget (scripts/
+train_dspine exports both, dspine's converter makes their GGUFs). Each drafter
 at the draft lengths given (default 4 and 15).
 
-    .venv/bin/python benchmarks/smollm2_table.py --twin PATH.gguf [--n-max 4,15] [--tokens 96]
+    .venv/bin/python benchmarks/smollm2_table.py --dspine PATH.gguf --twin PATH.gguf [--n-max 4,15] [--tokens 96]
 
 Prints, per category and drafter, tok/s, acceptance length (tokens per verify step) and the
 speedup over plain; then DSpine's acceptance length over the twin's, per category and length
@@ -26,12 +26,12 @@ sys.path.insert(0, str(ROOT))
 
 from tests.support.real_models import smollm2_pair  # noqa: E402
 
-DSPINE = ROOT / "assets" / "drafters" / "smollm2-135m-dspine.Q8_0.gguf"
 CATEGORIES = ("code", "math", "agent", "prose")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dspine", type=Path, required=True, help="the DSpine drafter's GGUF")
     parser.add_argument("--twin", type=Path, required=True, help="the injection-off twin's GGUF")
     parser.add_argument("--n-max", default="4,15")
     parser.add_argument("--tokens", type=int, default=96)
@@ -44,10 +44,10 @@ def main() -> None:
 
         binary = str(build_folder() / "bin" / "llama-server")
     pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
-    labels = {pair["q4"].name: "Q4_1 draft model", args.twin.name: "injection off", DSPINE.name: "DSpine"}
+    labels = {pair["q4"].name: "Q4_1 draft model", args.twin.name: "injection off", args.dspine.name: "DSpine"}
     command = [
         str(ROOT / ".venv" / "bin" / "dspine"), "bench", "--model", str(pair["target"]),
-        "--draft", ",".join(str(p) for p in (pair["q4"], args.twin, DSPINE)), "--n-max", args.n_max,
+        "--draft", ",".join(str(p) for p in (pair["q4"], args.twin, args.dspine)), "--n-max", args.n_max,
         "--think", "off", "--no-adaptive", "--max-tokens", str(args.tokens), "--json",
     ]  # fmt: skip
     for category in CATEGORIES:  # --prompts is repeated, one file each

