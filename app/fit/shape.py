@@ -149,6 +149,8 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
     nextn_bytes = token_embd = output = other = 0
     has_output = False
     matrix_types: Counter[str] = Counter()
+    kind = kind_of_header(header)
+    block_drafter = kind in ("dflash", "dspark", "dspine")
     for tensor in header.tensors:
         size = tensor.n_bytes
         if len(tensor.dims) >= 2:
@@ -165,6 +167,10 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         elif tensor.name.startswith("output.") or tensor.name.startswith("output_norm."):
             output += size
             has_output = has_output or tensor.name.startswith("output.")
+        elif block_drafter and not tensor.name.startswith("dspine_codes."):
+            # fc, its norm, DSpine's shared message and gates: llama.cpp's output-layer tensors,
+            # on the GPU with the head; DSpine's code table is read by token id (input layer, host)
+            output += size
         else:
             other += size
     tied = not has_output
@@ -196,6 +202,6 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         output_bytes=output,
         tied_output=tied,
         other_bytes=other,
-        drafter_kind=kind_of_header(header),
+        drafter_kind=kind,
         mtp_head=has_mtp_head(header),
     )

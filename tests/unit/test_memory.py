@@ -112,3 +112,20 @@ def test_compute_curve_interpolates_and_extends():
 def test_footprint_sums(big):
     used = footprint(big, Runtime(n_ctx=8192))
     assert used.gpu_total(True) == used.weights.gpu + used.kv.gpu + used.recurrent.gpu + used.compute
+
+
+def test_a_dspine_drafters_code_table_stays_on_the_host_and_the_rest_goes_with_its_head(tmp_path):
+    """llama.cpp places DSpine's code table as it places token_embd (read by id, host memory)
+    and fc, its norm and DSpine's shared message and gates with the output layer (GPU)."""
+    from tests.support.gguf_models import qwen38_27b_drafter
+
+    header = read_local(write_header_only(tmp_path / "dspine.gguf", qwen38_27b_drafter()))
+    shape = shape_from_header(header)
+    assert shape.drafter_kind == "dspine"
+    sizes = {t.name: t.n_bytes for t in header.tensors}
+    codes, embd = sizes["dspine_codes.weight"], sizes["token_embd.weight"]
+    split = weights(shape, Runtime(n_ctx=4096))
+    assert split.cpu == codes + embd  # both gathered by id
+    # everything else on the GPU, and the embedding again there as the head (this file has no output.weight)
+    assert split.gpu == sum(sizes.values()) - codes
+    assert sizes["fc.weight"] > 0 and sizes["dspine_message.weight"] > 0  # both counted on the GPU side
