@@ -210,3 +210,21 @@ def test_a_tap_past_the_targets_last_layer_is_named_and_nothing_is_drafted(serve
         assert len(server.complete(prompt(1, 12), 8)) == 8
         assert server.steps() == []
     assert "the drafter taps target layer 2, but the target has layers 0..1" in log.read_text()
+
+
+def test_sampled_dspine_on_a_hybrid_target_draws_what_plain_decoding_draws(server_binary, hybrid_target, tmp_path):
+    """Sampled requests keep the target's distribution: the verify step draws every position from
+    the target under the request's sampler, so with the same seed the speculative answer is the
+    plain answer token for token, drafts kept or rolled back."""
+    drafter = drafter_file(tmp_path, DSPINE, 6)
+    outputs = {}
+    for name, draft in (("plain", None), ("dspine", drafter)):
+        with DraftLogServer(server_binary, hybrid_target, draft, tmp_path / f"{name}.log") as server:
+            outputs[name] = [
+                server.complete(prompt(30, 16), 24, temperature=0.9, seed=seed, logit_bias=REQUEST_BIAS)
+                for seed in range(6)
+            ]
+            steps = server.steps()
+    assert outputs["dspine"] == outputs["plain"]
+    assert len({tuple(o) for o in outputs["plain"]}) >= 4  # the seeds really draw different answers
+    assert any(s.accepted for s in steps) and any(s.accepted == 0 for s in steps)
