@@ -18,7 +18,7 @@ c. The code table in host memory against on the device: needs a GPU and a settin
    table's placement, neither of which there is yet; printed as skipped.
 
     .venv/bin/python benchmarks/dspine_block.py [--binary PATH] [--rounds 5] [--embd 576]
-        [--vocab 49152] [--layers 3] [--tokens 16]
+        [--vocab 49152] [--layers 3] [--tokens 12]
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ def prompt(i: int) -> list[int]:
 def step_time(server: DraftLogServer, request: int, n_max: int, tokens: int) -> float:
     """The median block pass (microseconds) over one request's draft steps."""
     seen = len(server.steps())
-    # 15 more tokens than the steps wanted: near the reply's end the server asks for no more drafts
-    # than tokens are left (a DSpine block shrinks with that), and those steps are not counted
-    server.complete(prompt(request), tokens + 15, logit_bias=BIAS, **{"speculative.n_max": n_max})
+    # n_max + 1 more tokens than the steps wanted: near the reply's end the server asks for no more
+    # drafts than tokens are left (a DSpine block shrinks with that), and those steps are not counted
+    server.complete(prompt(request), tokens + n_max + 1, logit_bias=BIAS, **{"speculative.n_max": n_max})
     steps = server.steps()[seen:]
     if any(len(s.drafted) > n_max for s in steps):
         raise RuntimeError(f"asked for {n_max} drafts, got {sorted({len(s.drafted) for s in steps})}")
@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--embd", type=int, default=576, help="hidden size, target and drafter (>= 272 for top_k 16)")
     parser.add_argument("--vocab", type=int, default=49152)
     parser.add_argument("--layers", type=int, default=3, help="drafter layers")
-    parser.add_argument("--tokens", type=int, default=16, help="draft steps a request (about; each keeps a token)")
+    parser.add_argument("--tokens", type=int, default=12, help="draft steps a request (about; each keeps a token)")
     args = parser.parse_args()
     if args.embd < 16 * 17:
         parser.error("--embd must be at least 272: the refinement's lattice of 16 x 17 fits in a hidden row")
