@@ -255,14 +255,11 @@ KINDS: dict[str, DrafterKind] = {
             "(installers/install.sh --with-server), or a DSpine fork's (--fork URL@REF)",
             label="DSpine",
             layout=DSPINE_LAYOUT,
-            # Measured (benchmarks/draft_p_min.py --kind dspine --rounds 1 --tokens 96, patched
-            # llama-server, quiet 2-core machine): the DSpine drafter trained here for SmolLM2-135M,
-            # both think presets. At 0 it drafted 1,095 tokens to keep 16 and ran at 0.47-0.50 of
-            # the best floor's speed; at 0.3 and above it is never that sure of a token, drafts
-            # nothing and runs at plain speed (the best on this CPU). By the rule the draft kind's
-            # floor was chosen by (the highest worst-case share of counted work), 0.3 - the same
-            # floor as the draft kind's. Whether it suits the 27B DSpine, a far surer drafter, is
-            # UNCONFIRMED; for a sure drafter it cuts only unlikely tail positions.
+            # The floor is read against the last-write refinement's scores, softmaxed over its
+            # top-k candidates (the lattice walk's own confidence). 0.3 was chosen by
+            # benchmarks/draft_p_min.py on the SmolLM2 drafter of the earlier guessed layout
+            # (retired, issue 46); for a drafter of the reference's layout it is UNCONFIRMED and
+            # is measured again once one is trained (issue 48).
             p_min=0.3,
             # draft-dspine joins need_n_rs_seq's list with dspine's DSpine patch (like draft-dflash).
             snapshots=True,
