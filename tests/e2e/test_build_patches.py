@@ -66,7 +66,7 @@ def test_both_patches_apply_to_the_pinned_source(source, tmp_path):
 
 
 def test_only_the_per_request_patch_when_dspines_does_not_apply(source, tmp_path):
-    line = "    if (ml.get_key(LLM_KV_ATTENTION_SLIDING_WINDOW, hparams.n_swa, false) && hparams.n_swa > 0) {"
+    line = '        cb(cur, "l_out", il);'
     src = broken_copy(source, tmp_path, "src/models/dflash.cpp", line)
     done, patched = build(src, tmp_path / "out", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
