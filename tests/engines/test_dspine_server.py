@@ -190,8 +190,9 @@ def test_a_draft_longer_than_the_snapshots_falls_back_to_a_checkpoint(server_bin
         ({"top_k": 8}, "DSpine top_k = 8 does not fit the refinement lattice (hidden size 64)"),
         ({"top_k": None}, "DSpine top_k = 16 does not fit"),  # the reference's default when the key is left out
         ({"sample_from_anchor": True}, "DSpine drafts in place"),
+        ({"causal": False}, "DSpine attends causally inside the block: dflash.attention.causal must be true"),
     ],
-    ids=["no message", "no write", "top-k too wide", "default top-k", "anchor-first"],
+    ids=["no message", "no write", "top-k too wide", "default top-k", "anchor-first", "bidirectional"],
 )
 def test_a_bad_dspine_file_stops_the_load_naming_what_is_wrong(change, message, server_binary, dense_target, tmp_path):
     drafter = drafter_file(tmp_path, replace(DSPINE, **change), 1)
@@ -228,3 +229,19 @@ def test_sampled_dspine_on_a_hybrid_target_draws_what_plain_decoding_draws(serve
     assert outputs["dspine"] == outputs["plain"]
     assert len({tuple(o) for o in outputs["plain"]}) >= 4  # the seeds really draw different answers
     assert any(s.accepted for s in steps) and any(s.accepted == 0 for s in steps)
+
+
+def test_blocks_that_do_not_all_fit_one_ubatch_take_turns(server_binary, hybrid_target, tmp_path):
+    """Each block must be one run of one ubatch (the graph finds the anchors and the shifts by
+    block). With a 24-token ubatch two blocks of 16 do not fit: one sequence drafts a step while
+    the other waits, rather than a block cut in two (an abort, or drafts read from the wrong row)."""
+    drafter = drafter_file(tmp_path, replace(DSPINE, block_size=None), 6)  # the key left out: 16
+    prompts = [prompt(50 + i, 16) for i in range(2)]
+    small = ("-ub", "24", "-b", "24")
+    with DraftLogServer(server_binary, hybrid_target, None, tmp_path / "plain.log", parallel=2, extra=small) as plain:
+        expected = _parallel(plain, prompts, 32)
+    with DraftLogServer(server_binary, hybrid_target, drafter, tmp_path / "spec.log", parallel=2, extra=small) as spec:
+        got = _parallel(spec, prompts, 32)
+        steps = spec.steps()
+    assert got == expected
+    assert {s.seq for s in steps} == {0, 1}
