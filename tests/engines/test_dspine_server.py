@@ -197,7 +197,7 @@ def test_a_draft_longer_than_the_snapshots_falls_back_to_a_checkpoint(server_bin
 def test_a_bad_dspine_file_stops_the_load_naming_what_is_wrong(change, message, server_binary, dense_target, tmp_path):
     drafter = drafter_file(tmp_path, replace(DSPINE, **change), 1)
     with pytest.raises(RuntimeError, match="llama-server exited") as failed:
-        DraftLogServer(server_binary, dense_target, drafter, tmp_path / "bad.log")
+        DraftLogServer(server_binary, dense_target, drafter, tmp_path / "bad.log").close()  # closed if it starts
     assert message in str(failed.value)
 
 
