@@ -360,10 +360,30 @@ def quantize_binary(servers: list[Path]) -> Path:
     )
 
 
-def quantize(binary: Path, source: Path, out: Path, quant: str, n_tensors: int, progress: ConvertProgress) -> None:
+# DSpine's code table is fixed: the drafter was trained against these very codes, and it is read
+# by token id (host memory, no matmul). A k-quant or 4-bit cut would move every code; Q8_0 keeps
+# them within about a percent, at half of BF16's size.
+DSPINE_KEPT_TYPES = ("dspine_codes=q8_0",)
+
+
+def quantize_command(binary: Path, source: Path, out: Path, quant: str, family: str) -> list[str]:
+    """llama-quantize's arguments: the quant for every weight, and DSpine's code table at Q8_0."""
+    kept = DSPINE_KEPT_TYPES if family == "dspine" and quant.upper() not in ("Q8_0", *UNQUANTIZED) else ()
+    return [
+        str(binary),
+        *[arg for kept_type in kept for arg in ("--tensor-type", kept_type)],
+        str(source),
+        str(out),
+        quant,
+    ]
+
+
+def quantize(
+    binary: Path, source: Path, out: Path, quant: str, n_tensors: int, progress: ConvertProgress, family: str = ""
+) -> None:
     progress.stage(f"quantizing to {quant}", n_tensors)
     with subprocess.Popen(
-        [str(binary), str(source), str(out), quant],
+        quantize_command(binary, source, out, quant, family),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -489,7 +509,7 @@ def convert_checkpoint(
             stage, name or final.stem, spec, tensors, plans, tokenizer, keys, progress, f32=quant == "F32"
         )
         if binary is not None:
-            quantize(binary, stage, quant_stage, quant, len(plans), progress)
+            quantize(binary, stage, quant_stage, quant, len(plans), progress, spec.family)
             stage.unlink()
             done = quant_stage
         else:

@@ -21,6 +21,7 @@ CASES = [
     ("dflash", "dflash", {"sliding_window": 8}, "draft-dflash"),
     ("dflash2", "dflash", {}, "draft-dflash"),
     ("dspark", "dspark", {}, "draft-dspark"),
+    ("dspine", "dspine", {"dspine": {"transfer_rank": 32, "message_size": 8, "top_k": 4}}, "draft-dspine"),
 ]
 
 
@@ -84,3 +85,32 @@ def test_a_converted_drafter_loads_drafts_and_keeps_greedy_output(
     assert len(plain) == REQUEST["n_predict"]
     assert reply["tokens"] == plain
     assert reply["timings"].get("draft_n", 0) > 0, reply["timings"]  # it drafted (and was overruled)
+
+
+def test_a_dspine_drafter_cut_to_4_bits_keeps_its_code_table_at_q8_0(patched_server, target, plain, tmp_path):
+    """The code table is fixed (the drafter was trained against those codes) and only read by id:
+    a 4-bit conversion keeps it at Q8_0 while the weights go to Q4_0, and the drafter still runs."""
+    from backends.gguf_header import read_local
+
+    dspine = {"transfer_rank": 32, "message_size": 8, "top_k": 4}
+    drafter = Drafter(
+        family="dspine", hidden=128, vocab=320, n_head=4, n_head_kv=2, head_dim=32, n_ff=256, dspine=dspine
+    )
+    folder = write_checkpoint(tmp_path / "dspine", drafter)
+    converted = convert_checkpoint(
+        folder / "config.json",
+        [folder / "model.safetensors"],
+        target,
+        tmp_path / "dspine-Q4_0.gguf",
+        "Q4_0",
+        llama_servers=(quantize_binary().with_name("llama-server"),),
+    )
+    types = {t.name: t.type_name for t in read_local(converted.path).tensors}
+    assert types["dspine_codes.weight"] == "Q8_0"
+    assert types["blk.0.ffn_up.weight"] == "Q4_0"
+    engine = launch(patched_server, target, tmp_path, converted.path, "dspine")
+    try:
+        reply = complete(engine)
+    finally:
+        engine.close()
+    assert reply["tokens"] == plain
