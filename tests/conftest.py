@@ -162,6 +162,14 @@ def patched_server() -> Path:
     return build_folder() / "bin" / "llama-server"
 
 
+@pytest.fixture(scope="module")
+def server_binary(request) -> Path:
+    """The patched llama-server, or one built from a dev tree of the same patches
+    (DSPINE_TEST_LLAMA_SERVER): it spares the rebuild while the patch is being written."""
+    dev = os.environ.get("DSPINE_TEST_LLAMA_SERVER")
+    return Path(dev) if dev else request.getfixturevalue("patched_server")
+
+
 # Fixtures that make a test take minutes the first time on a machine (llama-quantize on the real
 # model, the patched llama-server's build) or seconds every time after: their tests are `slow`,
 # so `-m "not slow"` leaves them out without each test saying so.

@@ -15,7 +15,6 @@ were chosen with few of them."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 
@@ -32,14 +31,6 @@ TIE = 1e-3  # every cache in f32: the server's scores agree with the reference t
 # Both caches in f32 (the target's f16 cache moves its taps by about 1e-3) and attention without
 # flash attention (which reads K and V in f16 on the CPU).
 EXACT = ("-fa", "off", "-ctk", "f32", "-ctv", "f32", "-ctkd", "f32", "-ctvd", "f32")
-
-
-@pytest.fixture(scope="module")
-def server_binary(request) -> Path:
-    # A llama-server built from a dev tree of the same patches (DSPINE_TEST_LLAMA_SERVER) spares
-    # the rebuild while the patch is being written.
-    dev = os.environ.get("DSPINE_TEST_LLAMA_SERVER")
-    return Path(dev) if dev else request.getfixturevalue("patched_server")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ and greedy speculation on a qwen35 hybrid target writes what plain decoding writ
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -33,14 +32,6 @@ DSPINE = BlockDrafter(transfer_rank=16, message_size=8, top_k=4)
 
 
 pytestmark = pytest.mark.slow  # llama-server launches, and the patched build the first time
-
-
-@pytest.fixture(scope="module")
-def server_binary(request) -> Path:
-    # A llama-server built from a dev tree of the same patches (DSPINE_TEST_LLAMA_SERVER) spares
-    # the rebuild while the patch is being written.
-    dev = os.environ.get("DSPINE_TEST_LLAMA_SERVER")
-    return Path(dev) if dev else request.getfixturevalue("patched_server")
 
 
 @pytest.fixture(scope="module")

@@ -208,6 +208,7 @@ def test_the_independent_layout_takes_the_code_table_from_its_own_file(tmp_path,
 
 
 def golden_refused(tmp_path: Path, target: Path, folder: Path) -> ConversionError:
+    """The conversion of the checkpoint in `folder` is refused, writing nothing."""
     out = tmp_path / "bad.gguf"
     with pytest.raises(ConversionError) as caught:
         convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], target, out, "BF16")
@@ -295,13 +296,7 @@ def test_a_reduced_vocabulary_writes_absolute_d2t_ids(tmp_path, target):
 
 
 def refused(tmp_path: Path, target: Path, drafter: Drafter) -> ConversionError:
-    folder = write_checkpoint(tmp_path / "bad", drafter)
-    out = tmp_path / "bad.gguf"
-    with pytest.raises(ConversionError) as caught:
-        convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], target, out, "BF16")
-    assert not list(tmp_path.glob("bad.gguf*")), "a refusal wrote something"
-    assert "nothing was written" in caught.value.fix
-    return caught.value
+    return golden_refused(tmp_path, target, write_checkpoint(tmp_path / "bad", drafter))
 
 
 def test_unknown_config_fields_are_refused_with_their_names(tmp_path, target):
