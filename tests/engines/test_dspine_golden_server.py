@@ -24,6 +24,7 @@ import pytest
 from tests.support.draft_log_server import DraftLogServer, by_request
 from tests.support.dspine_golden_target import GOLDEN, SEEDS, write_target
 from tests.support.dspine_published import Drafter, Parts, walk
+from tests.support.gguf_copies import rewritten_copy
 
 pytestmark = pytest.mark.slow  # llama-server launches, and the patched build the first time
 
@@ -141,7 +142,7 @@ def test_without_refinement_the_base_logits_draft(server_binary, target, tmp_pat
     drafter, data, prompt = golden(seed)
     full = converted(GOLDEN / f"ckpt-s{seed}", target, tmp_path / "full.gguf")
     plain = tmp_path / "no-refinement.gguf"
-    _with_key(gguf, full, plain, "dflash.dspine.top_k", 0)
+    rewritten_copy(full, plain, {"dflash.dspine.top_k": (0, gguf.GGUFValueType.UINT32)})
 
     base = data["base_logits"]
     want = [int(t) for t in np.argmax(base, axis=-1)]
@@ -151,32 +152,6 @@ def test_without_refinement_the_base_logits_draft(server_binary, target, tmp_pat
     with DraftLogServer(server_binary, target, plain, tmp_path / "server.log", n_max=15, extra=EXACT) as server:
         (got,) = first_drafts(server, prompt, (15,))
     assert got[:clear] == want[:clear]
-
-
-def _with_key(gguf, source: Path, out: Path, key: str, value: int) -> None:
-    """A copy of a GGUF with one uint32 key set."""
-    reader = gguf.GGUFReader(str(source))
-    writer = gguf.GGUFWriter(str(out), "dflash")
-    for name, field in reader.fields.items():
-        if name.startswith("GGUF.") or name == "general.architecture" or name == key:
-            continue
-        kind = field.types[0]
-        if kind == gguf.GGUFValueType.ARRAY:
-            if field.types[1] == gguf.GGUFValueType.STRING:
-                writer.add_array(name, [bytes(field.parts[i]).decode("utf-8", "surrogateescape") for i in field.data])
-            else:
-                writer.add_array(name, [field.parts[i][0].item() for i in field.data])
-        elif kind == gguf.GGUFValueType.STRING:
-            writer.add_string(name, bytes(field.parts[field.data[0]]).decode("utf-8", "surrogateescape"))
-        else:
-            writer.add_key_value(name, field.parts[field.data[0]][0].item(), kind)
-    writer.add_uint32(key, value)
-    for tensor in reader.tensors:
-        writer.add_tensor(tensor.name, np.array(tensor.data), raw_dtype=tensor.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
 
 
 @pytest.mark.parametrize(
