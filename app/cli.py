@@ -389,6 +389,7 @@ def run_prompt(
     from .run.engines import EngineOptions, engine_for, open_engine, resolve_files
     from .run.inputs import check_lengths, check_sampling
     from .run.think_default import no_thinking_note, starting_think
+    from .run.weight_repacking import NOTES as REPACKING_NOTES
 
     check_sampling(temp=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty, seed=seed)
     check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
@@ -418,7 +419,9 @@ def run_prompt(
     said: list[str] = []
 
     def progress(line: str) -> None:
-        if not as_json and not said:  # one line while the model loads; the rest is in the log
+        if not as_json and line in REPACKING_NOTES:
+            err.print(f"[dim]{line}[/]")
+        elif not as_json and not said:  # one line while the model loads; the rest is in the log
             said.append(line)
             err.print(f"[dim]starting {engine} engine for {files.label}…[/]")
 

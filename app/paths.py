@@ -138,5 +138,10 @@ def header_cache(cache_dir: Path) -> Path:
     return cache_dir / "headers"
 
 
+def cpu_repack_file(cache_dir: Path) -> Path:
+    """Whether llama.cpp's CPU weight repacking survived a probe, per CPU and llama.cpp build."""
+    return cache_dir / "cpu-repack.json"
+
+
 def compute_curves_file(cache_dir: Path) -> Path:
     return cache_dir / "compute-curves.json"

@@ -343,6 +343,10 @@ class Settings:
         return paths.header_cache(self.cache_dir)
 
     @property
+    def cpu_repack_file(self) -> Path:
+        return paths.cpu_repack_file(self.cache_dir)
+
+    @property
     def compute_curves_file(self) -> Path:
         return paths.compute_curves_file(self.cache_dir)
 

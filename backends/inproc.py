@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 import psutil
 
+from . import cpu_repack
 from .adaptive import AdaptiveDraft
 from .base import ContextFull, EngineError, check_model_file, check_same_vocabulary, estimate_tokens
 from .break_even import BreakEven
@@ -91,8 +92,9 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 def weight_repacking() -> bool:
     """llama.cpp's CPU weight repacking (its AMX and AVX kernels' layouts), on unless
     LLAMA_ARG_REPACK says off: the variable llama-server reads for --no-repack, so one word
-    switches it for both engines. Some VMs advertise AMX that those kernels crash on."""
-    return os.environ.get("LLAMA_ARG_REPACK", "").strip().lower() not in ("0", "false", "off", "no", "disabled")
+    switches it for both engines. Some VMs advertise AMX that those kernels crash on
+    (backends/cpu_repack.py, which the app asks before an engine starts)."""
+    return cpu_repack.asked_by_user(os.environ) is not False
 
 
 def _llama():

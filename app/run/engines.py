@@ -168,6 +168,7 @@ def open_engine(
             ngram=NGRAM if _ngram_on(options, settings, files) else None,
         )
         config = _planned(config, plan)
+        _settle_repacking(settings, "server", on_progress)
         return LlamaServerEngine(
             config,
             log_dir=settings.log_dir,
@@ -198,6 +199,7 @@ def open_engine(
     )
     if adaptive is not None:
         adaptive.max_k = n_max
+    _settle_repacking(settings, "inproc", on_progress)
     return InprocEngine(
         str(files.target),
         draft_path=str(files.drafter) if files.drafter else None,
@@ -210,6 +212,21 @@ def open_engine(
         ngram=LookupSettings() if _ngram_on(options, settings, files) else None,
         ngram_break_even=_ngram_break_even(options, settings, files),
     ).load()
+
+
+def _settle_repacking(settings: Settings, engine: str, on_progress: Callable[[str], None] | None) -> None:
+    """Weight repacking off where llama.cpp's AMX kernels crash here (probed once, remembered)."""
+    from backends.base import EngineError
+
+    from .weight_repacking import settle
+
+    binary = None
+    if engine == "server":
+        try:
+            binary = llama_server_binary(settings)
+        except EngineError:
+            return  # the engine's start says what is missing
+    settle(settings.cpu_repack_file, engine, binary, on_progress)
 
 
 def _break_even(settings: Settings) -> BreakEven:
