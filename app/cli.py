@@ -383,9 +383,12 @@ def run_prompt(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end instead of streaming."),
 ) -> None:
     """Send one prompt and stream the reply, then its figures (no TUI)."""
+    from rich.markup import escape
+
     from backends.events import Delta, End, Error, StatsUpdate
     from backends.sampling import preset
 
+    from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import EngineOptions, engine_for, open_engine, resolve_files
     from .run.inputs import check_lengths, check_sampling
     from .run.think_default import no_thinking_note, starting_think
@@ -398,8 +401,15 @@ def run_prompt(
         prompt = sys.stdin.read()
     settings = load_settings()
     engine = engine_for(engine, settings, url)
-    files = resolve_files(model, draft, load_catalog(settings.catalog), settings) if engine != "remote" else None
-    if files is None:
+    drafting = None
+    if engine != "remote":
+        drafting = drafting_for(
+            resolve_files(model, draft, load_catalog(settings.catalog), settings), draft, engine, settings
+        )
+        files = drafting.files
+        if drafting.note and not as_json:
+            err.print(f"[dim]{escape(drafting.note)}[/]")
+    else:
         from .run.engines import ModelFiles
 
         files = ModelFiles(model, None, None, None)
@@ -416,6 +426,8 @@ def run_prompt(
         max_tokens=max_tokens,
     )
     options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key, think=thinking)
+    if drafting is not None:
+        options = with_drafting(options, drafting)
     said: list[str] = []
 
     def progress(line: str) -> None:
@@ -464,6 +476,7 @@ def run_prompt(
                 **(stats.to_json() if stats else {}),
                 "engine": opened.name,
                 "drafter": files.drafter_kind,
+                "drafting": drafting.label if drafting is not None else None,
                 "think": thinking,
             },
         }
@@ -471,7 +484,8 @@ def run_prompt(
     else:
         out.print()
         if stats:
-            err.print(f"[dim]{opened.name}: {stats.summary()}[/]", soft_wrap=True)
+            how = f"{opened.name}, {drafting.label}" if drafting is not None and drafting.label else opened.name
+            err.print(f"[dim]{escape(how)}: {escape(stats.summary())}[/]", soft_wrap=True)
 
 
 def _one_model(positional: str | None, option: str | None) -> str | None:
@@ -576,6 +590,7 @@ def chat(
     from .agent.command_files import load_for_chat
     from .agent.project import open_project
     from .run.chat_model import remembered
+    from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import EngineOptions, ModelFiles, engine_for, open_engine, resolve_files
     from .run.inputs import check_lengths
     from .run.think_default import starting_think
@@ -628,6 +643,11 @@ def chat(
         files = None
     else:
         files = resolve_files(model, draft, catalog, settings)
+    drafting = drafting_for(files, draft, engine, settings) if files is not None else None
+    if drafting is not None:
+        options = with_drafting(options, drafting)
+        if drafting.note:
+            err.print(drafting.note, markup=False)
     if files is not None and think is None and starting_think(None, files.target)[1]:
         think = "off"
         err.print(f"{files.label} has no thinking mode: the chat starts with thinking off")
@@ -637,11 +657,14 @@ def chat(
         note = _context_note(files, ctx, settings) if engine != "remote" else None
         if note:
             err.print(note)
-        opened = open_engine(files, options, settings)
+        opened = open_engine(drafting.files if drafting is not None else files, options, settings)
     engines = [opened]
+    labels = {id(opened): drafting.label} if drafting is not None and opened is not None else {}
 
     def open_after_pull(chosen: str):
-        engines.append(open_engine(resolve_files(chosen, None, catalog, settings), options, settings))
+        after = drafting_for(resolve_files(chosen, None, catalog, settings), None, engine, settings)
+        engines.append(open_engine(after.files, with_drafting(options, after), settings))
+        labels[id(engines[-1])] = after.label
         return engines[-1]
 
     def fit_summary() -> str:
@@ -662,12 +685,16 @@ def chat(
             + "\n".join(f"- {r}" for r in plan.reasons)
         )
 
-    mcp = trust = None
-    if not no_tools:  # --no-tools: no MCP server starts either
+    mcp = trust = hooks = skills = None
+    if not no_tools:  # --no-tools: no MCP server starts, no hook runs, no skill is offered
+        from .agent.hooks import for_chat
         from .agent.mcp.setup import for_project
+        from .agent.skills import discover
 
+        hooks = for_chat(project.root, settings.hooks)
+        skills = discover(project.root)
         mcp, trust = for_project(
-            project.root, settings.mcp_servers, settings.mcp_switches_file, settings.project_trust_file
+            project.root, settings.mcp_servers, settings.mcp_switches_file, settings.project_trust_file, hooks, skills
         )
     try:
         ChatApp(
@@ -692,6 +719,9 @@ def chat(
             model_files=remembered(model, draft, files) if files is not None else "",
             commands=load_for_chat(project.root),  # prompts only: reading them runs nothing
             sandbox=settings.sandbox,
+            drafting_label=lambda running: labels.get(id(running)),
+            hooks=hooks,
+            skills=skills,
         ).run()
     finally:
         if mcp is not None:
@@ -713,9 +743,10 @@ def _headless(
     from .agent.headless import Decider, Rule, RuleError
     from .agent.headless_output import HeadlessOutput
     from .agent.project import system_prompt
-    from .agent.session import Compacted, ReplyEnded, Session, ToolFinished
+    from .agent.session import Compacted, Notice, ReplyEnded, Session, ToolFinished
     from .agent.todos import from_json, to_json
     from .agent.toolbox import Toolbox
+    from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import ModelFiles, open_engine, resolve_files
     from .run.think_default import starting_think
 
@@ -739,8 +770,9 @@ def _headless(
             )
         else:
             files = resolve_files(model, draft, catalog, settings)
+        drafting = drafting_for(files, draft, engine, settings)
         thinking = think != "off" if think is not None else not starting_think(None, files.target)[1]
-        engine_ = open_engine(files, replace(options, think=thinking), settings)
+        engine_ = open_engine(drafting.files, replace(with_drafting(options, drafting), think=thinking), settings)
     except BaseException:
         store.close()
         raise
@@ -776,16 +808,33 @@ def _headless(
                 if event.call.name == "todo_write" and toolbox is not None:
                     store.set_todos(chat.id, to_json(toolbox.todos))
 
+        hooks = skills = None
+        if toolbox is not None:
+            from .agent.hooks import for_chat
+            from .agent.mcp.setup import for_project
+            from .agent.skills import discover, skill_tool
+
+            # A project's hooks and skills are used here only where the user already trusted its
+            # files as they are now (in the chat): headless never asks, and never assumes.
+            hooks = for_chat(project.root, settings.hooks)
+            skills = discover(project.root)
+            for_project(project.root, {}, settings.mcp_switches_file, settings.project_trust_file, hooks, skills)
+            if skills.skills:
+                toolbox.add(skill_tool(skills))
+            for problem in skills.problems:
+                asyncio.run(output.emit(Notice(problem, "warning")))
+        catalog = skills.catalog() if skills is not None else ""
         session = Session(
             engine_,
             toolbox,
             decider.ask,
             emit,
-            system=system_prompt(project, True, date.today().isoformat()) if tools_on else None,
+            system=system_prompt(project, True, date.today().isoformat(), skills=catalog) if tools_on else None,
             tools_on=tools_on,
             think=thinking,
             chain_limit=max(1, settings.tool_chain_limit),
             mode=mode,
+            hooks=hooks,
         )
         session.restore(store.context(chat.id))
         store.add_message(chat.id, "user", prompt)
@@ -1093,6 +1142,115 @@ def bench(
             out.print("acceptance rate by depth:")
             for line in acceptance_chart(rows):
                 out.print("  " + line)
+
+
+@app.command()
+def tune(
+    model: str | None = typer.Argument(None, help=MODEL_HELP),
+    model_option: ModelOption = None,
+    engine: LocalEngine | None = typer.Option(
+        None, "--engine", "-e", help="server or inproc. Default: the `engine` setting (auto: the one chat uses)."
+    ),
+    show: bool = typer.Option(False, "--show", help="Print the saved tune (and whether it is stale); measure nothing."),
+    reset: bool = typer.Option(False, "--reset", help="Forget the saved tune: back to the default."),
+    rounds: int = typer.Option(2, "--rounds", help="Each setup runs each prompt once a round, in turns."),
+    max_tokens: int = typer.Option(40, "--max-tokens", "-n", help="Tokens generated per prompt."),
+) -> None:
+    """Measure which drafting pays on this machine (plain, n-gram, the drafter, both) and use it from now on."""
+    from rich.markup import escape
+    from rich.progress import Progress, TimeRemainingColumn
+
+    from .run.bench import row_label
+    from .run.drafting_choice import conditions_now
+    from .run.engines import engine_for, resolve_files
+    from .run.inputs import check_lengths
+    from .run.tune import measure
+    from .run.tune_record import TuneRecords, tune_key
+
+    check_lengths(max_tokens=max_tokens)
+    if rounds < 1:
+        raise UsageError(f"--rounds {rounds}", "give 1 or more rounds (2 give a spread worth reading)")
+    settings = load_settings()
+    chosen = _one_model(model, model_option)
+    running = engine_for(engine, settings)
+    if running not in ("server", "inproc"):
+        raise UsageError(f"tune measures an engine on this machine, not {running}", "give --engine server or inproc")
+    files = resolve_files(chosen, None, load_catalog(settings.catalog), settings)
+    assert files.target is not None
+    records = TuneRecords(settings.tune_file)
+    key = tune_key(running, files.target, files.drafter)
+    if reset:
+        gone = records.reset(key)
+        out.print(f"forgot the tune for {escape(files.label)} ({running})" if gone else "there was no tune to forget")
+        return
+    if show:
+        saved = records.get(key)
+        if saved is None:
+            out.print(f"no tune for {escape(files.label)} on the {running} engine yet: `dspine tune` makes one")
+            return
+        _tune_table(f"tune of {files.label}, {running}, {saved.when}", [_row(r) for r in saved.table])
+        out.print(f"picked {escape(saved.summary)}", markup=True)
+        changed = saved.conditions.changed(conditions_now(running, files, settings))
+        if changed:
+            out.print(f"[yellow]stale:[/] measured with {changed}; run `dspine tune` again")
+        return
+    console = err
+    columns = (*Progress.get_default_columns(), TimeRemainingColumn(compact=True, elapsed_when_finished=True))
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("tuning", total=None)
+        started = [0]
+        planned = [0]
+
+        def on_plan(total: int) -> None:
+            planned[0] = total
+            progress.update(task, total=total)
+
+        def on_start(setup, category: str, think: bool) -> None:
+            started[0] += 1
+            progress.update(task, description=f"run {started[0]}: {escape(row_label(setup, category, think))}")
+
+        tuned, rows, ran = measure(
+            files,
+            running,
+            settings,
+            rounds=rounds,
+            max_tokens=max_tokens,
+            on_start=on_start,
+            on_run=lambda run: progress.advance(task),
+            on_plan=on_plan,
+        )
+    if not rows or ran < planned[0]:
+        raise UsageError(
+            f"the tune was stopped after {ran} of {planned[0]} runs: nothing saved", "run `dspine tune` again"
+        )
+    records.put(key, tuned)
+    _tune_table(f"dspine tune: {files.label}, {running}, {max_tokens} tokens a prompt, {rounds} rounds", rows)
+    out.print(f"picked {escape(tuned.summary)}")
+    out.print(f"[dim]saved: chat, run and serve on {running} use it; `dspine tune --reset` forgets it[/]")
+
+
+def _row(saved: dict):
+    """A saved table row back as bench's Row (for --show)."""
+    from .run.bench import Row
+
+    known = {k: v for k, v in saved.items() if k in Row.__dataclass_fields__}
+    if known.get("speedup_range") is not None:
+        known["speedup_range"] = tuple(known["speedup_range"])
+    return Row(**known)
+
+
+def _tune_table(title: str, rows) -> None:
+    from .run.bench import COLUMNS, cells
+
+    # bench's columns less depth, acceptance rate and TTFT: a tune runs at no depth, for speed
+    shown = [i for i, column in enumerate(COLUMNS) if column not in ("depth", "accept rate", "TTFT s")]
+    table = Table(title=title, title_justify="left")
+    for i in shown:
+        table.add_column(COLUMNS[i].replace("drafter", "setup"))
+    for row in rows:
+        row_cells = cells(row)
+        table.add_row(*(Text(row_cells[i]) for i in shown))  # file names are data, never markup
+    out.print(table)
 
 
 def contexts_for(

@@ -74,6 +74,36 @@ def check_llama_cpp_python(hardware: Hardware) -> Check:
     return Check("llama-cpp-python", True, detail)
 
 
+def check_weight_repacking(settings: Settings) -> list[Check]:
+    """Where the CPU advertises AMX: whether llama.cpp's repacked AMX kernels run here (probed
+    once, as every engine start does), and so whether repacking is on."""
+    import os
+
+    from backends import cpu_repack
+
+    from .run.weight_repacking import settle
+
+    asked = cpu_repack.asked_by_user(os.environ)
+    if asked is not None:
+        return [Check("CPU weight repacking", True, f"{'on' if asked else 'off'}, as LLAMA_ARG_REPACK says")]
+    if not cpu_repack.advertises_amx():
+        return []
+    try:
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        return []  # said by the llama-cpp-python line
+    if settle(settings.cpu_repack_file, "inproc"):
+        return [Check("CPU weight repacking", True, "on: llama.cpp's AMX kernels run on this CPU")]
+    return [
+        Check(
+            "CPU weight repacking",
+            True,
+            "off: llama.cpp's AMX kernels crash on this CPU, so both engines run its other CPU kernels "
+            "(the same answers, a little slower)",
+        )
+    ]
+
+
 def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardware | None = None) -> list[Check]:
     from backends.drafters import KINDS
     from backends.llama_server import candidates, probe, version_of
@@ -386,6 +416,7 @@ def run_checks(
         check_python(),
         check_dspine(),
         check_llama_cpp_python(hardware),
+        *check_weight_repacking(settings),
         *check_servers(settings, drafter_kind, hardware),
         *check_gpus(hardware),
         *check_models(settings, verify, model, progress, first_pull),

@@ -76,6 +76,11 @@ def adaptive_draft_file(data_dir: Path) -> Path:
     return data_dir / "adaptive-draft.json"
 
 
+def tune_file(data_dir: Path) -> Path:
+    """What `dspine tune` measured and picked, per model pair and engine (app/run/tune_record.py)."""
+    return data_dir / "tunes.json"
+
+
 def mcp_switches_file(data_dir: Path) -> Path:
     return data_dir / "mcp-switches.json"
 
@@ -114,6 +119,11 @@ def project_command_folders(root: Path) -> list[Path]:
 
 
 # -- the user's own, kept by other coding agents -----------------------------------------
+
+
+def user_hook_files() -> list[Path]:
+    """The user's own hooks, in Claude Code's settings file (app/agent/hooks.py)."""
+    return [Path.home() / ".claude" / "settings.json"]
 
 
 def user_command_folders() -> list[Path]:

@@ -168,6 +168,24 @@ def _mcp_servers(value: Any) -> dict[str, Any]:
     return value
 
 
+def _hooks(value: Any) -> dict[str, Any]:
+    """Hooks for every project, shaped as Claude Code's `hooks` block: `[[hooks.PreToolUse]]`
+    tables with `matcher` and `hooks = [{type = "command", command = "..."}]` (or, from the
+    environment, the same as JSON). Checked entry by entry when a chat reads them."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"must be a JSON object of events ({exc.msg})") from None
+        except RecursionError:
+            value = None
+    if value is None or nested_deeper(value, MAX_MCP_DEPTH):
+        raise ValueError(f"nests lists and tables more than {MAX_MCP_DEPTH} deep; a hook entry needs 4")
+    if not isinstance(value, dict):
+        raise ValueError('must be a table of events, e.g. [[hooks.PostToolUse]] matcher = "edit_file"')
+    return value
+
+
 # servers -> server -> env or args -> a value: anything much deeper is not a server list.
 MAX_MCP_DEPTH = 16
 
@@ -300,6 +318,11 @@ class Settings:
         lambda _: {},
         "MCP servers for `dspine chat` in every project, after the project's .mcp.json and opencode.json",
     )
+    hooks: Mapping[str, Any] = _setting(
+        _hooks,
+        lambda _: {},
+        "hooks for `dspine chat` in every project, as Claude Code's `hooks` block (~/.claude/settings.json's run too)",
+    )
     engine: EngineSetting = _setting(
         _engine,
         lambda _: "auto",
@@ -329,6 +352,10 @@ class Settings:
     @property
     def llama_server_build(self) -> Path:
         return paths.llama_server_build(self.data_dir)
+
+    @property
+    def tune_file(self) -> Path:
+        return paths.tune_file(self.data_dir)
 
     @property
     def mcp_switches_file(self) -> Path:

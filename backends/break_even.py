@@ -49,6 +49,9 @@ class BreakEven:
     max_wait: int = 64  # the longest wait between tries
     probe_every: int = 32  # a plain reply after this many drafting ones keeps the plain figure fresh
     margin: float = 0.02  # drafting must beat plain by this share to count as paying
+    # What it switches, in the words its sentences use ("n-gram drafting" for the copies'
+    # judge, whose "plain" is the replies without copies).
+    what: str = "speculation"
     modes: dict[str, ModeSpeed] = field(default_factory=dict)
 
     def mode(self, think: bool) -> ModeSpeed:
@@ -98,10 +101,10 @@ class BreakEven:
             if pays:
                 speed.below = 0
                 speed.wait = self.retry_after
-                return f"speculation back on for {label} mode: it pays again ({figures})"
+                return f"{self.what} back on for {label} mode: it pays again ({figures})"
             speed.wait = min(speed.wait * 2, self.max_wait)
             speed.off_left = speed.wait
-            return f"speculation stays off for {label} mode ({figures}); trying again after {speed.wait} replies"
+            return f"{self.what} stays off for {label} mode ({figures}); trying again after {speed.wait} replies"
         speed.below = 0 if pays else speed.below + 1
         if speed.below >= self.patience:
             return self._switch_off(speed, label)
@@ -111,7 +114,7 @@ class BreakEven:
         speed.below = 0
         speed.off_left = speed.wait
         return (
-            f"speculation off for {label} mode: slower than plain decoding "
+            f"{self.what} off for {label} mode: slower than plain decoding "
             f"({speed.drafting or 0:.1f} tok/s drafting, {speed.plain or 0:.1f} plain); "
             f"trying again after {speed.wait} replies"
         )
@@ -119,9 +122,29 @@ class BreakEven:
     def note(self, think: bool) -> str | None:
         """What a readout says about this mode while drafting is pinned or off; None while on."""
         if self.setting != "auto":
-            return f"speculation pinned {self.setting}"
+            return f"{self.what} pinned {self.setting}"
         speed = self.mode(think)
         if speed.off_left > 0:
             figures = f"{speed.drafting or 0:.1f} tok/s drafting, {speed.plain or 0:.1f} plain"
             return f"drafter off: slower than plain here ({figures}); trying again in {speed.off_left} replies"
         return None
+
+
+def reply_note(
+    drafter: BreakEven | None,
+    copies: BreakEven | None,
+    think: bool,
+    tokens: int,
+    seconds: float,
+    drafter_asked: bool,
+    copies_used: bool | None,
+) -> str | None:
+    """A finished reply told to both judges (the model drafter's, the copies'); what the readout
+    says about drafting, or None. Both engines ask this: one wording, one order.
+    `copies_used`: the reply looked copies up (None: the copies' judge does not judge it)."""
+    notes = []
+    if drafter is not None:
+        notes.append(drafter.observed(think, drafter_asked, tokens, seconds) or drafter.note(think))
+    if copies is not None and copies_used is not None:
+        notes.append(copies.observed(think, copies_used, tokens, seconds))
+    return "; ".join(n for n in notes if n) or None

@@ -40,7 +40,7 @@ import psutil
 from . import cpu_repack
 from .adaptive import AdaptiveDraft
 from .base import ContextFull, EngineError, check_model_file, check_same_vocabulary, estimate_tokens
-from .break_even import BreakEven
+from .break_even import BreakEven, reply_note
 from .chat_template import probe as probe_template
 from .chat_template import render
 from .events import STATS_INTERVAL_S, Delta, End, EndReason, Error, Event, StatsUpdate, ToolCall
@@ -690,7 +690,9 @@ class InprocEngine:
         splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
         calls = ToolCallParser(tools)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        stats = Stats(draft_asked=self._drafter is not None and n_max != 0)
+        stats = Stats(
+            draft_asked=self._drafter is not None and n_max != 0, copies_asked=self.ngram is not None and n_max != 0
+        )
         started = time.monotonic()
         last_stats = 0.0
         reason: EndReason = "stop"
@@ -758,17 +760,16 @@ class InprocEngine:
                     stats.verify_s - stats.ngram_verify_s,
                     stats.verify_steps - stats.ngram_steps,
                 )
-            notes = []
-            if self.break_even is not None and self._drafter is not None:
-                notes.append(
-                    self.break_even.observed(think, stats.draft_asked, stats.generated_tokens, stats.decode_s)
-                    or self.break_even.note(think)
-                )
-            if judge is not None and reason != "cancelled":
+            stats.draft_note = reply_note(
+                self.break_even if self._drafter is not None else None,
+                judge,
+                think,
+                stats.generated_tokens,
+                stats.decode_s,
+                drafter_asked=stats.draft_asked,
                 # Against the replies without the lookup (the draft model alone, or plain).
-                said = judge.observed(think, bool(lookup), stats.generated_tokens, stats.decode_s)
-                notes.append(said.replace("speculation", "n-gram drafting") if said else None)
-            stats.draft_note = "; ".join(n for n in notes if n) or None
+                copies_used=bool(lookup) if reason != "cancelled" else None,
+            )
             yield End(reason, stats.copy())
         except EngineError as exc:
             yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))

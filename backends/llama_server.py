@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from . import server_draft
 from .adaptive import AdaptiveDraft
 from .base import EngineError, check_model_file, check_same_vocabulary, estimate_tokens
-from .break_even import BreakEven
+from .break_even import BreakEven, reply_note
 from .chat_template import probe as probe_template
 from .drafter_files import runs_kind
 from .drafters import KINDS, NgramDrafter, default_n_max
@@ -643,25 +643,27 @@ class LlamaServerEngine:
                         overflow=response.status_code == 400 and "exceed_context_size" in detail,
                     )
                     return
-                asked = bool(self._drafts) and n_max != 0  # None: the launch length
+                # The model drafter (None: the launch length); copies are looked up at no pass's cost.
+                asked = bool(self.config.drafter_kind) and n_max != 0
                 for event in stream_chat(response, self._cancel, started, ngram_above=ngram_above):
                     if isinstance(event, (StatsUpdate, End)):
                         event.stats.draft_asked = asked
+                        event.stats.copies_asked = self.ngram_chained and n_max != 0
                     if learning and isinstance(event, End) and event.stats.position_tested:
                         self._learn(think, event.stats, n_max)
                     if judged is not None and isinstance(event, End) and event.reason != "cancelled":
                         stats = event.stats
-                        notes = [
-                            judged.observed(think, stats.draft_asked, stats.generated_tokens, stats.decode_s)
-                            or judged.note(think)
-                        ]
-                        if judge_ngram is not None and n_max != 0:
+                        stats.draft_note = reply_note(
+                            judged,
+                            judge_ngram,
+                            think,
+                            stats.generated_tokens,
+                            stats.decode_s,
+                            # Any drafting asked for (n-gram alone too): a reply that paid for drafts.
+                            drafter_asked=bool(self._drafts) and n_max != 0,
                             # Long copies against the replies drafting at the model drafter's length.
-                            said = judge_ngram.observed(
-                                think, bool(long_copies), stats.generated_tokens, stats.decode_s
-                            )
-                            notes.append(said.replace("speculation", "n-gram drafting") if said else None)
-                        stats.draft_note = "; ".join(n for n in notes if n) or None
+                            copies_used=bool(long_copies) if n_max != 0 else None,
+                        )
                     yield event
         except StreamBroken:
             yield (

@@ -36,6 +36,9 @@ class Stats:
     # its probability floor may draft nothing and still cost its passes). Break-even counts such
     # a reply as drafting, and the readout says "drafted nothing" rather than "no drafter".
     draft_asked: bool = False
+    # Copies were looked up in the context for drafts (n-gram drafting on), found or not: a reply
+    # with none found says so rather than "no drafter".
+    copies_asked: bool = False
     # Of the counts above, the share of the n-gram drafter chained before the model drafter
     # (drafts looked up in the context); the model drafter's is the rest. Per position too,
     # counted over the steps the n-gram drafter drafted.
@@ -97,6 +100,8 @@ class Stats:
                 parts.append(f"n-gram kept {self.ngram_accepted}/{self.ngram_drafted} in {self.ngram_steps} steps")
         elif self.draft_asked:
             parts.append("the drafter drafted nothing")
+        elif self.copies_asked:
+            parts.append("no copies found to draft")
         else:
             parts.append("no drafter")
         return ", ".join(parts)

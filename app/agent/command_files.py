@@ -138,7 +138,7 @@ def _read(folder: CommandFolder, path: Path, below: str) -> str | CommandProblem
             name = f"{folder.shown}/{below}"
             data = safe_files.read_bytes(folder.project, resolve(folder.project, name), name, MAX_COMMAND_BYTES)
         else:
-            data = _read_own(path)
+            data = read_own_file(path)
     except (ToolRefused, CommandProblem) as exc:
         return CommandProblem(f"not read: {exc}")
     except OSError as exc:
@@ -149,7 +149,7 @@ def _read(folder: CommandFolder, path: Path, below: str) -> str | CommandProblem
         return CommandProblem(f"not UTF-8 text (byte {exc.start:,} is {data[exc.start]:#04x}): save it as UTF-8")
 
 
-def _read_own(path: Path) -> bytes:
+def read_own_file(path: Path) -> bytes:
     """A file in the user's own folder: links followed (it is theirs), but only a regular
     file, and no more than the cap."""
     try:

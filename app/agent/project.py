@@ -53,9 +53,10 @@ def open_project(cwd: Path) -> Project:
     return Project(root, refused=refused)
 
 
-def system_prompt(project: Project, tools: bool, today: str | None = None) -> str:
+def system_prompt(project: Project, tools: bool, today: str | None = None, skills: str = "") -> str:
     """`today`: a date (never a time of day): the prompt stays the same bytes all day, so the
-    engine's prefix cache holds across the whole session."""
+    engine's prefix cache holds across the whole session. `skills`: the skills' catalog
+    (app/agent/skills.py), names and descriptions only."""
     lines = [f"You are a coding assistant working in the project at {project.root}."]
     if today:
         lines.append(f"Today is {today}.")
@@ -65,6 +66,8 @@ def system_prompt(project: Project, tools: bool, today: str | None = None) -> st
             "to paste files. Paths are relative to the project root. Read a file before editing it; "
             "edit_file replaces one exact, unique piece of text. Edits and commands wait for the user's consent."
         )
+    if tools and skills:
+        lines += ["", skills]
     if project.instructions:
         name = project.instructions_file.name if project.instructions_file else "instructions"
         lines += ["", f"The project's instructions ({name}):", "", project.instructions]

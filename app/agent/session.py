@@ -37,6 +37,7 @@ from .commands import run_command
 from .compaction import Compaction, compact, engine_summariser
 from .consent import Consent, shown_command
 from .context import Budget, Usage, is_overflow
+from .hooks import HookRun, Hooks, claude_name
 from .paths import ToolRefused
 from .records import for_engine
 from .toolbox import DECLINED, Done, ProposedCall, ProposedChange, ProposedCommand, Step, Toolbox, parse_arguments
@@ -228,6 +229,16 @@ def _emit_from_thread(loop: asyncio.AbstractEventLoop, emit: Emit, event: Sessio
 _loop_context: contextvars.ContextVar[contextvars.Context | None] = contextvars.ContextVar("loop_context", default=None)
 
 
+MAX_STOP_HOOK_TURNS = 2  # a Stop hook sends the model on at most this often a turn (no endless loop)
+
+
+def _arguments_for_hooks(arguments: str | dict) -> dict[str, Any]:
+    try:
+        return parse_arguments(arguments)
+    except ToolRefused:  # a call whose arguments do not parse: the hook sees them as text
+        return {"raw": str(arguments)}
+
+
 class Session:
     def __init__(
         self,
@@ -246,6 +257,7 @@ class Session:
         tool_sources: list[ToolSource] | None = None,
         instructions_file: str | None = None,
         mode: PermissionMode = modes.DEFAULT_MODE,
+        hooks: Hooks | None = None,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
         bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
@@ -279,6 +291,10 @@ class Session:
         self._streaming = False
         self.tool_sources = list(tool_sources or [])
         self.mode: PermissionMode = mode
+        # The user's hooks and, once the project is trusted, its own (app/agent/hooks.py).
+        self.hooks = hooks
+        self._started = False  # SessionStart hooks ran
+        self._start_context: list[str] = []  # what they said, until a prompt takes it to the model
 
     # -- settings the chat changes between turns -------------------------------------------
 
@@ -349,9 +365,47 @@ class Session:
         stops it, or the chain limit is declined."""
         if self.mode == "plan" and self.tools_on:
             text = f"{text}\n\n{modes.PLAN_NOTE}"
+        if not self._started:
+            self._started = True
+            for problem in self.hooks.config.problems if self.hooks is not None else []:
+                await self.emit(Notice(problem, "warning"))  # a hook that cannot run is said, once
+            # Kept for the first prompt that goes to the model (a hook may keep this one back).
+            self._start_context = self._contexts(await self._hooks("SessionStart", {"source": "startup"}))
+        prompted = await self._hooks("UserPromptSubmit", {"prompt": text})
+        blocked = next((r for r in prompted if r.blocks), None)
+        if blocked is not None:
+            await self.emit(
+                Notice(
+                    f"a UserPromptSubmit hook ({blocked.hook.source}) kept this prompt from the model: "
+                    f"{blocked.reason or 'no reason given'}",
+                    "error",
+                )
+            )
+            return
+        context, self._start_context = self._start_context + self._contexts(prompted), []
+        if context:
+            text = text + "\n\n" + "\n\n".join(context)
         self.history.append({"role": "user", "content": text})
         await self.sync_tools()
         await self.run_turn()
+
+    async def _hooks(self, event: str, fields: dict[str, Any], tool: str | None = None) -> list[HookRun]:
+        """The hooks of `event` run off the event loop; their failures are said in the chat."""
+        if self.hooks is None:
+            return []
+        hooks = self.hooks
+        payload = {"permission_mode": self.mode, **fields}
+        if not hooks.for_event(event, tool):
+            return []
+        runs = await _thread(asyncio.get_running_loop(), lambda: hooks.fire(event, payload, tool))
+        for done in runs:
+            if done.failed:
+                await self.emit(Notice(done.failed, "warning"))
+        return runs
+
+    @staticmethod
+    def _contexts(runs: list[HookRun]) -> list[str]:
+        return [f"(from the {r.hook.event} hook `{r.hook.command}`)\n{r.context}" for r in runs if r.context]
 
     async def sync_tools(self) -> None:
         """Tools from elsewhere, as they are now (between turns); a change is said."""
@@ -365,10 +419,21 @@ class Session:
     async def run_turn(self) -> None:
         """Replies and tool rounds from the history as it stands (after a prompt)."""
         rounds = 0
+        stop_hooks = 0
         while True:
             reply = await self._reply()
-            if reply is None or not reply.tool_calls or reply.end is None or reply.end.reason == "cancelled":
+            if reply is None or reply.end is None or reply.end.reason == "cancelled":
                 return
+            if not reply.tool_calls:
+                # The model is done: a Stop hook may send it on, with its words (twice at most a turn).
+                said = [r for r in await self._hooks("Stop", {"stop_hook_active": stop_hooks > 0}) if r.blocks]
+                if not said or stop_hooks >= MAX_STOP_HOOK_TURNS:
+                    return
+                stop_hooks += 1
+                reasons = "\n".join(f"- {r.reason or 'go on'}" for r in said)
+                self.history.append({"role": "user", "content": f"A Stop hook asks you to go on:\n{reasons}"})
+                await self.emit(Notice(f"a Stop hook sent the model on: {said[0].reason or 'no reason given'}"))
+                continue
             if self.toolbox is None:
                 return
             self._round_calls = len(reply.tool_calls)
@@ -624,16 +689,35 @@ class Session:
         self._stopped.clear()
         self._tool_running = True
         toolbox.result_chars = self.result_cap()
+        arguments = _arguments_for_hooks(call.arguments)
+        hook_fields = {"tool_name": claude_name(call.name), "dspine_tool_name": call.name, "tool_input": arguments}
+        before = await self._hooks("PreToolUse", hook_fields, call.name)
+        refused = next((r for r in before if r.blocks), None)
         try:
-            result, decision, saved, shown = await self._tool_result(call, toolbox, loop)
+            if refused is not None:
+                reason = refused.reason or "no reason given"
+                result, decision, saved, shown = (
+                    f"blocked by a hook ({refused.hook.source}): {reason}",
+                    "blocked by a hook",
+                    None,
+                    "",
+                )
+            else:
+                allowed = any(r.allows for r in before)
+                result, decision, saved, shown = await self._tool_result(call, toolbox, loop, allowed)
         finally:
             self._tool_running = False
+        if refused is None:
+            after = await self._hooks("PostToolUse", {**hook_fields, "tool_response": result}, call.name)
+            feedback = [r.reason for r in after if r.blocks and r.reason]
+            if feedback:
+                result += "\n\nA PostToolUse hook says:\n" + "\n".join(feedback)
         result = await _thread(loop, lambda: self._fit_result(call, result, saved))
         self.history.append({"role": "tool", "tool_call_id": call.id, "content": result})
         await self.emit(ToolFinished(call, result, decision, shown))
 
     async def _tool_result(
-        self, call: ToolCall, toolbox: Toolbox, loop: asyncio.AbstractEventLoop
+        self, call: ToolCall, toolbox: Toolbox, loop: asyncio.AbstractEventLoop, allowed: bool = False
     ) -> tuple[str, str, str | None, str]:
         """The result for the model, the user's decision, where a command's whole output was saved,
         and what the user is shown beside the result (an applied change's diff)."""
@@ -661,7 +745,9 @@ class Session:
         decision = "always (this chat)"
         # "Always" never covers a command the model asked to run outside a sandbox that exists.
         left_sandbox = isinstance(step, ProposedCommand) and step.outside and toolbox.sandbox_left(step)
-        if toolbox.needs_consent(call.name) and (left_sandbox or self.consent.must_ask(call.name, command)):
+        if allowed and not left_sandbox:
+            decision = "allowed by a hook"  # a PreToolUse hook the user has (or a trusted project's)
+        elif toolbox.needs_consent(call.name) and (left_sandbox or self.consent.must_ask(call.name, command)):
             if modes.accepted(mode, spec) and isinstance(step, ProposedChange):
                 decision = "accept edits"  # the diff is shown in the chat, /undo reverts it
             else:

@@ -22,6 +22,7 @@ from pathlib import Path
 from backends.private import write_private_json
 
 from ..terminal_text import one_line
+from .hooks import Hook
 from .mcp.config import PROJECT_FILES, ServerSpec, variables
 
 MAX_TREE_FILES = 2000  # files of one folder a server names that are read for the fingerprint
@@ -87,17 +88,40 @@ def _digest_tree(path: Path, digest, top_only: bool = False) -> None:
             digest.update(f"unreadable {exc.errno}".encode())
 
 
-def fingerprint(seen: Mapping[str, bytes], root: Path | None = None, servers: Sequence[ServerSpec] = ()) -> str:
+def hook_as_program(hook: Hook) -> ServerSpec:
+    """A hook's command as a stdio program, so the project files it runs are found as a
+    server's are (`named_paths`)."""
+    try:
+        words = shlex.split(hook.command)
+    except ValueError:
+        words = hook.command.split()
+    return ServerSpec(f"{hook.event} hook", hook.source, "stdio", words[0] if words else "", tuple(words[1:]))
+
+
+def fingerprint(
+    seen: Mapping[str, bytes],
+    root: Path | None = None,
+    servers: Sequence[ServerSpec] = (),
+    hooks: Sequence[Hook] = (),
+    skills: Mapping[str, bytes] | None = None,
+) -> str:
     """The project's MCP files as they were read (`config.discover`'s `seen`): names and bytes,
     and the project files the servers name (`named_paths`): a script the model rewrites, or a
-    folder put on a server's PYTHONPATH, asks again."""
+    folder put on a server's PYTHONPATH, asks again. The project's hooks likewise: each one's
+    event, matcher and command, and the project files its command names."""
     digest = hashlib.sha256()
     for name, _, _ in PROJECT_FILES:
         data = seen.get(name)
         digest.update(name.encode() + b"\0")
         digest.update(b"-" if data is None else hashlib.sha256(data).digest())
+    programs = list(servers)
+    for name, data in sorted((skills or {}).items()):  # none: the digest as before skills were read
+        digest.update(b"\3" + name.encode() + b"\0" + hashlib.sha256(data).digest())
+    for hook in hooks:  # none: the same digest as before hooks were read, so answers stay valid
+        digest.update(b"\2" + json.dumps([hook.event, hook.matcher, hook.command, hook.timeout_s]).encode())
+        programs.append(hook_as_program(hook))
     if root is not None:
-        for spec in servers:
+        for spec in programs:
             for name in named_paths(root, spec):
                 digest.update(b"\1" + name.encode() + b"\0")
                 _digest_tree(root.resolve() / name, digest, top_only=name == ".")
@@ -110,7 +134,13 @@ class TrustQuestion:
     body: str
 
 
-def question(root: Path, servers: Sequence[ServerSpec], not_used: Sequence[str] = ()) -> TrustQuestion:
+def question(
+    root: Path,
+    servers: Sequence[ServerSpec],
+    not_used: Sequence[str] = (),
+    hooks: Sequence[Hook] = (),
+    skills: Sequence[tuple[str, str, str]] = (),
+) -> TrustQuestion:
     """What the project would start or reach, as the user is asked it: nothing expanded,
     nothing left out (every argument, every environment entry), each field one line with its
     line breaks and control characters made visible, so no name can draw lines of its own."""
@@ -133,15 +163,33 @@ def question(root: Path, servers: Sequence[ServerSpec], not_used: Sequence[str] 
         lines.append("  gets your variables: " + ", ".join(given) if given else "  gets none of your variables by name")
         if not spec.enabled:
             lines.append("  (switched off in the file: starts only with /mcp on)")
+    for hook in hooks:
+        on = f" on {one_line(hook.matcher)}" if hook.matcher not in ("", "*") else ""
+        lines.append(f"- {hook.event} hook{on} ({one_line(hook.source)})")
+        lines.append(f"  runs {one_line(hook.command)}")
+        for name in named_paths(root, hook_as_program(hook)):
+            what = "top folder's files" if name == "." else one_line(name)
+            lines.append(f"  runs or reads the project's {what} (a change to it asks again)")
+    for name, where, description in skills:
+        lines.append(f"- skill {one_line(name)} ({one_line(where)})")
+        lines.append(f"  {one_line(description)}")
     for problem in not_used:
         lines.append(f"- {one_line(problem)}")
+    counted = [f"{len(servers)} server{'s' if len(servers) != 1 else ''}"] if servers else []
+    counted += [f"{len(hooks)} hook{'s' if len(hooks) != 1 else ''}"] if hooks else []
+    counted += [f"{len(skills)} skill{'s' if len(skills) != 1 else ''}"] if skills else []
     lines += [
         "",
-        f"{len(servers)} server{'s' if len(servers) != 1 else ''} in all.",
+        f"{' and '.join(counted) or 'nothing'} in all.",
         "y: trust these files as they are now (asked again if they change).",
-        "n: start none of them; /mcp trust asks again.",
+        "n: run none of them; /mcp trust asks again.",
     ]
-    return TrustQuestion(f"{one_line(str(root))} would start or reach these MCP servers. Trust them?", "\n".join(lines))
+    what = " and ".join(
+        (["start or reach these MCP servers"] if servers else [])
+        + (["run these hooks"] if hooks else [])
+        + (["give the model these skills"] if skills else [])
+    )
+    return TrustQuestion(f"{one_line(str(root))} would {what or 'start nothing'}. Trust them?", "\n".join(lines))
 
 
 class TrustStore:

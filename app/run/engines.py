@@ -248,7 +248,7 @@ def _ngram_break_even(options: EngineOptions, settings: Settings, files: ModelFi
     """Per think mode, the n-gram drafts stop where they run below the drafter alone."""
     if not options.break_even or not _ngram_on(options, settings, files):
         return None
-    return BreakEven(setting=settings.ngram_drafting if options.ngram is None else "auto")
+    return BreakEven(setting=settings.ngram_drafting if options.ngram is None else "auto", what="n-gram drafting")
 
 
 def engine_for(asked: str | None, settings: Settings, url: str | None = None) -> EngineName:

@@ -11,22 +11,11 @@ from pathlib import Path
 
 from backends import cpu_repack
 
+from .build_identity import binary_identity, library_identity
+
 OFF_NOTE = "llama.cpp's AMX kernels crash on this CPU: weight repacking is off here (LLAMA_ARG_REPACK=false)"
 CHECKING_NOTE = "checking llama.cpp's CPU kernels on this machine (once)"
 NOTES = (CHECKING_NOTE, OFF_NOTE)  # said to the user as they are, not folded into a loading line
-
-
-def _library_identity() -> str:
-    import llama_cpp
-
-    folder = Path(llama_cpp.__file__).parent
-    built = max((p.stat().st_mtime_ns for p in folder.glob("lib/*") if p.is_file()), default=0)
-    return f"llama-cpp-python {getattr(llama_cpp, '__version__', '?')} {folder} {built}"
-
-
-def _binary_identity(binary: Path) -> str:
-    stat = binary.stat()
-    return f"llama-server {binary.resolve()} {stat.st_size} {stat.st_mtime_ns}"
 
 
 def _load(record_file: Path) -> dict[str, bool]:
@@ -82,14 +71,14 @@ def settle(
     if not cpu_repack.advertises_amx(cpuinfo):
         return True
     if engine == "server" and binary is not None:
-        key = f"{cpu_repack.cpu_name(cpuinfo)} | {_binary_identity(binary)}"
+        key = f"{cpu_repack.cpu_name(cpuinfo)} | {binary_identity(binary)}"
         found = binary
 
         def probe() -> bool | None:
             return cpu_repack.server_survives_repacking(found)
 
     else:
-        key = f"{cpu_repack.cpu_name(cpuinfo)} | {_library_identity()}"
+        key = f"{cpu_repack.cpu_name(cpuinfo)} | {library_identity()}"
         probe = cpu_repack.library_survives_repacking
     if repacking_survives(record_file, key, probe, on_progress) is False:
         os.environ[cpu_repack.REPACK_VARIABLE] = "false"

@@ -106,11 +106,20 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
     from backends.llama_server import LlamaServerEngine
 
     from ..models.catalog import load_catalog
+    from ..run.drafting_choice import drafting_for, with_drafting
     from ..run.engines import EngineOptions, open_engine, resolve_files
     from ..run.think_default import no_thinking_note, starting_think
 
     access = check_options(options)
-    files = resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings)
+    drafting = drafting_for(
+        resolve_files(options.model, options.draft, load_catalog(settings.catalog), settings),
+        options.draft,
+        "server",
+        settings,
+    )
+    files = drafting.files
+    if drafting.note:
+        err.print(drafting.note, markup=False)
     think, for_the_model = starting_think(options.think, files.target)
     if for_the_model:
         err.print(f"{no_thinking_note(files.label, 'for requests that do not ask for it')}")
@@ -126,13 +135,16 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         err.print(f"starting llama-server for {files.label} ...")
         engine = open_engine(
             files,
-            EngineOptions(
-                engine="server",
-                ctx=options.ctx,
-                n_max=options.n_max,
-                parallel=options.parallel,
-                think=think,
-                served_name=model_id(files.label),
+            with_drafting(
+                EngineOptions(
+                    engine="server",
+                    ctx=options.ctx,
+                    n_max=options.n_max,
+                    parallel=options.parallel,
+                    think=think,
+                    served_name=model_id(files.label),
+                ),
+                drafting,
             ),
             settings,
         )
@@ -141,7 +153,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         name = model_id(files.label)
         info = ServeInfo(
             model=name,
-            drafter=f"{files.drafter.name} ({files.drafter_kind})" if files.drafter else "none",
+            drafter=(f"{files.drafter.name} ({files.drafter_kind})" if files.drafter else (drafting.label or "none")),
             plan=(
                 f"context {config.n_ctx} ({config.n_ctx // config.n_parallel} a slot, {config.n_parallel} slots), "
                 f"GPU layers {config.gpu_layers}, KV {config.kv}, draft length "

@@ -29,6 +29,7 @@ from ..agent import modes
 from ..agent.changes import Change
 from ..agent.command_files import LoadedCommands
 from ..agent.consent import Consent
+from ..agent.hooks import Hooks
 from ..agent.mcp.manager import McpManager
 from ..agent.mcp.setup import ProjectTrust
 from ..agent.mcp.tools import McpTools
@@ -51,6 +52,7 @@ from ..agent.session import (
     ToolOutput,
     ToolStarted,
 )
+from ..agent.skills import SkillSet, skill_tool
 from ..agent.todos import from_json, to_json
 from ..agent.toolbox import Toolbox
 from ..choices import PermissionMode
@@ -130,6 +132,9 @@ class ChatApp(App):
         mode: PermissionMode = modes.DEFAULT_MODE,
         mode_given: bool = False,
         sandbox: bool = True,
+        drafting_label: Callable[[Engine], str | None] | None = None,
+        hooks: Hooks | None = None,
+        skills: SkillSet | None = None,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
@@ -151,6 +156,9 @@ class ChatApp(App):
         self.project = project
         self.tools_on = project is not None and tools
         self.tools_unseen: bool | None = None  # whether the template leaves tools out, once counted
+        # What drafting an engine was started with when the user did not say (a tune's pick, the
+        # no-GPU default): named in the mode line instead of the drafter (app/run/drafting_choice.py).
+        self.drafting_label = drafting_label
         # `sandbox`: the user's setting (app/agent/sandbox.py): false runs commands as the user.
         self.toolbox = Toolbox(project.root, sandbox_enabled=sandbox) if project is not None else None
         # The edits and writes the tools applied (told from their worker thread), kept in the
@@ -162,7 +170,8 @@ class ChatApp(App):
         self._last_escape = 0.0
         self.consent = Consent()
         self.mcp = mcp if self.toolbox is not None else None
-        self.mcp_trust = mcp_trust if self.mcp is not None else None
+        # The question about the project's own servers and hooks (None: it carries neither).
+        self.mcp_trust = mcp_trust if self.toolbox is not None else None
         self.started_without_tools = not tools  # --no-tools: no MCP server starts either
         self.chain_limit = chain_limit
         self.open_chat = open_chat
@@ -173,20 +182,26 @@ class ChatApp(App):
         # --continue, the list): a plain start that shows the project's last chat starts in ask,
         # not in an accept-edits left on from another day.
         self._mode_restorable = open_chat is not None or continue_last
-        # The system prompt is made once: the same bytes every request keep the prefix cache warm.
+        # Skills: their names and descriptions in the system prompt, read_skill to read one.
+        self.skills = skills if self.toolbox is not None and skills is not None else None
+        if self.toolbox is not None and self.skills is not None and self.skills.skills:
+            self.toolbox.add(skill_tool(self.skills))
+        # The system prompt is made once: the same bytes every request keep the prefix cache warm
+        # (a yes to the project's trust question adds its skills: once).
         self.session = Session(
             engine,
             self.toolbox,
             self._ask,
             self._on_session_event,
             consent=self.consent,
-            system=system_prompt(project, True, date.today().isoformat()) if project is not None else None,
+            system=self._system_prompt(),
             tools_on=self.tools_on,
             think=think,
             chain_limit=chain_limit,
             n_ctx=n_ctx,
             mode=mode,
             tool_sources=[McpTools(self.mcp)] if self.mcp is not None else None,
+            hooks=hooks if self.toolbox is not None else None,
             instructions_file=(
                 str(project.instructions_file.relative_to(project.root))
                 if project is not None and project.instructions_file is not None
@@ -261,7 +276,7 @@ class ChatApp(App):
         if self.project is not None and self.project.refused:
             text = f"Not in the system prompt: {self.project.refused}"
             self.notify(for_terminal(text), severity="warning", timeout=20, markup=False)
-        for notice in self._command_notices:
+        for notice in self._command_notices + (self.skills.problems if self.skills is not None else []):
             self.notify(for_terminal(notice), severity="warning", timeout=20, markup=False)
         if self.store.set_aside is not None:
             self.notify(f"The chats database was damaged; it was set aside as {self.store.set_aside}", timeout=30)
@@ -278,18 +293,25 @@ class ChatApp(App):
         if self.mcp is not None:
             self.mcp.on_notice = self._mcp_notice
             self.mcp.start()  # in the background: the chat is usable now (project servers wait)
-            if self.mcp_trust is not None and self.mcp_trust.decision() is None:
-                self._ask_trust()
+        if self.mcp_trust is not None and self.mcp_trust.decision() is None:
+            self._ask_trust()
 
     @work(exclusive=True, group="trust")
     async def _ask_trust(self) -> None:
-        """The project's own MCP servers: started only if the user says yes to what is shown."""
+        """The project's own MCP servers and hooks: they run only if the user says yes to what is shown."""
         assert self.mcp_trust is not None
         asked = self.mcp_trust.question()
         answer = await self.ask(ConsentScreen(asked.title, asked.body, None))
         self.mcp_trust.answer(answer == "yes")
+        self.session.system = self._system_prompt()  # the project's skills, listed or not
         if answer != "yes":
-            self.notify("The project's MCP servers stay off; /mcp trust asks again", timeout=10)
+            self.notify("The project's MCP servers and hooks stay off; /mcp trust asks again", timeout=10)
+
+    def _system_prompt(self) -> str | None:
+        if self.project is None:
+            return None
+        catalog = self.skills.catalog() if self.skills is not None else ""
+        return system_prompt(self.project, True, date.today().isoformat(), skills=catalog)
 
     def _project_key(self) -> str:
         return str(self.project.root) if self.project is not None else ""
@@ -408,11 +430,13 @@ class ChatApp(App):
 
     def _show_mode(self) -> None:
         engine = self.engine
+        label = self.drafting_label(engine) if engine is not None and self.drafting_label is not None else None
         self.query_one(Readout).set_mode(
             self.think,
             engine.name if engine else "?",
-            engine.drafter if engine else None,
-            engine.drafter_name if engine else None,
+            # What drafting runs, as chosen (a tune's pick, the no-GPU default), else the drafter.
+            (label or engine.drafter) if engine else None,
+            None if label else (engine.drafter_name if engine else None),
             modes.LABELS[self.mode] if self.tools_on else "",
         )
 
@@ -810,14 +834,14 @@ class ChatApp(App):
         if not words:
             self._show_mcp()
             return
-        if self.mcp is None:
-            self.notify("no MCP servers in this chat (none configured, or --no-tools)", severity="warning")
-            return
         if words == ["trust"]:
             if self.mcp_trust is None:
-                self.notify("this project carries no MCP servers of its own to trust", severity="warning")
+                self.notify("this project carries no MCP servers or hooks of its own to trust", severity="warning")
             else:
                 self._ask_trust()
+            return
+        if self.mcp is None:
+            self.notify("no MCP servers in this chat (none configured, or --no-tools)", severity="warning")
             return
         if words[0] not in ("on", "off") or len(words) != 2 or words[1] not in self.mcp.servers:
             names = ", ".join(self.mcp.servers)

@@ -70,6 +70,8 @@ def readout_line(stats: Stats | None) -> str:
             parts.append(f"by position ▕{bars}▏")
     elif stats.draft_asked:
         parts.append("drafted nothing")  # asked, and paid for, but nothing cleared the drafter's floor
+    elif stats.copies_asked:
+        parts.append("no copies to draft")  # n-gram drafting on; nothing in the context to copy yet
     elif not stats.draft_note:
         parts.append("no drafter")
     if stats.draft_note:

@@ -160,3 +160,19 @@ def test_a_reply_the_drafter_was_asked_for_counts_as_drafting_even_when_it_draft
     nothing = Stats(generated_tokens=40, decode_s=2.0, draft_asked=True)
     assert "drafted nothing" in readout_line(nothing) and "no drafter" not in readout_line(nothing)
     assert "the drafter drafted nothing" in nothing.summary()
+
+
+def test_both_engines_word_the_copies_judge_and_the_drafters_alike():
+    """One home for the notes (backends/break_even.reply_note): the copies' judge speaks of
+    n-gram drafting, the drafter's of speculation, joined in one order."""
+    from backends.break_even import reply_note
+
+    copies = BreakEven(patience=1, what="n-gram drafting")
+    drafter = BreakEven(setting="on")
+    assert reply_note(None, copies, False, 40, 4.0, drafter_asked=False, copies_used=False) is None
+    said = reply_note(drafter, copies, False, 40, 8.0, drafter_asked=True, copies_used=True)
+    assert said is not None
+    pinned, switched = said.split("; ", 1)
+    assert pinned == "speculation pinned on"
+    assert switched.startswith("n-gram drafting off for no-think mode: slower than plain decoding")
+    assert reply_note(None, copies, False, 40, 8.0, drafter_asked=False, copies_used=None) is None

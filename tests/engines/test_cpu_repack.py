@@ -162,3 +162,16 @@ def test_a_q8_model_answers_through_llama_server_with_llama_cpps_defaults(dspine
         assert any(
             key.endswith(str(patched_server.stat().st_size) + f" {patched_server.stat().st_mtime_ns}") for key in record
         )
+
+
+def test_doctor_says_whether_repacking_runs_here(dspine):
+    checked = dspine("doctor", "--json", extra_env={"LLAMA_ARG_REPACK": ""})
+    lines = [c for c in json.loads(checked.stdout) if c["name"] == "CPU weight repacking"]
+    if not cpu_repack.advertises_amx():
+        assert lines == []
+        return
+    (line,) = lines
+    assert line["ok"] and line["detail"].split(":")[0] in ("on", "off")
+    said = dspine("doctor", "--json", extra_env={"LLAMA_ARG_REPACK": "0"})
+    (pinned,) = [c for c in json.loads(said.stdout) if c["name"] == "CPU weight repacking"]
+    assert pinned["detail"] == "off, as LLAMA_ARG_REPACK says"

@@ -181,3 +181,37 @@ async def test_a_name_with_line_breaks_cannot_fake_the_question_and_y_waits_for_
             await until(pilot, lambda: manager.servers[fake].status == "ready", what="the trusted server")
     finally:
         manager.close()
+
+
+async def test_a_project_with_hooks_only_is_asked_and_its_hook_runs_only_after_yes(repo, store, tmp_path):
+    """Hooks are programs the project carries (issue 49): the same question, before any runs."""
+    from app.agent.hooks import Hooks, load
+    from tests.support.scripted_engine import tool_call
+
+    marker = tmp_path / "hook-ran"
+    (repo / "guard.py").write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('x')\n")
+    (repo / ".claude").mkdir()
+    entry = {"hooks": [{"type": "command", "command": f"{sys.executable} guard.py"}]}
+    (repo / ".claude" / "settings.json").write_text(json.dumps({"hooks": {"PreToolUse": [entry]}}))
+    (repo / "a.txt").write_text("x\n")
+    hooks = Hooks(load(repo, []), repo, "s")
+    manager, trust = for_project(repo, {}, tmp_path / "switches.json", tmp_path / "trust.json", hooks)
+    assert manager is None and trust is not None
+    read = [tool_call("read_file", path="a.txt")]
+    engine = ScriptedEngine(turns=[read, ["done"], read, ["done"]])
+    app = ChatApp(engine, store, model="t", project=open_project(repo), mcp_trust=trust, hooks=hooks)
+    async with app.run_test() as pilot:
+        await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the trust question")
+        assert "would run these hooks" in app.screen.question
+        assert f"runs {sys.executable} guard.py" in app.screen.body and "project's guard.py" in app.screen.body
+        await answer(pilot, "n")
+        await until(pilot, lambda: not isinstance(app.screen, ConsentScreen), what="the answer")
+        await send(pilot, "read it")
+        await until(pilot, lambda: len(engine.calls) == 2, what="the tool round")
+        assert not marker.exists()
+        await send(pilot, "/mcp trust")
+        await until(pilot, lambda: isinstance(app.screen, ConsentScreen), what="the question again")
+        await answer(pilot, "y")
+        await until(pilot, lambda: not isinstance(app.screen, ConsentScreen), what="the answer")
+        await send(pilot, "read it again")
+        await until(pilot, lambda: marker.exists(), what="the trusted hook")

@@ -1,6 +1,6 @@
 """The MCP servers of a chat on one project: discovered, not started (the chat starts
 them once it is on screen, so it is usable at once), and whether the user trusts the
-project's own servers yet."""
+project's own servers and hooks yet (one question covers both)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..hooks import Hooks
+from ..skills import SkillSet
 from ..trust import TrustQuestion, TrustStore, fingerprint, question
 from .config import discover
 from .manager import McpManager
@@ -17,39 +19,71 @@ from .switches import Switches
 
 @dataclass
 class ProjectTrust:
-    """The question about one project's MCP files as they were read, and its remembered answer."""
+    """The question about one project's MCP files and hooks as they were read, and its
+    remembered answer."""
 
     root: Path
-    files: str  # the fingerprint of the files the servers were read from
+    files: str  # the fingerprint of the files the servers and hooks were read from
     store: TrustStore
-    manager: McpManager
+    manager: McpManager | None
+    hooks: Hooks | None = None
+    skills: SkillSet | None = None
 
     def decision(self) -> bool | None:
         return self.store.decision(self.root, self.files)
 
     def question(self) -> TrustQuestion:
-        not_used = [p for p in self.manager.problems if "is not used" in p]
-        return question(self.root, self.manager.project_servers, not_used)
+        servers = self.manager.project_servers if self.manager is not None else []
+        not_used = [p for p in self.manager.problems if "is not used" in p] if self.manager is not None else []
+        project_hooks = self.hooks.config.project_hooks if self.hooks is not None else []
+        skills = [(s.name, s.shown, s.description) for s in self.skills.project_skills] if self.skills else []
+        return question(self.root, servers, not_used, project_hooks, skills)
 
     def answer(self, trusted: bool) -> None:
         self.store.remember(self.root, self.files, trusted)
-        self.manager.trust(trusted)
+        if self.manager is not None:
+            self.manager.trust(trusted)
+        if self.hooks is not None:
+            self.hooks.project_trusted = trusted
+        if self.skills is not None:
+            self.skills.project_trusted = trusted
 
 
 def for_project(
-    root: Path, settings_servers: Mapping[str, Any] | None, switches_file: Path, trust_file: Path
+    root: Path,
+    settings_servers: Mapping[str, Any] | None,
+    switches_file: Path,
+    trust_file: Path,
+    hooks: Hooks | None = None,
+    skills: SkillSet | None = None,
 ) -> tuple[McpManager | None, ProjectTrust | None]:
     """The manager (None when nothing is configured anywhere and nothing was wrong), and the
-    trust question when the project carries servers of its own. A remembered yes for these
-    exact files trusts them at once; a no keeps them off without asking."""
+    trust question when the project carries servers or hooks of its own. A remembered yes
+    for these exact files trusts them at once; a no keeps them off without asking."""
     seen: dict[str, bytes] = {}
     specs, problems = discover(root, settings_servers, seen)
-    if not specs and not problems:
-        return None, None
-    switches = Switches(switches_file, root)
-    manager = McpManager(specs, root, switches, problems=[str(p) for p in problems])
-    if not manager.project_servers:
+    manager = None
+    if specs or problems:
+        manager = McpManager(specs, root, Switches(switches_file, root), problems=[str(p) for p in problems])
+    servers = manager.project_servers if manager is not None else []
+    project_hooks = hooks.config.project_hooks if hooks is not None else []
+    project_skills = skills.seen if skills is not None and skills.project_skills else {}
+    if not servers and not project_hooks and not project_skills:
         return manager, None
-    trust = ProjectTrust(root, fingerprint(seen, root, manager.project_servers), TrustStore(trust_file), manager)
-    manager.project_trusted = trust.decision() is True
+    files = fingerprint(seen, root, servers, project_hooks, project_skills)
+    trust = ProjectTrust(
+        root,
+        files,
+        TrustStore(trust_file),
+        manager,
+        hooks if project_hooks else None,
+        skills if project_skills else None,
+    )
+    trusted = trust.decision() is True
+    if manager is not None:
+        manager.project_trusted = trusted
+    if hooks is not None:
+        hooks.project_trusted = trusted
+    if skills is not None:
+        skills.project_trusted = trusted
     return manager, trust

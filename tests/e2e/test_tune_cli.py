@@ -1,0 +1,48 @@
+"""`dspine tune` as a user runs it: it measures, prints what it measured and what it picked,
+saves it; `run` then starts with the pick and names it; `--show` prints it back, a changed
+model file makes it stale (said, and not used); `--reset` forgets it."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tests.support.gguf_models import chat_model, write_model
+
+
+def test_tune_then_run_show_stale_and_reset(dspine, tmp_path):
+    model = write_model(tmp_path / "chat.gguf", chat_model(n_layer=1, n_embd=64))
+    inproc = ("--engine", "inproc")
+
+    tuned = dspine("tune", str(model), *inproc, "--rounds", "1", "--max-tokens", "8", timeout=300)
+    assert tuned.returncode == 0, tuned.stderr[-2000:]
+    assert "dspine tune: chat.gguf, inproc" in tuned.stdout
+    assert "n-gram" in tuned.stdout and "plain" in tuned.stdout  # both rows measured
+    picked = next(line for line in tuned.stdout.splitlines() if line.startswith("picked "))
+    saved = json.loads((tmp_path / "data" / "dspine" / "tunes.json").read_text())
+    (entry,) = saved.values()
+    assert entry["summary"] in picked and entry["table"]
+
+    ran = dspine("run", str(model), *inproc, "-n", "4", "--think", "off", "--json", "hi")
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert json.loads(ran.stdout)["stats"]["drafting"].startswith("tuned: ")
+
+    shown = dspine("tune", str(model), *inproc, "--show")
+    assert shown.returncode == 0 and entry["summary"] in shown.stdout and "stale" not in shown.stdout
+
+    stat = model.stat()
+    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # the file changed since the tune
+    stale = dspine("run", str(model), *inproc, "-n", "4", "--think", "off", "hi")
+    assert stale.returncode == 0
+    assert "was measured with other model files: run `dspine tune` again" in stale.stderr
+    assert "tuned:" not in stale.stderr
+    assert "stale: measured with other model files" in dspine("tune", str(model), *inproc, "--show").stdout
+
+    assert "forgot the tune for chat.gguf" in dspine("tune", str(model), *inproc, "--reset").stdout
+    assert "no tune for chat.gguf" in dspine("tune", str(model), *inproc, "--show").stdout
+
+
+def test_a_remote_engine_is_not_tuned(dspine, tmp_path):
+    model = write_model(tmp_path / "chat.gguf", chat_model(n_layer=1, n_embd=64))
+    refused = dspine("tune", str(model), "--engine", "remote")
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr

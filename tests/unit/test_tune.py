@@ -1,0 +1,203 @@
+"""`dspine tune`'s pick and the drafting choice chat, run and serve start with (issue 47):
+speculation is never slower than plain on new text, a drafter that drafted nothing is never
+picked, a tune made under other conditions is said stale and not used, and without a tune a
+machine with no GPU starts plain with n-gram drafts."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.run import drafting_choice
+from app.run.bench import PLAIN, Row
+from app.run.drafting_choice import CPU_DEFAULT_NOTE, choose, with_drafting
+from app.run.engines import EngineOptions, ModelFiles
+from app.run.tune import candidates, lengths_to_try
+from app.run.tune import choose as pick_from
+from app.run.tune_record import Conditions, Pick, Tune, TuneRecords, tune_key
+from app.settings import load_settings
+
+DRAFTER = "draft-q4_1.gguf"
+CATEGORIES = ("agent", "code", "edit", "math", "prose")
+
+
+def rows_for(label: str, n_max: int | None, speedups: dict[str, float], drafted: int = 10) -> list[Row]:
+    return [
+        Row(
+            category=category,
+            think=False,
+            drafter=label,
+            n_max=n_max,
+            tokens_per_s={"median": 10 * speedup},
+            speedup=speedup,
+            acceptance_length=None,
+            acceptance_rate=None,
+            ttft_s=None,
+            counts={"drafted": drafted},
+            runs=2,
+        )
+        for category, speedup in speedups.items()
+    ]
+
+
+def flat(value: float, edit: float | None = None) -> dict[str, float]:
+    return {c: (edit if c == "edit" and edit is not None else value) for c in CATEGORIES}
+
+
+FOUND = candidates(DRAFTER, [2, 4])
+PLAIN_ROWS = rows_for(PLAIN, None, flat(1.0), drafted=0)
+
+
+def test_candidates_are_plain_ngram_and_the_drafter_with_and_without_ngram_at_each_length():
+    picks = [c.pick for c in FOUND]
+    assert picks[:2] == [Pick(False, False), Pick(False, True)]
+    assert {(p.drafter, p.ngram, p.n_max) for p in picks[2:]} == {
+        (True, False, 2), (True, True, 2), (True, False, 4), (True, True, 4)
+    }  # fmt: skip
+    assert [c.pick for c in candidates(None, [2, 4])] == picks[:2]
+    assert lengths_to_try(15) == [7, 15] and lengths_to_try(3) == [2, 3] and lengths_to_try(2) == [2]
+
+
+def test_a_drafter_slower_than_plain_is_not_picked():
+    rows = PLAIN_ROWS + rows_for("n-gram", None, flat(0.99)) + rows_for(DRAFTER, 4, flat(0.79))
+    pick, why = pick_from(FOUND, rows)
+    assert pick == Pick(False, False) and why.startswith("plain decoding: no drafting setup pays here")
+
+
+def test_ngram_that_pays_on_edits_and_costs_nothing_on_new_text_is_picked():
+    rows = PLAIN_ROWS + rows_for("n-gram", None, flat(1.0, edit=1.45)) + rows_for(DRAFTER, 4, flat(0.8))
+    pick, why = pick_from(FOUND, rows)
+    assert pick == Pick(False, True)
+    assert why.startswith("n-gram: ") and "1.45x on edits" in why
+
+
+def test_great_edits_do_not_buy_slower_new_text():
+    """The floor: new text at 0.9x plain disqualifies, however much edits gain."""
+    rows = PLAIN_ROWS + rows_for(f"n-gram + {DRAFTER}", 4, flat(0.9, edit=3.0))
+    pick, _ = pick_from(FOUND, rows)
+    assert pick == Pick(False, False)
+
+
+def test_a_drafter_that_drafted_nothing_is_never_picked_and_the_verdict_says_so():
+    rows = PLAIN_ROWS + rows_for(DRAFTER, 4, flat(1.2), drafted=0)
+    pick, why = pick_from(FOUND, rows)
+    assert pick == Pick(False, False) and f"{DRAFTER} drafted nothing" in why
+
+
+def test_the_fastest_that_pays_wins_and_a_tie_goes_to_what_costs_less():
+    rows = (
+        PLAIN_ROWS
+        + rows_for("n-gram", None, flat(1.05, edit=1.3))
+        + rows_for(DRAFTER, 2, flat(1.6))
+        + rows_for(f"n-gram + {DRAFTER}", 2, flat(1.61, edit=1.7))
+    )
+    pick, why = pick_from(FOUND, rows)
+    assert pick == Pick(True, True, 2)  # 1.61 flat and 1.7 on edits beats 1.6 by more than 1%
+    tie = PLAIN_ROWS + rows_for(DRAFTER, 2, flat(1.6)) + rows_for(f"n-gram + {DRAFTER}", 2, flat(1.601))
+    assert pick_from(FOUND, tie)[0] == Pick(True, False, 2)
+
+
+# -- the choice a run starts with ------------------------------------------------------------
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    monkeypatch.delenv("DSPINE_CONFIG", raising=False)
+    monkeypatch.delenv("DSPINE_NGRAM_DRAFTING", raising=False)
+    return load_settings()
+
+
+@pytest.fixture
+def pair(tmp_path) -> ModelFiles:
+    target, drafter = tmp_path / "target.gguf", tmp_path / DRAFTER
+    target.write_bytes(b"t" * 10)
+    drafter.write_bytes(b"d" * 10)
+    return ModelFiles("smollm2-135m", target, drafter, "draft")
+
+
+NOW = Conditions(build="llama-server /x 1 2", device="CPU test", files="t + d")
+
+
+def test_without_a_gpu_and_without_a_tune_the_run_is_plain_with_ngram(pair, settings):
+    chosen = choose(pair, None, "inproc", settings, on_gpu=False, conditions=NOW)
+    assert chosen.files.drafter is None and chosen.files.target == pair.target
+    assert chosen.ngram is True and chosen.label == "plain + n-gram (no GPU)" and chosen.note == CPU_DEFAULT_NOTE
+    options = with_drafting(EngineOptions(engine="inproc"), chosen)
+    assert options.ngram is True and options.n_max is None
+
+
+def test_with_a_gpu_and_without_a_tune_the_pairs_drafter_runs(pair, settings):
+    chosen = choose(pair, None, "server", settings, on_gpu=True, conditions=NOW)
+    assert chosen.files == pair and chosen.ngram is None and chosen.label is None
+
+
+def test_what_the_user_asked_for_is_what_runs(pair, settings):
+    for asked in ("q4_1", "none", "/some/file.gguf"):
+        chosen = choose(pair, asked, "inproc", settings, on_gpu=False, conditions=NOW)
+        assert chosen.files == pair and chosen.ngram is None and chosen.note is None
+
+
+def test_ngram_drafting_off_means_plain(pair, settings, monkeypatch):
+    monkeypatch.setenv("DSPINE_NGRAM_DRAFTING", "off")
+    chosen = choose(pair, None, "inproc", load_settings(), on_gpu=False, conditions=NOW)
+    assert chosen.files.drafter is None and chosen.ngram is False and chosen.label == "plain (no GPU)"
+
+
+def saved(settings, pair, pick: Pick, conditions: Conditions = NOW) -> None:
+    assert pair.target is not None
+    TuneRecords(settings.tune_file).put(
+        tune_key("inproc", pair.target, pair.drafter), Tune(pick, conditions, "why", [], "today")
+    )
+
+
+def test_a_fresh_tune_is_what_runs_and_the_readout_names_it(pair, settings):
+    saved(settings, pair, Pick(drafter=True, ngram=True, n_max=2))
+    chosen = choose(pair, None, "inproc", settings, on_gpu=False, conditions=NOW)
+    assert chosen.files == pair and chosen.ngram is True and chosen.n_max == 2
+    assert chosen.label == "tuned: drafter + n-gram" and chosen.note is None
+    assert with_drafting(EngineOptions(engine="inproc", n_max=6), chosen).n_max == 6  # --n-max stays
+    saved(settings, pair, Pick(drafter=False, ngram=False))
+    plain = choose(pair, None, "inproc", settings, on_gpu=True, conditions=NOW)
+    assert plain.files.drafter is None and plain.ngram is False and plain.label == "tuned: plain, no drafter pays here"
+
+
+@pytest.mark.parametrize(
+    "other, said",
+    [
+        (replace(NOW, build="llama-server /x 1 3"), "another llama.cpp build"),
+        (replace(NOW, device="NVIDIA GeForce RTX 3090"), "another device"),
+        (replace(NOW, files="t2 + d"), "other model files"),
+    ],
+)
+def test_a_stale_tune_is_said_and_not_used(pair, settings, other, said):
+    saved(settings, pair, Pick(drafter=True, ngram=False, n_max=2), conditions=other)
+    chosen = choose(pair, None, "inproc", settings, on_gpu=True, conditions=NOW)
+    assert chosen.files == pair and chosen.n_max is None  # the default, not the stale pick
+    assert chosen.note is not None and said in chosen.note and "dspine tune" in chosen.note
+
+
+def test_the_tunes_file_survives_damage_and_forgets_on_reset(tmp_path):
+    records = TuneRecords(tmp_path / "tunes.json")
+    assert records.get("k") is None
+    records.path.write_text("{not json")
+    assert records.get("k") is None
+    records.put("k", Tune(Pick(False, True), NOW, "why", [{"category": "code"}], "today"))
+    assert records.get("k") == Tune(Pick(False, True), NOW, "why", [{"category": "code"}], "today")
+    records.path.write_text('{"k": {"pick": {"drafter": 1, "unknown": 2}}}')
+    assert records.get("k") is None
+    assert records.reset("k") == 1 and records.reset("k") == 0
+
+
+def test_conditions_now_name_the_build_the_device_and_both_files(pair, settings, monkeypatch):
+    monkeypatch.setattr(drafting_choice, "library_identity", lambda: "llama-cpp-python 9")
+    monkeypatch.setattr(drafting_choice, "device_identity", lambda: "CPU X")
+    now = drafting_choice.conditions_now("inproc", pair, settings)
+    assert now.build == "llama-cpp-python 9" and now.device == "CPU X"
+    assert Path(pair.target).name in now.files and DRAFTER in now.files
+    assert pair.drafter is not None
+    pair.drafter.write_bytes(b"another drafter, another size")
+    assert drafting_choice.conditions_now("inproc", pair, settings).changed(now) == "other model files"
