@@ -1154,7 +1154,9 @@ def tune(
     show: bool = typer.Option(False, "--show", help="Print the saved tune (and whether it is stale); measure nothing."),
     reset: bool = typer.Option(False, "--reset", help="Forget the saved tune: back to the default."),
     rounds: int = typer.Option(2, "--rounds", help="Each setup runs each prompt once a round, in turns."),
-    max_tokens: int = typer.Option(40, "--max-tokens", "-n", help="Tokens generated per prompt."),
+    max_tokens: int = typer.Option(
+        48, "--max-tokens", "-n", help="Tokens generated per prompt of new text (an edit's: 96 at least)."
+    ),
 ) -> None:
     """Measure which drafting pays on this machine (plain, n-gram, the drafter, both) and use it from now on."""
     from rich.markup import escape

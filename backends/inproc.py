@@ -55,6 +55,7 @@ from .stats import count_positions as _count_positions
 from .template_choice import TemplateChoice, choose
 from .thinking import ThinkSplitter
 from .tool_call_text import ToolCallParser
+from .turn_kind import TurnDrafting
 
 # Sequences of a recurrent model's context: the conversation, the state saved at the end
 # of the last prompt's messages (prefix reuse), and a hybrid drafter's draft.
@@ -334,6 +335,8 @@ class InprocEngine:
     ngram: LookupSettings | None = None
     # Per think mode, whether the lookup pays on top of the draft model (or plain, without one).
     ngram_break_even: BreakEven | None = None
+    # Whether to draft on an edit turn and on new text (backends/turn_kind.py; None: on both).
+    turn_drafting: TurnDrafting | None = None
     name: str = "inproc"
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
@@ -669,6 +672,8 @@ class InprocEngine:
         sampling = sampling or preset(think)
         if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
             n_max = 0
+        if self.turn_drafting is not None and not self.turn_drafting.drafts(messages):
+            n_max = 0  # this kind of turn decodes plainly here (a tune's measured choice)
         if n_max is None and self.adaptive is not None and self._drafter is not None:
             if self.adaptive.wants_calibration():
                 self.adaptive.calibrated(self._verify_costs(self.adaptive.max_k + 1))

@@ -39,6 +39,7 @@ from .sampling import Sampling, preset
 from .server_log import cause_line
 from .stats import Stats
 from .template_choice import TemplateChoice, choose, for_original
+from .turn_kind import TurnDrafting
 
 if TYPE_CHECKING:
     import httpx2
@@ -306,6 +307,9 @@ class LlamaServerEngine:
     break_even: BreakEven | None = None
     # Per think mode, whether the n-gram drafter's long drafts pay on top of the model drafter.
     ngram_break_even: BreakEven | None = None
+    # Whether to draft on an edit turn and on new text (backends/turn_kind.py; None: on both).
+    # Per request, so on a server that honours a per-request length (dspine's patched one).
+    turn_drafting: TurnDrafting | None = None
     # Whether this binary drafts at a request's `speculative.n_max` (learned from /props at start).
     per_request_draft: bool | None = field(default=None, init=False)
     # The chat template in force and where later system messages go (decided at start).
@@ -593,6 +597,8 @@ class LlamaServerEngine:
         assert self._running is not None
         self._cancel.clear()
         extra: dict[str, Any] = {"timings_per_token": True}
+        if self.turn_drafting is not None and self.per_request_draft and not self.turn_drafting.drafts(messages):
+            n_max = 0  # this kind of turn decodes plainly here (a tune's measured choice)
         learning = n_max is None and self.adaptive is not None and self.per_request_draft and self.config.drafter_kind
         if learning:
             import httpx2
@@ -607,7 +613,10 @@ class LlamaServerEngine:
             n_max = self.adaptive.choose(think)
         judge_ngram = self.ngram_break_even if self.ngram_chained and self.per_request_draft else None
         long_copies = (
-            self.ngram_chained and self.per_request_draft and (judge_ngram is None or judge_ngram.drafting(think))
+            n_max != 0
+            and self.ngram_chained
+            and self.per_request_draft
+            and (judge_ngram is None or judge_ngram.drafting(think))
         )
         ngram_above: int | None = None
         if long_copies:

@@ -36,6 +36,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--tune-rounds", type=int, default=2)
+    parser.add_argument("--only-tune", action="store_true", help="time the tune and print its pick only")
     parser.add_argument("--llama-server", type=Path, default=None, help="the llama-server to run (default: found)")
     args = parser.parse_args()
 
@@ -68,22 +69,45 @@ def main() -> int:
         tuned, _, ran = measure(files, engine, settings, rounds=args.tune_rounds)
         tune_s = time.monotonic() - started
         print(f"\n## {engine}: dspine tune took {tune_s:.0f} s ({ran} runs); picked {tuned.summary}")
+        if args.only_tune:
+            continue
         default = choose(files, None, engine, settings, on_gpu=False)
+        default_pick = Pick(
+            drafter=False,
+            ngram=bool(default.ngram),
+            new_text=default.turns is None or default.turns.new_text,
+            edit=default.turns is None or default.turns.edit,
+        )
         setups = {
             "plain": Pick(drafter=False, ngram=False),
             f"tuned ({tuned.pick.label})": tuned.pick,
-            f"default ({'n-gram' if default.ngram else 'plain'})": Pick(drafter=False, ngram=bool(default.ngram)),
+            f"no-GPU default ({default_pick.label})": default_pick,
             "drafter (before)": Pick(drafter=True, ngram=True),
         }
-        engines = {}
-        for name, pick in setups.items():
-            options = EngineOptions(engine=engine, n_max=pick.n_max, break_even=False, ngram=pick.ngram)  # type: ignore[arg-type]
-            engines[name] = open_engine(apply_pick(files, pick), options, settings)
+        engines: dict = {}
+
+        def open_all(engines=engines, setups=setups, engine=engine) -> None:
+            for running in engines.values():
+                running.close()
+            engines.clear()
+            for name, pick in setups.items():
+                options = EngineOptions(
+                    engine=engine,  # type: ignore[arg-type]
+                    n_max=pick.n_max,
+                    break_even=False,
+                    ngram=pick.ngram,
+                    turn_drafting=pick.turn_drafting(),
+                )
+                engines[name] = open_engine(apply_pick(files, pick), options, settings)
+
         rates: dict[tuple[str, str], list[float]] = {}
         ratios: dict[tuple[str, str], list[float]] = {}
         sampling = preset(False).with_(temperature=0.0, max_tokens=args.tokens, seed=0)
         try:
             for round_ in range(args.rounds):
+                # Fresh engines each round: llama-server's n-gram drafter remembers the replies of
+                # earlier requests, and a repeated greedy prompt would draft whole.
+                open_all()
                 order = list(engines) if round_ % 2 == 0 else list(reversed(engines))
                 for category, messages in prompts:
                     measured = {}
@@ -100,14 +124,14 @@ def main() -> int:
         finally:
             for running in engines.values():
                 running.close()
-        print(f"\n{'prompt':<12} " + " ".join(f"{name:>30}" for name in setups))
+        print(f"\n{'prompt':<12} " + " ".join(f"{name[:34]:>34}" for name in setups))
         for category in dict.fromkeys(c for c, _ in prompts):
             cells = []
             for name in setups:
                 r = ratios[(category, name)]
                 tok = statistics.median(rates[(category, name)])
                 cells.append(f"{tok:6.1f} t/s {statistics.median(r):.2f}x ({min(r):.2f}-{max(r):.2f})")
-            print(f"{category:<12} " + " ".join(f"{c:>30}" for c in cells))
+            print(f"{category:<12} " + " ".join(f"{c:>34}" for c in cells))
         new = [
             statistics.median(ratios[(c, name)])
             for c in dict.fromkeys(c for c, _ in prompts)

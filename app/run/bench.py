@@ -223,6 +223,8 @@ def run_bench(
     depths: dict[int, Callable[[list[dict]], list[dict]]] | None = None,
     on_start: Callable[[Setup, str, bool], None] | None = None,
     max_open: int | None = None,
+    tokens_for: Callable[[Prompt], int] | None = None,
+    round_prompts: list[list[Prompt]] | None = None,
 ) -> list[Run]:
     """Every setup on every prompt, mode, depth, `repeat` rounds. Ctrl-C stops it; what ran is
     returned. `depths`: each depth with what puts that much context before a prompt.
@@ -247,9 +249,13 @@ def run_bench(
         return engines[setup]
 
     def one(setup: Setup, think: bool, depth: int, index: int, round_: int) -> None:
-        prompt = prompts[index]
+        # `round_prompts`: other prompts each round (as many), so no engine sees a prompt twice:
+        # llama-server's n-gram drafter remembers replies across requests and would draft a
+        # repeated greedy reply whole.
+        prompt = round_prompts[round_ % len(round_prompts)][index] if round_prompts else prompts[index]
         deepen = at_depths[depth]
-        sampling = preset(think).with_(seed=seed, max_tokens=max_tokens)
+        # `tokens_for`: a prompt's own length (tune: an edit must run long enough to reach its copy)
+        sampling = preset(think).with_(seed=seed, max_tokens=tokens_for(prompt) if tokens_for else max_tokens)
         engine = engine_for(setup)
         if on_start:
             on_start(setup, prompt.category, think)

@@ -2,9 +2,9 @@
 place chat, run, serve and bench ask.
 
 - A fresh `dspine tune` for this model pair, engine, build and device: what it picked.
-- Else with no GPU: plain decoding with n-gram drafts. On a CPU a draft model mostly loses
-  (people's figures and this project's: 0.43x-0.79x plain here), while copying from the
-  context costs almost nothing where it finds no copy and pays on edits.
+- Else with no GPU: plain decoding, with n-gram drafts on edit turns. On a CPU a draft model
+  mostly loses (people's figures and this project's: 0.43x-0.79x plain here), and copies from
+  the context pay on edits (1.2-1.4x) but cost 7-9% on some new text.
 - Else the pair's drafter, with n-gram drafts chained before it (the setting's default).
 
 A stale tune (another build, device or model files) is said, and not used."""
@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from backends.turn_kind import TurnDrafting
+
 from ..settings import Settings
 from .build_identity import binary_identity, device_identity, file_identity, library_identity
 from .engines import ModelFiles, llama_server_binary
 from .tune_record import Conditions, Pick, TuneRecords, tune_key
 
-CPU_DEFAULT_NOTE = "no GPU: plain decoding with n-gram drafts; `dspine tune` measures what pays here"
+CPU_DEFAULT_NOTE = "no GPU: plain decoding, n-gram drafts on edits; `dspine tune` measures what pays here"
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class Drafting:
     n_max: int | None  # None: the engine's (adaptive where it learns one)
     label: str | None  # what the readout names ("tuned: n-gram"); None: the drafter as usual
     note: str | None = None  # a line to say once before the reply (a stale tune, the CPU default)
+    turns: TurnDrafting | None = None  # which kinds of turn draft (None: both)
 
 
 def conditions_now(engine: str, files: ModelFiles, settings: Settings) -> Conditions:
@@ -47,6 +50,7 @@ def choose(
     settings: Settings,
     on_gpu: bool,
     conditions: Conditions | None = None,
+    per_turn: bool = True,
 ) -> Drafting:
     """`engine`: the resolved one (server, inproc, remote). `conditions`: now's, when the
     caller has them (computed here otherwise)."""
@@ -59,16 +63,20 @@ def choose(
         changed = record.conditions.changed(now)
         if changed is None:
             pick = record.pick
-            label = f"tuned: {pick.label}" if pick.drafter or pick.ngram else "tuned: plain, no drafter pays here"
-            return Drafting(apply_pick(files, pick), pick.ngram, pick.n_max, label)
+            label = f"tuned: {pick.label}" if pick.drafts else "tuned: plain, no drafting pays here"
+            return Drafting(apply_pick(files, pick), pick.ngram, pick.n_max, label, turns=pick.turn_drafting())
         note = f"the tune for {files.label} was measured with {changed}: run `dspine tune` again"
     if on_gpu:
         return Drafting(files, None, None, None, note)
     ngram = settings.ngram_drafting != "off"
-    label = "plain + n-gram (no GPU)" if ngram else "plain (no GPU)"
+    # With the setting `on`, copies on every turn; by default on edits only (they cost on new text),
+    # where the engine can switch per request (`per_turn`), else on every turn with their own
+    # break-even judge.
+    pick = Pick(drafter=False, ngram=ngram, new_text=settings.ngram_drafting == "on" or not per_turn)
+    label = f"{pick.label} (no GPU)"
     if files.drafter is not None:
         note = note or CPU_DEFAULT_NOTE  # the drafter it was pulled with is left out: say so
-    return Drafting(apply_pick(files, Pick(drafter=False, ngram=ngram)), ngram, None, label, note)
+    return Drafting(apply_pick(files, pick), ngram, None, label, note, pick.turn_drafting() if ngram else None)
 
 
 def drafting_for(files: ModelFiles, draft: str | None, engine: str, settings: Settings) -> Drafting:
@@ -76,9 +84,16 @@ def drafting_for(files: ModelFiles, draft: str | None, engine: str, settings: Se
     run, serve and headless start with."""
     if draft is not None or engine == "remote" or files.target is None:
         return Drafting(files, None, None, None)
+    from backends.base import EngineError
+    from backends.server_draft import honoured_by_binary
+
     from ..fit.hardware import detect
 
-    return choose(files, draft, engine, settings, on_gpu=bool(detect().gpus))
+    try:
+        per_turn = engine == "inproc" or honoured_by_binary(llama_server_binary(settings))
+    except EngineError:
+        per_turn = False  # no llama-server: the engine's start says so
+    return choose(files, draft, engine, settings, on_gpu=bool(detect().gpus), per_turn=per_turn)
 
 
 def with_drafting(options, drafting: Drafting):
@@ -87,4 +102,5 @@ def with_drafting(options, drafting: Drafting):
         options,
         ngram=drafting.ngram if drafting.ngram is not None else options.ngram,
         n_max=options.n_max if options.n_max is not None else drafting.n_max,
+        turn_drafting=drafting.turns,
     )

@@ -15,6 +15,7 @@ from backends.drafters import KINDS, NGRAM
 from backends.gguf_header import read_local
 from backends.prompt_lookup import LookupSettings
 from backends.rollback import launch_draft_length
+from backends.turn_kind import TurnDrafting
 
 from ..choices import EngineName
 from ..errors import UsageError
@@ -101,6 +102,8 @@ class EngineOptions:
     break_even: bool = True
     # Drafts copied from the context chained before the drafter (setting `ngram_drafting`); None: the setting.
     ngram: bool | None = None
+    # Whether to draft on edit turns and on new text (a tune's choice; None: on both).
+    turn_drafting: TurnDrafting | None = None
 
 
 def open_engine(
@@ -179,6 +182,7 @@ def open_engine(
             on_close=on_close,
             break_even=_break_even(settings) if options.break_even else None,
             ngram_break_even=_ngram_break_even(options, settings, files),
+            turn_drafting=options.turn_drafting,
         ).start()
     from backends.inproc import InprocEngine
 
@@ -211,6 +215,7 @@ def open_engine(
         break_even=_break_even(settings) if options.break_even else None,
         ngram=LookupSettings() if _ngram_on(options, settings, files) else None,
         ngram_break_even=_ngram_break_even(options, settings, files),
+        turn_drafting=options.turn_drafting,
     ).load()
 
 

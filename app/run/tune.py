@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .bench import PLAIN, Row, Setup
 from .tune_record import Pick
@@ -21,7 +21,10 @@ NEW_TEXT_FLOOR = 0.97
 # Over all categories a pick must beat plain by this much; less is noise, not a reason to draft.
 MARGIN = 1.03
 ROUNDS = 2
-MAX_TOKENS = 40
+MAX_TOKENS = 48  # new text: enough for a steady decode speed (the prompt's time is not in it)
+# An edit's reply copies the file only after a line or two of its own: at 40 tokens n-gram
+# drafts measured 0.97-1.05x plain on bench's edits, at 64 1.17x, at 96 1.18-1.52x (SmolLM2).
+EDIT_TOKENS = 96
 
 
 @dataclass(frozen=True)
@@ -47,11 +50,12 @@ def candidates(drafter_name: str | None, lengths: list[int]) -> list[Candidate]:
     return found
 
 
-def lengths_to_try(default: int) -> list[int]:
-    """The kind's own length and a short one: on a slow machine a short draft often pays where
-    a long one does not."""
+def lengths_to_try(default: int, gpu: bool = True) -> list[int]:
+    """With a GPU the kind's own length and a short one (a short draft often pays where a long
+    one does not); on a CPU, where a draft model rarely pays at any length, its own only, so
+    the tune keeps to about a minute."""
     short = max(2, default // 2)
-    return sorted({short, default})
+    return sorted({short, default}) if gpu else [default]
 
 
 @dataclass(frozen=True)
@@ -91,20 +95,57 @@ def score(candidate: Candidate, rows: list[Row]) -> Score | None:
     )
 
 
-def choose(found: list[Candidate], rows: list[Row]) -> tuple[Pick, str]:
-    """The pick and the sentence that says why, from bench rows of these candidates."""
+def _fastest(found: list[Candidate], rows: list[Row]) -> tuple[Score | None, list[Score]]:
+    """Of the candidates measured on these rows, the fastest that drafted, beats plain by
+    MARGIN and keeps new text above the floor (None: none does), and every score."""
     scores = [s for c in found if c.setup.drafter != PLAIN for s in [score(c, rows)] if s is not None]
-    if not scores:
-        return Pick(drafter=False, ngram=False), "plain decoding: nothing else was measured"
     paying = [s for s in scores if s.qualifies and s.overall >= MARGIN]
     if not paying:
-        best = max(scores, key=lambda s: s.overall)
-        why = f"{best.candidate.setup.drafter} drafted nothing" if not best.drafted else f"best {describe(best)}"
-        return Pick(drafter=False, ngram=False), f"plain decoding: no drafting setup pays here ({why})"
+        return None, scores
     # Among those that pay, the fastest; on a tie (within 1%) the one that costs less to run.
     top = max(s.overall for s in paying)
     close = [s for s in paying if s.overall >= top * 0.99]
-    best = min(close, key=lambda s: (s.candidate.pick.drafter, s.candidate.pick.ngram, -s.overall))
+    return min(close, key=lambda s: (s.candidate.pick.drafter, s.candidate.pick.ngram, -s.overall)), scores
+
+
+def _why_not(scores: list[Score]) -> str:
+    if not scores:
+        return "nothing else was measured"
+    best = max(scores, key=lambda s: s.overall)
+    return f"{best.candidate.setup.drafter} drafted nothing" if not best.drafted else f"best {describe(best)}"
+
+
+def choose(found: list[Candidate], rows: list[Row], per_turn: bool = True) -> tuple[Pick, str]:
+    """The pick and the sentence that says why, from bench rows of these candidates: for new
+    text and for edits apart (a setup may pay on one kind of turn only: copies on an edit),
+    then one launch that drafts on the kinds where drafting paid. `per_turn` False: the
+    engine cannot switch drafting per request (an upstream llama-server), so one setup for
+    every turn, the fastest over all categories whose new text stays above the floor."""
+    if not per_turn:
+        best, scores = _fastest(found, rows)
+        if best is None:
+            return Pick(drafter=False, ngram=False), f"plain decoding: no drafting setup pays here ({_why_not(scores)})"
+        return best.candidate.pick, f"{label(best.candidate)}: {describe(best)}"
+    new_best, new_scores = _fastest(found, [r for r in rows if r.category != EDIT_CATEGORY])
+    edit_rows = [r for r in rows if r.category == EDIT_CATEGORY]
+    edit_best, _ = _fastest(found, edit_rows) if edit_rows else (None, [])
+    if new_best is None and edit_best is None:
+        _, scores = _fastest(found, rows)
+        return Pick(drafter=False, ngram=False), f"plain decoding: no drafting setup pays here ({_why_not(scores)})"
+    if new_best is None:
+        assert edit_best is not None
+        pick = replace(edit_best.candidate.pick, new_text=False)
+        spread = f"{edit_best.low:.2f}-{edit_best.high:.2f}"
+        said = f"{label(edit_best.candidate)} on edits: {edit_best.overall:.2f}x plain ({spread})"
+        return pick, f"{said}; plain on new text ({_why_not(new_scores)})"
+    if edit_best is None or edit_best.candidate == new_best.candidate:
+        on_edits = edit_best is not None or not edit_rows
+        pick = replace(new_best.candidate.pick, edit=on_edits)
+        where = "" if on_edits else " on new text; plain on edits"
+        return pick, f"{label(new_best.candidate)}{where}: {describe(new_best)}"
+    # Different setups pay on each kind: the one that does better over both.
+    overall, _ = _fastest(found, rows)
+    best = overall or new_best
     return best.candidate.pick, f"{label(best.candidate)}: {describe(best)}"
 
 
@@ -133,11 +174,12 @@ def measure(
     from datetime import UTC, datetime
 
     from backends.drafters import KINDS, default_n_max
+    from backends.server_draft import honoured_by_binary
 
     from ..fit.hardware import detect
     from .bench import builtin_prompt_files, load_prompts, run_bench, short_set, summarize
     from .drafting_choice import apply_pick, conditions_now
-    from .engines import EngineOptions, open_engine
+    from .engines import EngineOptions, llama_server_binary, open_engine
     from .think_default import starting_think
     from .tune_record import Tune
 
@@ -148,13 +190,19 @@ def measure(
         and not (files.drafter_kind in KINDS and KINDS[files.drafter_kind].in_process)
     ):
         drafter = None  # the in-process engine runs draft models only: its candidates are the rest
-    found = candidates(
-        drafter.name if drafter is not None else None, lengths_to_try(default_n_max(files.drafter_kind, unknown=4))
-    )
-    by_label = {c.setup.drafter: c for c in found}
-    prompts = short_set(load_prompts(builtin_prompt_files()))
-    thinks = [False] if starting_think(None, files.target)[1] else [True, False]
     on_cpu = not detect().gpus
+    lengths = lengths_to_try(default_n_max(files.drafter_kind, unknown=4), gpu=not on_cpu)
+    found = candidates(drafter.name if drafter is not None else None, lengths)
+    by_label = {c.setup.drafter: c for c in found}
+    every = load_prompts(builtin_prompt_files())
+    prompts = short_set(every)
+    # Each round its own prompt of each category (the first, the second, ...): llama-server's
+    # n-gram drafter remembers earlier replies, and a repeated greedy prompt drafts whole.
+    by_category: dict[str, list] = {}
+    for prompt in every:
+        by_category.setdefault(prompt.category, []).append(prompt)
+    per_round = [[by_category[p.category][r % len(by_category[p.category])] for p in prompts] for r in range(rounds)]
+    thinks = [False] if starting_think(None, files.target)[1] else [True, False]
 
     def open_for(setup: Setup):
         pick = by_label[setup.drafter].pick
@@ -173,9 +221,13 @@ def measure(
         on_run=on_run,
         on_start=on_start,
         max_open=None if on_cpu else 1,
+        tokens_for=lambda prompt: max(max_tokens, EDIT_TOKENS) if prompt.category == EDIT_CATEGORY else max_tokens,
+        round_prompts=per_round,
     )
     rows = summarize(runs)
-    pick, why = choose(found, rows)
+    # Drafting switched per turn needs a per-request length: in process, or dspine's patched server.
+    per_turn = engine == "inproc" or (engine == "server" and honoured_by_binary(llama_server_binary(settings)))
+    pick, why = choose(found, rows, per_turn)
     tune = Tune(
         pick=pick,
         conditions=conditions_now(engine, files, settings),

@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from backends.turn_kind import TurnDrafting
+
 
 @dataclass(frozen=True)
 class Pick:
@@ -18,14 +20,32 @@ class Pick:
     drafter: bool
     ngram: bool
     n_max: int | None = None
+    # Which kinds of turn draft (backends/turn_kind.py): the others decode plainly.
+    new_text: bool = True
+    edit: bool = True
 
     @property
-    def label(self) -> str:
+    def drafts(self) -> bool:
+        return (self.drafter or self.ngram) and (self.new_text or self.edit)
+
+    @property
+    def setup(self) -> str:
         if self.drafter and self.ngram:
             return "drafter + n-gram"
         if self.drafter:
             return "drafter"
         return "n-gram" if self.ngram else "plain"
+
+    @property
+    def label(self) -> str:
+        if not self.drafts:
+            return "plain"
+        if self.new_text and self.edit:
+            return self.setup
+        return f"{self.setup} on {'edits' if self.edit else 'new text'}"
+
+    def turn_drafting(self) -> TurnDrafting | None:
+        return None if self.new_text and self.edit else TurnDrafting(new_text=self.new_text, edit=self.edit)
 
 
 @dataclass(frozen=True)

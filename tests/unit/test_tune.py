@@ -18,6 +18,7 @@ from app.run.tune import candidates, lengths_to_try
 from app.run.tune import choose as pick_from
 from app.run.tune_record import Conditions, Pick, Tune, TuneRecords, tune_key
 from app.settings import load_settings
+from backends.turn_kind import TurnDrafting
 
 DRAFTER = "draft-q4_1.gguf"
 CATEGORIES = ("agent", "code", "edit", "math", "prose")
@@ -69,15 +70,17 @@ def test_a_drafter_slower_than_plain_is_not_picked():
 def test_ngram_that_pays_on_edits_and_costs_nothing_on_new_text_is_picked():
     rows = PLAIN_ROWS + rows_for("n-gram", None, flat(1.0, edit=1.45)) + rows_for(DRAFTER, 4, flat(0.8))
     pick, why = pick_from(FOUND, rows)
-    assert pick == Pick(False, True)
-    assert why.startswith("n-gram: ") and "1.45x on edits" in why
+    assert pick == Pick(False, True, new_text=False)  # copies on edits, plain on new text
+    assert why.startswith("n-gram on edits: 1.45x plain") and "plain on new text" in why
+    assert pick.label == "n-gram on edits" and pick.turn_drafting() == TurnDrafting(new_text=False, edit=True)
 
 
 def test_great_edits_do_not_buy_slower_new_text():
-    """The floor: new text at 0.9x plain disqualifies, however much edits gain."""
+    """New text at 0.9x plain stays plain, however much edits gain: the gain is taken on edits only."""
     rows = PLAIN_ROWS + rows_for(f"n-gram + {DRAFTER}", 4, flat(0.9, edit=3.0))
-    pick, _ = pick_from(FOUND, rows)
-    assert pick == Pick(False, False)
+    pick, why = pick_from(FOUND, rows)
+    assert pick == Pick(True, True, 4, new_text=False, edit=True)
+    assert "on edits" in why and "plain on new text" in why
 
 
 def test_a_drafter_that_drafted_nothing_is_never_picked_and_the_verdict_says_so():
@@ -125,9 +128,10 @@ NOW = Conditions(build="llama-server /x 1 2", device="CPU test", files="t + d")
 def test_without_a_gpu_and_without_a_tune_the_run_is_plain_with_ngram(pair, settings):
     chosen = choose(pair, None, "inproc", settings, on_gpu=False, conditions=NOW)
     assert chosen.files.drafter is None and chosen.files.target == pair.target
-    assert chosen.ngram is True and chosen.label == "plain + n-gram (no GPU)" and chosen.note == CPU_DEFAULT_NOTE
+    assert chosen.ngram is True and chosen.label == "n-gram on edits (no GPU)" and chosen.note == CPU_DEFAULT_NOTE
     options = with_drafting(EngineOptions(engine="inproc"), chosen)
     assert options.ngram is True and options.n_max is None
+    assert options.turn_drafting == TurnDrafting(new_text=False, edit=True)
 
 
 def test_with_a_gpu_and_without_a_tune_the_pairs_drafter_runs(pair, settings):
@@ -145,6 +149,7 @@ def test_ngram_drafting_off_means_plain(pair, settings, monkeypatch):
     monkeypatch.setenv("DSPINE_NGRAM_DRAFTING", "off")
     chosen = choose(pair, None, "inproc", load_settings(), on_gpu=False, conditions=NOW)
     assert chosen.files.drafter is None and chosen.ngram is False and chosen.label == "plain (no GPU)"
+    assert with_drafting(EngineOptions(engine="inproc"), chosen).turn_drafting is None
 
 
 def saved(settings, pair, pick: Pick, conditions: Conditions = NOW) -> None:
@@ -162,7 +167,7 @@ def test_a_fresh_tune_is_what_runs_and_the_readout_names_it(pair, settings):
     assert with_drafting(EngineOptions(engine="inproc", n_max=6), chosen).n_max == 6  # --n-max stays
     saved(settings, pair, Pick(drafter=False, ngram=False))
     plain = choose(pair, None, "inproc", settings, on_gpu=True, conditions=NOW)
-    assert plain.files.drafter is None and plain.ngram is False and plain.label == "tuned: plain, no drafter pays here"
+    assert plain.files.drafter is None and plain.ngram is False and plain.label == "tuned: plain, no drafting pays here"
 
 
 @pytest.mark.parametrize(
