@@ -818,7 +818,14 @@ def _headless(
             # files as they are now (in the chat): headless never asks, and never assumes.
             hooks = for_chat(project.root, settings.hooks)
             skills = discover(project.root)
-            for_project(project.root, {}, settings.mcp_switches_file, settings.project_trust_file, hooks, skills)
+            for_project(
+                project.root,
+                settings.mcp_servers,
+                settings.mcp_switches_file,
+                settings.project_trust_file,
+                hooks,
+                skills,
+            )
             if skills.skills:
                 toolbox.add(skill_tool(skills))
             for problem in skills.problems:
@@ -835,6 +842,7 @@ def _headless(
             chain_limit=max(1, settings.tool_chain_limit),
             mode=mode,
             hooks=hooks,
+            vetoed=decider.refuses,
         )
         session.restore(store.context(chat.id))
         store.add_message(chat.id, "user", prompt)
@@ -1246,7 +1254,7 @@ def _tune_table(title: str, rows) -> None:
 
     # bench's columns less depth, acceptance rate and TTFT: a tune runs at no depth, for speed
     shown = [i for i, column in enumerate(COLUMNS) if column not in ("depth", "accept rate", "TTFT s")]
-    table = Table(title=title, title_justify="left")
+    table = Table(title=Text(title), title_justify="left")  # file names are data, never markup
     for i in shown:
         table.add_column(COLUMNS[i].replace("drafter", "setup"))
     for row in rows:

@@ -128,9 +128,12 @@ def library_survives_repacking(timeout_s: float = PROBE_TIMEOUT_S) -> bool | Non
     with tempfile.TemporaryDirectory(prefix="dspine-repack-") as folder:
         model = write_probe_model(Path(folder) / "probe-q8_0.gguf")
         try:
+            # -P and a folder of its own: a project's `llama_cpp.py` or `numpy/` in the folder
+            # dspine was started in must never be imported (nothing a project carries runs).
             done = subprocess.run(
-                [sys.executable, "-m", "backends.cpu_repack", str(model)],
+                [sys.executable, "-P", "-c", _CHILD, str(model)],
                 env=_repacking_env(),
+                cwd=folder,
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 timeout=timeout_s,
@@ -151,6 +154,7 @@ def server_survives_repacking(binary: Path, timeout_s: float = PROBE_TIMEOUT_S) 
         process = subprocess.Popen(
             [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", "64", "-np", "1"],
             env=_repacking_env(),
+            cwd=folder,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -174,23 +178,20 @@ def server_survives_repacking(binary: Path, timeout_s: float = PROBE_TIMEOUT_S) 
                 process.wait()
 
 
-def _probe_child(model: str) -> int:
-    """The child's side: load with llama.cpp's defaults (repacking on) and run one batch."""
-    import llama_cpp
-
-    llama_cpp.llama_backend_init()
-    model_params = llama_cpp.llama_model_default_params()
-    loaded = llama_cpp.llama_model_load_from_file(model.encode(), model_params)
-    if not loaded:
-        return 2
-    params = llama_cpp.llama_context_default_params()
-    params.n_ctx = params.n_batch = params.n_ubatch = 64
-    context = llama_cpp.llama_init_from_model(loaded, params)
-    if not context:
-        return 2
-    tokens = (llama_cpp.llama_token * 8)(*range(1, 9))
-    return 0 if llama_cpp.llama_decode(context, llama_cpp.llama_batch_get_one(tokens, 8)) == 0 else 2
-
-
-if __name__ == "__main__":
-    sys.exit(_probe_child(sys.argv[1]))
+# The child's side: load with llama.cpp's defaults (repacking on) and run one batch. Exit 0:
+# it ran; 2: it could not load (no answer); a signal: repacking crashed it.
+_CHILD = """
+import sys
+import llama_cpp as L
+L.llama_backend_init()
+model = L.llama_model_load_from_file(sys.argv[1].encode(), L.llama_model_default_params())
+if not model:
+    sys.exit(2)
+params = L.llama_context_default_params()
+params.n_ctx = params.n_batch = params.n_ubatch = 64
+context = L.llama_init_from_model(model, params)
+if not context:
+    sys.exit(2)
+tokens = (L.llama_token * 8)(*range(1, 9))
+sys.exit(0 if L.llama_decode(context, L.llama_batch_get_one(tokens, 8)) == 0 else 2)
+"""

@@ -74,6 +74,10 @@ class Decider:
     denied: list[dict[str, str]] = field(default_factory=list)
     chain_stopped: bool = False
 
+    def refuses(self, tool: str, command: str) -> bool:
+        """A --deny rule covers this call (a hook's "allow" does not override it)."""
+        return any(rule.covers(tool, command) for rule in self.deny)
+
     async def ask(self, question: Question) -> Answer:
         if not question.tool:  # the chain limit: stop, never loop unattended
             self.chain_stopped = True

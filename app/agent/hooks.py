@@ -29,7 +29,8 @@ import os
 import re
 import signal
 import subprocess
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,7 @@ def parse(data: Any, source: str, project: bool) -> tuple[list[Hook], list[str]]
                 if not isinstance(entry, Mapping) or entry.get("type", "command") != "command" or not command:
                     problems.append(f"{source}: a {event} hook is not a command; it is not used")
                     continue
-                if not isinstance(command, str):
+                if not isinstance(command, str) or "\0" in command:
                     problems.append(f"{source}: a {event} hook's command is not text; it is not used")
                     continue
                 timeout = entry.get("timeout", DEFAULT_TIMEOUT_S)
@@ -139,6 +140,7 @@ def _read_json(path: Path) -> tuple[Any, bytes | None, str | None]:
 
 def load(root: Path | None, user_files: Iterable[Path], settings_hooks: Any = None) -> HookConfig:
     """Every hook: the user's files, dspine's own `hooks` setting, then the project's files."""
+    user_files = list(user_files)
     config = HookConfig()
     for path in user_files:
         data, _, problem = _read_json(path)
@@ -151,9 +153,12 @@ def load(root: Path | None, user_files: Iterable[Path], settings_hooks: Any = No
         hooks, problems = parse({"hooks": settings_hooks}, "dspine's settings", project=False)
         config.hooks += hooks
         config.problems += problems
+    users = {os.path.realpath(p) for p in user_files}
     if root is not None:
         for name in PROJECT_FILES:
             path = root / name
+            if os.path.realpath(path) in users:
+                continue  # dspine started in the home folder: the user's file, read once as theirs
             if path.is_symlink() or (path.exists() and not path.is_file()):
                 config.problems.append(f"{name}: not a plain file; its hooks are not used")
                 continue
@@ -230,9 +235,24 @@ class HookRun:
         return None
 
 
+def _drain(stream: Any, kept: bytearray, limit: int) -> None:
+    """Read a pipe to its end, keeping its first `limit` bytes: a hook that prints without end
+    (`yes`) costs no memory, and never blocks on a full pipe."""
+    with contextlib.suppress(OSError, ValueError):
+        while chunk := stream.read(65536):
+            if len(kept) < limit:
+                kept += chunk[: limit - len(kept)]
+
+
+def _feed(stream: Any, data: bytes) -> None:
+    with contextlib.suppress(OSError, ValueError):  # a hook that does not read its input
+        stream.write(data)
+        stream.close()
+
+
 def run(hook: Hook, payload: Mapping[str, Any], root: Path) -> HookRun:
     """One hook, given the event as JSON on standard input, in the project, in its own process
-    group (killed whole past its timeout)."""
+    group (killed whole past its timeout), its output kept to MAX_OUTPUT."""
     env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "DSPINE_PROJECT_DIR": str(root)}
     try:
         process = subprocess.Popen(
@@ -245,16 +265,27 @@ def run(hook: Hook, payload: Mapping[str, Any], root: Path) -> HookRun:
             stderr=subprocess.PIPE,
             start_new_session=True,
         )
-    except OSError as exc:
-        return HookRun(hook, None, "", f"it could not start ({exc.strerror})", None)
+    except (OSError, ValueError) as exc:
+        return HookRun(hook, None, "", f"it could not start ({getattr(exc, 'strerror', None) or exc})", None)
+    out, err = bytearray(), bytearray()
+    limit = MAX_OUTPUT * 4  # bytes: room for MAX_OUTPUT characters of UTF-8
+    threads = [
+        threading.Thread(target=_drain, args=(process.stdout, out, limit), daemon=True),
+        threading.Thread(target=_drain, args=(process.stderr, err, limit), daemon=True),
+        threading.Thread(target=_feed, args=(process.stdin, json.dumps(payload).encode()), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
     try:
-        out, err = process.communicate(json.dumps(payload).encode(), timeout=hook.timeout_s)
+        process.wait(timeout=hook.timeout_s)
     except subprocess.TimeoutExpired:
         with contextlib.suppress(OSError):
             os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            process.communicate(timeout=5)  # a program that left the group may keep a pipe open
+            process.wait(timeout=5)
         return HookRun(hook, None, "", f"stopped after its {hook.timeout_s:g} s timeout", None)
+    for thread in threads[:2]:
+        thread.join(timeout=5)  # a program that left the group may keep a pipe open: not waited for
     stdout = out.decode("utf-8", errors="replace")[:MAX_OUTPUT]
     stderr = err.decode("utf-8", errors="replace")[:MAX_OUTPUT]
     answer = None
@@ -281,6 +312,15 @@ class Hooks:
         self.root = root
         self.session_id = session_id
         self.project_trusted = False
+        # The project's hooks' files as the user trusted them (app/agent/trust.py sets these):
+        # a hook whose files changed since does not run.
+        self.files_digest: Callable[[Hook], str] | None = None
+        self.pinned: dict[int, str] = {}
+
+    def pin(self) -> None:
+        """Remember the project's hooks' files as they are now (at the user's yes)."""
+        digest = self.files_digest
+        self.pinned = {id(h): digest(h) for h in self.config.project_hooks} if digest is not None else {}
 
     def for_event(self, event: str, tool: str | None = None) -> list[Hook]:
         return [
@@ -292,7 +332,14 @@ class Hooks:
     def fire(self, event: str, fields: Mapping[str, Any], tool: str | None = None) -> list[HookRun]:
         """Every matching hook, one after another (blocking: the caller runs it off the UI)."""
         payload = {"session_id": self.session_id, "cwd": str(self.root), "hook_event_name": event, **fields}
-        return [run(hook, payload, self.root) for hook in self.for_event(event, tool)]
+        runs = []
+        for hook in self.for_event(event, tool):
+            if hook.project and self.files_digest is not None and self.pinned.get(id(hook)) != self.files_digest(hook):
+                changed = "its files changed since you trusted the project, so it did not run; /mcp trust asks again"
+                runs.append(HookRun(hook, None, "", changed, None))
+                continue
+            runs.append(run(hook, payload, self.root))
+        return runs
 
 
 def for_chat(root: Path, settings_hooks: Any = None) -> Hooks:

@@ -258,6 +258,7 @@ class Session:
         instructions_file: str | None = None,
         mode: PermissionMode = modes.DEFAULT_MODE,
         hooks: Hooks | None = None,
+        vetoed: Callable[[str, str], bool] | None = None,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
         bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
@@ -293,6 +294,9 @@ class Session:
         self.mode: PermissionMode = mode
         # The user's hooks and, once the project is trusted, its own (app/agent/hooks.py).
         self.hooks = hooks
+        # (tool, command) -> True where the user's own rules refuse it (headless --deny): a
+        # hook's "allow" never overrides those.
+        self.vetoed = vetoed
         self._started = False  # SessionStart hooks ran
         self._start_context: list[str] = []  # what they said, until a prompt takes it to the model
 
@@ -745,7 +749,7 @@ class Session:
         decision = "always (this chat)"
         # "Always" never covers a command the model asked to run outside a sandbox that exists.
         left_sandbox = isinstance(step, ProposedCommand) and step.outside and toolbox.sandbox_left(step)
-        if allowed and not left_sandbox:
+        if allowed and not left_sandbox and not (self.vetoed is not None and self.vetoed(call.name, command)):
             decision = "allowed by a hook"  # a PreToolUse hook the user has (or a trusted project's)
         elif toolbox.needs_consent(call.name) and (left_sandbox or self.consent.must_ask(call.name, command)):
             if modes.accepted(mode, spec) and isinstance(step, ProposedChange):

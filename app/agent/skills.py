@@ -195,8 +195,13 @@ def read_skill(skills: SkillSet, name: str, file: str = "") -> str:
         more = f"\n- ... {len(files) - MAX_LISTED_FILES} more" if len(files) > MAX_LISTED_FILES else ""
         extra = f"\n\nFiles in the skill (read one with read_skill and file):\n{listed}{more}" if files else ""
         return f"# skill {skill.name} ({skill.shown})\n\n{skill.instructions}{extra}"
-    target = (skill.folder / file).resolve()
-    if not target.is_relative_to(skill.folder.resolve()) or "\0" in file:
+    if "\0" in file:
+        raise ToolRefused(f"{file!r} contains a NUL character: give a plain path")
+    try:
+        target = (skill.folder / file).resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise ToolRefused(f"{file!r} cannot be read: {exc}") from None
+    if not target.is_relative_to(skill.folder.resolve()):
         raise ToolRefused(f"{file!r} is not inside the skill's folder")
     relative = target.relative_to(skill.folder.resolve()).as_posix()
     shown = skill.shown.rsplit("/", 1)[0] + "/" + relative
@@ -229,7 +234,7 @@ def skill_tool(skills: SkillSet) -> ToolSpec:
     def handler(box: Toolbox, args: dict[str, Any]) -> Step:
         try:
             return Done(read_skill(skills, str(args.get("name") or ""), str(args.get("file") or "")))
-        except (ToolRefused, CommandProblem) as exc:
+        except (ToolRefused, CommandProblem, OSError, ValueError) as exc:
             return Done(f"error: {exc}")
 
     return ToolSpec(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -88,14 +89,33 @@ def _digest_tree(path: Path, digest, top_only: bool = False) -> None:
             digest.update(f"unreadable {exc.errno}".encode())
 
 
-def hook_as_program(hook: Hook) -> ServerSpec:
+_PROJECT_DIR = re.compile(
+    r"\$\{CLAUDE_PROJECT_DIR\}|\$CLAUDE_PROJECT_DIR\b|\$\{DSPINE_PROJECT_DIR\}|\$DSPINE_PROJECT_DIR\b"
+)
+
+
+def hook_as_program(hook: Hook, root: Path | None = None) -> ServerSpec:
     """A hook's command as a stdio program, so the project files it runs are found as a
-    server's are (`named_paths`)."""
+    server's are (`named_paths`): the project's folder variable stands for the project, and
+    the shell's operators part words (`sh<x.sh`, `cat x.sh|sh`)."""
+    command = _PROJECT_DIR.sub(lambda _: str(root), hook.command) if root is not None else hook.command
     try:
-        words = shlex.split(hook.command)
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = [w for w in lexer if w not in ("<", ">", "|", ";", "&", "&&", "||", "(", ")")]
     except ValueError:
-        words = hook.command.split()
+        words = command.split()
     return ServerSpec(f"{hook.event} hook", hook.source, "stdio", words[0] if words else "", tuple(words[1:]))
+
+
+def hook_files_digest(root: Path, hook: Hook) -> str:
+    """The project files a hook's command names, as they are now: checked before each run, so
+    a script changed since the user said yes (by the model, by a pull) does not run."""
+    digest = hashlib.sha256()
+    for name in named_paths(root, hook_as_program(hook, root)):
+        digest.update(name.encode() + b"\0")
+        _digest_tree(root.resolve() / name, digest, top_only=name == ".")
+    return digest.hexdigest()
 
 
 def fingerprint(
@@ -119,7 +139,7 @@ def fingerprint(
         digest.update(b"\3" + name.encode() + b"\0" + hashlib.sha256(data).digest())
     for hook in hooks:  # none: the same digest as before hooks were read, so answers stay valid
         digest.update(b"\2" + json.dumps([hook.event, hook.matcher, hook.command, hook.timeout_s]).encode())
-        programs.append(hook_as_program(hook))
+        programs.append(hook_as_program(hook, root))
     if root is not None:
         for spec in programs:
             for name in named_paths(root, spec):
@@ -167,9 +187,14 @@ def question(
         on = f" on {one_line(hook.matcher)}" if hook.matcher not in ("", "*") else ""
         lines.append(f"- {hook.event} hook{on} ({one_line(hook.source)})")
         lines.append(f"  runs {one_line(hook.command)}")
-        for name in named_paths(root, hook_as_program(hook)):
+        named = named_paths(root, hook_as_program(hook, root))
+        for name in named:
             what = "top folder's files" if name == "." else one_line(name)
             lines.append(f"  runs or reads the project's {what} (a change to it asks again)")
+        if not named:
+            lines.append("  names no file of the project: what that command runs is not checked for changes")
+        if hook.event == "PreToolUse":
+            lines.append("  may block a tool call, or let one run without asking you")
     for name, where, description in skills:
         lines.append(f"- skill {one_line(name)} ({one_line(where)})")
         lines.append(f"  {one_line(description)}")

@@ -63,6 +63,12 @@ def choose(
         changed = record.conditions.changed(now)
         if changed is None:
             pick = record.pick
+            if settings.ngram_drafting == "off" and pick.ngram:
+                pick = replace(pick, ngram=False)  # the user's setting wins over what was measured
+            if not per_turn and not (pick.new_text and pick.edit) and pick.drafts:
+                # This engine cannot switch per request (serve's proxy, another llama-server):
+                # the setup on every turn, its own break-even judging it.
+                pick = replace(pick, new_text=True, edit=True)
             label = f"tuned: {pick.label}" if pick.drafts else "tuned: plain, no drafting pays here"
             return Drafting(apply_pick(files, pick), pick.ngram, pick.n_max, label, turns=pick.turn_drafting())
         note = f"the tune for {files.label} was measured with {changed}: run `dspine tune` again"
@@ -79,9 +85,12 @@ def choose(
     return Drafting(apply_pick(files, pick), ngram, None, label, note, pick.turn_drafting() if ngram else None)
 
 
-def drafting_for(files: ModelFiles, draft: str | None, engine: str, settings: Settings) -> Drafting:
+def drafting_for(
+    files: ModelFiles, draft: str | None, engine: str, settings: Settings, per_request: bool = True
+) -> Drafting:
     """The choice above for files `resolve_files` gave, on this machine's device: what chat,
-    run, serve and headless start with."""
+    run, serve and headless start with. `per_request` False: requests reach the engine without
+    dspine's engine in between (serve's proxy), so drafting cannot change per turn."""
     if draft is not None or engine == "remote" or files.target is None:
         return Drafting(files, None, None, None)
     from backends.base import EngineError
@@ -90,7 +99,7 @@ def drafting_for(files: ModelFiles, draft: str | None, engine: str, settings: Se
     from ..fit.hardware import detect
 
     try:
-        per_turn = engine == "inproc" or honoured_by_binary(llama_server_binary(settings))
+        per_turn = per_request and (engine == "inproc" or honoured_by_binary(llama_server_binary(settings)))
     except EngineError:
         per_turn = False  # no llama-server: the engine's start says so
     return choose(files, draft, engine, settings, on_gpu=bool(detect().gpus), per_turn=per_turn)

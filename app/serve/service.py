@@ -116,6 +116,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         options.draft,
         "server",
         settings,
+        per_request=False,  # the proxy sends requests straight to llama-server
     )
     files = drafting.files
     if drafting.note:

@@ -46,3 +46,13 @@ def test_a_remote_engine_is_not_tuned(dspine, tmp_path):
     model = write_model(tmp_path / "chat.gguf", chat_model(n_layer=1, n_embd=64))
     refused = dspine("tune", str(model), "--engine", "remote")
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
+
+
+def test_a_model_file_name_is_never_markup_in_the_tune_table(dspine, tmp_path):
+    """From review: a file name in brackets was read as markup (`[bold]` vanished, `[/x]` raised)."""
+    model = write_model(tmp_path / "m[bold]x.gguf", chat_model(n_layer=1, n_embd=64))
+    tuned = dspine("tune", str(model), "--engine", "inproc", "--rounds", "1", "--max-tokens", "4", timeout=300)
+    assert tuned.returncode == 0, tuned.stderr[-2000:]
+    assert "m[bold]x.gguf" in tuned.stdout
+    shown = dspine("tune", str(model), "--engine", "inproc", "--show")
+    assert shown.returncode == 0 and "m[bold]x.gguf" in shown.stdout, shown.stderr[-2000:]

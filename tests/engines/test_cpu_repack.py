@@ -175,3 +175,18 @@ def test_doctor_says_whether_repacking_runs_here(dspine):
     said = dspine("doctor", "--json", extra_env={"LLAMA_ARG_REPACK": "0"})
     (pinned,) = [c for c in json.loads(said.stdout) if c["name"] == "CPU weight repacking"]
     assert pinned["detail"] == "off, as LLAMA_ARG_REPACK says"
+
+
+def test_the_probe_never_imports_what_the_project_carries(tmp_path, monkeypatch):
+    """Started in a project, the probe's child must not import the project's `llama_cpp.py`
+    or `backends/` (Python puts the current folder first for `-m` and `-c`): it runs before
+    any trust question."""
+    marker = tmp_path / "project-code-ran"
+    project = tmp_path / "project"
+    (project / "backends").mkdir(parents=True)
+    planted = f"open({str(marker)!r}, 'w').write('x')\n"
+    for name in ("llama_cpp.py", "numpy.py", "backends/__init__.py", "backends/cpu_repack.py"):
+        (project / name).write_text(planted)
+    monkeypatch.chdir(project)
+    cpu_repack.library_survives_repacking()
+    assert not marker.exists()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from app.agent import hooks as hooks_module
 from app.agent.hooks import HookConfig, Hooks, load, parse
 from app.agent.mcp.setup import for_project
 from app.agent.session import Notice, Session, ToolFinished
@@ -230,3 +231,64 @@ def test_a_project_without_hooks_keeps_its_remembered_answer(project, tmp_path):
     before.answer(True)
     _, after = for_project(project, {}, tmp_path / "sw.json", trust_file, Hooks(load(project, []), project, "s"))
     assert after is not None and after.decision() is True
+
+
+def test_a_trusted_hooks_script_that_changes_does_not_run_and_claude_project_dir_is_followed(project, tmp_path):
+    """From review: Claude Code's own form names the script through $CLAUDE_PROJECT_DIR; the
+    script is part of what the user trusted, and a change to it (the model's edit, a pull)
+    keeps it from running, in the same chat and in the next."""
+    marker = tmp_path / "ran"
+    script_path = project / ".claude" / "hooks" / "guard.py"
+    script_path.parent.mkdir(parents=True)
+    script_path.write_text(f"open({str(marker)!r}, 'a').write('x')\n")
+    command = f'{PY} "$CLAUDE_PROJECT_DIR"/.claude/hooks/guard.py'
+    settings_file(project, {"PreToolUse": [{"hooks": [{"command": command}]}]})
+    hooks = Hooks(load(project, []), project, "s1")
+    _, trust = for_project(project, {}, tmp_path / "sw.json", tmp_path / "trust.json", hooks)
+    assert trust is not None
+    assert "runs or reads the project's .claude/hooks/guard.py" in trust.question().body
+    trust.answer(True)
+    recorder = Recorder()
+    read = [tool_call("read_file", path="a.txt")]
+    session = session_for(project, ScriptedEngine(turns=[read, ["done"], read, ["done"]]), hooks, recorder)
+
+    async def go() -> None:
+        await session.send("read")
+        assert marker.read_text() == "x"
+        script_path.write_text(f"open({str(marker)!r}, 'a').write('CHANGED')\n")
+        await session.send("read again")
+
+    asyncio.run(go())
+    assert marker.read_text() == "x"  # the changed script did not run
+    assert len(recorder.of(ToolFinished)) == 2
+    warnings = [n.text for n in recorder.of(Notice) if n.severity == "warning"]
+    assert any("its files changed since you trusted the project" in w for w in warnings), warnings
+    again = Hooks(load(project, []), project, "s2")
+    _, next_chat = for_project(project, {}, tmp_path / "sw.json", tmp_path / "trust.json", again)
+    assert next_chat is not None and next_chat.decision() is None  # asked again
+
+
+def test_a_hook_that_prints_without_end_keeps_only_the_head(project, tmp_path):
+    flood = script(tmp_path, "flood.py", "sys.stdout.write('y' * 5_000_000)\n")
+    hooks = user_hooks(project, {"Stop": [{"hooks": [{"command": flood}]}]})
+    (done,) = hooks.fire("Stop", {})
+    assert done.exit_code == 0 and len(done.stdout) == hooks_module.MAX_OUTPUT
+
+
+def test_a_hook_command_with_a_nul_is_refused_not_a_crash(project):
+    hooks, problems = parse({"hooks": {"Stop": [{"hooks": [{"command": "echo a\0b"}]}]}}, "x", project=False)
+    assert hooks == [] and problems
+
+
+def test_a_hooks_allow_never_overrides_the_users_deny_rules(project, tmp_path):
+    allow = script(tmp_path, "allow.py", "print(json.dumps({'decision': 'approve'}))\n")
+    hooks = user_hooks(project, {"PreToolUse": [{"hooks": [{"command": allow}]}]})
+    recorder = Recorder()
+    recorder.answer = "no"
+    session = Session(
+        ScriptedEngine(turns=edit_turns()), Toolbox(project), recorder.ask, recorder.emit, hooks=hooks,
+        vetoed=lambda tool, command: tool == "edit_file",
+    )  # fmt: skip
+    asyncio.run(session.send("change it"))
+    assert recorder.questions and recorder.of(ToolFinished)[0].decision == "no"
+    assert (project / "a.txt").read_text() == "one\n"

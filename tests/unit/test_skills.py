@@ -122,3 +122,11 @@ def test_the_model_reads_a_skill_and_its_script_runs_only_with_consent(places, t
     read, ran = recorder.of(ToolFinished)
     assert read.decision == "auto" and "Run scripts/stamp.py." in read.result
     assert ran.decision == "no" and recorder.questions and not marker.exists()
+
+
+def test_a_nul_in_a_skills_file_name_is_an_error_for_the_model(places):
+    user, project = places
+    skill(user, "x", "y")
+    skills = discover(project, [user])
+    result = skill_tool(skills).handler(Toolbox(project), {"name": "x", "file": "a\0b"})
+    assert result.result.startswith("error:") and "NUL" in result.result

@@ -206,3 +206,12 @@ def test_conditions_now_name_the_build_the_device_and_both_files(pair, settings,
     assert pair.drafter is not None
     pair.drafter.write_bytes(b"another drafter, another size")
     assert drafting_choice.conditions_now("inproc", pair, settings).changed(now) == "other model files"
+
+
+def test_a_tune_never_overrides_ngram_drafting_off_and_serve_drafts_every_turn(pair, settings, monkeypatch):
+    saved(settings, pair, Pick(drafter=False, ngram=True, new_text=False, edit=True))
+    proxied = choose(pair, None, "inproc", settings, on_gpu=False, conditions=NOW, per_turn=False)
+    assert proxied.ngram is True and proxied.turns is None and proxied.label == "tuned: n-gram"
+    monkeypatch.setenv("DSPINE_NGRAM_DRAFTING", "off")
+    off = choose(pair, None, "inproc", load_settings(), on_gpu=False, conditions=NOW)
+    assert off.ngram is False and off.label == "tuned: plain, no drafting pays here"

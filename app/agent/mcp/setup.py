@@ -11,7 +11,7 @@ from typing import Any
 
 from ..hooks import Hooks
 from ..skills import SkillSet
-from ..trust import TrustQuestion, TrustStore, fingerprint, question
+from ..trust import TrustQuestion, TrustStore, fingerprint, hook_files_digest, question
 from .config import discover
 from .manager import McpManager
 from .switches import Switches
@@ -45,6 +45,7 @@ class ProjectTrust:
             self.manager.trust(trusted)
         if self.hooks is not None:
             self.hooks.project_trusted = trusted
+            self.hooks.pin()
         if self.skills is not None:
             self.skills.project_trusted = trusted
 
@@ -84,6 +85,8 @@ def for_project(
         manager.project_trusted = trusted
     if hooks is not None:
         hooks.project_trusted = trusted
+        hooks.files_digest = lambda hook: hook_files_digest(root, hook)
+        hooks.pin()  # as they were when the remembered yes (or this chat's) was given: they are unchanged
     if skills is not None:
         skills.project_trusted = trusted
     return manager, trust
