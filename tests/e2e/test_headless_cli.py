@@ -26,3 +26,48 @@ def test_dspine_chat_p_from_a_script(dspine, models):
     assert empty.returncode == 2 and "empty prompt" in empty.stderr
     rule = dspine(*base, "-p", "hi", "--allow", "run_command:echo hi; rm -rf ~")
     assert rule.returncode == 2 and "word for word" in rule.stderr
+
+
+@pytest.mark.slow
+def test_headless_runs_the_users_hooks_and_a_projects_only_once_trusted_in_the_chat(env, tmp_path):
+    """Headless never asks and never assumes: a project's hook runs only where the user already
+    said yes to the project's files as they are (here, as the chat would record it)."""
+    import subprocess
+    import sys
+
+    from app.agent.hooks import Hooks, load
+    from app.agent.mcp.setup import for_project
+    from tests.conftest import dspine_cmd
+
+    project = tmp_path / "project"
+    (project / ".claude").mkdir(parents=True)
+    ran_project, ran_user = tmp_path / "project-hook-ran", tmp_path / "user-hook-ran"
+
+    def touching(marker):
+        return [{"hooks": [{"type": "command", "command": f"{sys.executable} -c \"open({str(marker)!r}, 'w')\""}]}]
+
+    (project / ".claude" / "settings.json").write_text(
+        json.dumps({"hooks": {"UserPromptSubmit": touching(ran_project)}})
+    )
+    hooks_env = {**env, "DSPINE_HOOKS": json.dumps({"UserPromptSubmit": touching(ran_user)})}
+    from tests.support.gguf_models import chat_model, write_model
+
+    target = str(write_model(tmp_path / "chat.gguf", chat_model(n_layer=1, n_embd=64)))
+    args = dspine_cmd("chat", "--model", target, "--engine", "inproc", "--ctx", "2048", "-p", "hi")
+
+    def headless():
+        return subprocess.run(args, env=hooks_env, cwd=project, capture_output=True, text=True, timeout=180,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+
+    first = headless()
+    assert first.returncode in (0, 13), first.stderr[-2000:]
+    assert ran_user.exists() and not ran_project.exists()
+
+    trust_file = tmp_path / "data" / "dspine" / "project-trust.json"
+    hooks = Hooks(load(project, []), project, "s")
+    _, trust = for_project(project, {}, tmp_path / "switches.json", trust_file, hooks)
+    assert trust is not None
+    trust.answer(True)  # what the chat records when the user says yes
+    second = headless()
+    assert second.returncode in (0, 13), second.stderr[-2000:]
+    assert ran_project.exists()
