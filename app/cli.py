@@ -1019,6 +1019,7 @@ def bench(
         cells,
         load_prompts,
         markdown_table,
+        rotated,
         row_label,
         run_bench,
         short_set,
@@ -1077,8 +1078,11 @@ def bench(
     by_label = {label: (path, kind) for label, path, kind in chosen}
 
     chats = load_prompts(prompts or builtin_prompt_files())
+    round_prompts = None
     if short:
+        every = chats
         chats = short_set(chats)
+        round_prompts = rotated(every, chats, repeat)  # no prompt asked twice of one engine
         if not (as_json or markdown):
             err.print(
                 f"no GPU found: a short bench ({len(chats)} prompts, one a category, {max_tokens} tokens each); "
@@ -1128,6 +1132,7 @@ def bench(
             # Small models on a CPU: every setup's engine stays open and each prompt runs on them
             # back to back; with a GPU one engine at a time, the order turned each round.
             max_open=None if on_cpu else 1,
+            round_prompts=round_prompts,
         )
     if len(runs) < total:
         err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")

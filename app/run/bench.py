@@ -205,6 +205,16 @@ def short_set(prompts: list[Prompt]) -> list[Prompt]:
     return list(seen.values())
 
 
+def rotated(every: list[Prompt], chosen: list[Prompt], rounds: int) -> list[list[Prompt]]:
+    """For each round, another prompt of each chosen prompt's category (the first, the second,
+    ... round by round): llama-server's n-gram drafter remembers the replies of earlier
+    requests, and a greedy prompt asked again drafts whole, a speedup nobody gets."""
+    by_category: dict[str, list[Prompt]] = {}
+    for prompt in every:
+        by_category.setdefault(prompt.category, []).append(prompt)
+    return [[by_category[p.category][r % len(by_category[p.category])] for p in chosen] for r in range(rounds)]
+
+
 def row_label(setup: Setup, category: str, think: bool) -> str:
     """The row a run belongs to, for progress: 'q4_1 n_max 4, code, think off'."""
     length = " adaptive" if setup.adaptive else (f" n_max {setup.n_max}" if setup.n_max else "")

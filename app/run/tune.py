@@ -177,7 +177,7 @@ def measure(
     from backends.server_draft import honoured_by_binary
 
     from ..fit.hardware import detect
-    from .bench import builtin_prompt_files, load_prompts, run_bench, short_set, summarize
+    from .bench import builtin_prompt_files, load_prompts, rotated, run_bench, short_set, summarize
     from .drafting_choice import apply_pick, conditions_now
     from .engines import EngineOptions, llama_server_binary, open_engine
     from .think_default import starting_think
@@ -196,12 +196,7 @@ def measure(
     by_label = {c.setup.drafter: c for c in found}
     every = load_prompts(builtin_prompt_files())
     prompts = short_set(every)
-    # Each round its own prompt of each category (the first, the second, ...): llama-server's
-    # n-gram drafter remembers earlier replies, and a repeated greedy prompt drafts whole.
-    by_category: dict[str, list] = {}
-    for prompt in every:
-        by_category.setdefault(prompt.category, []).append(prompt)
-    per_round = [[by_category[p.category][r % len(by_category[p.category])] for p in prompts] for r in range(rounds)]
+    per_round = rotated(every, prompts, rounds)  # each round other prompts: see `rotated`
     thinks = [False] if starting_think(None, files.target)[1] else [True, False]
 
     def open_for(setup: Setup):

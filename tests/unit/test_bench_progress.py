@@ -105,3 +105,41 @@ def test_a_row_that_drafted_nothing_says_so_instead_of_a_speedup():
     (row,) = [r for r in rows if r.drafter == "dspine"]
     assert row.drafted_nothing and cells(row)[6].startswith("drafted nothing")
     assert "drafted nothing here" in verdict(rows)
+
+
+class Remembering:
+    """An engine like llama-server with n-gram drafts: a prompt asked again is answered from
+    memory, ten times faster (its whole greedy reply drafted from the last time)."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def stream(self, messages, think=True, sampling=None, n_max=None, tools=None):
+        text = messages[-1]["content"]
+        again = text in self.seen
+        self.seen.append(text)
+        yield End("stop", Stats(generated_tokens=40, decode_s=0.1 if again else 1.0))
+
+    def close(self) -> None:
+        pass
+
+
+def test_rounds_of_other_prompts_keep_a_remembering_engine_from_faking_a_speedup():
+    from app.run.bench import rotated
+
+    every = [Prompt(c, [{"role": "user", "content": f"{c}{i}"}]) for c in ("code", "prose") for i in range(3)]
+    chosen = short_set(every)
+    plain_engine, remembering = Instant(), Remembering()
+    setups = [Setup(PLAIN, None), Setup("n-gram", None)]
+    pick = {PLAIN: plain_engine, "n-gram": remembering}
+    repeated = summarize(run_bench(lambda s: pick[s.drafter], setups, chosen, [False], 3, 40))
+    assert max(r.speedup for r in repeated if r.drafter == "n-gram") > 2  # the fake speedup
+    remembering.seen.clear()
+    rounds = rotated(every, chosen, 3)
+    assert [[p.messages[0]["content"] for p in r] for r in rounds] == [
+        ["code0", "prose0"],
+        ["code1", "prose1"],
+        ["code2", "prose2"],
+    ]
+    fair = summarize(run_bench(lambda s: pick[s.drafter], setups, chosen, [False], 3, 40, round_prompts=rounds))
+    assert all(abs(r.speedup - 1.0) < 0.01 for r in fair if r.drafter == "n-gram")  # never asked twice
