@@ -151,18 +151,25 @@ def parse_bool(value: Any) -> bool:
     raise ValueError("must be true or false")
 
 
-def _mcp_servers(value: Any) -> dict[str, Any]:
-    """MCP servers for every project: a TOML table of `[mcp_servers.NAME]` tables (or, from the
-    environment, the same as JSON), each shaped like an `.mcp.json` entry."""
+def _nested_table(value: Any, of: str, needs: str) -> Any:
+    """A table from the file, or the same as JSON from the environment, not nested past
+    MAX_MCP_DEPTH (`of`: what it is a table of; `needs`: how deep an entry goes)."""
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ValueError(f"must be a JSON object of servers ({exc.msg})") from None
+            raise ValueError(f"must be a JSON object of {of} ({exc.msg})") from None
         except RecursionError:
             value = None  # nested past Python's recursion limit: too deep, below
     if value is None or nested_deeper(value, MAX_MCP_DEPTH):
-        raise ValueError(f"nests lists and tables more than {MAX_MCP_DEPTH} deep; a server entry needs 3")
+        raise ValueError(f"nests lists and tables more than {MAX_MCP_DEPTH} deep; {needs}")
+    return value
+
+
+def _mcp_servers(value: Any) -> dict[str, Any]:
+    """MCP servers for every project: a TOML table of `[mcp_servers.NAME]` tables (or, from the
+    environment, the same as JSON), each shaped like an `.mcp.json` entry."""
+    value = _nested_table(value, "servers", "a server entry needs 3")
     if not isinstance(value, dict) or not all(isinstance(entry, dict) for entry in value.values()):
         raise ValueError('must be a table of servers, e.g. [mcp_servers.time] command = "uvx", args = [...]')
     return value
@@ -172,15 +179,7 @@ def _hooks(value: Any) -> dict[str, Any]:
     """Hooks for every project, shaped as Claude Code's `hooks` block: `[[hooks.PreToolUse]]`
     tables with `matcher` and `hooks = [{type = "command", command = "..."}]` (or, from the
     environment, the same as JSON). Checked entry by entry when a chat reads them."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value) if value.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"must be a JSON object of events ({exc.msg})") from None
-        except RecursionError:
-            value = None
-    if value is None or nested_deeper(value, MAX_MCP_DEPTH):
-        raise ValueError(f"nests lists and tables more than {MAX_MCP_DEPTH} deep; a hook entry needs 4")
+    value = _nested_table(value, "events", "a hook entry needs 4")
     if not isinstance(value, dict):
         raise ValueError('must be a table of events, e.g. [[hooks.PostToolUse]] matcher = "edit_file"')
     return value

@@ -46,7 +46,7 @@ class LoadedCommands:
     notices: list[str] = field(default_factory=list)  # files skipped, names refused, clashes
 
 
-def _shown_home(path: Path) -> str:
+def shown_home(path: Path) -> str:
     home = Path.home()
     return "~/" + path.relative_to(home).as_posix() if path.is_relative_to(home) else str(path)
 
@@ -67,7 +67,7 @@ def folders_for(root: Path | None, user: Iterable[Path] | None = None) -> list[C
         path = path.expanduser()
         if os.path.realpath(path) not in seen:
             nested = path.name != "prompts"  # Codex reads its prompts folder's own files only
-            own.append(CommandFolder(path, _shown_home(path), None, nested))
+            own.append(CommandFolder(path, shown_home(path), None, nested))
     return own + project
 
 

@@ -108,13 +108,24 @@ def _hides_text(ch: str) -> bool:
     return category == "Cc" or (category == "Cf" and ch != "\ufeff") or ch in "\u2028\u2029"
 
 
+def refuse_hidden(text: str, why: str = "") -> None:
+    """CommandProblem for a file with a control character (an escape sequence) or an invisible,
+    reordering one: shown without them, it would say less than it does. `why`: what follows."""
+    hidden = next((ch for ch in text if _hides_text(ch)), None)
+    if hidden is not None:
+        raise CommandProblem(
+            f"it holds the character U+{ord(hidden):04X} (an escape sequence, or text that hides or reorders "
+            f"what is shown){why}: remove it"
+        )
+
+
 def _unquoted(value: str) -> str:
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
         return value[1:-1]
     return value
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     line = " ".join(text.split())
     return line if len(line) <= MAX_DESCRIPTION else line[: MAX_DESCRIPTION - 1].rstrip() + "…"
 
@@ -124,12 +135,7 @@ def parse(name: str, source: str, text: str) -> CustomCommand:
     first line of the prompt (a Markdown heading's `#` taken off). A file with control
     characters (an escape sequence) or invisible, reordering ones is a problem: the chat
     shows the prompt without them while the model would get all of it."""
-    hidden = next((ch for ch in text if _hides_text(ch)), None)
-    if hidden is not None:
-        raise CommandProblem(
-            f"it holds the character U+{ord(hidden):04X} (an escape sequence, or text that hides or reorders "
-            "what is shown), so what you see is not what the model would get: remove it"
-        )
+    refuse_hidden(text, ", so what you see is not what the model would get")
     fields, body = front_matter(text)
     description = fields.get("description", "")
     if not description:
@@ -139,8 +145,8 @@ def parse(name: str, source: str, text: str) -> CustomCommand:
         name,
         source,
         body.strip("\r\n"),
-        _one_line(description),
-        _one_line(fields.get("argument-hint", "")),
+        one_line(description),
+        one_line(fields.get("argument-hint", "")),
     )
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from . import safe_files
-from .command_files import read_own_file
-from .custom_commands import CommandProblem, _hides_text, _one_line, front_matter
+from .command_files import read_own_file, shown_home
+from .custom_commands import CommandProblem, front_matter, one_line, refuse_hidden
 from .paths import ToolRefused, resolve
 from .toolbox import Done, Step, Toolbox, ToolSpec
 
@@ -86,22 +86,12 @@ class SkillSet:
         return "\n".join(lines)
 
 
-def _shown_home(path: Path) -> str:
-    home = Path.home()
-    return "~/" + path.relative_to(home).as_posix() if path.is_relative_to(home) else str(path)
-
-
 def parse(text: str, folder_name: str) -> tuple[str, str, str]:
     """(name, description, instructions) of a SKILL.md; CommandProblem when it cannot be used."""
-    hidden = next((ch for ch in text if _hides_text(ch)), None)
-    if hidden is not None:
-        raise CommandProblem(
-            f"it holds the character U+{ord(hidden):04X} (an escape sequence, or text that hides or reorders "
-            "what is shown): remove it"
-        )
+    refuse_hidden(text)
     fields, body = front_matter(text)
-    name = _one_line(fields.get("name", "")) or folder_name
-    description = _one_line(fields.get("description", ""))
+    name = one_line(fields.get("name", "")) or folder_name
+    description = one_line(fields.get("description", ""))
     if not description:
         raise CommandProblem("its front matter has no description: the model could not tell when to use it")
     if not all(ch.isalnum() or ch in "-_." for ch in name) or len(name) > 64:
@@ -174,7 +164,7 @@ def discover(root: Path | None, user_folders: Iterable[Path] | None = None) -> S
     taken: set[str] = set()
     home = Path.home()
     for folder in [home / f for f in USER_FOLDERS] if user_folders is None else list(user_folders):
-        _skills_in(folder.expanduser(), _shown_home(folder.expanduser()), None, found, taken)
+        _skills_in(folder.expanduser(), shown_home(folder.expanduser()), None, found, taken)
     if root is not None:
         root = root.resolve()
         for name in PROJECT_FOLDERS:
