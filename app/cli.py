@@ -56,7 +56,12 @@ EngineOption = Annotated[
 ]
 UrlOption = Annotated[str | None, typer.Option("--url", help="Base URL for --engine remote.")]
 ApiKeyOption = Annotated[
-    str | None, typer.Option("--api-key", envvar="DSPINE_API_KEY", help="API key for --engine remote.")
+    str | None,
+    typer.Option(
+        "--api-key",
+        help="The remote server's API key, as @FILE (a file only you can read; a key typed here would show "
+        "in ps). Default: the DSPINE_API_KEY environment variable.",
+    ),
 ]
 
 out = Console(highlight=False)
@@ -396,11 +401,11 @@ def run_prompt(
 
     check_sampling(temp=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty, seed=seed)
     check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
-    model, prompt = _model_and_prompt(first, second, model_option)
-    if prompt == "-":
-        prompt = sys.stdin.read()
     settings = load_settings()
     engine = engine_for(engine, settings, url)
+    model, prompt = _model_and_prompt(first, second, model_option, remote=engine == "remote")
+    if prompt == "-":
+        prompt = sys.stdin.read()
     drafting = None
     if engine != "remote":
         drafting = drafting_for(
@@ -412,7 +417,7 @@ def run_prompt(
     else:
         from .run.engines import ModelFiles
 
-        files = ModelFiles(model, None, None, None)
+        files = ModelFiles(model or url or "remote", None, None, None)
     thinking, for_the_model = starting_think(think, files.target)
     if for_the_model and not as_json:
         err.print(f"[dim]{no_thinking_note(files.label)}[/]")
@@ -425,7 +430,9 @@ def run_prompt(
         seed=seed,
         max_tokens=max_tokens,
     )
-    options = EngineOptions(engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key, think=thinking)
+    options = EngineOptions(
+        engine=engine, ctx=ctx, n_max=n_max, url=url, api_key=api_key, remote_model=model, think=thinking
+    )
     if drafting is not None:
         options = with_drafting(options, drafting)
     said: list[str] = []
@@ -438,6 +445,7 @@ def run_prompt(
             err.print(f"[dim]starting {engine} engine for {files.label}…[/]")
 
     opened = open_engine(files, options, settings, on_progress=progress)
+    _say_warnings(opened)
     text: list[str] = []
     thoughts: list[str] = []
     last: End | None = None
@@ -495,12 +503,17 @@ def _one_model(positional: str | None, option: str | None) -> str | None:
     return option or positional
 
 
-def _model_and_prompt(first: str | None, second: str | None, option: str | None) -> tuple[str, str]:
-    """`run MODEL PROMPT` or `run --model MODEL PROMPT`."""
+def _model_and_prompt(
+    first: str | None, second: str | None, option: str | None, remote: bool = False
+) -> tuple[str | None, str]:
+    """`run MODEL PROMPT` or `run --model MODEL PROMPT`; on a remote engine `run PROMPT`
+    too (the server's only model)."""
     if option is not None and second is not None:
         raise UsageError(f"two models given: {first} and --model {option}", "give one, then the prompt")
     model, prompt = (option, first) if option is not None else (first, second)
-    if model is None or prompt is None:
+    if remote and prompt is None and option is None:
+        model, prompt = None, first
+    if (model is None and not remote) or prompt is None:
         raise UsageError("run needs a model and a prompt", 'write `dspine run --model MODEL "PROMPT"` (- reads stdin)')
     return model, prompt
 
@@ -530,6 +543,12 @@ def _context_note(files, ctx: int, settings) -> str | None:
         )
     more = f"; the fit plan allows up to {plan.n_ctx:,} (--ctx {plan.n_ctx})" if plan.n_ctx > ctx else ""
     return f"context {ctx:,} tokens{more}"
+
+
+def _say_warnings(engine) -> None:
+    """What opening the engine found the user must hear (a remote reached over plain http)."""
+    for warning in getattr(engine, "warnings", ()):
+        err.print(Text.assemble(("warning: ", "yellow"), warning))
 
 
 @app.command()
@@ -601,7 +620,7 @@ def chat(
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
     engine = engine_for(engine, settings, url)
-    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, think=think != "off")
+    options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, remote_model=model, think=think != "off")
     store = ChatStore(settings.chats_db)  # before the engine: a bad chats_db fails fast
     if store.set_aside is not None:
         err.print(
@@ -658,6 +677,7 @@ def chat(
         if note:
             err.print(note)
         opened = open_engine(drafting.files if drafting is not None else files, options, settings)
+        _say_warnings(opened)
     engines = [opened]
     labels = {id(opened): drafting.label} if drafting is not None and opened is not None else {}
 
@@ -773,6 +793,7 @@ def _headless(
         drafting = drafting_for(files, draft, engine, settings)
         thinking = think != "off" if think is not None else not starting_think(None, files.target)[1]
         engine_ = open_engine(drafting.files, replace(with_drafting(options, drafting), think=thinking), settings)
+        _say_warnings(engine_)
     except BaseException:
         store.close()
         raise

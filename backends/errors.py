@@ -43,3 +43,28 @@ class ChatTemplateError(BackendError):
     not 9, and the fix is another model file, so not a usage error."""
 
     exit_code = 11
+
+
+class RemoteUnreachable(EngineError):
+    """Nothing answers at a remote engine's URL (refused, timed out): the same code as a hub
+    out of reach."""
+
+    exit_code = 5
+
+
+class RemoteRefused(EngineError):
+    """A remote server needs an API key, or refused the one given."""
+
+    exit_code = 4
+
+
+class RemoteNotOpenAI(EngineError):
+    """Something answers at the URL, but not as an OpenAI-compatible server."""
+
+    exit_code = 13
+
+
+class RemoteModelUnknown(EngineError):
+    """The remote server does not serve the model asked for (or serves several and none was named)."""
+
+    exit_code = 2

@@ -19,12 +19,19 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .events import STATS_INTERVAL_S, Delta, End, EndReason, Event, StatsUpdate, ToolCall, end_reason
+from .reply_spec import apply_vllm
 from .server_draft import positions, reached
 from .stats import Stats, count_ngram_step, count_positions
 from .thinking import ThinkSplitter
 
 if TYPE_CHECKING:
     import httpx2
+
+
+# Chunks read past max_tokens before the stream is cut: a server that honours the limit sends
+# its last chunks (finish_reason, usage, llama-server's final timings with the draft counts)
+# within them; one that ignores it is cut here, and nothing past the limit is shown.
+LIMIT_GRACE = 8
 
 
 class StreamBroken(Exception):
@@ -184,8 +191,9 @@ def stream_chat(
 ) -> Iterator[Event]:
     """The events of one streamed completion; a cancel stops it within one line.
 
-    With `max_tokens` the stream is cut there even if the server ignores the request's
-    max_tokens: tokens are counted as streamed chunks (one token each from llama-server,
+    With `max_tokens` nothing past it is shown even if the server ignores the request's
+    max_tokens, and the stream is cut LIMIT_GRACE chunks later (a server that honours it
+    sends its final figures in between): tokens are counted as streamed chunks (one token each from llama-server,
     SGLang and vLLM) or the server's own count when its timings give one.
     `check_counts_at_end`: final draft counts that cannot be are an error (an unknown
     server; the managed llama-server's are trusted). `ngram_above`: see StepPositions."""
@@ -216,6 +224,9 @@ def stream_chat(
             continue
         payload = line[5:].strip()
         if payload == "[DONE]":
+            if max_tokens is not None and chunks_with_text > max_tokens:
+                finish = "length"  # what was shown ended at the limit, whatever the server sent after
+                stats.generated_tokens = min(stats.generated_tokens, max_tokens)
             if check_counts_at_end:
                 check_counts(stats)
             yield from splitter.flush()
@@ -236,6 +247,8 @@ def stream_chat(
                 if first_at is None:
                     first_at = time.monotonic()
                     stats.ttft_s = first_at - started
+                if max_tokens is not None and chunks_with_text > max_tokens:
+                    continue  # past the limit a server that ignores it sends more: never shown
             if thinking:
                 yield Delta(thinking, "thinking", drafted)
             if content:
@@ -248,8 +261,10 @@ def stream_chat(
             apply_timings(stats, chunk["timings"])
         if chunk.get("usage"):
             apply_usage(stats, chunk["usage"], time.monotonic() - (first_at or started))
-        if max_tokens is not None and max(chunks_with_text, stats.generated_tokens) >= max_tokens:
-            stats.generated_tokens = max(stats.generated_tokens, chunks_with_text)
+        if chunk.get("metrics"):
+            apply_vllm(stats, chunk["metrics"])
+        if max_tokens is not None and max(chunks_with_text, stats.generated_tokens) >= max_tokens + LIMIT_GRACE:
+            stats.generated_tokens = min(max(stats.generated_tokens, chunks_with_text), max_tokens)
             if not stats.decode_s:
                 stats.decode_s = time.monotonic() - (first_at or started)
             stats.verify_steps = stats.verify_steps or stats.generated_tokens

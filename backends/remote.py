@@ -1,5 +1,8 @@
-"""Any OpenAI-compatible server (SGLang or vLLM running DSpine on a bigger
-machine): a URL and an API key, statistics from whatever the server returns."""
+"""Any OpenAI-compatible server (vLLM or SGLang with tensor parallelism, or llama-server on a
+bigger machine): a URL and an API key. `connect` asks the server what it is first
+(remote_probe); acceptance comes from each reply's timings (llama-server), else from the
+server's /metrics counters read before and after the reply (vLLM, llama-server with
+--metrics), else the readout says the server does not report it."""
 
 from __future__ import annotations
 
@@ -14,7 +17,10 @@ from .base import EngineError, estimate_tokens
 from .events import End, Error, Event
 from .openai_stream import StreamBroken, StreamMalformed, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
+from .remote_info import RemoteServer
+from .remote_probe import PROBE_TIMEOUT_S, probe, root_of
 from .sampling import Sampling, preset
+from .spec_metrics import Counters, apply, parse
 from .stats import Stats
 
 if TYPE_CHECKING:
@@ -46,14 +52,33 @@ class RemoteEngine:
     name: str = "remote"
     # No data for this long (not the whole reply) is an error: a frozen server must not hang the chat.
     read_timeout_s: float = 60.0
-    n_ctx: int | None = None  # the server's context, when the user said it (--ctx): not asked of the server
+    n_ctx: int | None = None  # the context when the server does not say its own (--ctx)
+    server: RemoteServer | None = None  # what the server said it is (connect); None: not asked
+    warnings: list[str] = field(default_factory=list)  # said once where the engine opens (plain http, ...)
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
     _client: httpx2.Client | None = field(default=None, init=False, repr=False)
 
+    @classmethod
+    def connect(
+        cls,
+        url: str,
+        api_key: str | None = None,
+        model: str | None = None,
+        drafter: str | None = None,
+        read_timeout_s: float = 60.0,
+        n_ctx: int | None = None,
+    ) -> RemoteEngine:
+        """An engine for a server that answered the probe: its model, window and speculation known."""
+        engine = cls(url, api_key, model, drafter, read_timeout_s=read_timeout_s, n_ctx=n_ctx)
+        engine.server = probe(url, api_key, model, timeout_s=min(PROBE_TIMEOUT_S, read_timeout_s))
+        engine.model = engine.server.model
+        return engine
+
     @property
     def drafter_name(self) -> str | None:
-        return self.drafter  # what the user said the server runs: nothing else is known here
+        # What the user said the server runs, else what the server says it runs.
+        return self.drafter or (self.server.speculation if self.server else None)
 
     def __post_init__(self) -> None:
         parsed = urlparse(self.url)
@@ -68,6 +93,9 @@ class RemoteEngine:
 
     @property
     def context_size(self) -> int | None:
+        """The server's own window where it says one: a request past it is refused there."""
+        if self.server is not None and self.server.context:
+            return self.server.context
         return self.n_ctx
 
     def count_tokens(
@@ -99,6 +127,7 @@ class RemoteEngine:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         if self._client is None:
             self._client = httpx2.Client(timeout=httpx2.Timeout(30.0, read=self.read_timeout_s))
+        before = self._counters() if self._counted_on_server() else None
         started = time.monotonic()
         try:
             with self._client.stream(
@@ -112,7 +141,10 @@ class RemoteEngine:
                     yield Error(f"{self.url} answered {status}: {detail}", fix, overflow=_overflow(status, detail))
                     return
                 limit = body.get("max_tokens")
-                yield from stream_chat(response, self._cancel, started, limit, check_counts_at_end=True)
+                for event in stream_chat(response, self._cancel, started, limit, check_counts_at_end=True):
+                    if isinstance(event, End):
+                        self._account(event.stats, before)
+                    yield event
         except StreamBroken:
             yield Error(f"{self.url} closed the stream mid-reply", "the conversation is kept; try again")
         except StreamMalformed as exc:
@@ -136,3 +168,34 @@ class RemoteEngine:
                 yield Error(f"cannot talk to {self.url}: {exc}", "check that the server runs and the URL is right")
         finally:
             self._response_in_use = None
+
+    # -- acceptance where the reply does not carry it -------------------------------------
+
+    def _counted_on_server(self) -> bool:
+        return self.server is not None and self.server.counters and not self.server.per_reply_counts
+
+    def _counters(self) -> Counters | None:
+        import httpx2
+
+        assert self._client is not None
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        try:
+            reply = self._client.get(root_of(self.url) + "/metrics", headers=headers, timeout=PROBE_TIMEOUT_S)
+        except (httpx2.HTTPError, OSError):
+            return None  # counters are a nicety: a reply never fails for them
+        return parse(reply.text) if reply.status_code == 200 else None
+
+    def _account(self, stats: Stats, before: Counters | None) -> None:
+        """A reply's acceptance from the server's counters when its own figures had none.
+        The counters are the whole server's: with other clients on it, theirs count too."""
+        if stats.drafted or self.server is None:
+            return
+        if before is not None:
+            after = self._counters()
+            if after is not None:
+                counted = after.delta(before)
+                if counted.draft_tokens:
+                    apply(stats, counted)
+                return
+        if not self.server.per_reply_counts and not self.server.counters:
+            stats.draft_note = "acceptance not reported by this server"

@@ -93,7 +93,8 @@ class EngineOptions:
     ctx: int = 4096
     n_max: int | None = None
     url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = None  # the remote server's: @FILE (None: DSPINE_API_KEY)
+    remote_model: str | None = None  # the served model to ask a remote server for (None: its only one)
     gpu_layers: int | None = None
     parallel: int = 1  # llama-server slots (dspine serve --parallel)
     think: bool = True  # the mode a session starts in (an unpatched llama-server keeps its draft length)
@@ -114,16 +115,10 @@ def open_engine(
     if options.engine == "auto":
         options = replace(options, engine=engine_for("auto", settings, options.url))
     if options.engine == "remote":
-        from backends.remote import RemoteEngine
+        from .remote_engine import open_remote
 
-        if not options.url:
-            raise UsageError("--engine remote needs --url", "give the server's base URL, e.g. http://host:30000/v1")
-        return RemoteEngine(
-            options.url,
-            options.api_key,
-            drafter=files.drafter_kind,
-            read_timeout_s=settings.read_timeout_s,
-            n_ctx=options.ctx,
+        return open_remote(
+            options.url, options.api_key, options.remote_model, files.drafter_kind, settings.read_timeout_s, options.ctx
         )
     assert files.target is not None
     gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999

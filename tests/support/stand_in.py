@@ -30,6 +30,18 @@ def stand_in(chunks: Chunks) -> Iterator[StandIn]:
     served = StandIn("")
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            # What `--engine remote` asks first: the models it serves (one, as most servers do).
+            if self.path.rstrip("/") != "/v1/models":
+                self.send_error(404)
+                return
+            listing = json.dumps({"object": "list", "data": [{"id": "stand-in", "object": "model"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(listing)))
+            self.end_headers()
+            self.wfile.write(listing)
+
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             served.requests.append(body)

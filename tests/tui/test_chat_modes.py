@@ -233,11 +233,14 @@ def test_dspine_chat_mode_reaches_the_chat(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     started: list[ChatApp] = []
     monkeypatch.setattr(ChatApp, "run", lambda self: started.append(self))
-    url = ("--engine", "remote", "--url", "http://127.0.0.1:9/v1")
-    assert cli.run(["chat", *url, "--mode", "accept-edits"]) == 0
-    assert started[-1].mode == "accept-edits" and started[-1]._mode_given
-    assert cli.run(["chat", *url]) == 0
-    assert started[-1].mode == "ask" and not started[-1]._mode_given
+    from tests.support.stand_in import stand_in
+
+    with stand_in(lambda messages: []) as served:  # the remote engine asks the server what it serves first
+        url = ("--engine", "remote", "--url", served.url)
+        assert cli.run(["chat", *url, "--mode", "accept-edits"]) == 0
+        assert started[-1].mode == "accept-edits" and started[-1]._mode_given
+        assert cli.run(["chat", *url]) == 0
+        assert started[-1].mode == "ask" and not started[-1]._mode_given
 
 
 async def test_a_plain_start_does_not_bring_back_accept_edits_from_another_day(repo, store):

@@ -1,0 +1,191 @@
+"""Ask a remote OpenAI-compatible server what it is before the first request: reachable,
+the key accepted, OpenAI-compatible, serving the model asked for; then its window and
+speculation (remote_info) and whether its /metrics counts drafts (spec_metrics). Each
+way this fails is an EngineError that says what happened and what to do."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlparse
+
+from .errors import EngineError, RemoteModelUnknown, RemoteNotOpenAI, RemoteRefused, RemoteUnreachable
+from .remote_info import (
+    RemoteServer,
+    choose_model,
+    kind_of,
+    props_context,
+    props_per_request_draft,
+    props_speculation,
+    served_models,
+    sglang_context,
+    sglang_speculation,
+)
+from .spec_metrics import Counters, parse
+
+PROBE_TIMEOUT_S = 10.0
+_BASES = "vLLM http://HOST:8000/v1, SGLang http://HOST:30000/v1, llama-server http://HOST:8080/v1"
+
+
+def root_of(url: str) -> str:
+    """The server's root, where llama-server's /props and everyone's /metrics live:
+    the OpenAI base less its /v1."""
+    base = url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def plain_http_warning(url: str) -> str | None:
+    """http to another machine: every prompt, file and reply crosses the network readable."""
+    parsed = urlparse(url)
+    host = (parsed.hostname or "").lower()
+    if parsed.scheme != "http" or host in ("localhost", "127.0.0.1", "::1") or host.startswith("127."):
+        return None
+    return (
+        f"{host} is reached over plain http: prompts, project files and replies travel unencrypted; "
+        f"use https, or a tunnel (ssh -N -L 8000:localhost:8000 {host}, then --url http://127.0.0.1:8000/v1)"
+    )
+
+
+class Prober:
+    def __init__(self, url: str, api_key: str | None, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+        import httpx2
+
+        self.url = url.rstrip("/")
+        self.root = root_of(url)
+        self.api_key = api_key
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx2.Client(timeout=httpx2.Timeout(timeout_s), headers=headers)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Prober:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def _get(self, path: str, base: str | None = None) -> Any:
+        """The answer's JSON, or None where the endpoint is not there (an optional one)."""
+        import httpx2
+
+        try:
+            reply = self.client.get((base or self.root) + path)
+        except httpx2.HTTPError:
+            return None
+        if reply.status_code != 200:
+            return None
+        try:
+            return reply.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return None
+
+    def models(self) -> Any:
+        """GET /v1/models, the one endpoint every OpenAI-compatible server has: the check
+        that the URL, the key and the protocol are right."""
+        import httpx2
+
+        where = f"{self.url}/models"
+        try:
+            reply = self.client.get(where)
+        except httpx2.ConnectError as exc:
+            raise RemoteUnreachable(
+                f"nothing answers at {self.url} ({_reason(exc)})",
+                "check that the server runs, and the host and port of --url",
+            ) from exc
+        except httpx2.TimeoutException as exc:
+            raise RemoteUnreachable(
+                f"{self.url} did not answer within {PROBE_TIMEOUT_S:g} s",
+                "check that the server is up and not overloaded, and that a firewall lets the port through",
+            ) from exc
+        except httpx2.HTTPError as exc:
+            raise EngineError(f"cannot talk to {self.url}: {_reason(exc)}", "check the URL") from exc
+        if reply.status_code in (401, 403):
+            if self.api_key:
+                raise RemoteRefused(
+                    f"{self.url} refused the API key ({reply.status_code})",
+                    "check the key: DSPINE_API_KEY, or the file given as --api-key @FILE",
+                )
+            raise RemoteRefused(
+                f"{self.url} needs an API key ({reply.status_code})",
+                "set DSPINE_API_KEY, or put the key in a file only you can read and give --api-key @FILE",
+            )
+        if reply.status_code != 200:
+            raise RemoteNotOpenAI(
+                f"{self.url} is not an OpenAI-compatible server: GET {where} answered {reply.status_code}",
+                f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
+            )
+        try:
+            return reply.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RemoteNotOpenAI(
+                f"{self.url} is not an OpenAI-compatible server: GET {where} did not answer JSON",
+                f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
+            ) from exc
+
+    def counters(self) -> Counters | None:
+        """The speculation counters on /metrics now; None when it has none (or no /metrics)."""
+        import httpx2
+
+        try:
+            reply = self.client.get(self.root + "/metrics")
+        except httpx2.HTTPError:
+            return None
+        if reply.status_code != 200:
+            return None
+        return parse(reply.text)
+
+
+def probe(url: str, api_key: str | None, model: str | None, timeout_s: float = PROBE_TIMEOUT_S) -> RemoteServer:
+    with Prober(url, api_key, timeout_s) as prober:
+        try:
+            models = served_models(prober.models())
+        except ValueError as exc:
+            raise RemoteNotOpenAI(
+                f"{url} is not an OpenAI-compatible server: {exc}",
+                f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
+            ) from exc
+        kind = kind_of(models)
+        chosen = choose_model(models, model)
+        if isinstance(chosen, str):
+            if kind == "llama-server" and model is not None:
+                chosen = models[0]  # llama-server answers whatever model a request names
+            else:
+                raise RemoteModelUnknown(f"{url}: {chosen}", "give --model one of the models it serves")
+        context, context_from = chosen.window, "/v1/models"
+        speculation = None
+        per_reply = per_request = False
+        if kind == "llama-server":
+            props = prober._get("/props")
+            context = props_context(props) or context
+            context_from = "/props" if props_context(props) else context_from
+            speculation = props_speculation(props)
+            per_reply = True  # its timings carry draft_n / draft_n_accepted whenever it drafts
+            per_request = props_per_request_draft(props)
+        elif kind == "SGLang":
+            info = prober._get("/server_info") or prober._get("/get_server_info")
+            if context is None and sglang_context(info):
+                context, context_from = sglang_context(info), "/server_info"
+            speculation = sglang_speculation(info)
+        counted = prober.counters()
+        if counted is not None and speculation is None and (counted.drafts or counted.draft_tokens):
+            speculation = "speculative decoding (its /metrics counts drafts)"
+        return RemoteServer(
+            url=url,
+            kind=kind,
+            model=chosen.id,
+            models=tuple(m.id for m in models),
+            context=context,
+            context_from=context_from if context else "not said",
+            speculation=speculation,
+            per_reply_counts=per_reply,
+            counters=counted is not None,
+            per_request_draft=per_request,
+        )
+
+
+def _reason(exc: Exception) -> str:
+    text = str(exc).strip()
+    if "refused" in text.lower():
+        return "connection refused"
+    return text or type(exc).__name__

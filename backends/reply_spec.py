@@ -1,0 +1,56 @@
+"""A reply's own speculation figures, where a server other than llama-server puts them
+(llama-server's are its `timings`, read in openai_stream.apply_timings):
+
+- vLLM, started with `--per-request-spec-decode-metrics`: the last chunk's (or the whole
+  reply's) `metrics.speculative_decoding` with `num_draft_tokens`,
+  `num_accepted_draft_tokens`, `num_spec_steps`, `num_spec_tokens` and
+  `acceptance_histogram` (steps by how many of their drafts were kept), and in its
+  detailed form `per_step_drafted` / `per_step_accepted`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .stats import Stats, count_positions
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return None
+    return int(value)
+
+
+def _counts(values: Any) -> list[int] | None:
+    if not isinstance(values, list):
+        return None
+    counted = [_count(v) for v in values]
+    return None if any(c is None for c in counted) else [c for c in counted if c is not None]
+
+
+def apply_vllm(stats: Stats, metrics: Any) -> bool:
+    """vLLM's per-request figures into the reply's statistics; False when the chunk has none."""
+    spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+    if not isinstance(spec, dict):
+        return False
+    drafted, accepted = _count(spec.get("num_draft_tokens")), _count(spec.get("num_accepted_draft_tokens"))
+    if drafted is None or accepted is None:
+        return False
+    stats.drafted, stats.accepted = drafted, min(accepted, drafted)
+    steps = _count(spec.get("num_spec_steps"))
+    if stats.generated_tokens:
+        stats.verify_steps = max(stats.generated_tokens - stats.accepted, 1)
+    elif steps:
+        stats.verify_steps = steps
+    stats.position_tested, stats.position_kept = [], []
+    step_drafted, step_accepted = _counts(spec.get("per_step_drafted")), _counts(spec.get("per_step_accepted"))
+    histogram = _counts(spec.get("acceptance_histogram"))
+    length = _count(spec.get("num_spec_tokens"))
+    if step_drafted is not None and step_accepted is not None and len(step_drafted) == len(step_accepted):
+        for step, kept in zip(step_drafted, step_accepted, strict=True):
+            count_positions(stats, step, min(kept, step))
+    elif histogram is not None and length:
+        for kept, steps_with in enumerate(histogram):
+            for _ in range(steps_with):
+                count_positions(stats, length, min(kept, length))
+    return True

@@ -1,0 +1,164 @@
+"""Remote engines for tests, on 127.0.0.1: a stand-in that answers in a recorded server's
+shapes (vLLM's listing, /metrics and per-request figures; see remote_shapes/SOURCES.md),
+with an API key and counters that advance with each reply as the real ones do."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+SHAPES = Path(__file__).parent / "remote_shapes"
+
+# One reply's speculation: 4 steps of 3 drafts keeping 0, 1, 2 and 3 (as the recorded chunk).
+STEP_DRAFTED, STEP_KEPT = [3, 3, 3, 3], [0, 1, 2, 3]
+WORDS = ["The", " answer", " is", " four", ".", " Two", " and", " two", " make", " four", "."]
+
+
+@dataclass
+class Shaped:
+    url: str = ""  # the OpenAI base, ending in /v1
+    key: str | None = None
+    kind: str = "vllm"  # vllm: listing + /metrics in vLLM's shapes; generic: a bare OpenAI server
+    per_request: bool = False  # vLLM's --per-request-spec-decode-metrics
+    counters: bool = True  # /metrics with the speculation counters
+    replies: int = 0
+    bodies: list[dict] = field(default_factory=list)
+
+    def metrics_page(self) -> str:
+        """vLLM's page as recorded, its counters advanced by every reply so far."""
+        page = (SHAPES / "vllm_metrics_spec.prom").read_text()
+        base = {"drafts": 1843, "draft_tokens": 5529, "accepted": 3211}
+        now = {
+            "drafts": base["drafts"] + self.replies * len(STEP_DRAFTED),
+            "draft_tokens": base["draft_tokens"] + self.replies * sum(STEP_DRAFTED),
+            "accepted": base["accepted"] + self.replies * sum(STEP_KEPT),
+        }
+        page = page.replace(f"}} {base['drafts']}.0", f"}} {now['drafts']}.0")
+        page = page.replace(f"}} {base['draft_tokens']}.0", f"}} {now['draft_tokens']}.0")
+        page = page.replace(f"}} {base['accepted']}.0", f"}} {now['accepted']}.0")
+        for position, start in enumerate((1402, 1050, 759)):
+            kept_here = sum(1 for kept in STEP_KEPT if kept > position)
+            page = page.replace(
+                f'position="{position}"}} {start}.0', f'position="{position}"}} {start + self.replies * kept_here}.0'
+            )
+        return page
+
+
+def _chunk(delta: dict, finish: str | None = None) -> dict:
+    return {
+        "object": "chat.completion.chunk",
+        "model": "Qwen/Qwen3-8B",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+
+
+@contextmanager
+def shaped_server(**options) -> Iterator[Shaped]:
+    served = Shaped(**options)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _authorised(self) -> bool:
+            # vLLM guards the /v1 paths only (its /metrics is open), answering {"error": "Unauthorized"}.
+            if served.key is None or not self.path.startswith("/v1"):
+                return True
+            if self.headers.get("Authorization") == f"Bearer {served.key}":
+                return True
+            self._send(401, json.dumps({"error": "Unauthorized"}).encode())
+            return False
+
+        def do_GET(self) -> None:
+            if not self._authorised():
+                return
+            if self.path == "/v1/models":
+                listing = json.loads((SHAPES / "vllm_v1_models.json").read_text())
+                if served.kind != "vllm":
+                    listing = {"object": "list", "data": [{"id": "Qwen/Qwen3-8B", "object": "model", "owned_by": "me"}]}
+                self._send(200, json.dumps(listing).encode())
+            elif self.path == "/metrics" and served.counters and served.kind == "vllm":
+                self._send(200, served.metrics_page().encode(), "text/plain; version=0.0.4")
+            else:
+                self._send(404, b'{"detail":"Not Found"}')
+
+        def do_POST(self) -> None:
+            if not self._authorised():
+                return
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            served.bodies.append(body)
+            if body.get("model") != "Qwen/Qwen3-8B":
+                message = f"The model `{body.get('model')}` does not exist."
+                error = {"error": {"message": message, "type": "NotFoundError", "param": None, "code": 404}}
+                self._send(404, json.dumps(error).encode())
+                return
+            events = [_chunk({"role": "assistant", "content": ""})]
+            events += [_chunk({"content": word}) for word in WORDS]
+            events.append(_chunk({}, "stop"))
+            final: dict = {
+                "object": "chat.completion.chunk",
+                "choices": [],
+                "usage": {"prompt_tokens": 12, "completion_tokens": len(WORDS), "total_tokens": 12 + len(WORDS)},
+            }
+            if served.per_request:
+                recorded = json.loads((SHAPES / "vllm_chat_stream_final_usage_chunk.json").read_text())
+                final["metrics"] = recorded["metrics"]
+            events.append(final)
+            served.replies += 1  # counted before the last event: a client reads /metrics after [DONE]
+            payload = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    served.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield served
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def not_openai_server() -> Iterator[str]:
+    """Something that answers HTTP, but 404 to /v1/models (a web page, another API)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            body = b"<html>not here</html>"
+            self.send_response(404)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
