@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from .events import STATS_INTERVAL_S, Delta, End, EndReason, Event, StatsUpdate, ToolCall, end_reason
-from .reply_spec import apply_vllm
+from .reply_spec import apply_sglang, apply_vllm
 from .server_draft import positions, reached
 from .stats import Stats, count_ngram_step, count_positions
 from .thinking import ThinkSplitter
@@ -263,6 +263,8 @@ def stream_chat(
             apply_usage(stats, chunk["usage"], time.monotonic() - (first_at or started))
         if chunk.get("metrics"):
             apply_vllm(stats, chunk["metrics"])
+        if chunk.get("sglext"):
+            apply_sglang(stats, chunk["sglext"])
         if max_tokens is not None and max(chunks_with_text, stats.generated_tokens) >= max_tokens + LIMIT_GRACE:
             stats.generated_tokens = min(max(stats.generated_tokens, chunks_with_text), max_tokens)
             if not stats.decode_s:

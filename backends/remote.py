@@ -17,7 +17,7 @@ from .base import EngineError, estimate_tokens
 from .events import End, Error, Event
 from .openai_stream import StreamBroken, StreamMalformed, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
-from .remote_info import RemoteServer
+from .remote_info import RemoteServer, sglang_accept_length
 from .remote_probe import PROBE_TIMEOUT_S, probe, root_of
 from .sampling import Sampling, preset
 from .spec_metrics import Counters, apply, parse
@@ -73,6 +73,7 @@ class RemoteEngine:
         engine = cls(url, api_key, model, drafter, read_timeout_s=read_timeout_s, n_ctx=n_ctx)
         engine.server = probe(url, api_key, model, timeout_s=min(PROBE_TIMEOUT_S, read_timeout_s))
         engine.model = engine.server.model
+        engine.drafter = drafter or engine.server.speculation  # what the readout names as the drafter
         return engine
 
     @property
@@ -123,6 +124,7 @@ class RemoteEngine:
 
         self._cancel.clear()
         extra: dict[str, Any] = {"model": self.model} if self.model else {}
+        extra.update(dict(self.server.request_extra) if self.server else {})
         body = chat_body(messages, think, sampling or preset(think), extra, tools)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         if self._client is None:
@@ -197,5 +199,25 @@ class RemoteEngine:
                 if counted.draft_tokens:
                     apply(stats, counted)
                 return
+        if self.server.server_average:
+            average = self._server_average()
+            if average is not None:
+                stats.draft_note = f"server average accept len {average:.2f} (no per-reply figures)"
+                return
         if not self.server.per_reply_counts and not self.server.counters:
             stats.draft_note = "acceptance not reported by this server"
+
+    def _server_average(self) -> float | None:
+        """SGLang's running average of tokens per verify step, from /server_info."""
+        import httpx2
+
+        assert self._client is not None
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        for path in ("/server_info", "/get_server_info"):
+            try:
+                reply = self._client.get(root_of(self.url) + path, headers=headers, timeout=PROBE_TIMEOUT_S)
+                if reply.status_code == 200:
+                    return sglang_accept_length(reply.json())
+            except (httpx2.HTTPError, OSError, ValueError):
+                return None
+        return None

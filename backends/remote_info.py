@@ -8,8 +8,11 @@ from the answers `remote_probe` gathers. Each field names where it comes from:
 - llama-server `/props`: `default_generation_settings.n_ctx` (one slot's context),
   `default_generation_settings.params["speculative.types"]`, and dspine's patch adds
   `dspine_per_request_draft`.
-- SGLang `/server_info` (older: `/get_server_info`): `context_length`,
-  `speculative_algorithm`, `speculative_num_draft_tokens`, `internal_states[].avg_spec_accept_length`.
+- llama-server `/slots`: `[].speculative`, whether a slot drafts (`/props` cannot say).
+- SGLang `/server_info` (before 0.5.7 only `/get_server_info`): `version`, `context_length`
+  (the command line's, usually null), `speculative_algorithm`, `speculative_draft_model_path`,
+  `speculative_num_draft_tokens`, `internal_states[].avg_spec_accept_length`.
+  From 0.5.19 a request's `return_spec_tokens_details` brings the reply's own figures.
 - `/metrics`: `spec_metrics.parse`.
 """
 
@@ -41,11 +44,16 @@ class RemoteServer:
     per_reply_counts: bool  # llama-server: draft counts in every reply's timings
     counters: bool  # /metrics carries the speculation counters (spec_metrics)
     per_request_draft: bool  # a request's speculative.n_max is honoured (0 turns drafting off)
+    # Fields every request carries to have the reply's own figures back (SGLang >= 0.5.19).
+    request_extra: tuple[tuple[str, object], ...] = ()
+    server_average: bool = False  # only a server-wide running average of acceptance (older SGLang)
 
     @property
     def acceptance_source(self) -> str:
         if self.per_reply_counts:
-            return "each reply's timings"
+            return "each reply's own figures"
+        if self.server_average:
+            return "the server's running average (no per-reply figures from this version)"
         if self.counters:
             return "the server's /metrics counters, read before and after each reply"
         return "not reported by this server"
@@ -107,8 +115,33 @@ def sglang_speculation(info: Any) -> str | None:
     algorithm = info.get("speculative_algorithm")
     if not isinstance(algorithm, str) or not algorithm or algorithm.upper() == "NONE":
         return None
+    drafter = info.get("speculative_draft_model_path")
+    named = (
+        f"{algorithm} ({drafter.rstrip('/').rsplit('/', 1)[-1]})" if isinstance(drafter, str) and drafter else algorithm
+    )
     tokens = _count(info.get("speculative_num_draft_tokens"))
-    return f"{algorithm}, {tokens} draft tokens" if tokens else algorithm
+    return f"{named}, {tokens} draft tokens" if tokens else named
+
+
+def sglang_version(info: Any) -> tuple[int, ...]:
+    """`version` as numbers ("0.5.19" -> (0, 5, 19)); () when it does not say."""
+    raw = info.get("version") if isinstance(info, dict) else None
+    numbers = []
+    for part in raw.split(".") if isinstance(raw, str) else []:
+        digits = "".join(ch for ch in part if ch.isdigit()) if part[:1].isdigit() else ""
+        if not digits:
+            break
+        numbers.append(int(digits))
+    return tuple(numbers)
+
+
+# The first SGLang whose OpenAI endpoints return a reply's speculation figures when asked.
+SGLANG_SPEC_DETAILS = (0, 5, 19)
+
+
+def slots_speculative(slots: Any) -> bool:
+    """llama-server's `/slots`: whether its slots draft."""
+    return isinstance(slots, list) and any(isinstance(s, dict) and s.get("speculative") is True for s in slots)
 
 
 def sglang_accept_length(info: Any) -> float | None:

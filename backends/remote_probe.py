@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from .errors import EngineError, RemoteModelUnknown, RemoteNotOpenAI, RemoteRefused, RemoteUnreachable
 from .remote_info import (
+    SGLANG_SPEC_DETAILS,
     RemoteServer,
     choose_model,
     kind_of,
@@ -20,6 +21,8 @@ from .remote_info import (
     served_models,
     sglang_context,
     sglang_speculation,
+    sglang_version,
+    slots_speculative,
 )
 from .spec_metrics import Counters, parse
 
@@ -154,12 +157,15 @@ def probe(url: str, api_key: str | None, model: str | None, timeout_s: float = P
                 raise RemoteModelUnknown(f"{url}: {chosen}", "give --model one of the models it serves")
         context, context_from = chosen.window, "/v1/models"
         speculation = None
-        per_reply = per_request = False
+        per_reply = per_request = average = False
+        extra: tuple[tuple[str, object], ...] = ()
         if kind == "llama-server":
             props = prober._get("/props")
             context = props_context(props) or context
             context_from = "/props" if props_context(props) else context_from
             speculation = props_speculation(props)
+            if speculation is None and slots_speculative(prober._get("/slots")):
+                speculation = "a drafter (its /slots say so)"
             per_reply = True  # its timings carry draft_n / draft_n_accepted whenever it drafts
             per_request = props_per_request_draft(props)
         elif kind == "SGLang":
@@ -167,6 +173,9 @@ def probe(url: str, api_key: str | None, model: str | None, timeout_s: float = P
             if context is None and sglang_context(info):
                 context, context_from = sglang_context(info), "/server_info"
             speculation = sglang_speculation(info)
+            if speculation is not None and sglang_version(info) >= SGLANG_SPEC_DETAILS:
+                per_reply, extra = True, (("return_spec_tokens_details", True),)
+            average = speculation is not None and not per_reply
         counted = prober.counters()
         if counted is not None and speculation is None and (counted.drafts or counted.draft_tokens):
             speculation = "speculative decoding (its /metrics counts drafts)"
@@ -181,6 +190,8 @@ def probe(url: str, api_key: str | None, model: str | None, timeout_s: float = P
             per_reply_counts=per_reply,
             counters=counted is not None,
             per_request_draft=per_request,
+            request_extra=extra,
+            server_average=average,
         )
 
 

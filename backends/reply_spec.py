@@ -6,6 +6,9 @@
   `num_accepted_draft_tokens`, `num_spec_steps`, `num_spec_tokens` and
   `acceptance_histogram` (steps by how many of their drafts were kept), and in its
   detailed form `per_step_drafted` / `per_step_accepted`.
+- SGLang >= 0.5.19, asked with `return_spec_tokens_details`: a trailing chunk's (or the
+  reply's) `sglext.spec_tokens_details` with `spec_num_proposed_drafts`,
+  `spec_num_correct_drafts`, `spec_verify_ct` and `spec_correct_drafts_histogram`.
 """
 
 from __future__ import annotations
@@ -50,6 +53,33 @@ def apply_vllm(stats: Stats, metrics: Any) -> bool:
         for step, kept in zip(step_drafted, step_accepted, strict=True):
             count_positions(stats, step, min(kept, step))
     elif histogram is not None and length:
+        for kept, steps_with in enumerate(histogram):
+            for _ in range(steps_with):
+                count_positions(stats, length, min(kept, length))
+    return True
+
+
+def apply_sglang(stats: Stats, sglext: Any) -> bool:
+    """SGLang's per-request figures into the reply's statistics; False when it has none."""
+    details = sglext.get("spec_tokens_details") if isinstance(sglext, dict) else None
+    if isinstance(details, list):  # n > 1 gives one per choice; dspine asks for one
+        details = details[0] if details else None
+    if not isinstance(details, dict):
+        return False
+    drafted, accepted = _count(details.get("spec_num_proposed_drafts")), _count(details.get("spec_num_correct_drafts"))
+    steps = _count(details.get("spec_verify_ct"))
+    if drafted is None or accepted is None:
+        return False
+    stats.drafted, stats.accepted = drafted, min(accepted, drafted)
+    if stats.generated_tokens:
+        stats.verify_steps = max(stats.generated_tokens - stats.accepted, 1)
+    elif steps:
+        stats.verify_steps = steps
+    stats.position_tested, stats.position_kept = [], []
+    histogram = _counts(details.get("spec_correct_drafts_histogram"))
+    # A chain drafts the same number every step; the histogram counts steps by drafts kept.
+    length = drafted // steps if steps and drafted % steps == 0 else None
+    if histogram is not None and length:
         for kept, steps_with in enumerate(histogram):
             for _ in range(steps_with):
                 count_positions(stats, length, min(kept, length))

@@ -127,3 +127,29 @@ def test_each_failed_first_contact_says_what_and_exits_with_its_code():
     with pytest.raises(RemoteUnreachable, match="connection refused") as nobody:
         RemoteEngine.connect("http://127.0.0.1:9/v1")
     assert nobody.value.exit_code == 5
+
+
+def test_sglang_says_its_drafter_and_returns_each_replys_figures_when_asked():
+    with shaped_server(kind="sglang", key="sk-s") as served:
+        engine = RemoteEngine.connect(served.url, "sk-s")
+        try:
+            assert engine.server.kind == "SGLang" and engine.context_size == 40960
+            assert engine.drafter_name == "EAGLE3 (qwen3_8b_eagle3), 4 draft tokens"
+            stats = _end(engine).stats
+        finally:
+            engine.close()
+    assert served.bodies[-1]["return_spec_tokens_details"] is True
+    # 9 drafted over 3 steps of 3, steps keeping 1, 2 and 2 (the recorded histogram [0, 1, 2, 0])
+    assert (stats.drafted, stats.accepted) == (9, 5)
+    assert stats.position_tested == [3, 3, 2] and stats.position_kept == [3, 2, 0]
+
+
+def test_an_older_sglang_is_not_asked_for_figures_it_cannot_give_and_its_average_is_said():
+    with shaped_server(kind="sglang", version="0.5.10") as served:
+        engine = RemoteEngine.connect(served.url)
+        try:
+            stats = _end(engine).stats
+        finally:
+            engine.close()
+    assert "return_spec_tokens_details" not in served.bodies[-1]
+    assert stats.drafted == 0 and stats.draft_note == "server average accept len 2.71 (no per-reply figures)"

@@ -1,6 +1,7 @@
 """Remote engines for tests, on 127.0.0.1: a stand-in that answers in a recorded server's
-shapes (vLLM's listing, /metrics and per-request figures; see remote_shapes/SOURCES.md),
-with an API key and counters that advance with each reply as the real ones do."""
+shapes (vLLM's and SGLang's listings, /metrics, /server_info and per-request figures; see
+remote_shapes/SOURCES.md), with an API key and counters that advance with each reply as
+the real ones do."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ WORDS = ["The", " answer", " is", " four", ".", " Two", " and", " two", " make",
 class Shaped:
     url: str = ""  # the OpenAI base, ending in /v1
     key: str | None = None
-    kind: str = "vllm"  # vllm: listing + /metrics in vLLM's shapes; generic: a bare OpenAI server
+    kind: str = "vllm"  # vllm or sglang: in that server's shapes; generic: a bare OpenAI server
+    version: str = "0.5.23"  # SGLang's /server_info version (per-reply figures from 0.5.19)
     per_request: bool = False  # vLLM's --per-request-spec-decode-metrics
     counters: bool = True  # /metrics with the speculation counters
     replies: int = 0
@@ -75,8 +77,10 @@ def shaped_server(**options) -> Iterator[Shaped]:
             self.wfile.write(body)
 
         def _authorised(self) -> bool:
-            # vLLM guards the /v1 paths only (its /metrics is open), answering {"error": "Unauthorized"}.
-            if served.key is None or not self.path.startswith("/v1"):
+            # vLLM guards the /v1 paths only, SGLang all but /health and /metrics; both answer
+            # {"error": "Unauthorized"}.
+            guarded = self.path.startswith("/v1") or (served.kind == "sglang" and self.path != "/metrics")
+            if served.key is None or not guarded:
                 return True
             if self.headers.get("Authorization") == f"Bearer {served.key}":
                 return True
@@ -87,12 +91,20 @@ def shaped_server(**options) -> Iterator[Shaped]:
             if not self._authorised():
                 return
             if self.path == "/v1/models":
-                listing = json.loads((SHAPES / "vllm_v1_models.json").read_text())
-                if served.kind != "vllm":
+                listing = json.loads(
+                    (SHAPES / f"{served.kind}_v1_models.json").read_text() if served.kind != "generic" else "{}"
+                )
+                if served.kind == "generic":
                     listing = {"object": "list", "data": [{"id": "Qwen/Qwen3-8B", "object": "model", "owned_by": "me"}]}
                 self._send(200, json.dumps(listing).encode())
             elif self.path == "/metrics" and served.counters and served.kind == "vllm":
                 self._send(200, served.metrics_page().encode(), "text/plain; version=0.0.4")
+            elif self.path == "/metrics" and served.counters and served.kind == "sglang":
+                self._send(200, (SHAPES / "sglang_metrics_spec.prom").read_bytes(), "text/plain; version=0.0.4")
+            elif self.path in ("/server_info", "/get_server_info") and served.kind == "sglang":
+                info = json.loads((SHAPES / "sglang_server_info.json").read_text())
+                info["version"] = served.version
+                self._send(200, json.dumps(info).encode())
             else:
                 self._send(404, b'{"detail":"Not Found"}')
 
@@ -101,7 +113,7 @@ def shaped_server(**options) -> Iterator[Shaped]:
                 return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             served.bodies.append(body)
-            if body.get("model") != "Qwen/Qwen3-8B":
+            if body.get("model") != "Qwen/Qwen3-8B" and served.kind != "sglang":  # SGLang answers any name
                 message = f"The model `{body.get('model')}` does not exist."
                 error = {"error": {"message": message, "type": "NotFoundError", "param": None, "code": 404}}
                 self._send(404, json.dumps(error).encode())
@@ -118,6 +130,9 @@ def shaped_server(**options) -> Iterator[Shaped]:
                 recorded = json.loads((SHAPES / "vllm_chat_stream_final_usage_chunk.json").read_text())
                 final["metrics"] = recorded["metrics"]
             events.append(final)
+            if served.kind == "sglang" and body.get("return_spec_tokens_details"):
+                recorded = json.loads((SHAPES / "sglang_chat_completion_sglext.json").read_text())
+                events.append({"object": "chat.completion.chunk", "choices": [], "sglext": recorded["sglext"]})
             served.replies += 1  # counted before the last event: a client reads /metrics after [DONE]
             payload = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
             self.send_response(200)
