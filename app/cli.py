@@ -1397,6 +1397,18 @@ def serve(
     ),
     n_max: int | None = typer.Option(None, "--n-max", help="Draft length (default: the fit plan's)."),
     log: Path | None = typer.Option(None, "--log", help="Append one line per request (bench format + figures)."),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="server (llama-server started here, the default) or remote (the server at --url: vLLM, SGLang or "
+        "another llama-server, its window and drafter asked of it).",
+    ),
+    url: UrlOption = None,
+    remote_api_key: str | None = typer.Option(
+        None,
+        "--remote-api-key",
+        help="The remote server's key, as @FILE (a file only you can read). Default: DSPINE_API_KEY.",
+    ),
     print_config: str | None = typer.Option(
         None,
         "--print-config",
@@ -1410,14 +1422,32 @@ def serve(
     from .serve.service import serve as run_server
 
     model = _one_model(model, model_option)
-    options = ServeOptions(model, draft, ctx, host, port, api_key, parallel, think, n_max, log)
+    if engine is None:
+        engine = "remote" if url else "server"
+    if engine not in ("server", "remote"):
+        raise UsageError(f"--engine {engine}: serve runs server or remote", "give --engine server or --engine remote")
+    if remote_api_key is not None and engine != "remote":
+        raise UsageError("--remote-api-key is for --engine remote", "leave it out, or give --url")
+    options = ServeOptions(
+        model, draft, ctx, host, port, api_key, parallel, think, n_max, log, engine, url, remote_api_key
+    )
     settings = load_settings()
     if print_config is not None:
         if print_config.lower() not in (*TOOLS, "plain"):
             raise UsageError(f"--print-config {print_config}: no such tool", f"use one of: {', '.join(TOOLS)}")
         access = check_options(options)
-        text = snippet(print_config, client_endpoint(options, settings, access.key is not None))
-        sys.stdout.write(text or "")
+        if engine == "remote":
+            from .serve.remote_upstream import remote_endpoint
+
+            endpoint = remote_endpoint(options, settings, access.key is not None)
+        else:
+            endpoint = client_endpoint(options, settings, access.key is not None)
+        sys.stdout.write(snippet(print_config, endpoint) or "")
+        return
+    if engine == "remote":
+        from .serve.remote_upstream import serve_remote
+
+        serve_remote(options, settings, out, err)
         return
     run_server(options, settings, out, err)
 

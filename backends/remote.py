@@ -93,6 +93,10 @@ class RemoteEngine:
         _interrupt(self._response_in_use)
 
     @property
+    def alive(self) -> bool:
+        return True  # a remote server's failures show on the requests that meet them
+
+    @property
     def context_size(self) -> int | None:
         """The server's own window where it says one: a request past it is refused there."""
         if self.server is not None and self.server.context:

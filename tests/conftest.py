@@ -89,6 +89,7 @@ def env(tmp_path, hub, monkeypatch) -> dict[str, str]:
         "DSPINE_CATALOG",
         "DSPINE_DEBUG",
         "FAKE_NVML",
+        "DSPINE_API_KEY",
     ):
         monkeypatch.delenv(key, raising=False)
     for key, value in values.items():

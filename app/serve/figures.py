@@ -11,9 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.openai_stream import apply_timings
+from backends.reply_spec import apply_sglang, apply_vllm
 from backends.stats import Stats
 
 QUEUED, RUNNING, DONE, DROPPED, FAILED = "queued", "running", "done", "dropped", "failed"
+# The events worth parsing: llama-server's timings, usage, vLLM's per-request metrics, SGLang's sglext.
+_FIGURES = (b'"timings"', b'"usage"', b'"metrics"', b'"sglext"')
 
 
 @dataclass
@@ -44,7 +47,7 @@ class RequestFigures:
         if self.first_token is None:
             self.first_token = time.monotonic()
         self.events += data.count(b"data:")
-        if b'"timings"' in data or b'"usage"' in data or self._tail:
+        if any(marker in data for marker in _FIGURES) or self._tail:
             self._scan(data)
 
     def finish(self, state: str = DONE, body: bytes | None = None) -> None:
@@ -97,12 +100,12 @@ class RequestFigures:
         lines = text.split(b"\n")
         self._tail = lines.pop()  # an unfinished line waits for the next piece
         for line in lines:
-            if line.startswith(b"data:") and (b'"timings"' in line or b'"usage"' in line):
+            if line.startswith(b"data:") and any(marker in line for marker in _FIGURES):
                 try:
                     self._read_event(json.loads(line[5:]))
                 except ValueError:
                     continue
-        if b'"timings"' not in self._tail and b'"usage"' not in self._tail:
+        if not any(marker in self._tail for marker in _FIGURES):
             self._tail = b""
 
     def _read_reply(self, body: bytes) -> None:
@@ -129,6 +132,11 @@ class RequestFigures:
             cached = usage.get("cache_read_input_tokens")  # llama-server's Anthropic usage: the reused part
             if isinstance(cached, int) and cached:
                 self.stats.prompt_cached = cached
+        # A remote vLLM's or SGLang's own figures of the request (backends/reply_spec.py).
+        if event.get("metrics"):
+            apply_vllm(self.stats, event["metrics"])
+        if event.get("sglext"):
+            apply_sglang(self.stats, event["sglext"])
 
 
 def client_name(user_agent: str | None, peer: str | None) -> str:

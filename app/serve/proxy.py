@@ -61,8 +61,8 @@ def _ended(tail: bytes) -> bool:
 
 @dataclass(frozen=True)
 class ProxyConfig:
-    upstream_url: str  # llama-server, http://127.0.0.1:PORT
-    upstream_key: str  # llama-server's own key: never shown to clients
+    upstream_url: str  # llama-server, http://127.0.0.1:PORT (or a remote server's root)
+    upstream_key: str | None  # the upstream's own key: never shown to clients
     model_name: str  # what /v1/models says, e.g. qwen3.8-27b
     n_ctx: int
     default_think: bool = True
@@ -76,6 +76,10 @@ class ProxyConfig:
     system_rule: SystemRule = MERGE
     window: int = 0  # one slot's context (what one request holds); 0: n_ctx over the slots
     cache_rules: bool = True  # cache_rules.py: volatile system lines out (off only to measure without)
+    # A remote upstream: the model name its requests must carry (vLLM answers 404 to any other),
+    # and what its errors call it.
+    upstream_model: str | None = None
+    upstream_name: str = "llama-server"
 
     @property
     def slot_window(self) -> int:
@@ -135,9 +139,10 @@ class Proxy:
     async def _open(self, _app: web.Application) -> None:
         # No keep-alive upstream: llama-server may close a connection after a stream,
         # and a request sent down it then fails; a fresh local connection costs ~0.1 ms.
+        key = self.config.upstream_key
         self.upstream = httpx2.AsyncClient(
             base_url=self.config.upstream_url,
-            headers={"Authorization": f"Bearer {self.config.upstream_key}"},
+            headers={"Authorization": f"Bearer {key}"} if key else {},
             timeout=httpx2.Timeout(None, connect=10),
             limits=httpx2.Limits(max_keepalive_connections=0),
         )
@@ -236,7 +241,7 @@ class Proxy:
         if problem:
             return error(400, problem)
         if isinstance(body, dict) and "model" in body:
-            body["model"] = split_model_name(body["model"])[0]
+            body["model"] = self.config.upstream_model or split_model_name(body["model"])[0]
         if isinstance(body, dict):  # count_tokens and apply-template render the template too
             try:
                 body = order_system_messages(request.path, body, self.config.system_rule)
@@ -245,7 +250,7 @@ class Proxy:
         try:
             reply = await self.upstream.post(request.path, json=body)
         except httpx2.HTTPError as exc:
-            return error(502, f"llama-server did not answer: {exc}", "api_error")
+            return error(502, f"{self.config.upstream_name} did not answer: {exc}", "api_error")
         return web.Response(body=reply.content, status=reply.status_code, content_type="application/json")
 
     async def _generate(self, request: web.Request) -> web.StreamResponse:
@@ -274,6 +279,8 @@ class Proxy:
             length = 0
         upstream_body = clean(prepared.body)[0] if self.config.cache_rules else prepared.body
         upstream_body = with_reply_limit(upstream_body, self.config.reply_limit)
+        if self.config.upstream_model is not None:
+            upstream_body = {**upstream_body, "model": self.config.upstream_model}
         data = json.dumps(with_draft_length(upstream_body, length)).encode()
         dropped = False
         try:
@@ -305,7 +312,7 @@ class Proxy:
             reply = await self.upstream.post(request.path, content=data, headers={"Content-Type": "application/json"})
         except httpx2.HTTPError as exc:
             figures.status = 502
-            return error(502, f"llama-server did not answer: {exc}", "api_error")
+            return error(502, f"{self.config.upstream_name} did not answer: {exc}", "api_error")
         figures.status = reply.status_code
         figures.finish(DONE if reply.status_code == 200 else FAILED, body=reply.content)
         if reply.status_code != 200:
@@ -326,7 +333,7 @@ class Proxy:
             reply = await self.upstream.send(upstream_request, stream=True)
         except httpx2.HTTPError as exc:
             figures.status = 502
-            return error(502, f"llama-server did not answer: {exc}", "api_error")
+            return error(502, f"{self.config.upstream_name} did not answer: {exc}", "api_error")
         try:
             figures.status = reply.status_code
             if reply.status_code != 200:
@@ -359,7 +366,9 @@ class Proxy:
                 await end_stream(response, request.path, at_boundary, STOPPING)
                 return response
             except httpx2.HTTPError as exc:
-                await end_stream(response, request.path, at_boundary, f"llama-server stopped mid-reply ({exc})")
+                await end_stream(
+                    response, request.path, at_boundary, f"{self.config.upstream_name} stopped mid-reply ({exc})"
+                )
                 return response
             figures.finish(DONE)  # every byte is written; the client may hang up during write_eof
             await response.write_eof()

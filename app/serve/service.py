@@ -46,6 +46,9 @@ class ServeOptions:
     think: str | None = None  # "on" / "off"; None: on, unless the model has no thinking mode
     n_max: int | None = None
     log: Path | None = None
+    engine: str = "server"  # server (llama-server started here) or remote (--url)
+    url: str | None = None  # the remote server's OpenAI base
+    remote_api_key: str | None = None  # its key: @FILE (None: DSPINE_API_KEY)
 
 
 def model_id(label: str) -> str:

@@ -12,8 +12,7 @@ from backends.events import End
 from backends.remote import RemoteEngine
 from backends.remote_probe import Prober
 from backends.sampling import Sampling
-from tests.support.draft_log_server import DraftLogServer
-from tests.support.remote_servers import not_openai_server, shaped_server
+from tests.support.remote_servers import keyed_llama_server, not_openai_server, shaped_server
 
 GREEDY = Sampling(temperature=0.0, max_tokens=40)
 CODE = [{"role": "user", "content": "Write a Python function that adds two numbers, with a docstring."}]
@@ -27,24 +26,13 @@ def _end(engine: RemoteEngine) -> End:
 
 
 @pytest.fixture(scope="module")
-def keyed_llama_server(server_binary, real, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("remote-llama")
-    key = folder / "key"
-    key.write_text("sk-test-remote\n")
-    key.chmod(0o600)
-    extra = ("--api-key-file", str(key), "--metrics")
-    running = DraftLogServer(
-        server_binary, real["target"], real["q4"], folder / "log", n_max=4, spec_type="draft-simple",
-        n_ctx=2048, extra=extra,
-    )  # fmt: skip
-    try:
-        yield running.url + "/v1", "sk-test-remote"
-    finally:
-        running.close()
+def keyed_llama(server_binary, real, tmp_path_factory):
+    with keyed_llama_server(server_binary, real["target"], real["q4"], tmp_path_factory.mktemp("remote")) as running:
+        yield running
 
 
-def test_a_llama_server_says_its_window_and_its_replies_count_the_drafts(keyed_llama_server):
-    url, key = keyed_llama_server
+def test_a_llama_server_says_its_window_and_its_replies_count_the_drafts(keyed_llama):
+    url, key = keyed_llama
     engine = RemoteEngine.connect(url, key)
     try:
         server = engine.server
@@ -66,8 +54,8 @@ def test_a_llama_server_says_its_window_and_its_replies_count_the_drafts(keyed_l
         engine.close()
 
 
-def test_a_llama_server_refuses_a_wrong_key_and_no_key(keyed_llama_server):
-    url, _ = keyed_llama_server
+def test_a_llama_server_refuses_a_wrong_key_and_no_key(keyed_llama):
+    url, _ = keyed_llama
     with pytest.raises(RemoteRefused, match="refused the API key") as wrong:
         RemoteEngine.connect(url, "sk-wrong")
     assert wrong.value.exit_code == 4 and "sk-wrong" not in wrong.value.cause

@@ -177,3 +177,23 @@ def not_openai_server() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@contextmanager
+def keyed_llama_server(binary: Path, target: Path, drafter: Path, folder: Path) -> Iterator[tuple[str, str]]:
+    """A real llama-server as a remote: its key in a 0600 file, /metrics on, a drafter.
+    Yields its OpenAI base URL and the key."""
+    from tests.support.draft_log_server import DraftLogServer
+
+    key = "sk-test-remote"
+    key_file = folder / "key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o600)
+    running = DraftLogServer(
+        binary, target, drafter, folder / "llama-server.log", n_max=4, spec_type="draft-simple", n_ctx=2048,
+        extra=("--api-key-file", str(key_file), "--metrics"),
+    )  # fmt: skip
+    try:
+        yield running.url + "/v1", key
+    finally:
+        running.close()

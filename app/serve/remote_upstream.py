@@ -1,0 +1,118 @@
+"""`dspine serve --engine remote`: the agents' endpoint in front of a remote server (vLLM or
+SGLang on a multi-GPU box, or another llama-server), with the same request rules, window
+declaration and readout as in front of the local llama-server. The server is asked what it
+is first (backends/remote_probe); its window is the one declared to clients, and every
+request names the model it serves."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from rich.console import Console
+
+from backends.message_order import MERGE
+from backends.remote import RemoteEngine
+from backends.remote_probe import root_of
+
+from ..errors import UsageError
+from ..run.remote_engine import open_remote
+from ..settings import Settings
+from .client_config import Endpoint
+from .proxy import ProxyConfig
+from .readout import ServeInfo
+from .service import ServeOptions, _run, bind, check_options, endpoint_url, model_id
+from .window import slot_context
+
+
+def connect(options: ServeOptions, settings: Settings) -> RemoteEngine:
+    if options.draft is not None:
+        raise UsageError("--draft with --engine remote: the remote server runs its own drafter", "leave --draft out")
+    return open_remote(options.url, options.remote_api_key, options.model, None, settings.read_timeout_s, options.ctx)
+
+
+def window_of(engine: RemoteEngine, options: ServeOptions) -> int:
+    """One request's window: the server's own where it says it (vLLM's and SGLang's
+    max_model_len, llama-server's slot), else --ctx over the slots."""
+    if engine.server is not None and engine.server.context:
+        return engine.server.context
+    return slot_context(options.ctx, options.parallel, 0)
+
+
+def remote_endpoint(options: ServeOptions, settings: Settings, access_has_key: bool) -> Endpoint:
+    engine = connect(options, settings)
+    try:
+        return Endpoint(
+            endpoint_url(options.host, options.port), model_id(engine.model or "remote"),
+            window_of(engine, options), access_has_key,
+        )  # fmt: skip
+    finally:
+        engine.close()
+
+
+def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: Console) -> None:
+    access = check_options(options)
+    engine = connect(options, settings)
+    server = engine.server
+    assert server is not None
+    for warning in engine.warnings:
+        err.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
+    sock = bind(options.host, options.port)
+    port = sock.getsockname()[1]
+    log = None
+    try:
+        if options.log is not None:
+            from .request_log import RequestLog
+
+            log = RequestLog(Path(options.log))
+        think = options.think != "off"
+        window = window_of(engine, options)
+        name = model_id(server.model)
+        info = ServeInfo(
+            model=name,
+            drafter=server.speculation or "not said by the server",
+            plan=(
+                f"remote {server.kind} at {server.url}, window {window} tokens ({server.context_from}); "
+                f"acceptance from {server.acceptance_source}"
+            ),
+            endpoint=endpoint_url(options.host, port),
+            think=think,
+        )
+        proxy_config = ProxyConfig(
+            root_of(server.url),
+            engine.api_key,
+            name,
+            window * options.parallel,
+            think,
+            options.parallel,
+            access.key,
+            None,  # a remote server keeps its own draft length
+            bind_host=options.host,
+            origins=settings.serve_origins,
+            system_rule=MERGE,
+            window=window,
+            upstream_model=server.model,
+            upstream_name=f"the remote server ({server.url})",
+        )
+        err.print(
+            f"window {proxy_config.slot_window} tokens a request; a reply whose request sets no limit "
+            f"stops at {proxy_config.reply_limit}"
+        )
+        if access.warning:
+            err.print(f"[yellow]warning:[/] {access.warning}")
+        if access.generated:
+            err.print(f"API key (shown once, keep it): [bold]{access.key}[/]")
+        out.print(
+            f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic), "
+            f"from {server.kind} at {server.url}; Ctrl-C stops",
+            highlight=False,
+        )
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_run(proxy_config, sock, info, out, log, out.is_terminal, engine, settings.speculation))
+    finally:
+        sock.close()
+        engine.close()
+        if log is not None:
+            log.close()
+    err.print("stopped")
