@@ -21,7 +21,17 @@ from rich.text import Text
 
 from backends.errors import EngineError
 
-from .choices import BenchThink, EngineName, Goal, KvType, LocalEngine, OutputFormatName, PermissionMode, Think
+from .choices import (
+    BenchEngine,
+    BenchThink,
+    EngineName,
+    Goal,
+    KvType,
+    LocalEngine,
+    OutputFormatName,
+    PermissionMode,
+    Think,
+)
 from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result, shown
 from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
@@ -985,9 +995,14 @@ def _server_adapts(settings) -> bool:
 @app.command()
 def bench(
     model: ModelOption = None,
-    engine: LocalEngine = typer.Option(
-        "server", "--engine", "-e", help="server (llama-server) or inproc (llama-cpp-python)."
+    engine: BenchEngine = typer.Option(
+        "server",
+        "--engine",
+        "-e",
+        help="server (llama-server), inproc (llama-cpp-python) or remote (the server at --url, with its own drafter).",
     ),
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
     drafters: str = typer.Option(
         "all",
         "--draft",
@@ -1032,20 +1047,16 @@ def bench(
     from backends.drafters import default_n_max
 
     from .run.bench import (
-        COLUMNS,
         CPU_MAX_TOKENS,
         PLAIN,
         Setup,
         builtin_prompt_files,
-        cells,
         load_prompts,
-        markdown_table,
         rotated,
         row_label,
         run_bench,
         short_set,
         summarize,
-        verdict,
     )
     from .run.depth import acceptance_chart, parse_depths
     from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
@@ -1070,6 +1081,33 @@ def bench(
     check_lengths(max_tokens=max_tokens, ctx=ctx)
     check_sampling(seed=seed)
     settings = load_settings()
+    if engine == "remote" or (url and engine == "server"):
+        from .run.bench_remote import opener, plan
+        from .run.remote_engine import open_remote
+
+        if drafters not in ("all", "none") or depth != "0":
+            raise UsageError(
+                "--draft and --depth are for a local engine", "a remote server runs its own drafter; leave them out"
+            )
+
+        def connect():
+            return open_remote(url, api_key, model, None, settings.read_timeout_s, ctx)
+
+        first = connect()
+        _say_warnings(first)
+        remote = plan(first, lengths)
+        first.close()
+        chats = load_prompts(prompts or builtin_prompt_files())
+        if max_tokens == CPU_MAX_TOKENS and short:
+            max_tokens = 128  # the model runs on the remote's GPUs, not this machine's CPU
+        thinks = [True, False] if think == "both" else [think == "on"]
+        runs = run_bench(opener(connect, remote.label), remote.setups, chats, thinks, repeat, max_tokens, seed)
+        rows = summarize(runs)
+        title = f"dspine bench: {first.model or 'remote'} on {first.server.kind if first.server else 'remote'}"
+        _bench_output(rows, f"{title}, {max_tokens} tokens a prompt", as_json, markdown, [])
+        if remote.note and not as_json:
+            err.print(remote.note, markup=False, highlight=False)
+        return
     catalog = load_catalog(settings.catalog)
     plain_files = resolve_files(model, "none", catalog, settings)
     chosen: list[tuple[str, Path, str]] = []  # (label, file, kind)
@@ -1158,23 +1196,30 @@ def bench(
     if len(runs) < total:
         err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")
     rows = summarize(runs)
+    chart = acceptance_chart(rows) if len(at_depths) > 1 else []
+    _bench_output(
+        rows, f"dspine bench: {plain_files.label}, {engine}, {max_tokens} tokens a prompt", as_json, markdown, chart
+    )
+
+
+def _bench_output(rows, title: str, as_json: bool, markdown: bool, chart: list[str]) -> None:
+    from .run.bench import COLUMNS, cells, markdown_table, verdict
+
     if as_json:
         out.print_json(json.dumps([row.to_json() for row in rows]))
     elif markdown:
         sys.stdout.write(markdown_table(rows) + "\n")
     else:
-        table = Table(
-            title=f"dspine bench: {plain_files.label}, {engine}, {max_tokens} tokens a prompt", title_justify="left"
-        )
+        table = Table(title=title, title_justify="left")
         for column in COLUMNS:
             table.add_column(column)
         for row in rows:
             table.add_row(*cells(row))
         out.print(table)
         out.print(verdict(rows))
-        if len(at_depths) > 1:
+        if chart:
             out.print("acceptance rate by depth:")
-            for line in acceptance_chart(rows):
+            for line in chart:
                 out.print("  " + line)
 
 
@@ -1342,12 +1387,21 @@ def doctor(
     next_step: bool = typer.Option(
         False, "--next-step", help="Print only the command to run next (what the installer ends with)."
     ),
+    url: str | None = typer.Option(
+        None, "--url", help="Check a remote server instead: its model, window, speculation and what it reports."
+    ),
+    api_key: ApiKeyOption = None,
 ) -> None:
     """Check Python, llama.cpp builds, GPUs, pulled models, disk and hub; say how to fix each."""
+    from .doctor import check_dspine, check_python, run_checks
     from .doctor import next_step as next_command
-    from .doctor import run_checks
 
     settings = load_settings()
+    if url is not None:
+        from .doctor_remote import remote_checks
+
+        _doctor_output([check_python(), check_dspine(), *remote_checks(url, api_key, model)], as_json)
+        return
     if next_step:
         out.print(next_command(settings, load_catalog(settings.catalog)), markup=False, highlight=False, soft_wrap=True)
         return
@@ -1360,6 +1414,10 @@ def doctor(
             err.print(f"[dim]verifying {label}: {percent}%[/]")
 
     checks = run_checks(settings, load_catalog(settings.catalog), model, verify=not quick, progress=progress)
+    _doctor_output(checks, as_json)
+
+
+def _doctor_output(checks, as_json: bool) -> None:
     if as_json:
         out.print_json(json.dumps([c.to_json() for c in checks]))
     else:
@@ -1368,7 +1426,8 @@ def doctor(
             table.add_column(column, overflow="fold")
         for c in checks:
             mark = "[green]ok[/]" if c.ok else ("[red]FAIL[/]" if c.required else "[yellow]warn[/]")
-            table.add_row(c.name, mark, c.detail, c.fix)
+            # Details carry what servers and files say (a model's name, a path): text, never markup.
+            table.add_row(Text(c.name), mark, Text(c.detail), Text(c.fix))
         out.print(table)
     if any(c.required and not c.ok for c in checks):
         raise typer.Exit(1)

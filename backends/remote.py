@@ -55,6 +55,9 @@ class RemoteEngine:
     n_ctx: int | None = None  # the context when the server does not say its own (--ctx)
     server: RemoteServer | None = None  # what the server said it is (connect); None: not asked
     warnings: list[str] = field(default_factory=list)  # said once where the engine opens (plain http, ...)
+    # Every request asks for no drafts (bench's plain rows); only where the server honours a
+    # request's draft length (server.per_request_draft).
+    draft_off: bool = False
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
     _client: httpx2.Client | None = field(default=None, init=False, repr=False)
@@ -129,6 +132,10 @@ class RemoteEngine:
         self._cancel.clear()
         extra: dict[str, Any] = {"model": self.model} if self.model else {}
         extra.update(dict(self.server.request_extra) if self.server else {})
+        if self.server is not None and self.server.per_request_draft:
+            length = 0 if self.draft_off else n_max
+            if length is not None:
+                extra["speculative.n_max"] = length  # dspine's patched llama-server: 0 drafts nothing
         body = chat_body(messages, think, sampling or preset(think), extra, tools)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         if self._client is None:

@@ -165,7 +165,7 @@ def probe(url: str, api_key: str | None, model: str | None, timeout_s: float = P
             context_from = "/props" if props_context(props) else context_from
             speculation = props_speculation(props)
             if speculation is None and slots_speculative(prober._get("/slots")):
-                speculation = "a drafter (its /slots say so)"
+                speculation = "its drafter"
             per_reply = True  # its timings carry draft_n / draft_n_accepted whenever it drafts
             per_request = props_per_request_draft(props)
         elif kind == "SGLang":

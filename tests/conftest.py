@@ -171,6 +171,16 @@ def server_binary(request) -> Path:
     return Path(dev) if dev else request.getfixturevalue("patched_server")
 
 
+@pytest.fixture(scope="module")
+def keyed_llama(server_binary, real, tmp_path_factory):
+    """The real SmolLM2 pair on the patched llama-server as a remote engine: its key in a 0600
+    file, /metrics on. Yields (OpenAI base URL, key)."""
+    from tests.support.remote_servers import keyed_llama_server
+
+    with keyed_llama_server(server_binary, real["target"], real["q4"], tmp_path_factory.mktemp("remote")) as running:
+        yield running
+
+
 # Fixtures that make a test take minutes the first time on a machine (llama-quantize on the real
 # model, the patched llama-server's build) or seconds every time after: their tests are `slow`,
 # so `-m "not slow"` leaves them out without each test saying so.

@@ -12,7 +12,7 @@ from backends.events import End
 from backends.remote import RemoteEngine
 from backends.remote_probe import Prober
 from backends.sampling import Sampling
-from tests.support.remote_servers import keyed_llama_server, not_openai_server, shaped_server
+from tests.support.remote_servers import not_openai_server, shaped_server
 
 GREEDY = Sampling(temperature=0.0, max_tokens=40)
 CODE = [{"role": "user", "content": "Write a Python function that adds two numbers, with a docstring."}]
@@ -23,12 +23,6 @@ def _end(engine: RemoteEngine) -> End:
     end = events[-1]
     assert isinstance(end, End), end
     return end
-
-
-@pytest.fixture(scope="module")
-def keyed_llama(server_binary, real, tmp_path_factory):
-    with keyed_llama_server(server_binary, real["target"], real["q4"], tmp_path_factory.mktemp("remote")) as running:
-        yield running
 
 
 def test_a_llama_server_says_its_window_and_its_replies_count_the_drafts(keyed_llama):

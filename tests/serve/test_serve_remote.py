@@ -6,19 +6,12 @@ from __future__ import annotations
 
 import httpx2
 import psutil
-import pytest
 
 from tests.conftest import wait_for
-from tests.support.remote_servers import keyed_llama_server, shaped_server
+from tests.support.remote_servers import shaped_server
 from tests.support.serve_harness import ServeProcess
 
 CODE = [{"role": "user", "content": "Write a Python function that adds two numbers."}]
-
-
-@pytest.fixture(scope="module")
-def keyed_llama(server_binary, real, tmp_path_factory):
-    with keyed_llama_server(server_binary, real["target"], real["q4"], tmp_path_factory.mktemp("remote")) as running:
-        yield running
 
 
 def test_serve_in_front_of_a_remote_llama_server(env, keyed_llama, tmp_path):

@@ -26,6 +26,7 @@ class Shaped:
     key: str | None = None
     kind: str = "vllm"  # vllm or sglang: in that server's shapes; generic: a bare OpenAI server
     version: str = "0.5.23"  # SGLang's /server_info version (per-reply figures from 0.5.19)
+    model_id: str = "Qwen/Qwen3-8B"  # what a generic server serves (vLLM's and SGLang's: as recorded)
     per_request: bool = False  # vLLM's --per-request-spec-decode-metrics
     counters: bool = True  # /metrics with the speculation counters
     replies: int = 0
@@ -95,7 +96,7 @@ def shaped_server(**options) -> Iterator[Shaped]:
                     (SHAPES / f"{served.kind}_v1_models.json").read_text() if served.kind != "generic" else "{}"
                 )
                 if served.kind == "generic":
-                    listing = {"object": "list", "data": [{"id": "Qwen/Qwen3-8B", "object": "model", "owned_by": "me"}]}
+                    listing = {"object": "list", "data": [{"id": served.model_id, "object": "model", "owned_by": "me"}]}
                 self._send(200, json.dumps(listing).encode())
             elif self.path == "/metrics" and served.counters and served.kind == "vllm":
                 self._send(200, served.metrics_page().encode(), "text/plain; version=0.0.4")
@@ -113,7 +114,7 @@ def shaped_server(**options) -> Iterator[Shaped]:
                 return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             served.bodies.append(body)
-            if body.get("model") != "Qwen/Qwen3-8B" and served.kind != "sglang":  # SGLang answers any name
+            if body.get("model") != served.model_id and served.kind != "sglang":  # SGLang answers any name
                 message = f"The model `{body.get('model')}` does not exist."
                 error = {"error": {"message": message, "type": "NotFoundError", "param": None, "code": 404}}
                 self._send(404, json.dumps(error).encode())
