@@ -4,6 +4,7 @@ Without a terminal: one plain line per finished request."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.console import Group, RenderableType
@@ -22,6 +23,8 @@ class ServeInfo:
     plan: str  # context, GPU layers, KV, draft length, slots
     endpoint: str  # http://127.0.0.1:8080/v1
     think: bool
+    # A remote server's own figures, server-wide (remote_counters.py); None: nothing to add.
+    server_figures: Callable[[], str | None] | None = None
 
 
 def _mode(think: bool | None) -> str:
@@ -128,4 +131,8 @@ def render(info: ServeInfo, board: Board, gpus: list[GpuStatus]) -> RenderableTy
         f"accept len {_num(totals.acceptance_length, '{:.2f}')}, accept {_pct(totals.acceptance_rate)}  "
     )
     summary.append(sparkline(list(board.rates)), style="green")
-    return Group(head, table, summary, Text(gpu_line(gpus), style="dim"))
+    server = info.server_figures() if info.server_figures is not None else None
+    lines: list[RenderableType] = [head, table, summary]
+    if server:
+        lines.append(Text(server))
+    return Group(*lines, Text(gpu_line(gpus), style="dim"))

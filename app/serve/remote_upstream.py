@@ -61,6 +61,11 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
     sock = bind(options.host, options.port)
     port = sock.getsockname()[1]
     log = None
+    counters = None
+    if server.counters and not server.per_reply_counts:
+        from .remote_counters import ServerCounters
+
+        counters = ServerCounters(server.url, engine.api_key).start()
     try:
         if options.log is not None:
             from .request_log import RequestLog
@@ -78,6 +83,7 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
             ),
             endpoint=endpoint_url(options.host, port),
             think=think,
+            server_figures=counters.line if counters is not None else None,
         )
         proxy_config = ProxyConfig(
             root_of(server.url),
@@ -115,4 +121,8 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
         engine.close()
         if log is not None:
             log.close()
+        if counters is not None:
+            counters.stop()
+            if line := counters.line():
+                err.print(line, markup=False, highlight=False)
     err.print("stopped")

@@ -70,3 +70,18 @@ def test_serve_remote_failures_say_what_and_exit_with_their_codes(dspine, tmp_pa
         assert config.returncode == 0 and "32768" in config.stdout
     for failed in (nobody, typed, refused, unknown):
         assert "Traceback" not in failed.stderr
+
+
+def test_serve_in_front_of_vllm_without_per_request_figures_says_the_server_wide_ones(env):
+    with shaped_server() as upstream:
+        served = ServeProcess(env, "--url", upstream.url)
+        try:
+            for _ in range(2):
+                reply = httpx2.post(served.url + "/chat/completions", json={"messages": CODE, "stream": True})
+                assert reply.status_code == 200
+            wait_for(lambda: any(x.startswith("#2 done") for x in served.lines), what="#2 done")
+            assert served.stop() == 0
+        finally:
+            served.process.kill()
+    # two replies of 4 steps of 3 drafts, 6 kept each
+    assert any("server-wide since serve started" in x and "50% of 24 drafted" in x for x in served.errors)

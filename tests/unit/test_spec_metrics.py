@@ -61,3 +61,13 @@ def test_counters_make_acceptance_steps_and_positions():
     assert stats.verify_steps == 4 and stats.acceptance_length == 13 / 4
     # position 0 is tested at every draft, a later one when all before it were kept
     assert stats.position_tested == [4, 4, 3] and stats.position_kept == [4, 3, 2]
+
+
+def test_the_serve_readouts_server_wide_line():
+    from app.serve.remote_counters import counters_line
+
+    assert counters_line(Counters()) is None
+    line = counters_line(Counters(drafts=4, draft_tokens=12, accepted=6))
+    assert line == (
+        "server-wide since serve started (its /metrics): accept len 2.50 on drafted steps, 50% of 12 drafted"
+    )
