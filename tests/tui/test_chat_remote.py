@@ -39,3 +39,26 @@ async def test_a_server_that_reports_nothing_is_not_said_to_have_no_drafter(stor
         finally:
             engine.close()
     assert "acceptance not reported by this server" in figures and "no drafter" not in figures
+
+
+async def test_a_real_remote_llama_servers_acceptance_is_in_the_readout(store, keyed_llama):
+    from backends.remote_probe import Prober
+
+    url, key = keyed_llama
+    engine = RemoteEngine.connect(url, key)
+    try:
+        with Prober(url, key) as prober:
+            before = prober.counters()
+            app = ChatApp(engine, store, model="remote")
+            async with app.run_test() as pilot:
+                await send(pilot, "Write a Python function that adds two numbers.")
+                await until(pilot, lambda: app.last_end is not None and not app.streaming, timeout=120, what="reply")
+                stats = app.last_end.stats
+                figures = str(assistant_views(app)[-1].query_one(".figures").render())
+            after = prober.counters()
+    finally:
+        engine.close()
+    assert stats.drafted > 0 and f"of {stats.drafted:,} drafted" in figures and "by position" in figures
+    # what the readout shows from the reply's timings is what the server's /metrics counted
+    assert after is not None and before is not None
+    assert after.delta(before).draft_tokens == stats.drafted
