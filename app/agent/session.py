@@ -297,7 +297,11 @@ class Session:
         # (tool, command) -> True where the user's own rules refuse it (headless --deny): a
         # hook's "allow" never overrides those.
         self.vetoed = vetoed
-        self._started = False  # SessionStart hooks ran
+        self._started = False  # SessionStart hooks ran (for this chat; again after /new or a compaction)
+        self._problems_said = False  # hooks that cannot run were said (once a session)
+        # Why SessionStart runs next, as Claude Code names it: startup, resume (a saved chat goes
+        # on), clear (/new) or compact; None: startup, or resume when the history is a saved one.
+        self._start_source: str | None = None
         self._start_context: list[str] = []  # what they said, until a prompt takes it to the model
 
     # -- settings the chat changes between turns -------------------------------------------
@@ -314,10 +318,22 @@ class Session:
         self.engine = engine
         self.budget = Budget(engine, self.budget.think, self.budget.n_ctx, self.budget.max_tokens)
 
-    def restore(self, history: list[dict[str, Any]]) -> None:
-        """The model's context of a saved chat (compacted as it was)."""
+    def restore(self, history: list[dict[str, Any]], start_source: str | None = None) -> None:
+        """The model's context of a saved chat (compacted as it was). `start_source`: another
+        chat now (the list's, `resume`; /new's, `clear`): SessionStart hooks run again for it."""
         self.history = list(history)
         self._futile = None
+        if start_source is not None:
+            self._restart(start_source)
+
+    @property
+    def started(self) -> bool:
+        """SessionStart hooks ran for the chat in the session."""
+        return self._started
+
+    def _restart(self, source: str) -> None:
+        self._started = False
+        self._start_source = source
 
     # -- what the engine is sent ---------------------------------------------------------
 
@@ -371,10 +387,14 @@ class Session:
             text = f"{text}\n\n{modes.PLAN_NOTE}"
         if not self._started:
             self._started = True
-            for problem in self.hooks.config.problems if self.hooks is not None else []:
-                await self.emit(Notice(problem, "warning"))  # a hook that cannot run is said, once
+            if not self._problems_said:
+                self._problems_said = True
+                for problem in self.hooks.config.problems if self.hooks is not None else []:
+                    await self.emit(Notice(problem, "warning"))  # a hook that cannot run is said, once
+            source = self._start_source or ("resume" if self.history else "startup")
+            self._start_source = None
             # Kept for the first prompt that goes to the model (a hook may keep this one back).
-            self._start_context = self._contexts(await self._hooks("SessionStart", {"source": "startup"}))
+            self._start_context += self._contexts(await self._hooks("SessionStart", {"source": source}))
         prompted = await self._hooks("UserPromptSubmit", {"prompt": text})
         blocked = next((r for r in prompted if r.blocks), None)
         if blocked is not None:
@@ -615,6 +635,7 @@ class Session:
             )
             return done
         self.history = done.history
+        self._restart("compact")  # what SessionStart hooks added went with the summarised turns
         self._meter(done.after)
         await self.emit(Compacted(done, list(done.history), automatic))
         await self._flush_meter()

@@ -577,7 +577,10 @@ class ChatApp(App):
                     "(Shift+Tab switches; --continue goes on in it)"
                 )
         self._mode_given = False
-        self.session.restore(self.store.context(self.chat.id))
+        context = self.store.context(self.chat.id)
+        # Another chat opened after one had started: SessionStart hooks run again for it.
+        again = ("resume" if context else "clear") if self.session.started else None
+        self.session.restore(context, start_source=again)
         if self.toolbox is not None:
             self.toolbox.todos = from_json(self.chat.todos)
             self._show_todos()
@@ -633,7 +636,7 @@ class ChatApp(App):
         if self.streaming:
             return
         self.chat = self._new_chat()
-        self.session.restore([])
+        self.session.restore([], start_source="clear")
         self._measure_context()
         await self.query_one(Conversation).remove_children()
 

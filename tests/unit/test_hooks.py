@@ -292,3 +292,30 @@ def test_a_hooks_allow_never_overrides_the_users_deny_rules(project, tmp_path):
     asyncio.run(session.send("change it"))
     assert recorder.questions and recorder.of(ToolFinished)[0].decision == "no"
     assert (project / "a.txt").read_text() == "one\n"
+
+
+def test_session_start_says_why_it_runs_startup_resume_clear_and_compact(project, tmp_path):
+    """As Claude Code names it: a fresh chat, a saved one going on, /new, after a compaction."""
+    log = tmp_path / "sources.txt"
+    start = script(tmp_path, "start.py", f"open({str(log)!r}, 'a').write(event['source'] + '\\n')\n")
+    hooks = user_hooks(project, {"SessionStart": [{"hooks": [{"command": start}]}]})
+    recorder = Recorder()
+    fresh = session_for(project, ScriptedEngine(turns=[["ok"]]), hooks, recorder)
+    saved = session_for(project, ScriptedEngine(turns=[["ok"]]), hooks, recorder)
+    saved.restore([{"role": "user", "content": "earlier"}, {"role": "assistant", "content": "yes"}])
+
+    async def go():
+        await fresh.send("one")
+        await fresh.send("two")  # the same chat: no second SessionStart
+        await saved.send("go on")
+        fresh.restore([], start_source="clear")
+        await fresh.send("new chat")
+        turns = [
+            {"role": r, "content": f"{r} turn {i} " + "words " * 200} for i in range(6) for r in ("user", "assistant")
+        ]
+        fresh.restore(turns)  # a long chat, the same one: nothing to run again
+        assert (await fresh.compact()).gained
+        await fresh.send("after the summary")
+
+    asyncio.run(go())
+    assert log.read_text().split() == ["startup", "resume", "clear", "compact"]
