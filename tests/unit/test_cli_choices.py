@@ -8,6 +8,7 @@ import pytest
 import typer
 
 from app.cli import app, run
+from app.errors import UsageError
 from backends.events import END_REASONS, end_reason
 
 
@@ -107,3 +108,7 @@ def test_auto_is_a_llama_server_where_one_is_found_else_in_process(monkeypatch):
     assert engines.engine_for(None, settings) == "server"
     monkeypatch.setenv("DSPINE_ENGINE", "inproc")
     assert engines.engine_for(None, load_settings()) == "inproc"
+    # a URL given without --engine is where the engine is, whatever the setting says
+    assert engines.engine_for(None, load_settings(), url="http://127.0.0.1:9/v1") == "remote"
+    with pytest.raises(UsageError, match="--url with --engine server"):
+        engines.engine_for("server", load_settings(), url="http://127.0.0.1:9/v1")
