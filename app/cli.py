@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from backends.errors import EngineError
+from backends.errors import BackendError, EngineError
 
 from .choices import (
     BenchEngine,
@@ -33,7 +33,7 @@ from .choices import (
     Think,
 )
 from .cli_views import RichPullProgress, config_table, list_table, orphans_table, render_pull_result, shown
-from .errors import ERRORS_FOR_PEOPLE, ConfigError, Interrupted, UsageError
+from .errors import ERRORS_FOR_PEOPLE, ConfigError, DspineError, Interrupted, UsageError
 from .hub.store import Manifest, apply_removal, file_state, plan_removal, record_status
 from .models.catalog import NO_DRAFTER, load_catalog
 from .settings import Settings, load_settings
@@ -454,8 +454,7 @@ def run_prompt(
             said.append(line)
             err.print(f"[dim]starting {engine} engine for {files.label}…[/]")
 
-    opened = open_engine(files, options, settings, on_progress=progress)
-    _say_warnings(opened)
+    opened = open_engine(files, options, settings, on_progress=progress, on_warning=_say_warning)
     text: list[str] = []
     thoughts: list[str] = []
     last: End | None = None
@@ -555,10 +554,9 @@ def _context_note(files, ctx: int, settings) -> str | None:
     return f"context {ctx:,} tokens{more}"
 
 
-def _say_warnings(engine) -> None:
-    """What opening the engine found the user must hear (a remote reached over plain http)."""
-    for warning in getattr(engine, "warnings", ()):
-        err.print(Text.assemble(("warning: ", "yellow"), warning))
+def _say_warning(warning: str) -> None:
+    """What the user must hear before the engine opens (a remote reached over plain http)."""
+    err.print(Text.assemble(("warning: ", "yellow"), controls_shown(warning)))
 
 
 @app.command()
@@ -686,8 +684,9 @@ def chat(
         note = _context_note(files, ctx, settings) if engine != "remote" else None
         if note:
             err.print(note)
-        opened = open_engine(drafting.files if drafting is not None else files, options, settings)
-        _say_warnings(opened)
+        opened = open_engine(
+            drafting.files if drafting is not None else files, options, settings, on_warning=_say_warning
+        )
     engines = [opened]
     labels = {id(opened): drafting.label} if drafting is not None and opened is not None else {}
 
@@ -771,7 +770,7 @@ def _headless(
     from datetime import date
 
     from .agent.headless import Decider, Rule, RuleError
-    from .agent.headless_output import HeadlessOutput
+    from .agent.headless_output import HeadlessOutput, startup_failure
     from .agent.project import system_prompt
     from .agent.session import Compacted, Notice, ReplyEnded, Session, ToolFinished
     from .agent.todos import from_json, to_json
@@ -802,8 +801,17 @@ def _headless(
             files = resolve_files(model, draft, catalog, settings)
         drafting = drafting_for(files, draft, engine, settings)
         thinking = think != "off" if think is not None else not starting_think(None, files.target)[1]
-        engine_ = open_engine(drafting.files, replace(with_drafting(options, drafting), think=thinking), settings)
-        _say_warnings(engine_)
+        engine_ = open_engine(
+            drafting.files, replace(with_drafting(options, drafting), think=thinking), settings, on_warning=_say_warning
+        )
+    except (DspineError, BackendError) as exc:
+        store.close()
+        if form == "text":
+            raise
+        # A script reading JSON gets its result object for a run that never started, too.
+        code = _report(exc, exc.exit_code, exc.cause, exc.fix)
+        sys.stdout.write(json.dumps(startup_failure(form, exc.cause, exc.fix, code, model)) + "\n")
+        return code
     except BaseException:
         store.close()
         raise
@@ -1090,11 +1098,17 @@ def bench(
                 "--draft and --depth are for a local engine", "a remote server runs its own drafter; leave them out"
             )
 
+        said: list[str] = []
+
+        def warn_once(warning: str) -> None:
+            if warning not in said:
+                said.append(warning)
+                _say_warning(warning)
+
         def connect():
-            return open_remote(url, api_key, model, None, settings.read_timeout_s, ctx)
+            return open_remote(url, api_key, model, None, settings.read_timeout_s, ctx, warn=warn_once)
 
         first = connect()
-        _say_warnings(first)
         remote = plan(first, lengths)
         first.close()
         chats = load_prompts(prompts or builtin_prompt_files())
@@ -1210,13 +1224,14 @@ def _bench_output(rows, title: str, as_json: bool, markdown: bool, chart: list[s
     elif markdown:
         sys.stdout.write(markdown_table(rows) + "\n")
     else:
-        table = Table(title=title, title_justify="left")
+        # Drafter labels are file names or a remote server's words: text, never markup.
+        table = Table(title=Text(controls_shown(title)), title_justify="left")
         for column in COLUMNS:
             table.add_column(column)
         for row in rows:
-            table.add_row(*cells(row))
+            table.add_row(*(Text(controls_shown(cell)) for cell in cells(row)))
         out.print(table)
-        out.print(verdict(rows))
+        out.print(Text(controls_shown(verdict(rows))))
         if chart:
             out.print("acceptance rate by depth:")
             for line in chart:
@@ -1427,7 +1442,7 @@ def _doctor_output(checks, as_json: bool) -> None:
         for c in checks:
             mark = "[green]ok[/]" if c.ok else ("[red]FAIL[/]" if c.required else "[yellow]warn[/]")
             # Details carry what servers and files say (a model's name, a path): text, never markup.
-            table.add_row(Text(c.name), mark, Text(c.detail), Text(c.fix))
+            table.add_row(Text(c.name), mark, Text(controls_shown(c.detail)), Text(controls_shown(c.fix)))
         out.print(table)
     if any(c.required and not c.ok for c in checks):
         raise typer.Exit(1)
@@ -1530,10 +1545,11 @@ def _report(exc: BaseException, code: int, cause: str, fix: str) -> int:
 
     if _debug["on"] or wants_traceback():
         traceback.print_exception(exc)
-    cause = controls_shown(cause)  # a path or value from a file or the environment may hold escapes
-    err.print(f"[bold red]error:[/] {cause}", soft_wrap=True)
+    # A path, a value from a file or the environment, or a server's words may hold escapes or
+    # brackets: shown as text, never run as markup.
+    err.print(Text.assemble(("error: ", "bold red"), controls_shown(cause)), soft_wrap=True)
     if fix:
-        err.print(f"[bold]fix:[/] {controls_shown(fix)}", soft_wrap=True)
+        err.print(Text.assemble(("fix: ", "bold"), controls_shown(fix)), soft_wrap=True)
     return code
 
 

@@ -55,4 +55,6 @@ def key_problem(key: str) -> str | None:
         return "a key with spaces around it, which no client's header can carry"
     if not key.isprintable():
         return "a key with a control character in it, which no client's header can carry"
+    if not key.isascii():
+        return "a key with characters outside ASCII, which an HTTP header cannot carry"
     return None

@@ -59,12 +59,19 @@ class RemoteRefused(EngineError):
 
 
 class RemoteNotOpenAI(EngineError):
-    """Something answers at the URL, but not as an OpenAI-compatible server."""
+    """Something answers at the URL, but not as an OpenAI-compatible server. (13 is
+    `chat -p`'s "a tool call was denied".)"""
 
-    exit_code = 13
+    exit_code = 14
 
 
 class RemoteModelUnknown(EngineError):
     """The remote server does not serve the model asked for (or serves several and none was named)."""
+
+    exit_code = 2
+
+
+class RemoteBadUrl(EngineError):
+    """--url is not an http(s) URL."""
 
     exit_code = 2

@@ -13,14 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from .base import EngineError, estimate_tokens
+from .base import estimate_tokens
+from .errors import RemoteBadUrl
 from .events import End, Error, Event
 from .openai_stream import StreamBroken, StreamMalformed, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .remote_info import RemoteServer, sglang_accept_length
-from .remote_probe import PROBE_TIMEOUT_S, probe, root_of
+from .remote_probe import PROBE_TIMEOUT_S, Prober, probe
 from .sampling import Sampling, preset
-from .spec_metrics import Counters, apply, parse
+from .spec_metrics import Counters, apply, fits_one_reply
 from .stats import Stats
 
 if TYPE_CHECKING:
@@ -54,13 +55,13 @@ class RemoteEngine:
     read_timeout_s: float = 60.0
     n_ctx: int | None = None  # the context when the server does not say its own (--ctx)
     server: RemoteServer | None = None  # what the server said it is (connect); None: not asked
-    warnings: list[str] = field(default_factory=list)  # said once where the engine opens (plain http, ...)
     # Every request asks for no drafts (bench's plain rows); only where the server honours a
     # request's draft length (server.per_request_draft).
     draft_off: bool = False
     _cancel: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
     _client: httpx2.Client | None = field(default=None, init=False, repr=False)
+    _metrics_reader: Prober | None = field(default=None, init=False, repr=False)
 
     @classmethod
     def connect(
@@ -71,10 +72,12 @@ class RemoteEngine:
         drafter: str | None = None,
         read_timeout_s: float = 60.0,
         n_ctx: int | None = None,
+        key_option: str = "--api-key",
     ) -> RemoteEngine:
-        """An engine for a server that answered the probe: its model, window and speculation known."""
+        """An engine for a server that answered the probe: its model, window and speculation known.
+        `key_option`: the option that gives the key, as the errors name it."""
         engine = cls(url, api_key, model, drafter, read_timeout_s=read_timeout_s, n_ctx=n_ctx)
-        engine.server = probe(url, api_key, model, timeout_s=min(PROBE_TIMEOUT_S, read_timeout_s))
+        engine.server = probe(url, api_key, model, min(PROBE_TIMEOUT_S, read_timeout_s), key_option)
         engine.model = engine.server.model
         engine.drafter = drafter or engine.server.speculation  # what the readout names as the drafter
         return engine
@@ -87,7 +90,7 @@ class RemoteEngine:
     def __post_init__(self) -> None:
         parsed = urlparse(self.url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise EngineError(
+            raise RemoteBadUrl(
                 f"{self.url!r} is not an http(s) URL", "give the server's base URL, e.g. http://host:30000/v1"
             )
 
@@ -118,6 +121,9 @@ class RemoteEngine:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._metrics_reader is not None:
+            self._metrics_reader.close()
+            self._metrics_reader = None
 
     def stream(
         self,
@@ -188,15 +194,13 @@ class RemoteEngine:
         return self.server is not None and self.server.counters and not self.server.per_reply_counts
 
     def _counters(self) -> Counters | None:
-        import httpx2
+        return self._prober().counters()
 
-        assert self._client is not None
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        try:
-            reply = self._client.get(root_of(self.url) + "/metrics", headers=headers, timeout=PROBE_TIMEOUT_S)
-        except (httpx2.HTTPError, OSError):
-            return None  # counters are a nicety: a reply never fails for them
-        return parse(reply.text) if reply.status_code == 200 else None
+    def _prober(self) -> Prober:
+        """Reads of /metrics and /server_info, each bounded in time and size (remote_probe)."""
+        if self._metrics_reader is None:
+            self._metrics_reader = Prober(self.url, self.api_key)
+        return self._metrics_reader
 
     def _account(self, stats: Stats, before: Counters | None) -> None:
         """A reply's acceptance from the server's counters when its own figures had none.
@@ -207,28 +211,24 @@ class RemoteEngine:
             after = self._counters()
             if after is not None:
                 counted = after.delta(before)
-                if counted.draft_tokens:
-                    apply(stats, counted)
+                if not counted.draft_tokens:
+                    return
+                if not fits_one_reply(counted, stats.generated_tokens):
+                    # More drafts kept, or more verify steps, than this reply has tokens: other
+                    # requests ran on the server meanwhile, and their counts are not this reply's.
+                    stats.draft_note = "acceptance not shown: other requests moved the server's counters"
+                    return
+                apply(stats, counted)
                 return
         if self.server.server_average:
             average = self._server_average()
             if average is not None:
                 stats.draft_note = f"server average accept len {average:.2f} (no per-reply figures)"
                 return
-        if not self.server.per_reply_counts and not self.server.counters:
+        if not self.server.per_reply_counts:
             stats.draft_note = "acceptance not reported by this server"
 
     def _server_average(self) -> float | None:
         """SGLang's running average of tokens per verify step, from /server_info."""
-        import httpx2
-
-        assert self._client is not None
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        for path in ("/server_info", "/get_server_info"):
-            try:
-                reply = self._client.get(root_of(self.url) + path, headers=headers, timeout=PROBE_TIMEOUT_S)
-                if reply.status_code == 200:
-                    return sglang_accept_length(reply.json())
-            except (httpx2.HTTPError, OSError, ValueError):
-                return None
-        return None
+        prober = self._prober()
+        return sglang_accept_length(prober._get("/server_info") or prober._get("/get_server_info"))

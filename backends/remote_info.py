@@ -22,6 +22,27 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = {"llamacpp": "llama-server", "vllm": "vLLM", "sglang": "SGLang"}
+SAID_MAX = 120  # characters of a server's own words kept for a readout
+
+
+def _visible(char: str) -> str:
+    code = ord(char)
+    if code < 0x20:
+        return chr(0x2400 + code)  # the Control Pictures block: ESC shows as ␛
+    if code == 0x7F:
+        return "\u2421"
+    if 0x80 <= code <= 0x9F:
+        return f"<{code:#04x}>"
+    return char
+
+
+def said(text: str) -> str:
+    """A server's words for a readout: one line, control characters shown as symbols so none
+    reaches the terminal as a command, and bounded in length."""
+    shown = "".join(_visible(c) for c in text)
+    return shown if len(shown) <= SAID_MAX else shown[: SAID_MAX - 1] + "\u2026"
+
+
 GENERIC = "an OpenAI-compatible server"
 
 
@@ -98,7 +119,7 @@ def props_speculation(props: Any) -> str | None:
     types = params.get("speculative.types") if isinstance(params, dict) else None
     if not isinstance(types, str) or types in ("", "none"):
         return None  # llama-server shows "none" here even with a drafter loaded: it says nothing
-    return types
+    return said(types)
 
 
 def props_per_request_draft(props: Any) -> bool:
@@ -120,7 +141,7 @@ def sglang_speculation(info: Any) -> str | None:
         f"{algorithm} ({drafter.rstrip('/').rsplit('/', 1)[-1]})" if isinstance(drafter, str) and drafter else algorithm
     )
     tokens = _count(info.get("speculative_num_draft_tokens"))
-    return f"{named}, {tokens} draft tokens" if tokens else named
+    return said(f"{named}, {tokens} draft tokens" if tokens else named)
 
 
 def sglang_version(info: Any) -> tuple[int, ...]:
@@ -161,9 +182,14 @@ def choose_model(models: list[ServedModel], asked: str | None) -> ServedModel | 
         for model in models:
             if model.id == asked:
                 return model
-        return f"it does not serve {asked!r}; it serves: {', '.join(ids) or 'nothing'}"
+        return f"it does not serve {said(asked)!r}; it serves: {_some(ids) or 'nothing'}"
     if len(models) == 1:
         return models[0]
     if not models:
         return "it serves no model"
-    return f"it serves {len(models)} models ({', '.join(ids[:8])}): say which"
+    return f"it serves {len(models)} models ({_some(ids)}): say which"
+
+
+def _some(ids: list[str], shown: int = 8) -> str:
+    listed = ", ".join(said(i) for i in ids[:shown])
+    return listed + (f" and {len(ids) - shown} more" if len(ids) > shown else "")

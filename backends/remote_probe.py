@@ -6,10 +6,12 @@ way this fails is an EngineError that says what happened and what to do."""
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from .errors import EngineError, RemoteModelUnknown, RemoteNotOpenAI, RemoteRefused, RemoteUnreachable
+from .errors import RemoteModelUnknown, RemoteNotOpenAI, RemoteRefused, RemoteUnreachable
 from .remote_info import (
     SGLANG_SPEC_DETAILS,
     RemoteServer,
@@ -49,13 +51,39 @@ def plain_http_warning(url: str) -> str | None:
     )
 
 
+# What one answer of a server may hold, and take: a listing or a /metrics page is kilobytes;
+# a server that sends without end, or one byte a second, must not hold dspine (or its memory).
+MAX_ANSWER_BYTES = 8 * 2**20
+KEY_FIX = "check the key: DSPINE_API_KEY, or the file given as {option} @FILE"
+NO_KEY_FIX = "set DSPINE_API_KEY, or put the key in a file only you can read and give {option} @FILE"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: bytes
+    location: str | None  # a redirect's target
+
+
+class TooSlow(Exception):
+    """The answer did not finish within the deadline."""
+
+
+class TooLarge(Exception):
+    """The answer ran past MAX_ANSWER_BYTES."""
+
+
 class Prober:
-    def __init__(self, url: str, api_key: str | None, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, api_key: str | None, timeout_s: float = PROBE_TIMEOUT_S, key_option: str = "--api-key"
+    ) -> None:
         import httpx2
 
         self.url = url.rstrip("/")
         self.root = root_of(url)
         self.api_key = api_key
+        self.timeout_s = timeout_s
+        self.key_option = key_option
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx2.Client(timeout=httpx2.Timeout(timeout_s), headers=headers)
 
@@ -68,18 +96,34 @@ class Prober:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    def fetch(self, url: str) -> Answer:
+        """One GET, whole within `timeout_s` and MAX_ANSWER_BYTES (the client's own timeout
+        is per read: a server trickling a byte at a time would never reach it)."""
+        deadline = time.monotonic() + self.timeout_s
+        with self.client.stream("GET", url) as reply:
+            parts: list[bytes] = []
+            size = 0
+            for part in reply.iter_bytes():
+                size += len(part)
+                if size > MAX_ANSWER_BYTES:
+                    raise TooLarge()
+                if time.monotonic() > deadline:
+                    raise TooSlow()
+                parts.append(part)
+            return Answer(reply.status_code, b"".join(parts), reply.headers.get("location"))
+
     def _get(self, path: str, base: str | None = None) -> Any:
         """The answer's JSON, or None where the endpoint is not there (an optional one)."""
         import httpx2
 
         try:
-            reply = self.client.get((base or self.root) + path)
-        except httpx2.HTTPError:
+            answer = self.fetch((base or self.root) + path)
+        except (httpx2.HTTPError, TooSlow, TooLarge):
             return None
-        if reply.status_code != 200:
+        if answer.status != 200:
             return None
         try:
-            return reply.json()
+            return json.loads(answer.body)
         except (json.JSONDecodeError, UnicodeDecodeError):
             return None
 
@@ -90,36 +134,53 @@ class Prober:
 
         where = f"{self.url}/models"
         try:
-            reply = self.client.get(where)
+            answer = self.fetch(where)
         except httpx2.ConnectError as exc:
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                raise RemoteUnreachable(
+                    f"{self.url}: its TLS certificate is not one this machine trusts ({_reason(exc)})",
+                    "give its certificate authority with SSL_CERT_FILE=ca.pem, or reach it through a tunnel",
+                ) from exc
             raise RemoteUnreachable(
                 f"nothing answers at {self.url} ({_reason(exc)})",
                 "check that the server runs, and the host and port of --url",
             ) from exc
-        except httpx2.TimeoutException as exc:
+        except (httpx2.TimeoutException, TooSlow) as exc:
             raise RemoteUnreachable(
-                f"{self.url} did not answer within {PROBE_TIMEOUT_S:g} s",
+                f"{self.url} did not answer within {self.timeout_s:g} s",
                 "check that the server is up and not overloaded, and that a firewall lets the port through",
             ) from exc
+        except TooLarge as exc:
+            raise RemoteNotOpenAI(
+                f"{self.url} is not an OpenAI-compatible server: GET {where} sent more than "
+                f"{MAX_ANSWER_BYTES // 2**20} MB",
+                f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
+            ) from exc
         except httpx2.HTTPError as exc:
-            raise EngineError(f"cannot talk to {self.url}: {_reason(exc)}", "check the URL") from exc
-        if reply.status_code in (401, 403):
+            raise RemoteUnreachable(
+                f"cannot talk to {self.url}: {_reason(exc)}",
+                "check the URL: its scheme (http or https), host and port",
+            ) from exc
+        if answer.status in (401, 403):
             if self.api_key:
                 raise RemoteRefused(
-                    f"{self.url} refused the API key ({reply.status_code})",
-                    "check the key: DSPINE_API_KEY, or the file given as --api-key @FILE",
+                    f"{self.url} refused the API key ({answer.status})", KEY_FIX.format(option=self.key_option)
                 )
             raise RemoteRefused(
-                f"{self.url} needs an API key ({reply.status_code})",
-                "set DSPINE_API_KEY, or put the key in a file only you can read and give --api-key @FILE",
+                f"{self.url} needs an API key ({answer.status})", NO_KEY_FIX.format(option=self.key_option)
             )
-        if reply.status_code != 200:
+        if answer.status in (301, 302, 303, 307, 308):
             raise RemoteNotOpenAI(
-                f"{self.url} is not an OpenAI-compatible server: GET {where} answered {reply.status_code}",
+                f"{self.url}: GET {where} redirects to {answer.location or 'somewhere it does not say'}",
+                "give the URL it redirects to, if you trust it (dspine does not follow redirects with your key)",
+            )
+        if answer.status != 200:
+            raise RemoteNotOpenAI(
+                f"{self.url} is not an OpenAI-compatible server: GET {where} answered {answer.status}",
                 f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
             )
         try:
-            return reply.json()
+            return json.loads(answer.body)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RemoteNotOpenAI(
                 f"{self.url} is not an OpenAI-compatible server: GET {where} did not answer JSON",
@@ -131,16 +192,22 @@ class Prober:
         import httpx2
 
         try:
-            reply = self.client.get(self.root + "/metrics")
-        except httpx2.HTTPError:
+            answer = self.fetch(self.root + "/metrics")
+        except (httpx2.HTTPError, TooSlow, TooLarge):
             return None
-        if reply.status_code != 200:
+        if answer.status != 200:
             return None
-        return parse(reply.text)
+        return parse(answer.body.decode("utf-8", errors="replace"))
 
 
-def probe(url: str, api_key: str | None, model: str | None, timeout_s: float = PROBE_TIMEOUT_S) -> RemoteServer:
-    with Prober(url, api_key, timeout_s) as prober:
+def probe(
+    url: str,
+    api_key: str | None,
+    model: str | None,
+    timeout_s: float = PROBE_TIMEOUT_S,
+    key_option: str = "--api-key",
+) -> RemoteServer:
+    with Prober(url, api_key, timeout_s, key_option) as prober:
         try:
             models = served_models(prober.models())
         except ValueError as exc:

@@ -121,3 +121,9 @@ def apply(stats: Stats, counted: Counters) -> None:
         kept = list(counted.per_position)
         stats.position_tested = [counted.drafts, *kept[:-1]]
         stats.position_kept = kept
+
+
+def fits_one_reply(counted: Counters, generated: int) -> bool:
+    """Whether counters read around one reply can be that reply's alone: each verify step
+    that carried a draft yields at least one token, and every kept draft is a token."""
+    return counted.accepted <= generated and counted.drafts <= generated

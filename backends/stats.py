@@ -102,8 +102,10 @@ class Stats:
             parts.append("the drafter drafted nothing")
         elif self.copies_asked:
             parts.append("no copies found to draft")
-        else:
+        elif not self.draft_note:
             parts.append("no drafter")
+        if self.draft_note and not self.speculative:
+            parts.append(self.draft_note)  # e.g. a remote server that reports no acceptance
         return ", ".join(parts)
 
 

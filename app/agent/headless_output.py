@@ -149,3 +149,25 @@ class HeadlessOutput:
                 self.err.write("stopped: the model chained too many rounds of tool calls\n")
         self.out.flush()
         return self.exit_code
+
+
+def startup_failure(form: OutputFormat, message: str, fix: str, code: int, model: str | None) -> dict[str, Any]:
+    """The `result` of a run that failed before its first request (a bad option, an engine
+    that did not start, a remote server that refused the key), in the shape `json` and
+    `stream-json` end with."""
+    return {
+        "type": "result",
+        "result": "",
+        "is_error": True,
+        "error": {"message": message, "fix": fix},
+        "stop_reason": None,
+        "exit_code": code,
+        "session_id": None,
+        "model": model,
+        "usage": {"prompt_tokens": 0, "generated_tokens": 0},
+        "speed": {"tokens_per_s": None, "ttft_s": None},
+        "acceptance": {"drafted": 0, "accepted": 0, "rate": None, "length": None},
+        "tool_calls": [],
+        "denied": [],
+        "chain_stopped": False,
+    }

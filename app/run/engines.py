@@ -108,8 +108,14 @@ class EngineOptions:
 
 
 def open_engine(
-    files: ModelFiles, options: EngineOptions, settings: Settings, on_progress: Callable[[str], None] | None = None
+    files: ModelFiles,
+    options: EngineOptions,
+    settings: Settings,
+    on_progress: Callable[[str], None] | None = None,
+    on_warning: Callable[[str], None] | None = None,
 ) -> Engine:
+    """`on_warning`: what the user must hear before anything is sent (a remote engine reached
+    over plain http)."""
     if options.engine not in ENGINES:
         raise UsageError(f"unknown engine {options.engine!r}", f"use one of: {', '.join(ENGINES)}")
     if options.engine == "auto":
@@ -118,7 +124,13 @@ def open_engine(
         from .remote_engine import open_remote
 
         return open_remote(
-            options.url, options.api_key, options.remote_model, files.drafter_kind, settings.read_timeout_s, options.ctx
+            options.url,
+            options.api_key,
+            options.remote_model,
+            files.drafter_kind,
+            settings.read_timeout_s,
+            options.ctx,
+            warn=on_warning,
         )
     assert files.target is not None
     gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999

@@ -6,6 +6,7 @@ server asked what it is (backends/remote_probe), and what the user must hear sai
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,10 +60,17 @@ def open_remote(
     read_timeout_s: float,
     ctx: int | None,
     environ: dict[str, str] | None = None,
+    warn: Callable[[str], None] | None = None,
+    option: str = "--api-key",
 ) -> RemoteEngine:
+    """`warn` hears what the user must know before anything is sent (plain http to another
+    machine, a key file others can read); `option`: the option that gives the key."""
     if not url:
         raise UsageError("--engine remote needs --url", "give the server's base URL, e.g. http://host:8000/v1")
-    key = remote_key(api_key, environ)
-    engine = RemoteEngine.connect(url, key.key, model, drafter, read_timeout_s=read_timeout_s, n_ctx=ctx)
-    engine.warnings = [w for w in (plain_http_warning(url), key.warning) if w]
-    return engine
+    key = remote_key(api_key, environ, option)
+    for warning in (plain_http_warning(url), key.warning):
+        if warning and warn is not None:
+            warn(warning)
+    return RemoteEngine.connect(
+        url, key.key, model, drafter, read_timeout_s=read_timeout_s, n_ctx=ctx, key_option=option
+    )

@@ -70,11 +70,20 @@ def anthropic_error(o: Overflow) -> dict[str, Any]:
     }
 
 
-def translate_error(path: str, status: int, body: bytes) -> tuple[int, bytes]:
-    """The (status, body) to send the client for llama-server's error reply: an overflow
-    in the words of the API at `path`; anything else unchanged."""
+def translate_error(path: str, status: int, body: bytes, upstream: str = "llama-server") -> tuple[int, bytes]:
+    """The (status, body) to send the client for the upstream's error reply: an overflow
+    in the words of the API at `path`; another JSON error unchanged; a body that is not
+    JSON (a remote server's plain-text 404) wrapped in an error object both OpenAI and
+    Anthropic clients read, as the response's content type says it is."""
     overflow = read_overflow(body)
     if overflow is None:
-        return status, body
+        try:
+            json.loads(body)
+            return status, body
+        except (ValueError, UnicodeDecodeError):
+            text = body[:500].decode("utf-8", errors="replace").strip()
+            message = f"{upstream} answered {status}" + (f": {text}" if text else "")
+            kind = "not_found_error" if status == 404 else "api_error"
+            return status, json.dumps({"type": "error", "error": {"message": message, "type": kind}}).encode()
     shaped = anthropic_error(overflow) if path in ANTHROPIC_PATHS else openai_error(overflow)
     return 400, json.dumps(shaped).encode()

@@ -316,7 +316,7 @@ class Proxy:
         figures.status = reply.status_code
         figures.finish(DONE if reply.status_code == 200 else FAILED, body=reply.content)
         if reply.status_code != 200:
-            status, body = translate_error(request.path, reply.status_code, reply.content)
+            status, body = translate_error(request.path, reply.status_code, reply.content, self.config.upstream_name)
             return web.Response(body=body, status=status, content_type="application/json")
         return web.Response(
             body=reply.content,
@@ -337,7 +337,9 @@ class Proxy:
         try:
             figures.status = reply.status_code
             if reply.status_code != 200:
-                status, body = translate_error(request.path, reply.status_code, await reply.aread())
+                status, body = translate_error(
+                    request.path, reply.status_code, await reply.aread(), self.config.upstream_name
+                )
                 return web.Response(body=body, status=status, content_type="application/json")
             response = web.StreamResponse(
                 status=200,

@@ -11,6 +11,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from ..terminal_text import one_line
 from .board import Board, sparkline
 from .figures import RequestFigures
 from .gpu_status import GpuStatus
@@ -69,6 +70,7 @@ def prompt_cell(f: RequestFigures) -> str:
 def request_line(f: RequestFigures) -> str:
     """One line per finished request (no terminal, or a log reader)."""
     number, state, client, endpoint, mode, tokens, rate, length, rate_pct, drafted, ttft, prompt = request_cells(f)
+    client = one_line(client)  # from the request's User-Agent
     return (
         f"{number} {state} {client} {endpoint} {mode}: {tokens} tokens, {rate} tok/s, "
         f"accept len {length}, accept {rate_pct} of {drafted}, ttft {ttft} s, prompt {prompt}"
@@ -109,9 +111,9 @@ NUMERIC = {"tokens", "tok/s", "acc len", "acc", "drafted"}
 def render(info: ServeInfo, board: Board, gpus: list[GpuStatus]) -> RenderableType:
     head = Text.assemble(
         ("dspine serve ", "bold"),
-        (info.model, "bold cyan"),
-        f"  drafter {info.drafter}  default {'think' if info.think else 'no-think'}\n",
-        f"{info.plan}\n",
+        (one_line(info.model), "bold cyan"),
+        f"  drafter {one_line(info.drafter)}  default {'think' if info.think else 'no-think'}\n",
+        f"{one_line(info.plan)}\n",
         ("OpenAI ", "dim"),
         info.endpoint,
         ("   Anthropic ", "dim"),
@@ -120,10 +122,12 @@ def render(info: ServeInfo, board: Board, gpus: list[GpuStatus]) -> RenderableTy
     table = Table(box=None, pad_edge=False, header_style="dim")
     for column in COLUMNS:
         table.add_column(column, justify="right" if column in NUMERIC else "left")
+    # A client's name comes from its User-Agent: text, never markup or escapes.
     for figures in sorted(board.in_flight.values(), key=lambda f: f.number):
-        table.add_row(*request_cells(figures), style="bold")
+        table.add_row(*(Text(one_line(c)) for c in request_cells(figures)), style="bold")
     for figures in board.done:
-        table.add_row(*request_cells(figures), style="dim" if figures.state == "done" else "red")
+        style = "dim" if figures.state == "done" else "red"
+        table.add_row(*(Text(one_line(c)) for c in request_cells(figures)), style=style)
     totals = board.totals
     summary = Text(
         f"{totals.requests} done ({totals.failed} failed or dropped), {len(board.in_flight)} in flight "

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
 from backends.message_order import MERGE
 from backends.remote import RemoteEngine
@@ -19,6 +21,7 @@ from backends.remote_probe import root_of
 from ..errors import UsageError
 from ..run.remote_engine import open_remote
 from ..settings import Settings
+from ..terminal_text import one_line
 from .client_config import Endpoint
 from .proxy import ProxyConfig
 from .readout import ServeInfo
@@ -26,10 +29,19 @@ from .service import ServeOptions, _run, bind, check_options, endpoint_url, mode
 from .window import slot_context
 
 
-def connect(options: ServeOptions, settings: Settings) -> RemoteEngine:
+def connect(options: ServeOptions, settings: Settings, warn: Callable[[str], None] | None = None) -> RemoteEngine:
     if options.draft is not None:
         raise UsageError("--draft with --engine remote: the remote server runs its own drafter", "leave --draft out")
-    return open_remote(options.url, options.remote_api_key, options.model, None, settings.read_timeout_s, options.ctx)
+    return open_remote(
+        options.url,
+        options.remote_api_key,
+        options.model,
+        None,
+        settings.read_timeout_s,
+        options.ctx,
+        warn=warn,
+        option="--remote-api-key",  # serve's own --api-key is the key its clients send
+    )
 
 
 def window_of(engine: RemoteEngine, options: ServeOptions) -> int:
@@ -40,11 +52,17 @@ def window_of(engine: RemoteEngine, options: ServeOptions) -> int:
     return slot_context(options.ctx, options.parallel, 0)
 
 
+def served_name(model: str) -> str:
+    """The name clients see: a llama-server's model id is the path it was started with; the
+    file's stem says the same without the other machine's folders."""
+    return model_id(model.rsplit("/", 1)[-1]) if model.endswith(".gguf") else model
+
+
 def remote_endpoint(options: ServeOptions, settings: Settings, access_has_key: bool) -> Endpoint:
     engine = connect(options, settings)
     try:
         return Endpoint(
-            endpoint_url(options.host, options.port), model_id(engine.model or "remote"),
+            endpoint_url(options.host, options.port), served_name(engine.model or "remote"),
             window_of(engine, options), access_has_key,
         )  # fmt: skip
     finally:
@@ -53,11 +71,13 @@ def remote_endpoint(options: ServeOptions, settings: Settings, access_has_key: b
 
 def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: Console) -> None:
     access = check_options(options)
-    engine = connect(options, settings)
+
+    def warn(warning: str) -> None:
+        err.print(Text.assemble(("warning: ", "yellow"), one_line(warning)))
+
+    engine = connect(options, settings, warn)
     server = engine.server
     assert server is not None
-    for warning in engine.warnings:
-        err.print(f"[yellow]warning:[/] {warning}", markup=True, highlight=False)
     sock = bind(options.host, options.port)
     port = sock.getsockname()[1]
     log = None
@@ -73,11 +93,12 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
             log = RequestLog(Path(options.log))
         think = options.think != "off"
         window = window_of(engine, options)
-        name = model_id(server.model)
+        name = served_name(server.model)
+        # What the server says of itself is shown as text: one visible line, never markup.
         info = ServeInfo(
-            model=name,
-            drafter=server.speculation or "not said by the server",
-            plan=(
+            model=one_line(name),
+            drafter=one_line(server.speculation or "not said by the server"),
+            plan=one_line(
                 f"remote {server.kind} at {server.url}, window {window} tokens ({server.context_from}); "
                 f"acceptance from {server.acceptance_source}"
             ),
@@ -110,9 +131,10 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
         if access.generated:
             err.print(f"API key (shown once, keep it): [bold]{access.key}[/]")
         out.print(
-            f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic), "
-            f"from {server.kind} at {server.url}; Ctrl-C stops",
-            highlight=False,
+            Text(
+                f"serving {info.model} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic), "
+                f"from {server.kind} at {one_line(server.url)}; Ctrl-C stops"
+            )
         )
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_run(proxy_config, sock, info, out, log, out.is_terminal, engine, settings.speculation))

@@ -105,7 +105,7 @@ def test_each_failed_first_contact_says_what_and_exits_with_its_code():
         assert model.value.exit_code == 2
     with not_openai_server() as url, pytest.raises(RemoteNotOpenAI, match="answered 404") as other:
         RemoteEngine.connect(url)
-    assert other.value.exit_code == 13 and "/v1" in other.value.fix
+    assert other.value.exit_code == 14 and "/v1" in other.value.fix
     with pytest.raises(RemoteUnreachable, match="connection refused") as nobody:
         RemoteEngine.connect("http://127.0.0.1:9/v1")
     assert nobody.value.exit_code == 5

@@ -27,10 +27,19 @@ class Shaped:
     kind: str = "vllm"  # vllm or sglang: in that server's shapes; generic: a bare OpenAI server
     version: str = "0.5.23"  # SGLang's /server_info version (per-reply figures from 0.5.19)
     model_id: str = "Qwen/Qwen3-8B"  # what a generic server serves (vLLM's and SGLang's: as recorded)
+    # Misbehaving (issue 50's hostile trial): /v1/models a byte at a time, or far too large;
+    # /metrics that never ends; other clients' replies counted with each of ours; a plain-text
+    # 404 to every chat request.
+    trickle_models: bool = False
+    huge_models: bool = False
+    endless_metrics: bool = False
+    others_per_reply: int = 0
+    chat_404_text: bool = False
     per_request: bool = False  # vLLM's --per-request-spec-decode-metrics
     counters: bool = True  # /metrics with the speculation counters
     replies: int = 0
     bodies: list[dict] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)  # set when the server stops
 
     def metrics_page(self) -> str:
         """vLLM's page as recorded, its counters advanced by every reply so far."""
@@ -91,6 +100,33 @@ def shaped_server(**options) -> Iterator[Shaped]:
         def do_GET(self) -> None:
             if not self._authorised():
                 return
+            if self.path == "/v1/models" and (served.trickle_models or served.huge_models):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                try:
+                    if served.huge_models:
+                        self.wfile.write(b'{"data": [' + b" " * (32 * 2**20))
+                    else:
+                        for byte in b'{"object": "list", "data": []}' * 100:
+                            self.wfile.write(bytes([byte]))
+                            self.wfile.flush()
+                            served.stop.wait(0.5)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                return
+            if self.path == "/metrics" and served.endless_metrics:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                try:
+                    while not served.stop.is_set():
+                        self.wfile.write(b"# still here\n")
+                        self.wfile.flush()
+                        served.stop.wait(0.2)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+                return
             if self.path == "/v1/models":
                 listing = json.loads(
                     (SHAPES / f"{served.kind}_v1_models.json").read_text() if served.kind != "generic" else "{}"
@@ -114,6 +150,9 @@ def shaped_server(**options) -> Iterator[Shaped]:
                 return
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             served.bodies.append(body)
+            if served.chat_404_text:
+                self._send(404, b"no such route", "text/plain")
+                return
             if body.get("model") != served.model_id and served.kind != "sglang":  # SGLang answers any name
                 message = f"The model `{body.get('model')}` does not exist."
                 error = {"error": {"message": message, "type": "NotFoundError", "param": None, "code": 404}}
@@ -134,7 +173,7 @@ def shaped_server(**options) -> Iterator[Shaped]:
             if served.kind == "sglang" and body.get("return_spec_tokens_details"):
                 recorded = json.loads((SHAPES / "sglang_chat_completion_sglext.json").read_text())
                 events.append({"object": "chat.completion.chunk", "choices": [], "sglext": recorded["sglext"]})
-            served.replies += 1  # counted before the last event: a client reads /metrics after [DONE]
+            served.replies += 1 + served.others_per_reply  # before the last event: clients read /metrics after it
             payload = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -150,6 +189,7 @@ def shaped_server(**options) -> Iterator[Shaped]:
     try:
         yield served
     finally:
+        served.stop.set()
         server.shutdown()
         server.server_close()
 
