@@ -127,7 +127,14 @@ def test_overflow_in_anthropic_words_on_messages():
 def test_other_errors_pass_unchanged():
     other = b'{"error": {"code": 500, "type": "server_error", "message": "boom"}}'
     assert translate_error("/v1/messages", 500, other) == (500, other)
-    assert translate_error("/v1/chat/completions", 502, b"not json") == (502, b"not json")
+    # A body that is not JSON (a remote's plain-text 404) goes out as the error object it is
+    # labelled to be, which OpenAI and Anthropic clients both read (hostile trial, issue 50).
+    status, body = translate_error("/v1/chat/completions", 502, b"not json", "the remote server (http://box/v1)")
+    assert status == 502
+    assert json.loads(body) == {
+        "type": "error",
+        "error": {"message": "the remote server (http://box/v1) answered 502: not json", "type": "api_error"},
+    }
 
 
 BILLING_1 = "x-anthropic-billing-header: cc_version=2.1.197.a1b; cc_entrypoint=sdk-cli;"
