@@ -5,7 +5,8 @@
   selections identical;
 - mutants: each broken part (a scalar gate, no rms scale on the write, a lattice that ignores
   the predecessor candidate) makes some golden file fail, so the check can fail;
-- the DFlash twin: the same weights with every write zeroed compute what the twin computes."""
+- the DFlash twin: the same weights with every write zeroed compute what the twin computes;
+- the objective's own checks (check_objective.py)."""
 
 from __future__ import annotations
 
@@ -53,4 +54,7 @@ def run_checks() -> list[str]:
         assert failed, f"the mutant {mutant} passes every golden file: the check cannot see that part"
         done.append(f"mutant {mutant} fails on {len(failed)}/{len(results)} golden files")
     done.append(_twin_check())
+    from .check_objective import run_objective_checks
+
+    done += [f"objective: {line}" for line in run_objective_checks()]
     return done

@@ -51,6 +51,9 @@ def test_the_trainers_forward_reproduces_the_reference_and_a_broken_part_fails()
     mutants = [line for line in lines if line.startswith("mutant ")]
     assert {line.split()[1] for line in mutants} == {"scalar-gate", "no-rms-scale", "lattice-ignores-predecessor"}
     assert any(line.startswith("zeroed writes == the DFlash twin") for line in lines)
+    # the objective's checks: refinement shared with inference, the schedule, replacement,
+    # the twin's loss, gradients reaching the injection
+    assert len([line for line in lines if line.startswith("objective: ")]) == 5, lines
 
 
 def test_a_scalar_gate_is_caught_file_by_file():
