@@ -17,6 +17,7 @@ import inspect
 import json
 import random
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,9 @@ def _stdlib_functions(limit_lines: int = 28) -> list[tuple[str, str]]:
     found = []
     for name in T.STDLIB_MODULES:
         try:
-            module = importlib.import_module(name)
+            with warnings.catch_warnings():  # a few of them (uu, sndhdr, ...) are deprecated: only read
+                warnings.simplefilter("ignore", DeprecationWarning)
+                module = importlib.import_module(name)
         except ImportError:
             continue
         for attr, obj in sorted(vars(module).items()):
