@@ -194,6 +194,10 @@ def main(argv: list[str] | None = None) -> None:
         config = drafter_config(shape, args.taps, MASK_TOKEN_ID, tshape.n_vocab, _objective(args))
         params = trained(variant)
         folder = export(args.runs / "export" / variant, params, config, codes if shape.injection else None)
+        from .reference import reference_drafts
+
+        drafts = reference_drafts(data, shape, params, embed, codes if shape.injection else None, MASK_TOKEN_ID)
+        (folder / "reference-drafts.json").write_text(json.dumps({"target": str(target), "drafts": drafts}) + "\n")
         print(f"{variant}: {folder} ({sum(v.size for v in params.values()) / 1e6:.2f}M parameters)")
 
 
