@@ -13,6 +13,7 @@ whatever shards exist."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -62,11 +63,14 @@ def extract(sequences: Path, target: Path, out: Path, taps: tuple[int, ...], fin
                           "family": r.get("family", r["category"]), "held_out": r["held_out"], "tokens": tokens,
                           "agree": same, "checked": n - p})  # fmt: skip
             offset += n
-        np.save(shards / f"{k:04d}.tmp.npy", feats)
-        (shards / f"{k:04d}.tmp.npy").rename(shards / f"{k:04d}.npy")
+        # temporary names of this process's own: two extractions (data's last pass, drive.sh's
+        # loop) may write one shard at once, the same content, and the last rename wins
+        tmp = f"{k:04d}.{os.getpid()}.tmp"
+        np.save(shards / f"{tmp}.npy", feats)
+        (shards / f"{tmp}.npy").rename(shards / f"{k:04d}.npy")
         meta = {"taps": list(taps), "n_embd": shape.n_embd, "sequences": index}
-        (shards / f"{k:04d}.json.tmp").write_text(json.dumps(meta))
-        (shards / f"{k:04d}.json.tmp").rename(shards / f"{k:04d}.json")
+        (shards / f"{tmp}.json").write_text(json.dumps(meta))
+        (shards / f"{tmp}.json").rename(shards / f"{k:04d}.json")
         rate = done / (time.monotonic() - start)
         print(f"  shard {k} ({len(part)} sequences), {(len(todo) - done) / rate:.0f} s left for this pass", flush=True)
     return summary(out)
