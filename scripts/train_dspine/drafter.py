@@ -123,8 +123,11 @@ def block_forward(
     positions = anchors[..., None] + jnp.arange(t)
     n_ctx = kv[0][0].shape[1]
     ctx_allowed = jnp.arange(n_ctx)[None, None, :] < anchors[..., None]
-    anchor_code = inj.code(codes, block_tokens[..., 0], shape.transfer_rank)
-    true_codes = None if true_tokens is None else inj.code(codes, true_tokens[..., :-1], shape.transfer_rank)
+    # the twin has no code table (codes may be None): only DSpine gathers from it
+    anchor_code = inj.code(codes, block_tokens[..., 0], shape.transfer_rank) if shape.injection else None
+    true_codes = None
+    if shape.injection and true_tokens is not None:
+        true_codes = inj.code(codes, true_tokens[..., :-1], shape.transfer_rank)
     features = []
     pre_write = h
     for i in range(shape.n_layer):
