@@ -42,19 +42,22 @@ def reference_drafts(data: Dataset, shape: DrafterShape, params: dict, embed, co
         base_gap = top[:, 0] - top[:, 1]
         record = {"family": seq.get("family"), "prompt_tokens": seq["tokens"][:a], "anchor": int(toks[0, a]),
                   "target": labels[0, 0, 1:].tolist(), "base": order[:, 0].tolist(),
-                  "clear_base": _clear(base_gap, margin)}  # fmt: skip
+                  "clear_base": _clear(base_gap, margin), "gaps_base": base_gap.round(4).tolist()}  # fmt: skip
         if shape.injection:
             cands = jnp.asarray(order[None, :, : shape.top_k])
             scores = np.asarray(inj.lattice(shape, p, codes_j, embed_j, o["pre_write"][0, :, 1:], cands,
                                             jnp.asarray([int(toks[0, a])])))[0]  # fmt: skip
             picked = inj.walk(scores, order[:, : shape.top_k])
+            # a position's call is close when the walk's top two are close, or when the picked
+            # candidate is close to falling out of the top-k (its base logit against the (k+1)-th)
             rows, idx = [], 0
             for t in range(scores.shape[0]):
                 row = np.sort(scores[t, idx])[::-1]
-                rows.append(row[0] - row[1])
                 idx = int(np.argmax(scores[t, idx]))
-            boundary = top[:, shape.top_k - 1] - top[:, shape.top_k]
+                rows.append(min(row[0] - row[1], top[t, idx] - top[t, shape.top_k]))
             record["refined"] = picked.tolist()
-            record["clear_refined"] = _clear(np.minimum(np.asarray(rows), boundary), margin)
+            gaps = np.asarray(rows)
+            record["clear_refined"] = _clear(gaps, margin)
+            record["gaps_refined"] = gaps.round(4).tolist()
         out.append(record)
     return out
