@@ -1,13 +1,15 @@
-"""Train a DSpine drafter for SmolLM2-135M, and its injection-off twin, on the CPU.
+"""Train a DSpine drafter for SmolLM2-135M (the authors' architecture and objective) and its
+DFlash twin, on the CPU.
 
-    python -m train_dspine check     # the JAX drafter's properties the llama.cpp side shares
-    python -m train_dspine data      # greedy continuations + target features (once)
-    python -m train_dspine train     # both variants; stops after --minutes, resumes next time
-    python -m train_dspine evaluate  # held-out acceptance: DSpine, injection off, random init
-    python -m train_dspine export    # safetensors + config.json per variant
+    python -m train_dspine check     # the JAX forward against the reference's golden files
+    python -m train_dspine data      # greedy continuations of corpus.py's prompts + target features
+    python -m train_dspine features  # only the feature shards of what is generated so far
+    python -m train_dspine train     # each variant; stops after --minutes, resumes next time
+    python -m train_dspine evaluate  # held-out acceptance: DSpine (refined, base) and the twin
+    python -m train_dspine export    # SpecForge-layout model.safetensors + config.json per variant
 
 Run from scripts/ with the venv of requirements.txt (JAX stays out of dspine's own
-dependencies); docs/training-dspine.md has the whole recipe and the budget."""
+dependencies); docs/training-dspine.md has the whole recipe."""
 
 from __future__ import annotations
 
@@ -19,19 +21,34 @@ from pathlib import Path
 import numpy as np
 
 DEFAULT_RUNS = Path("/work/train-runs")
-DEFAULT_SERVER = Path.home() / ".cache/dspine-tests/llama-server-519cff5f2adb7615/bin/llama-server"
+DEFAULT_SERVER = Path.home() / ".cache/dspine-tests/llama-server-41ae2e6341f8ac51/bin/llama-server"
 MASK_TOKEN_ID = 16  # SmolLM2's <empty_output>: a CONTROL token no chat ever produces
-VARIANTS = ("dspine", "injection-off")
+VARIANTS = ("dspine", "dflash")
+# SmolLM2's width is 576 and its head's spectrum is flat (the top 256 of 576 directions hold
+# 64% of the variance, 128 only 41%): r = 256 keeps most of a token's identity in its code at a
+# 49,152 x 256 table; s = r / 2 as the authors' default (1024 / 512). docs/training-dspine.md.
+TRANSFER_RANK, MESSAGE_SIZE, TOP_K = 256, 128, 16
 
 
-def _shape(target, injection: bool, args) -> object:
+def _shape(target, injection: bool, args):
     from .drafter import DrafterShape
 
     return DrafterShape(
         n_layer=args.layers, n_embd=target.n_embd, n_ff=target.n_ff, n_head=target.n_head,
         n_head_kv=target.n_head_kv, head_dim=target.head_dim, rope_theta=target.rope_theta,
         rms_eps=target.rms_eps, n_taps=len(args.taps), block_size=args.block,
-        transfer_dim=args.transfer_dim, injection=injection, write_init_std=args.write_init_std,
+        transfer_rank=args.transfer_rank, message_size=args.message_size, top_k=args.top_k, injection=injection,
+    )  # fmt: skip
+
+
+def _objective(args):
+    from .objective import Objective
+
+    return Objective(
+        ce_weight=args.ce_weight, l1=not args.no_l1, refinement=not args.no_refinement_loss,
+        alignment=not args.no_alignment, alignment_weight=args.alignment_weight,
+        alignment_warmup=args.alignment_warmup, replacement=not args.no_replacement,
+        replacement_probability=args.replacement_probability, gamma=args.gamma,
     )  # fmt: skip
 
 
@@ -40,40 +57,50 @@ def _fail(message: str) -> None:
     raise SystemExit(2)
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="train_dspine", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("command", choices=["check", "data", "train", "evaluate", "export"])
-    parser.add_argument("--runs", type=Path, default=DEFAULT_RUNS, help="where data, checkpoints and exports go")
-    parser.add_argument("--target", type=Path, help="the target GGUF (default: RUNS/target/smollm2-135m-q8_0.gguf)")
-    parser.add_argument("--server", type=Path, default=DEFAULT_SERVER, help="the patched llama-server binary")
-    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
-    parser.add_argument("--per-category", type=int, default=100)
-    parser.add_argument("--held-out", type=int, default=16)
-    parser.add_argument("--n-predict", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=3)
-    parser.add_argument("--block", type=int, default=16)
-    parser.add_argument("--transfer-dim", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=3000, help="the whole budget of a variant, over all sessions")
-    parser.add_argument("--minutes", type=float, default=30.0, help="wall clock for each variant in this call")
-    parser.add_argument(
-        "--stop-at", type=int, help="train: stop this call at this step (the schedule still spans --steps)"
-    )
-    parser.add_argument("--checkpoint-minutes", type=float, default=3.0)
-    parser.add_argument("--seqs-per-step", type=int, default=4)
-    parser.add_argument("--anchors-per-seq", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=6e-4)
-    parser.add_argument(
-        "--injection-lr-scale", type=float, default=10.0, help="the injection's tensors learn this much faster"
-    )
-    parser.add_argument(
-        "--write-init-std", type=float, default=0.02, help="the injection write's initial scale (0: a twin at start)"
-    )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval-stride", type=int, default=4)
-    parser.add_argument("--no-random", action="store_true", help="evaluate: skip the random-init drafter")
-    args = parser.parse_args(argv)
+    add = parser.add_argument
+    add("command", choices=["check", "data", "features", "train", "evaluate", "export"])
+    add("--runs", type=Path, default=DEFAULT_RUNS, help="where data, checkpoints and exports go")
+    add("--target", type=Path, help="the target GGUF (default: RUNS/target/smollm2-135m-q8_0.gguf)")
+    add("--server", type=Path, default=DEFAULT_SERVER, help="the patched llama-server binary")
+    add("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    add("--n-predict", type=int, default=128)
+    add("--slots", type=int, default=4)
+    add("--threads", type=int, default=1, help="llama-server's threads (the machine is shared)")
+    add("--layers", type=int, default=3)
+    add("--block", type=int, default=16)
+    add("--transfer-rank", type=int, default=TRANSFER_RANK)
+    add("--message-size", type=int, default=MESSAGE_SIZE)
+    add("--top-k", type=int, default=TOP_K)
+    add("--steps", type=int, default=3000, help="the whole budget of a variant, over all sessions")
+    add("--minutes", type=float, default=30.0, help="wall clock for each variant in this call")
+    add("--stop-at", type=int, help="train: stop this call at this step (the schedule still spans --steps)")
+    add("--checkpoint-minutes", type=float, default=5.0)
+    add("--seqs-per-step", type=int, default=4)
+    add("--anchors-per-seq", type=int, default=8)
+    add("--lr", type=float, default=6e-4)
+    add("--seed", type=int, default=0)
+    add("--random-init", action="store_true", help="a random backbone instead of the target's last blocks")
+    # the objective: every term and the schedule on by default, as the authors train
+    add("--ce-weight", type=float, default=0.1, help="CE's share of the CE + L1 mix")
+    add("--no-l1", action="store_true", help="CE alone instead of the CE + L1 mix")
+    add("--no-refinement-loss", action="store_true")
+    add("--no-alignment", action="store_true")
+    add("--alignment-weight", type=float, default=0.5)
+    add("--alignment-warmup", type=int, default=146)
+    add("--no-replacement", action="store_true", help="never replace predecessors by true codes")
+    add("--replacement-probability", type=float, default=0.5)
+    add("--gamma", type=float, default=7.0, help="position weights exp(-(t-1)/gamma)")
+    add("--eval-stride", type=int, default=4)
+    add("--eval-limit", type=int, help="evaluate: at most this many held-out sequences")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
     if args.command == "check":
         from .check import run_checks
 
@@ -91,31 +118,35 @@ def main(argv: list[str] | None = None) -> None:
     tshape, tweights = load_target(target)
     args.taps = default_taps(tshape.n_layer)
 
-    if args.command == "data":
+    if args.command in ("data", "features"):
         from .features import extract
-        from .generate import generate
-        from .prompts import build_prompts
 
-        if not args.server.is_file():
-            _fail(f"no llama-server at {args.server}: pass --server (the patched build)")
         data_dir.mkdir(parents=True, exist_ok=True)
-        prompts = build_prompts(args.per_category, args.held_out, args.seed)
-        generate(prompts, data_dir / "sequences.jsonl", args.server, target, args.n_predict)
-        if (data_dir / "features.npy").exists():
-            print(f"features already in {data_dir}", flush=True)
-            return
-        report = extract(data_dir / "sequences.jsonl", target, data_dir, args.taps)
-        print(f"greedy agreement with llama-server: {report['greedy_agreement']:.4f} "
-              f"over {report['positions_checked']} positions {report['greedy_agreement_per_category']}")  # fmt: skip
+        if args.command == "data":
+            from .corpus import build
+            from .generate import generate
+
+            if not args.server.is_file():
+                _fail(f"no llama-server at {args.server}: pass --server (the patched build)")
+            generate(build(args.seed), data_dir / "sequences.jsonl", args.server, target, args.n_predict,
+                     slots=args.slots, threads=args.threads)  # fmt: skip
+        report = extract(data_dir / "sequences.jsonl", target, data_dir, args.taps, final=args.command == "data")
+        print(f"greedy agreement with llama-server: {report['greedy_agreement']:.4f} over "
+              f"{report['positions_checked']} positions {report['greedy_agreement_per_category']}")  # fmt: skip
         return
 
     from .data import Dataset
-    from .drafter import init_params
+    from .params import init_params, transfer_space
 
-    if not (data_dir / "index.json").is_file():
-        _fail(f"no training data in {data_dir}: run `python -m train_dspine data` first")
     data = Dataset.load(data_dir)
     embed = tweights["token_embd.weight"]
+    # the codes are made once and kept: eigenvector signs may differ between LAPACK builds
+    codes_path = args.runs / f"transfer-r{args.transfer_rank}.npz"
+    if not codes_path.exists():
+        codes, readout, _ = transfer_space(embed, args.transfer_rank)
+        np.savez(codes_path, codes=codes, readout=readout)
+    with np.load(codes_path) as f:
+        codes, readout = f["codes"], f["readout"]
 
     if args.command == "train":
         from .train import train
@@ -124,11 +155,12 @@ def main(argv: list[str] | None = None) -> None:
             shape = _shape(tshape, variant == "dspine", args)
 
             def init(shape=shape):
-                return init_params(shape, tshape, tweights, np.random.default_rng(args.seed), from_target=True)
+                return init_params(shape, tshape.n_layer, tweights, readout, np.random.default_rng(args.seed),
+                                   from_target=not args.random_init)  # fmt: skip
 
-            train(args.runs / variant, data, shape, init, embed, MASK_TOKEN_ID, args.steps, args.minutes,
-                  args.checkpoint_minutes, args.seqs_per_step, args.anchors_per_seq, args.lr, args.seed,
-                  stop_at=args.stop_at, injection_lr_scale=args.injection_lr_scale)  # fmt: skip
+            train(args.runs / variant, data, shape, init, embed, codes, MASK_TOKEN_ID, _objective(args), args.steps,
+                  args.minutes, args.checkpoint_minutes, args.seqs_per_step, args.anchors_per_seq, args.lr, args.seed,
+                  stop_at=args.stop_at)  # fmt: skip
         return
 
     from .model_io import drafter_config, export, load_params
@@ -140,35 +172,32 @@ def main(argv: list[str] | None = None) -> None:
         return found  # type: ignore[return-value]
 
     if args.command == "evaluate":
-        from .train import acceptance
+        from .acceptance import acceptance
 
-        # measured variants are merged into acceptance.json, so they can be measured one at a time
         saved = args.runs / "acceptance.json"
         results = json.loads(saved.read_text()) if saved.exists() else {}
-        for variant in args.variants + ([] if args.no_random else ["random"]):
-            injection = variant != "injection-off"
-            shape = _shape(tshape, injection, args)
-            if variant == "random":
-                params = init_params(shape, tshape, tweights, np.random.default_rng(args.seed + 1), from_target=False)
-            else:
-                params = trained(variant)
-            results[variant] = acceptance(data, shape, params, embed, MASK_TOKEN_ID, stride=args.eval_stride)
-            print(variant, json.dumps(results[variant]), flush=True)
+        for variant in args.variants:
+            shape = _shape(tshape, variant == "dspine", args)
+            measured = acceptance(data, shape, trained(variant), embed, codes, MASK_TOKEN_ID, stride=args.eval_stride,
+                                  limit=args.eval_limit)  # fmt: skip
+            for mode, table in measured.items():
+                results[variant if mode == "refined" or variant == "dflash" else f"{variant}-no-refinement"] = table
         saved.write_text(json.dumps(results, indent=2) + "\n")
-        print(f"{'category':8} " + " ".join(f"{v:>14}" for v in results))
+        print(f"{'category':8} " + " ".join(f"{v:>22}" for v in results))
         for category in sorted(next(iter(results.values()))):
-            print(f"{category:8} " + " ".join(f"{results[v][category]['tau']:14.3f}" for v in results))
+            cells = [f"{results[v][category]['tau']:8.3f} +- {results[v][category]['spread']:.3f}" for v in results]
+            print(f"{category:8} " + " ".join(f"{c:>22}" for c in cells))
         return
-
-    from .train import reference_drafts
 
     for variant in args.variants:
         shape = _shape(tshape, variant == "dspine", args)
-        config = drafter_config(shape, args.taps, MASK_TOKEN_ID, tshape.n_vocab)
+        config = drafter_config(shape, args.taps, MASK_TOKEN_ID, tshape.n_vocab, _objective(args))
         params = trained(variant)
-        folder = export(args.runs / "export" / variant, params, config)
-        refs = reference_drafts(data, shape, params, embed, MASK_TOKEN_ID)
-        (folder / "reference-drafts.json").write_text(json.dumps(refs) + "\n")
+        folder = export(args.runs / "export" / variant, params, config, codes if shape.injection else None)
+        from .reference import reference_drafts
+
+        drafts = reference_drafts(data, shape, params, embed, codes if shape.injection else None, MASK_TOKEN_ID)
+        (folder / "reference-drafts.json").write_text(json.dumps({"target": str(target), "drafts": drafts}) + "\n")
         print(f"{variant}: {folder} ({sum(v.size for v in params.values()) / 1e6:.2f}M parameters)")
 
 

@@ -1,11 +1,12 @@
-"""Self-checks of the JAX drafter against properties the llama.cpp side must share
-(docs/dspine-variant.md), on small random inputs:
+"""`python -m train_dspine check`: the trainer's forward against the authors' reference.
 
-- prefix consistency: with causal block attention and the forward-only injection, a block of
-  k positions drafts exactly the first k positions of the full block;
-- a DSpine drafter whose `inj_write` is zero computes what the injection-off twin computes;
-- a drafter layer copied from a target block (Q/K un-permuted to NeoX order) attends exactly
-  as the target block does with llama.cpp's NORM rope on the GGUF weights."""
+- golden: every golden file (the reference's own outputs) is reproduced: features, base
+  logits, refined scores within REL_TOL of each array's scale, candidates and the walk's
+  selections identical;
+- mutants: each broken part (a scalar gate, no rms scale on the write, a lattice that ignores
+  the predecessor candidate) makes some golden file fail, so the check can fail;
+- the DFlash twin: the same weights with every write zeroed compute what the twin computes;
+- the objective's own checks (check_objective.py)."""
 
 from __future__ import annotations
 
@@ -14,59 +15,46 @@ from dataclasses import replace
 import jax.numpy as jnp
 import numpy as np
 
-from .drafter import DrafterShape, _gguf_qk_to_neox, context_kv, draft_hidden, rope_neox
-from .target import TargetShape, rope_angles, rope_norm
+from .drafter import block_forward, context_kv
+from .golden import GOLDEN, MUTANTS, passes, run_golden
 
 
-def _shape(injection: bool) -> DrafterShape:
-    return DrafterShape(n_layer=2, n_embd=32, n_ff=48, n_head=4, n_head_kv=2, head_dim=8, rope_theta=10000.0,
-                        rms_eps=1e-5, n_taps=3, block_size=8, transfer_dim=6, injection=injection)  # fmt: skip
+def _twin_check() -> str:
+    data = dict(np.load(GOLDEN / "dspine-s0-b16.npz"))
+    import json
 
+    from .drafter import as_jax, shape_of_golden
 
-def _random_params(shape: DrafterShape, rng: np.random.Generator) -> dict:
-    from .drafter import init_params
-
-    target = TargetShape(4, shape.n_embd, shape.n_ff, shape.n_head, shape.n_head_kv, shape.head_dim, 1e4, 1e-5, 50)
-    p = init_params(shape, target, {}, rng, from_target=False)
-    return {k: (v + rng.standard_normal(v.shape).astype(np.float32) * 0.3) for k, v in p.items()}
-
-
-def _draft(shape, p, embed, feats, toks, anchors):
-    kv = context_kv(shape, p, feats)
-    return np.asarray(draft_hidden(shape, p, embed, kv, toks, anchors))
+    shape = shape_of_golden(json.loads(str(data["config_json"])), int(data["block_ids"].shape[0]))
+    p = as_jax({k: data[k] for k in data if "." in k or k == "transfer_codes"})
+    codes = p.pop("transfer_codes")
+    zeroed = {k: (jnp.zeros_like(v) if ".writes." in k else v) for k, v in p.items()}
+    twin = {k: v for k, v in p.items() if not k.startswith("injection.")}
+    kv = context_kv(shape, p, jnp.asarray(data["target_hidden"])[None])
+    block, anchors = jnp.asarray(data["block_ids"].astype(np.int32))[None, None], jnp.asarray([[12]], jnp.int32)
+    embed = jnp.asarray(data["embed"])
+    a = block_forward(shape, zeroed, codes, embed, kv, block, anchors)["final"]
+    b = block_forward(replace(shape, injection=False), twin, codes, embed, kv, block, anchors)["final"]
+    c = block_forward(shape, p, codes, embed, kv, block, anchors)["final"]
+    assert np.allclose(a, b, atol=1e-6), "zeroed writes differ from the DFlash twin"
+    assert not np.allclose(c, b, atol=1e-3), "the injection changes nothing: the twin check proves nothing"
+    return "zeroed writes == the DFlash twin (and the real writes differ from it)"
 
 
 def run_checks() -> list[str]:
-    rng = np.random.default_rng(0)
-    shape = _shape(True)
-    p = {k: jnp.asarray(v) for k, v in _random_params(shape, rng).items()}
-    embed = jnp.asarray(rng.standard_normal((50, shape.n_embd)).astype(np.float32))
-    feats = jnp.asarray(rng.standard_normal((1, 20, shape.n_taps * shape.n_embd)).astype(np.float32))
-    toks = jnp.asarray(rng.integers(0, 50, (1, 2, shape.block_size)).astype(np.int32))
-    anchors = jnp.asarray(np.array([[5, 12]], np.int32))
     done = []
+    results = run_golden()
+    for name, report in results:
+        floats = {k: v for k, v in report.items() if not isinstance(v, bool)}
+        worst = max(floats, key=floats.get)
+        assert passes(report), f"{name} differs from the reference: {report}"
+        done.append(f"golden {name}: max relative error {floats[worst]:.2e} ({worst}); candidates and selections equal")
+    for mutant in MUTANTS:
+        failed = [name for name, report in run_golden(mutant_name=mutant) if not passes(report)]
+        assert failed, f"the mutant {mutant} passes every golden file: the check cannot see that part"
+        done.append(f"mutant {mutant} fails on {len(failed)}/{len(results)} golden files")
+    done.append(_twin_check())
+    from .check_objective import run_objective_checks
 
-    full = _draft(shape, p, embed, feats, toks, anchors)
-    for k in (1, 3, 5):
-        short = _draft(replace(shape, block_size=k), p, embed, feats, toks[..., :k], anchors)
-        assert np.allclose(short, full[..., :k, :], atol=1e-5), f"prefix consistency fails at k={k}"
-    done.append("prefix consistency (k = 1, 3, 5 of 8)")
-
-    zeroed = {k: (jnp.zeros_like(v) if ".writes." in k else v) for k, v in p.items()}
-    off = {k: v for k, v in p.items() if not k.startswith("injection.")}
-    a = _draft(shape, zeroed, embed, feats, toks, anchors)
-    b = _draft(_shape(False), off, embed, feats, toks, anchors)
-    assert np.allclose(a, b, atol=1e-6), "zeroed writes differ from the injection-off drafter"
-    done.append("zeroed inj_write == injection off")
-
-    wq = rng.standard_normal((shape.n_head * shape.head_dim, shape.n_embd)).astype(np.float32)
-    x = rng.standard_normal((1, 7, shape.n_embd)).astype(np.float32)
-    cos, sin = rope_angles(jnp.arange(7) + 3, shape.head_dim, 1e4)
-    q_norm = rope_norm(jnp.asarray(x @ wq.T).reshape(1, 7, shape.n_head, shape.head_dim), cos, sin)
-    q_neox = rope_neox(jnp.asarray(x @ _gguf_qk_to_neox(wq, shape.n_head).T).reshape(1, 7, shape.n_head, -1), cos, sin)
-    # the same vectors up to a fixed permutation inside each head: dot products (attention) agree
-    gram_norm = np.einsum("bthd,bshd->bhts", np.asarray(q_norm), np.asarray(q_norm))
-    gram_neox = np.einsum("bthd,bshd->bhts", np.asarray(q_neox), np.asarray(q_neox))
-    assert np.allclose(gram_norm, gram_neox, atol=1e-3), "un-permuted Q/K under NeoX rope differ from NORM rope"
-    done.append("target Q/K under NORM rope == un-permuted Q/K under NeoX rope")
+    done += [f"objective: {line}" for line in run_objective_checks()]
     return done

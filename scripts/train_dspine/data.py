@@ -16,31 +16,41 @@ import numpy as np
 
 @dataclass
 class Dataset:
-    features: np.ndarray  # [total tokens, taps * n_embd], float16 (memory-mapped)
+    shards: list[np.ndarray]  # per shard [tokens, (taps + 1) * n_embd], float16, memory-mapped
     sequences: list[dict]
     max_len: int
-    report: dict
+    n_embd: int
 
     @classmethod
     def load(cls, folder: Path) -> Dataset:
-        report = json.loads((folder / "index.json").read_text())
-        seqs = report.pop("sequences")
+        """Every shard features.py has finished (a run started while data is still coming
+        trains on what is there; the next resume sees more)."""
+        shards, seqs, n_embd = [], [], 0
+        for path in sorted((folder / "shards").glob("[0-9][0-9][0-9][0-9].json")):
+            meta = json.loads(path.read_text())
+            n_embd = meta["n_embd"]
+            for s in meta["sequences"]:
+                seqs.append({**s, "shard": len(shards)})
+            shards.append(np.load(path.with_suffix(".npy"), mmap_mode="r"))
+        if not seqs:
+            raise FileNotFoundError(f"no feature shards in {folder / 'shards'}")
         max_len = max(s["length"] for s in seqs)
-        return cls(np.load(folder / "features.npy", mmap_mode="r"), seqs, -(-max_len // 32) * 32, report)
+        return cls(shards, seqs, -(-max_len // 32) * 32, n_embd)
 
     def split(self, held_out: bool) -> list[int]:
         return [i for i, s in enumerate(self.sequences) if s["held_out"] == held_out and s["length"] > s["prompt"] + 1]
 
-    def context(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Features [S, max_len, width] (zeros past each end) and tokens [S, max_len]."""
-        width = self.features.shape[1]
+    def context(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Tap features [S, max_len, taps * n_embd], the target's final hidden [S, max_len, n_embd]
+        (zeros past each end) and tokens [S, max_len]."""
+        width = self.shards[0].shape[1]
         feats = np.zeros((len(ids), self.max_len, width), np.float32)
         toks = np.zeros((len(ids), self.max_len), np.int32)
         for row, i in enumerate(ids):
             s = self.sequences[i]
-            feats[row, : s["length"]] = self.features[s["offset"] : s["offset"] + s["length"]]
+            feats[row, : s["length"]] = self.shards[s["shard"]][s["offset"] : s["offset"] + s["length"]]
             toks[row, : s["length"]] = s["tokens"]
-        return feats, toks
+        return feats[..., : width - self.n_embd], feats[..., width - self.n_embd :], toks
 
 
 def blocks(

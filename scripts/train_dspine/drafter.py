@@ -1,14 +1,16 @@
-"""The DSpine drafter (docs/dspine-variant.md) as llama.cpp's dflash graph computes it, in JAX.
+"""The DSpine drafter as its authors define it (SpecForge's `DSpineDraftModel`;
+../shared/DSPINE.md "DSpine as its authors define it"), in JAX, written from those equations.
 
-Parameters are kept under the HF/safetensors names of the checkpoint (PyTorch order,
-[out, in]), so export is a rename-free write. The draft pass, for a block
-[anchor token, MASK x 15] at positions a .. a+15 over the target features of positions < a:
+Parameters carry the reference's state-dict names and PyTorch's [out, in] layout, so the
+export is a rename-free SpecForge-layout checkpoint. One block `[anchor, MASK x (n-1)]` at
+positions a .. a+n-1 sees the target's tapped features of the positions before a:
 
-- context K/V per layer: k_norm(wk . ctx) roped at its position, wv . ctx, with
-  ctx = enc_norm(fc . features) (`hidden_norm` here), no attn_norm (dflash.cpp's embd branch);
-- the block: the target's token embeddings, then Qwen3-style layers (attn_norm, q/k norms,
-  NeoX rope, GQA, causal inside the block), each followed by the adjacent causal injection;
-- output_norm and the target's tied head."""
+- context: C = hidden_norm(fc(taps)), each layer's own k_proj/v_proj of it (k_norm, rope);
+- the block: the target's embeddings, Qwen3 layers (q/k norms, NeoX rope, GQA, causal
+  inside the block), each followed by the adjacent injection (`injection.py`);
+- the final norm and the target's head give the base logits of rows 1..n-1.
+
+`shape.injection` False is the DFlash twin: the same backbone with no injection."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .target import TargetShape, rms_norm, rope_angles
+from . import injection as inj
 
 
 @dataclass(frozen=True)
@@ -33,152 +35,126 @@ class DrafterShape:
     rms_eps: float
     n_taps: int
     block_size: int
-    transfer_dim: int
+    transfer_rank: int
+    message_size: int
+    top_k: int
     injection: bool
-    causal: bool = True
-    write_init_std: float = 0.0
 
 
-def rope_neox(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
-    """llama.cpp's NEOX rope (the dflash arch's): rotates (x[i], x[i + D/2]); x: [..., T, H, D]."""
-    half = x.shape[-1] // 2
-    x0, x1 = x[..., :half], x[..., half:]
-    c, s = cos[..., None, :], sin[..., None, :]
-    return jnp.concatenate([x0 * c - x1 * s, x0 * s + x1 * c], axis=-1)
+def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
+    """Qwen3RMSNorm: eps inside the root, the weight after."""
+    x = x.astype(jnp.float32)
+    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
-def _gguf_qk_to_neox(w: np.ndarray, n_head: int) -> np.ndarray:
-    """Undo llama.cpp's converter permutation of a llama Q/K weight (NORM rope) so that the
-    NeoX rope of a dflash-arch layer computes the same attention."""
-    out_dim = w.shape[0]
-    hd = out_dim // n_head
-    return w.reshape(n_head, hd // 2, 2, -1).swapaxes(1, 2).reshape(w.shape)
+def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:
+    """Qwen3/NeoX rotary on the whole head: halves, not pairs. x [..., T, heads, D], positions [..., T]."""
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (jnp.arange(0, d, 2, dtype=jnp.float32) / d)
+    ang = positions[..., None].astype(jnp.float32) * inv
+    ang = jnp.concatenate([ang, ang], axis=-1)[..., None, :]
+    half = d // 2
+    rotated = jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * jnp.cos(ang) + rotated * jnp.sin(ang)
 
 
-def init_params(
-    shape: DrafterShape, target: TargetShape, tw: dict[str, np.ndarray], rng: np.random.Generator, from_target: bool
-) -> dict[str, np.ndarray]:
-    """A new drafter. `from_target`: its layers start as copies of the target's last blocks and
-    `fc` picks the deepest tap (a warm start for a short budget); otherwise all random
-    (the random baseline of the same shape)."""
-
-    def normal(*dims: int, std: float = 0.02) -> np.ndarray:
-        return (rng.standard_normal(dims) * std).astype(np.float32)
-
-    d, hd = shape.n_embd, shape.head_dim
-    p: dict[str, np.ndarray] = {}
-    p["fc.weight"] = normal(d, shape.n_taps * d)
-    p["hidden_norm.weight"] = np.ones(d, np.float32)
-    p["norm.weight"] = np.ones(d, np.float32)
-    if from_target:
-        p["fc.weight"][:, (shape.n_taps - 1) * d :] += np.eye(d, dtype=np.float32)
-        p["norm.weight"] = tw["output_norm.weight"].copy()
-    first = target.n_layer - shape.n_layer
-    for i in range(shape.n_layer):
-        pre = f"layers.{i}."
-        if from_target:
-            t = f"blk.{first + i}."
-            p[pre + "input_layernorm.weight"] = tw[t + "attn_norm.weight"].copy()
-            p[pre + "self_attn.q_proj.weight"] = _gguf_qk_to_neox(tw[t + "attn_q.weight"], shape.n_head)
-            p[pre + "self_attn.k_proj.weight"] = _gguf_qk_to_neox(tw[t + "attn_k.weight"], shape.n_head_kv)
-            p[pre + "self_attn.v_proj.weight"] = tw[t + "attn_v.weight"].copy()
-            p[pre + "self_attn.o_proj.weight"] = tw[t + "attn_output.weight"].copy()
-            p[pre + "post_attention_layernorm.weight"] = tw[t + "ffn_norm.weight"].copy()
-            p[pre + "mlp.gate_proj.weight"] = tw[t + "ffn_gate.weight"].copy()
-            p[pre + "mlp.up_proj.weight"] = tw[t + "ffn_up.weight"].copy()
-            p[pre + "mlp.down_proj.weight"] = tw[t + "ffn_down.weight"].copy()
-            if i == 0:
-                p["hidden_norm.weight"] = tw[t + "attn_norm.weight"].copy()
-        else:
-            p[pre + "input_layernorm.weight"] = np.ones(d, np.float32)
-            p[pre + "self_attn.q_proj.weight"] = normal(shape.n_head * hd, d)
-            p[pre + "self_attn.k_proj.weight"] = normal(shape.n_head_kv * hd, d)
-            p[pre + "self_attn.v_proj.weight"] = normal(shape.n_head_kv * hd, d)
-            p[pre + "self_attn.o_proj.weight"] = normal(d, shape.n_head * hd)
-            p[pre + "post_attention_layernorm.weight"] = np.ones(d, np.float32)
-            p[pre + "mlp.gate_proj.weight"] = normal(shape.n_ff, d)
-            p[pre + "mlp.up_proj.weight"] = normal(shape.n_ff, d)
-            p[pre + "mlp.down_proj.weight"] = normal(d, shape.n_ff)
-        p[pre + "self_attn.q_norm.weight"] = np.ones(hd, np.float32)
-        p[pre + "self_attn.k_norm.weight"] = np.ones(hd, np.float32)
-        if shape.injection:
-            p[f"injection.norms.{i}.weight"] = np.ones(d, np.float32)
-            p[f"injection.readouts.{i}.weight"] = normal(shape.transfer_dim, d)
-            # The write starts small, not zero: at zero the first session's run (271 steps) left
-            # the bridge almost shut (norm ~1 against ~117 for an attention output), so DSpine
-            # computed what its twin did. Small keeps the warm start's drafts nearly intact.
-            p[f"injection.writes.{i}.weight"] = normal(d, shape.transfer_dim, std=shape.write_init_std)
-            p[f"injection.gates.{i}.weight"] = normal(1, d)
-            p[f"injection.gates.{i}.bias"] = np.zeros(1, np.float32)
-    return p
-
-
-def context_kv(shape: DrafterShape, p: dict[str, jax.Array], features: jax.Array) -> list[tuple[jax.Array, jax.Array]]:
-    """features [S, L, taps*n_embd] -> per layer (K [S, L, Hkv, D] roped at 0..L-1, V [S, L, Hkv, D])."""
-    s, n, _ = features.shape
-    ctx = rms_norm(features @ p["fc.weight"].T, p["hidden_norm.weight"], shape.rms_eps)
-    cos, sin = rope_angles(jnp.arange(n), shape.head_dim, shape.rope_theta)
+def context_kv(shape: DrafterShape, p: dict, taps: jax.Array) -> list[tuple[jax.Array, jax.Array]]:
+    """taps [S, L, n_taps*H] -> per layer (K [S, L, kv, D] roped at 0..L-1, V [S, L, kv, D])."""
+    s, n, _ = taps.shape
+    ctx = rms_norm(taps @ p["fc.weight"].T, p["hidden_norm.weight"], shape.rms_eps)
     out = []
     for i in range(shape.n_layer):
         pre = f"layers.{i}.self_attn."
         k = (ctx @ p[pre + "k_proj.weight"].T).reshape(s, n, shape.n_head_kv, shape.head_dim)
         v = (ctx @ p[pre + "v_proj.weight"].T).reshape(s, n, shape.n_head_kv, shape.head_dim)
-        k = rope_neox(rms_norm(k, p[pre + "k_norm.weight"], shape.rms_eps), cos, sin)
+        k = rope(rms_norm(k, p[pre + "k_norm.weight"], shape.rms_eps), jnp.arange(n), shape.rope_theta)
         out.append((k, v))
     return out
 
 
-def _inject(shape: DrafterShape, p: dict[str, jax.Array], i: int, h: jax.Array) -> jax.Array:
-    """h [S, A, T, n_embd]: each block position t receives position t-1's code (the anchor, 0)."""
-    x = rms_norm(h, p[f"injection.norms.{i}.weight"], shape.rms_eps)
-    code = x @ p[f"injection.readouts.{i}.weight"].T
-    message = jnp.pad(code[:, :, :-1], ((0, 0), (0, 0), (1, 0), (0, 0)))
-    gate = jax.nn.sigmoid(x @ p[f"injection.gates.{i}.weight"].T + p[f"injection.gates.{i}.bias"])
-    return h + gate * (message @ p[f"injection.writes.{i}.weight"].T)
+def _layer(shape: DrafterShape, p: dict, i: int, h, kv, positions, ctx_allowed):
+    """One Qwen3 decoder layer on block rows h [S, A, T, H] over its context K/V and the block's own."""
+    s, a, t, _ = h.shape
+    pre = f"layers.{i}."
+    x = rms_norm(h, p[pre + "input_layernorm.weight"], shape.rms_eps)
+    q = (x @ p[pre + "self_attn.q_proj.weight"].T).reshape(s, a, t, shape.n_head, shape.head_dim)
+    k = (x @ p[pre + "self_attn.k_proj.weight"].T).reshape(s, a, t, shape.n_head_kv, shape.head_dim)
+    v = (x @ p[pre + "self_attn.v_proj.weight"].T).reshape(s, a, t, shape.n_head_kv, shape.head_dim)
+    q = rope(rms_norm(q, p[pre + "self_attn.q_norm.weight"], shape.rms_eps), positions, shape.rope_theta)
+    k = rope(rms_norm(k, p[pre + "self_attn.k_norm.weight"], shape.rms_eps), positions, shape.rope_theta)
+    rep = shape.n_head // shape.n_head_kv  # query head hh reads kv head hh // rep (repeat_interleave)
+    qg = q.reshape(s, a, t, shape.n_head_kv, rep, shape.head_dim)
+    kc, vc = kv
+    scale = shape.head_dim**-0.5
+    sc = jnp.einsum("satgrd,slgd->sagrtl", qg, kc) * scale
+    sc = jnp.where(ctx_allowed[:, :, None, None, None, :], sc, -jnp.inf)
+    sb = jnp.einsum("satgrd,saugd->sagrtu", qg, k) * scale
+    sb = jnp.where(jnp.tril(jnp.ones((t, t), bool)), sb, -jnp.inf)  # causal inside the block
+    probs = jax.nn.softmax(jnp.concatenate([sc, sb], axis=-1), axis=-1)
+    n_ctx = kc.shape[1]
+    o = jnp.einsum("sagrtl,slgd->satgrd", probs[..., :n_ctx], vc)
+    o = o + jnp.einsum("sagrtu,saugd->satgrd", probs[..., n_ctx:], v)
+    h = h + o.reshape(s, a, t, -1) @ p[pre + "self_attn.o_proj.weight"].T
+    x = rms_norm(h, p[pre + "post_attention_layernorm.weight"], shape.rms_eps)
+    ff = jax.nn.silu(x @ p[pre + "mlp.gate_proj.weight"].T) * (x @ p[pre + "mlp.up_proj.weight"].T)
+    return h + ff @ p[pre + "mlp.down_proj.weight"].T
 
 
-def draft_hidden(
+def block_forward(
     shape: DrafterShape,
-    p: dict[str, jax.Array],
+    p: dict,
+    codes: jax.Array,
     embed: jax.Array,
-    kv: list[tuple[jax.Array, jax.Array]],
+    kv: list,
     block_tokens: jax.Array,
     anchors: jax.Array,
-) -> jax.Array:
-    """block_tokens [S, A, T] at positions anchors[S, A] + t, over context positions < anchor.
+    true_tokens: jax.Array | None = None,
+    replace: jax.Array | None = None,
+    replacement_layers: int = 3,
+) -> dict[str, jax.Array]:
+    """block_tokens [S, A, T] at positions anchors[S, A] + t over context positions < anchor.
 
-    Returns the normed final hidden state [S, A, T, n_embd] (the head is applied by the caller)."""
+    `true_tokens` [S, A, T] and `replace` [S, A] (bool): training's predecessor replacement, the
+    true code of row t-1 instead of its feature in the first `replacement_layers` layers.
+    Returns `final` (final-normed rows [S, A, T, H]), `pre_write` (the last layer's output before
+    its write) and `features` ([L, S, A, T, r] of the written rows: the alignment loss's)."""
     s, a, t = block_tokens.shape
-    n_ctx = kv[0][0].shape[1]
     h = embed[block_tokens]
     positions = anchors[..., None] + jnp.arange(t)
-    cos, sin = rope_angles(positions, shape.head_dim, shape.rope_theta)
-    ctx_mask = jnp.arange(n_ctx)[None, None, :] < anchors[..., None]  # [S, A, L]
-    blk_mask = jnp.tril(jnp.ones((t, t), bool)) if shape.causal else jnp.ones((t, t), bool)
-    rep = shape.n_head // shape.n_head_kv
-    scale = 1.0 / np.sqrt(shape.head_dim)
+    n_ctx = kv[0][0].shape[1]
+    ctx_allowed = jnp.arange(n_ctx)[None, None, :] < anchors[..., None]
+    # the twin has no code table (codes may be None): only DSpine gathers from it
+    anchor_code = inj.code(codes, block_tokens[..., 0], shape.transfer_rank) if shape.injection else None
+    true_codes = None
+    if shape.injection and true_tokens is not None:
+        true_codes = inj.code(codes, true_tokens[..., :-1], shape.transfer_rank)
+    features = []
+    pre_write = h
     for i in range(shape.n_layer):
-        pre = f"layers.{i}."
-        x = rms_norm(h, p[pre + "input_layernorm.weight"], shape.rms_eps)
-        q = (x @ p[pre + "self_attn.q_proj.weight"].T).reshape(s, a, t, shape.n_head, shape.head_dim)
-        k = (x @ p[pre + "self_attn.k_proj.weight"].T).reshape(s, a, t, shape.n_head_kv, shape.head_dim)
-        v = (x @ p[pre + "self_attn.v_proj.weight"].T).reshape(s, a, t, shape.n_head_kv, shape.head_dim)
-        q = rope_neox(rms_norm(q, p[pre + "self_attn.q_norm.weight"], shape.rms_eps), cos, sin)
-        k = rope_neox(rms_norm(k, p[pre + "self_attn.k_norm.weight"], shape.rms_eps), cos, sin)
-        # GQA as ggml broadcasts it: query head h reads KV head h // rep
-        qg = q.reshape(s, a, t, shape.n_head_kv, rep, shape.head_dim)
-        kc, vc = kv[i]
-        sc = jnp.einsum("satgrd,slgd->sagrtl", qg, kc) * scale
-        sc = jnp.where(ctx_mask[:, :, None, None, None, :], sc, -jnp.inf)
-        sb = jnp.einsum("satgrd,saugd->sagrtu", qg, k) * scale
-        sb = jnp.where(blk_mask, sb, -jnp.inf)
-        probs = jax.nn.softmax(jnp.concatenate([sc, sb], axis=-1), axis=-1)
-        pc, pb = probs[..., :n_ctx], probs[..., n_ctx:]
-        o = jnp.einsum("sagrtl,slgd->satgrd", pc, vc) + jnp.einsum("sagrtu,saugd->satgrd", pb, v)
-        h = h + o.reshape(s, a, t, -1) @ p[pre + "self_attn.o_proj.weight"].T
-        x = rms_norm(h, p[pre + "post_attention_layernorm.weight"], shape.rms_eps)
-        ff = jax.nn.silu(x @ p[pre + "mlp.gate_proj.weight"].T) * (x @ p[pre + "mlp.up_proj.weight"].T)
-        h = h + ff @ p[pre + "mlp.down_proj.weight"].T
+        h = _layer(shape, p, i, h, kv[i], positions, ctx_allowed)
+        pre_write = h
         if shape.injection:
-            h = _inject(shape, p, i, h)
-    return rms_norm(h, p["norm.weight"], shape.rms_eps)
+            swap = replace if (true_codes is not None and replace is not None and i < replacement_layers) else None
+            h = inj.inject(shape, p, i, h, anchor_code, true_codes if swap is not None else None, swap)
+            features.append(inj.feature(p, i, h, shape.transfer_rank))
+    return {
+        "final": rms_norm(h, p["norm.weight"], shape.rms_eps),
+        "pre_write": pre_write,
+        "features": jnp.stack(features) if features else jnp.zeros((0,)),
+    }
+
+
+def shape_of_golden(config: dict, block: int) -> DrafterShape:
+    """The shape of a reference config.json (a golden file's or an exported checkpoint's)."""
+    d = config["dspine_config"]
+    return DrafterShape(
+        n_layer=config["num_hidden_layers"], n_embd=config["hidden_size"], n_ff=config["intermediate_size"],
+        n_head=config["num_attention_heads"], n_head_kv=config["num_key_value_heads"], head_dim=config["head_dim"],
+        rope_theta=float(config.get("rope_theta") or config["rope_parameters"]["rope_theta"]),
+        rms_eps=config["rms_norm_eps"], n_taps=len(config["dflash_config"]["target_layer_ids"]), block_size=block,
+        transfer_rank=d["transfer_rank"], message_size=d["message_size"], top_k=d["top_k"], injection=True,
+    )  # fmt: skip
+
+
+def as_jax(params: dict) -> dict:
+    return {k: jnp.asarray(np.asarray(v, np.float32)) for k, v in params.items()}

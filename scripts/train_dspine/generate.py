@@ -2,11 +2,15 @@
 
 One JSON line a prompt in `sequences.jsonl`: the prompt's tokens (ChatML, as the server
 tokenizes it) and the continuation's tokens. Lines already written are kept, so a stopped
-run goes on where it stopped."""
+run goes on where it stopped.
+
+The server runs with LLAMA_ARG_REPACK=false (the CPU's AMX repack crashes on the machines
+this ran on) and, by default, one thread: the trainer shares a 2-core machine."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import time
@@ -14,7 +18,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .prompts import Prompt, chatml
+from .corpus import Prompt, chat
 
 
 def _free_port() -> int:
@@ -32,14 +36,15 @@ def _post(url: str, body: dict) -> dict:
 class Server:
     """llama-server on 127.0.0.1 for the target alone (no drafter: plain greedy decoding)."""
 
-    def __init__(self, binary: Path, model: Path, slots: int = 4, threads: int = 2) -> None:
+    def __init__(self, binary: Path, model: Path, slots: int = 4, threads: int = 1) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(model.parent / "llama-server.log", "w")  # noqa: SIM115 (closed in stop)
         self.process = subprocess.Popen(
             [str(binary), "-m", str(model), "--port", str(self.port), "--host", "127.0.0.1",
-             "-c", str(2048 * slots), "-np", str(slots), "-t", str(threads), "--no-webui"],
+             "-c", str(4096 * slots), "-np", str(slots), "-t", str(threads), "--no-webui"],
             stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env={**os.environ, "LLAMA_ARG_REPACK": "false"},
         )  # fmt: skip
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -70,7 +75,7 @@ class Server:
 
 
 def generate(
-    prompts: list[Prompt], out: Path, binary: Path, model: Path, n_predict: int, slots: int = 8, threads: int = 2
+    prompts: list[Prompt], out: Path, binary: Path, model: Path, n_predict: int, slots: int = 4, threads: int = 1
 ) -> None:
     done = set()
     if out.exists():
@@ -84,9 +89,10 @@ def generate(
     try:
 
         def one(prompt: Prompt) -> dict:
-            tokens = server.tokenize(chatml(prompt.text))
-            return {"category": prompt.category, "held_out": prompt.held_out, "text": prompt.text,
-                    "prompt": tokens, "continuation": server.greedy(tokens, n_predict)}  # fmt: skip
+            tokens = server.tokenize(chat(prompt.messages))
+            return {"category": prompt.category, "family": prompt.family, "held_out": prompt.held_out,
+                    "text": prompt.text, "prompt": tokens,
+                    "continuation": server.greedy(tokens, n_predict)}  # fmt: skip
 
         with out.open("a") as sink, ThreadPoolExecutor(slots) as pool:
             for i, record in enumerate(pool.map(one, todo), 1):

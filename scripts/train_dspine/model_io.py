@@ -56,11 +56,14 @@ def load_checkpoint(folder: Path, opt_template) -> tuple[dict, object, dict] | N
     return params, jax.tree_util.tree_unflatten(treedef, leaves), json.loads((final / "state.json").read_text())
 
 
-def drafter_config(shape: DrafterShape, taps: tuple[int, ...], mask_id: int, vocab: int) -> dict:
-    """config.json as upstream's DFlashModel converter reads it, plus dspine_config (docs/dspine-variant.md)."""
+def drafter_config(shape: DrafterShape, taps: tuple[int, ...], mask_id: int, vocab: int, objective=None) -> dict:
+    """config.json in SpecForge's layout (the reference's own `save_pretrained` writes the same
+    fields): DSpineDraftModel with its dspine_config, or the DFlash twin (DFlashDraftModel,
+    causal inside the block like DSpine, so the two differ only by the injection)."""
     config: dict = {
         "architectures": ["DSpineDraftModel" if shape.injection else "DFlashDraftModel"],
         "model_type": "qwen3",
+        "attention_bias": False,
         "hidden_size": shape.n_embd,
         "intermediate_size": shape.n_ff,
         "num_hidden_layers": shape.n_layer,
@@ -70,39 +73,47 @@ def drafter_config(shape: DrafterShape, taps: tuple[int, ...], mask_id: int, voc
         "hidden_act": "silu",
         "rms_norm_eps": shape.rms_eps,
         "rope_theta": shape.rope_theta,
+        "rope_parameters": {"rope_theta": shape.rope_theta, "rope_type": "default"},
         "max_position_embeddings": 8192,
         "vocab_size": vocab,
-        "tie_word_embeddings": True,
-        "attention_bias": False,
+        "tie_word_embeddings": False,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "layer_types": ["full_attention"] * shape.n_layer,
+        "num_target_layers": len(taps),
         "block_size": shape.block_size,
-        "dflash_config": {
-            "block_size": shape.block_size,
-            "mask_token_id": mask_id,
-            "target_layer_ids": list(taps),
-            "causal": shape.causal,
-        },
+        "dflash_config": {"mask_token_id": mask_id, "target_layer_ids": list(taps)},
+        "dtype": "float32",
     }
     if shape.injection:
-        config["dspine_config"] = {
-            "transfer_dim": shape.transfer_dim,
-            "message_dim": shape.transfer_dim,
-            "injection_layers": list(range(shape.n_layer)),
-            "gate": "sigmoid",
-            "activation": "identity",
-            "causal_full_layers": True,
-        }
+        config["dspine_config"] = {"transfer_rank": shape.transfer_rank, "message_size": shape.message_size,
+                                   "top_k": shape.top_k}  # fmt: skip
+        if objective is not None:
+            config["dspine_config"].update({
+                "ce_weight": objective.ce_weight, "alignment_weight": objective.alignment_weight,
+                "alignment_warmup_steps": objective.alignment_warmup,
+                "replacement_layers": objective.replacement_layers,
+                "replacement_probability": objective.replacement_probability,
+                "replacement_hold_ratio": objective.replacement_hold,
+                "replacement_end_ratio": objective.replacement_end,
+                "candidate_mass_threshold": objective.mass_threshold,
+            })  # fmt: skip
+    else:
+        config["dflash_config"]["causal"] = True
     return config
 
 
-def export(folder: Path, params: dict, config: dict) -> Path:
-    """model.safetensors (float32; a few tens of MB for SmolLM2-sized drafters) + config.json,
-    written beside each other then moved into `folder`."""
+def export(folder: Path, params: dict, config: dict, codes: np.ndarray | None) -> Path:
+    """model.safetensors (float32: the weights under the reference's names, plus
+    `transfer_codes` for DSpine) + config.json, written beside each other then moved into
+    `folder`. `transfer_ready` is left out: a bool buffer the converter drops anyway."""
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file(
-        {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in params.items()}, str(tmp / "model.safetensors")
-    )
+    tensors = {k: np.ascontiguousarray(np.asarray(v, np.float32)) for k, v in params.items()}
+    if codes is not None:
+        tensors["transfer_codes"] = np.ascontiguousarray(codes, np.float32)
+    save_file(tensors, str(tmp / "model.safetensors"))
     (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)

@@ -79,8 +79,9 @@ def rope_norm(x: jax.Array, cos: jax.Array, sin: jax.Array) -> jax.Array:
 
 def target_forward(
     shape: TargetShape, w: dict[str, jax.Array], tokens: jax.Array, taps: tuple[int, ...]
-) -> tuple[jax.Array, jax.Array]:
-    """tokens [B, T] -> (logits [B, T, V], tapped residual streams [B, T, len(taps) * n_embd]).
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """tokens [B, T] -> (logits [B, T, V], tapped residual streams [B, T, len(taps) * n_embd],
+    the final-normed hidden [B, T, n_embd] whose head product is the logits: the teacher's).
 
     `taps` are HF layer ids: the output of block i is tap i."""
     b, t = tokens.shape
@@ -109,7 +110,7 @@ def target_forward(
     out = rms_norm(h, w["output_norm.weight"], shape.rms_eps)
     head = w["output.weight"] if "output.weight" in w else w["token_embd.weight"]
     logits = out @ head.T
-    return logits, jnp.concatenate([tapped[i] for i in taps], axis=-1)
+    return logits, jnp.concatenate([tapped[i] for i in taps], axis=-1), out
 
 
 def default_taps(n_layer: int, n_taps: int = 5) -> tuple[int, ...]:

@@ -1,6 +1,6 @@
-"""The DSpine trainer's pure parts (scripts/train_dspine, numpy only): its prompt split, the
-block layout it trains on (the one llama.cpp drafts with), and a sampler that resumes exactly.
-The JAX parts check themselves: `python -m train_dspine check` in the trainer's venv."""
+"""The DSpine trainer's pure parts (scripts/train_dspine, numpy only): the block layout it
+trains on (the one llama.cpp drafts with), its feature shards, and a sampler that resumes
+exactly. Its prompts: test_train_dspine_corpus.py; its JAX parts: test_train_dspine_golden.py."""
 
 from __future__ import annotations
 
@@ -12,17 +12,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
 
 from train_dspine.data import Dataset, Sampler, blocks
-from train_dspine.prompts import CATEGORIES, build_prompts, chatml
-
-
-def test_prompts_are_distinct_and_every_category_keeps_a_fixed_held_out_split():
-    prompts = build_prompts(per_category=100, held_out=16, seed=0)
-    assert len({p.text for p in prompts}) == len(prompts) == 400
-    for category in CATEGORIES:
-        mine = [p for p in prompts if p.category == category]
-        assert len(mine) == 100 and sum(p.held_out for p in mine) == 16
-    assert [p.text for p in build_prompts(seed=0) if p.held_out] == [p.text for p in prompts if p.held_out]
-    assert chatml("hi").endswith("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_a_block_is_the_anchor_then_masks_and_its_labels_are_the_tokens_after_the_anchor():
@@ -37,10 +26,38 @@ def test_a_block_is_the_anchor_then_masks_and_its_labels_are_the_tokens_after_th
 
 def _dataset() -> Dataset:
     seqs = [
-        {"offset": 20 * i, "length": 20, "prompt": 5, "category": "code", "held_out": i == 0, "tokens": list(range(20))}
+        {"offset": 20 * i, "length": 20, "prompt": 5, "category": "code", "held_out": i == 0, "tokens": list(range(20)),
+         "shard": 0}
         for i in range(6)
-    ]
-    return Dataset(np.zeros((120, 4), np.float16), seqs, 32, {})
+    ]  # fmt: skip
+    return Dataset([np.zeros((120, 4), np.float16)], seqs, 32, 2)
+
+
+def test_shards_are_read_as_they_appear_and_split_taps_from_the_teachers_hidden(tmp_path):
+    import json
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for k in range(2):
+        feats = (np.arange(10 * 6).reshape(10, 6) + 1000 * k).astype(np.float16)
+        np.save(shards / f"{k:04d}.npy", feats)
+        seq = {
+            "offset": 0,
+            "length": 10,
+            "prompt": 3,
+            "category": "math",
+            "held_out": k == 1,
+            "tokens": list(range(10)),
+        }
+        (shards / f"{k:04d}.json").write_text(json.dumps({"n_embd": 2, "sequences": [seq]}))
+    # a shard still being written (its temporary name) is not read
+    (shards / "0002.123.tmp.json").write_text("{")
+    data = Dataset.load(tmp_path)
+    assert len(data.sequences) == 2 and data.split(held_out=True) == [1]
+    taps, final, toks = data.context([1])
+    assert taps.shape == (1, 32, 4) and final.shape == (1, 32, 2)
+    assert taps[0, 0].tolist() == [1000, 1001, 1002, 1003] and final[0, 0].tolist() == [1004, 1005]
+    assert toks[0, :10].tolist() == list(range(10)) and not final[0, 10:].any()
 
 
 def test_the_sampler_resumes_where_its_state_says():

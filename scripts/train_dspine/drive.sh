@@ -1,0 +1,34 @@
+#!/bin/sh
+# The whole run of issue 48, resumable: rerun it after a stop (or on a new machine, after the
+# venv and the target GGUF of docs/training-dspine.md) and it goes on from the checkpoints.
+# Continuations (`data`, in the background: it keeps what it has), then, until STEPS: the feature
+# shards of what is generated so far, and both variants CHUNK more steps on the same data and
+# seeds; then the last shards, `evaluate` and `export`. One thread each: the machine is shared.
+#   RUNS=/work/train-runs SERVER=.../llama-server nohup sh scripts/train_dspine/drive.sh > RUNS/drive.log &
+RUNS=${RUNS:-/work/train-runs}
+STEPS=${STEPS:-3000}
+CHUNK=${CHUNK:-150}
+PYTHON=${PYTHON:-/work/train-venv/bin/python}
+cd "$(dirname "$0")/.." || exit 1
+export XLA_FLAGS=--xla_cpu_multi_thread_eigen=false OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+run() { nice -n 19 "$PYTHON" -m train_dspine "$@" --runs "$RUNS"; }
+if [ -n "$SERVER" ]; then
+  run data --server "$SERVER" > "$RUNS/data.log" 2>&1 &
+fi
+while :; do
+  done_steps=$("$PYTHON" -c "import json, sys
+steps = []
+for v in ('dspine', 'dflash'):
+    try:
+        steps.append(json.load(open(f'$RUNS/{v}/checkpoint/state.json'))['step'])
+    except OSError:
+        steps.append(0)
+print(min(steps))")
+  [ "$done_steps" -ge "$STEPS" ] && break
+  run features || exit 1
+  run train --steps "$STEPS" --stop-at $((done_steps + CHUNK)) --minutes 600 || exit 1
+done
+wait
+run features
+run evaluate
+run export
