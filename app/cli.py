@@ -554,6 +554,13 @@ def _context_note(files, ctx: int, settings) -> str | None:
     return f"context {ctx:,} tokens{more}"
 
 
+def _served(files, engine):
+    """A remote engine's chat is saved under the model the server serves, not its URL."""
+    from .run.engines import ModelFiles
+
+    return ModelFiles(getattr(engine, "model", None) or files.label, None, None, None)
+
+
 def _say_warning(warning: str) -> None:
     """What the user must hear before the engine opens (a remote reached over plain http)."""
     err.print(Text.assemble(("warning: ", "yellow"), controls_shown(warning)))
@@ -687,6 +694,8 @@ def chat(
         opened = open_engine(
             drafting.files if drafting is not None else files, options, settings, on_warning=_say_warning
         )
+        if engine == "remote":
+            files = _served(files, opened)
     engines = [opened]
     labels = {id(opened): drafting.label} if drafting is not None and opened is not None else {}
 
@@ -804,6 +813,8 @@ def _headless(
         engine_ = open_engine(
             drafting.files, replace(with_drafting(options, drafting), think=thinking), settings, on_warning=_say_warning
         )
+        if engine == "remote":
+            files = _served(files, engine_)
     except (DspineError, BackendError) as exc:
         store.close()
         if form == "text":

@@ -104,3 +104,10 @@ def test_headless_json_prints_its_result_when_the_first_contact_fails(dspine, tm
     assert done.returncode == 4
     result = json.loads(done.stdout)
     assert result["is_error"] and result["exit_code"] == 4 and "refused the API key" in result["error"]["message"]
+
+
+def test_headless_on_a_remote_names_the_served_model(dspine):
+    with shaped_server(kind="generic") as upstream:
+        done = dspine("chat", "--url", upstream.url, "-p", "hi", "--output-format", "json", "--no-tools")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["model"] == "Qwen/Qwen3-8B"  # not the URL
