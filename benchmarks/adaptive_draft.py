@@ -122,6 +122,9 @@ def main() -> None:
     parser.add_argument("--engine", choices=["inproc", "server"], default="inproc")
     parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     if args.real:
         pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
         target, drafter = pair["target"], pair[args.real]

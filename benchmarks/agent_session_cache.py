@@ -75,6 +75,9 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=6)
     parser.add_argument("--words", type=int, default=300)
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     target = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")["target"]
     setups = {
         "before": (False, ()),

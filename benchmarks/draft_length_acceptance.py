@@ -39,6 +39,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=96)
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     folder = Path(tempfile.mkdtemp(prefix="dspine-draft-length-"))
     pairs = {}
     for family in ("sharp-hybrid", "sharp-dense"):  # weights sharp enough that the state matters

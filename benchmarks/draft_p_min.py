@@ -99,6 +99,9 @@ def main() -> None:
     )
     parser.add_argument("--dspine", type=Path, help="the DSpine drafter's GGUF (with --kind dspine)")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     if args.kind == "dspine" and args.dspine is None:
         parser.error("--kind dspine needs --dspine PATH.gguf (a DSpine drafter for SmolLM2-135M)")
     if args.binary:

@@ -110,6 +110,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     folder = Path(tempfile.mkdtemp(prefix="dspine-engine-speed-"))
     target, drafter = make_pair(folder, args.noise)
     greedy = Sampling(temperature=0, top_k=20, top_p=1.0, max_tokens=args.tokens)

@@ -63,6 +63,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4)
     parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     if args.binary:
         binary = args.binary
     else:

@@ -185,6 +185,9 @@ def main() -> None:
         "On a CPU the drafter processes every prompt too, doubling the time, and changes nothing measured here",
     )
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: where a slow run is
     folder = Path(tempfile.gettempdir()) / "dspine-bench-models"
     pair = smollm2_pair(folder)

@@ -97,6 +97,9 @@ def main() -> None:
     parser.add_argument("--dspine", type=Path, help="the DSpine drafter's GGUF (with --drafter dspine)")
     parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     if args.drafter == "dspine" and args.dspine is None:
         parser.error("--drafter dspine needs --dspine PATH.gguf (a DSpine drafter for SmolLM2-135M)")
     if args.drafter == "dspine" and args.engines != "server":

@@ -57,6 +57,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--repeat", type=int, default=3, help="whole chats per engine; each turn keeps its fastest")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
     results = {}
     inproc = InprocEngine(str(pair["target"]), draft_path=str(pair["q4"]), n_ctx=8192, n_max=4).load()

