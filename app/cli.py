@@ -558,7 +558,7 @@ def _served(files, engine):
     """A remote engine's chat is saved under the model the server serves, not its URL."""
     from .run.engines import ModelFiles
 
-    return ModelFiles(getattr(engine, "model", None) or files.label, None, None, None)
+    return ModelFiles(controls_shown(getattr(engine, "model", None) or files.label), None, None, None)
 
 
 def _say_warning(warning: str) -> None:
@@ -1104,7 +1104,7 @@ def bench(
         from .run.bench_remote import opener, plan
         from .run.remote_engine import open_remote
 
-        if drafters not in ("all", "none") or depth != "0":
+        if drafters != "all" or depth != "0":
             raise UsageError(
                 "--draft and --depth are for a local engine", "a remote server runs its own drafter; leave them out"
             )
@@ -1524,7 +1524,7 @@ def serve(
         if engine == "remote":
             from .serve.remote_upstream import remote_endpoint
 
-            endpoint = remote_endpoint(options, settings, access.key is not None)
+            endpoint = remote_endpoint(options, settings, access.key is not None, _say_warning)
         else:
             endpoint = client_endpoint(options, settings, access.key is not None)
         sys.stdout.write(snippet(print_config, endpoint) or "")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from backends.errors import EngineError
 from backends.remote_info import RemoteServer
-from backends.remote_probe import plain_http_warning, probe
+from backends.remote_probe import check_url, plain_http_warning, probe
 
 from .doctor import Check
 from .errors import DspineError
@@ -22,6 +22,10 @@ MORE_FIGURES = {
 
 def remote_checks(url: str, api_key: str | None, model: str | None) -> list[Check]:
     checks: list[Check] = []
+    try:
+        check_url(url)
+    except EngineError as exc:
+        return [Check("remote URL", False, exc.cause, exc.fix, required=True)]
     try:
         key = remote_key(api_key)
     except DspineError as exc:

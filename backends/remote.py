@@ -11,15 +11,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
 
 from .base import estimate_tokens
-from .errors import RemoteBadUrl
 from .events import End, Error, Event
 from .openai_stream import StreamBroken, StreamMalformed, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .remote_info import RemoteServer, sglang_accept_length
-from .remote_probe import PROBE_TIMEOUT_S, Prober, probe
+from .remote_probe import PROBE_TIMEOUT_S, Prober, check_url, probe
 from .sampling import Sampling, preset
 from .spec_metrics import Counters, apply, fits_one_reply
 from .stats import Stats
@@ -88,11 +86,7 @@ class RemoteEngine:
         return self.drafter or (self.server.speculation if self.server else None)
 
     def __post_init__(self) -> None:
-        parsed = urlparse(self.url)
-        if parsed.scheme not in ("http", "https") or not parsed.hostname:
-            raise RemoteBadUrl(
-                f"{self.url!r} is not an http(s) URL", "give the server's base URL, e.g. http://host:30000/v1"
-            )
+        check_url(self.url)
 
     def cancel(self) -> None:
         self._cancel.set()

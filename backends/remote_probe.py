@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
 
-from .errors import RemoteModelUnknown, RemoteNotOpenAI, RemoteRefused, RemoteUnreachable
+from .errors import RemoteBadUrl, RemoteModelUnknown, RemoteNotOpenAI, RemoteRefused, RemoteUnreachable
 from .remote_info import (
     SGLANG_SPEC_DETAILS,
     RemoteServer,
@@ -37,6 +37,20 @@ def root_of(url: str) -> str:
     the OpenAI base less its /v1."""
     base = url.rstrip("/")
     return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def check_url(url: str) -> None:
+    """An http(s) URL with a host, or RemoteBadUrl (exit 2) saying what is wrong with it."""
+    try:
+        parsed = urlparse(url)
+        host = parsed.hostname
+        parsed.port  # noqa: B018 - a port that is not a number raises here, not mid-request
+    except ValueError as exc:
+        raise RemoteBadUrl(
+            f"{url!r} is not a URL ({exc})", "give the server's base URL, e.g. http://host:8000/v1"
+        ) from None
+    if parsed.scheme not in ("http", "https") or not host:
+        raise RemoteBadUrl(f"{url!r} is not an http(s) URL", "give the server's base URL, e.g. http://host:8000/v1")
 
 
 def plain_http_warning(url: str) -> str | None:
@@ -156,6 +170,8 @@ class Prober:
                 f"{MAX_ANSWER_BYTES // 2**20} MB",
                 f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
             ) from exc
+        except httpx2.InvalidURL as exc:
+            raise RemoteBadUrl(f"{self.url!r} is not a URL httpx can use ({exc})", "check --url") from exc
         except httpx2.HTTPError as exc:
             raise RemoteUnreachable(
                 f"cannot talk to {self.url}: {_reason(exc)}",

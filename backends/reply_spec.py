@@ -13,19 +13,25 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .stats import Stats, count_positions
 
+# A reply's figures are a server's words: counts past these are not a reply's, and would
+# only make the per-position loops below run without end.
+MAX_STEPS = 65536  # verify steps in one reply
+MAX_LENGTH = 1024  # tokens one step drafts
+
 
 def _count(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         return None
     return int(value)
 
 
 def _counts(values: Any) -> list[int] | None:
-    if not isinstance(values, list):
+    if not isinstance(values, list) or len(values) > MAX_STEPS:
         return None
     counted = [_count(v) for v in values]
     return None if any(c is None for c in counted) else [c for c in counted if c is not None]
@@ -49,14 +55,26 @@ def apply_vllm(stats: Stats, metrics: Any) -> bool:
     step_drafted, step_accepted = _counts(spec.get("per_step_drafted")), _counts(spec.get("per_step_accepted"))
     histogram = _counts(spec.get("acceptance_histogram"))
     length = _count(spec.get("num_spec_tokens"))
-    if step_drafted is not None and step_accepted is not None and len(step_drafted) == len(step_accepted):
+    if (
+        step_drafted is not None
+        and step_accepted is not None
+        and len(step_drafted) == len(step_accepted)
+        and max(step_drafted, default=0) <= MAX_LENGTH
+    ):
         for step, kept in zip(step_drafted, step_accepted, strict=True):
             count_positions(stats, step, min(kept, step))
     elif histogram is not None and length:
-        for kept, steps_with in enumerate(histogram):
-            for _ in range(steps_with):
-                count_positions(stats, length, min(kept, length))
+        _positions_from_histogram(stats, histogram, length)
     return True
+
+
+def _positions_from_histogram(stats: Stats, histogram: list[int], length: int) -> None:
+    """Steps counted by how many of their `length` drafts were kept."""
+    if length > MAX_LENGTH or sum(histogram) > MAX_STEPS:
+        return
+    for kept, steps_with in enumerate(histogram):
+        for _ in range(steps_with):
+            count_positions(stats, length, min(kept, length))
 
 
 def apply_sglang(stats: Stats, sglext: Any) -> bool:
@@ -80,7 +98,5 @@ def apply_sglang(stats: Stats, sglext: Any) -> bool:
     # A chain drafts the same number every step; the histogram counts steps by drafts kept.
     length = drafted // steps if steps and drafted % steps == 0 else None
     if histogram is not None and length:
-        for kept, steps_with in enumerate(histogram):
-            for _ in range(steps_with):
-                count_positions(stats, length, min(kept, length))
+        _positions_from_histogram(stats, histogram, length)
     return True

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.remote import RemoteEngine
-from backends.remote_probe import plain_http_warning
+from backends.remote_probe import check_url, plain_http_warning
 
 from ..errors import UsageError
 from ..key_files import key_problem, read_key_file, readable_by_others
@@ -67,6 +67,7 @@ def open_remote(
     machine, a key file others can read); `option`: the option that gives the key."""
     if not url:
         raise UsageError("--engine remote needs --url", "give the server's base URL, e.g. http://host:8000/v1")
+    check_url(url)
     key = remote_key(api_key, environ, option)
     for warning in (plain_http_warning(url), key.warning):
         if warning and warn is not None:

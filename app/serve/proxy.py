@@ -79,6 +79,7 @@ class ProxyConfig:
     # A remote upstream: the model name its requests must carry (vLLM answers 404 to any other),
     # and what its errors call it.
     upstream_model: str | None = None
+    upstream_extra: tuple[tuple[str, object], ...] = ()  # fields every request carries (SGLang's figures)
     upstream_name: str = "llama-server"
 
     @property
@@ -281,6 +282,8 @@ class Proxy:
         upstream_body = with_reply_limit(upstream_body, self.config.reply_limit)
         if self.config.upstream_model is not None:
             upstream_body = {**upstream_body, "model": self.config.upstream_model}
+        if self.config.upstream_extra:
+            upstream_body = {**dict(self.config.upstream_extra), **upstream_body}  # the client's own win
         data = json.dumps(with_draft_length(upstream_body, length)).encode()
         dropped = False
         try:

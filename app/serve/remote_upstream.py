@@ -58,8 +58,10 @@ def served_name(model: str) -> str:
     return model_id(model.rsplit("/", 1)[-1]) if model.endswith(".gguf") else model
 
 
-def remote_endpoint(options: ServeOptions, settings: Settings, access_has_key: bool) -> Endpoint:
-    engine = connect(options, settings)
+def remote_endpoint(
+    options: ServeOptions, settings: Settings, access_has_key: bool, warn: Callable[[str], None] | None = None
+) -> Endpoint:
+    engine = connect(options, settings, warn)
     try:
         return Endpoint(
             endpoint_url(options.host, options.port), served_name(engine.model or "remote"),
@@ -120,7 +122,8 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
             system_rule=MERGE,
             window=window,
             upstream_model=server.model,
-            upstream_name=f"the remote server ({server.url})",
+            upstream_extra=server.request_extra,  # SGLang 0.5.19+: each reply's own figures
+            upstream_name="the remote server",  # clients see it: never its URL (it may hold a user:password)
         )
         err.print(
             f"window {proxy_config.slot_window} tokens a request; a reply whose request sets no limit "

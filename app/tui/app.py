@@ -730,6 +730,7 @@ class ChatApp(App):
             f"model {self.model or '-'} · engine {engine.name if engine else '-'} · "
             f"drafter {(engine.drafter_name if engine else None) or 'none'} · thinking {'on' if self.think else 'off'}",
             timeout=10,
+            markup=False,  # a model's or a server's name is text: brackets in it are not markup
         )
 
     async def _slash_fit(self, argument: str) -> None:

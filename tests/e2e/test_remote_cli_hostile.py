@@ -111,3 +111,32 @@ def test_headless_on_a_remote_names_the_served_model(dspine):
         done = dspine("chat", "--url", upstream.url, "-p", "hi", "--output-format", "json", "--no-tools")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["model"] == "Qwen/Qwen3-8B"  # not the URL
+
+
+def test_a_malformed_url_is_a_usage_error_everywhere(dspine):
+    for args in (("run", "hi", "--url", "http://[::1/v1"), ("doctor", "--url", "ftp://box/v1")):
+        done = dspine(*args)
+        assert done.returncode in (1, 2) and "Traceback" not in done.stderr and "unexpected" not in done.stderr
+    assert dspine("run", "hi", "--url", "http://[::1/v1").returncode == 2
+
+
+def test_serve_asks_sglang_for_each_replys_figures(env):
+    with shaped_server(kind="sglang") as upstream:
+        served = ServeProcess(env, "--url", upstream.url)
+        try:
+            body = {"messages": [{"role": "user", "content": "x"}], "stream": True}
+            reply = httpx2.post(served.url + "/chat/completions", json=body)
+            assert reply.status_code == 200
+            assert upstream.bodies[-1]["return_spec_tokens_details"] is True
+            line = next(x for x in _wait_lines(served, "#1 done"))
+            assert "accept 56% of 9" in line
+            assert served.stop() == 0
+        finally:
+            served.process.kill()
+
+
+def _wait_lines(served, prefix: str):
+    from tests.conftest import wait_for
+
+    wait_for(lambda: any(x.startswith(prefix) for x in served.lines), what=prefix)
+    return [x for x in served.lines if x.startswith(prefix)]

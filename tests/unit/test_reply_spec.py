@@ -39,3 +39,24 @@ def test_a_chunk_without_the_figures_changes_nothing():
     assert not apply_vllm(stats, {"time_to_first_token_ms": 12})
     assert not apply_vllm(stats, {"speculative_decoding": {"num_draft_tokens": "many"}})
     assert (stats.drafted, stats.verify_steps) == (0, 5)
+
+
+def test_figures_no_reply_can_have_are_refused_without_running_away():
+    """A hostile server's numbers: infinite, or a histogram of a quadrillion steps."""
+    stats = Stats(generated_tokens=9)
+    assert not apply_vllm(
+        stats, {"speculative_decoding": {"num_draft_tokens": float("inf"), "num_accepted_draft_tokens": 1}}
+    )
+    huge = {
+        "num_draft_tokens": 12,
+        "num_accepted_draft_tokens": 6,
+        "num_spec_tokens": 3,
+        "acceptance_histogram": [10**15],
+    }
+    assert apply_vllm(stats, {"speculative_decoding": huge})  # the counts stand; positions are not made up
+    assert (stats.drafted, stats.accepted) == (12, 6) and stats.position_tested == []
+    from backends.reply_spec import apply_sglang
+
+    wide = {"spec_tokens_details": {"spec_num_proposed_drafts": 10**9, "spec_num_correct_drafts": 0,
+                                    "spec_verify_ct": 1, "spec_correct_drafts_histogram": [1]}}  # fmt: skip
+    assert apply_sglang(stats, wide) and stats.position_tested == []
