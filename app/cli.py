@@ -1101,37 +1101,21 @@ def bench(
     check_sampling(seed=seed)
     settings = load_settings()
     if engine == "remote" or (url and engine == "server"):
-        from .run.bench_remote import opener, plan
-        from .run.remote_engine import open_remote
+        from .run.bench_remote import RemoteBench, run_remote
 
         if drafters != "all" or depth != "0":
             raise UsageError(
                 "--draft and --depth are for a local engine", "a remote server runs its own drafter; leave them out"
             )
-
-        said: list[str] = []
-
-        def warn_once(warning: str) -> None:
-            if warning not in said:
-                said.append(warning)
-                _say_warning(warning)
-
-        def connect():
-            return open_remote(url, api_key, model, None, settings.read_timeout_s, ctx, warn=warn_once)
-
-        first = connect()
-        remote = plan(first, lengths)
-        first.close()
-        chats = load_prompts(prompts or builtin_prompt_files())
         if max_tokens == CPU_MAX_TOKENS and short:
             max_tokens = 128  # the model runs on the remote's GPUs, not this machine's CPU
-        thinks = [True, False] if think == "both" else [think == "on"]
-        runs = run_bench(opener(connect, remote.label), remote.setups, chats, thinks, repeat, max_tokens, seed)
-        rows = summarize(runs)
-        title = f"dspine bench: {first.model or 'remote'} on {first.server.kind if first.server else 'remote'}"
-        _bench_output(rows, f"{title}, {max_tokens} tokens a prompt", as_json, markdown, [])
-        if remote.note and not as_json:
-            err.print(remote.note, markup=False, highlight=False)
+        asked = RemoteBench(url, api_key, model, ctx, lengths, [True, False] if think == "both" else [think == "on"])
+        done = run_remote(
+            asked, load_prompts(prompts or builtin_prompt_files()), repeat, max_tokens, seed, settings, _say_warning
+        )
+        _bench_output(done.rows, f"{done.title}, {max_tokens} tokens a prompt", as_json, markdown, [])
+        if done.note and not as_json:
+            err.print(done.note, markup=False, highlight=False)
         return
     catalog = load_catalog(settings.catalog)
     plain_files = resolve_files(model, "none", catalog, settings)

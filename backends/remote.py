@@ -225,4 +225,4 @@ class RemoteEngine:
     def _server_average(self) -> float | None:
         """SGLang's running average of tokens per verify step, from /server_info."""
         prober = self._prober()
-        return sglang_accept_length(prober._get("/server_info") or prober._get("/get_server_info"))
+        return sglang_accept_length(prober.get_json("/server_info") or prober.get_json("/get_server_info"))

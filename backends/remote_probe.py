@@ -126,7 +126,7 @@ class Prober:
                 parts.append(part)
             return Answer(reply.status_code, b"".join(parts), reply.headers.get("location"))
 
-    def _get(self, path: str, base: str | None = None) -> Any:
+    def get_json(self, path: str, base: str | None = None) -> Any:
         """The answer's JSON, or None where the endpoint is not there (an optional one)."""
         import httpx2
 
@@ -243,16 +243,16 @@ def probe(
         per_reply = per_request = average = False
         extra: tuple[tuple[str, object], ...] = ()
         if kind == "llama-server":
-            props = prober._get("/props")
+            props = prober.get_json("/props")
             context = props_context(props) or context
             context_from = "/props" if props_context(props) else context_from
             speculation = props_speculation(props)
-            if speculation is None and slots_speculative(prober._get("/slots")):
+            if speculation is None and slots_speculative(prober.get_json("/slots")):
                 speculation = "its drafter"
             per_reply = True  # its timings carry draft_n / draft_n_accepted whenever it drafts
             per_request = props_per_request_draft(props)
         elif kind == "SGLang":
-            info = prober._get("/server_info") or prober._get("/get_server_info")
+            info = prober.get_json("/server_info") or prober.get_json("/get_server_info")
             if context is None and sglang_context(info):
                 context, context_from = sglang_context(info), "/server_info"
             speculation = sglang_speculation(info)

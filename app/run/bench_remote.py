@@ -10,7 +10,9 @@ from dataclasses import dataclass
 
 from backends.remote import RemoteEngine
 
-from .bench import PLAIN, Setup
+from ..settings import Settings
+from .bench import PLAIN, Prompt, Row, Setup, run_bench, summarize
+from .remote_engine import open_remote
 
 
 @dataclass(frozen=True)
@@ -46,3 +48,49 @@ def opener(connect: Callable[[], RemoteEngine], label: str) -> Callable[[Setup],
         return engine
 
     return open_for
+
+
+@dataclass(frozen=True)
+class RemoteBench:
+    url: str | None
+    api_key: str | None  # @FILE, or None for DSPINE_API_KEY
+    model: str | None
+    ctx: int
+    lengths: list[int]
+    thinks: list[bool]
+
+
+@dataclass(frozen=True)
+class RemoteBenchDone:
+    rows: list[Row]
+    title: str
+    note: str | None
+
+
+def run_remote(
+    asked: RemoteBench,
+    prompts: list[Prompt],
+    repeat: int,
+    max_tokens: int,
+    seed: int,
+    settings: Settings,
+    warn: Callable[[str], None],
+) -> RemoteBenchDone:
+    said: list[str] = []
+
+    def warn_once(warning: str) -> None:  # every setup's connection would say it again
+        if warning not in said:
+            said.append(warning)
+            warn(warning)
+
+    def connect() -> RemoteEngine:
+        return open_remote(
+            asked.url, asked.api_key, asked.model, None, settings.read_timeout_s, asked.ctx, warn=warn_once
+        )
+
+    first = connect()
+    remote = plan(first, asked.lengths)
+    first.close()
+    runs = run_bench(opener(connect, remote.label), remote.setups, prompts, asked.thinks, repeat, max_tokens, seed)
+    kind = first.server.kind if first.server else "remote"
+    return RemoteBenchDone(summarize(runs), f"dspine bench: {first.model or 'remote'} on {kind}", remote.note)

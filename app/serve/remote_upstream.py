@@ -25,7 +25,7 @@ from ..terminal_text import one_line
 from .client_config import Endpoint
 from .proxy import ProxyConfig
 from .readout import ServeInfo
-from .service import ServeOptions, _run, bind, check_options, endpoint_url, model_id
+from .service import ServeOptions, bind, check_options, endpoint_url, model_id, run_until_stopped
 from .window import slot_context
 
 
@@ -140,7 +140,9 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
             )
         )
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(proxy_config, sock, info, out, log, out.is_terminal, engine, settings.speculation))
+            asyncio.run(
+                run_until_stopped(proxy_config, sock, info, out, log, out.is_terminal, engine, settings.speculation)
+            )
     finally:
         sock.close()
         engine.close()

@@ -202,7 +202,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         out.print(f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops")
         live = out.is_terminal
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_run(proxy_config, sock, info, out, log, live, engine, settings.speculation))
+            asyncio.run(run_until_stopped(proxy_config, sock, info, out, log, live, engine, settings.speculation))
     finally:
         sock.close()
         if engine is not None:
@@ -212,7 +212,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
     err.print("stopped")
 
 
-async def _run(
+async def run_until_stopped(
     config: ProxyConfig,
     sock: socket.socket,
     info: ServeInfo,
