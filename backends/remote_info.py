@@ -21,25 +21,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .terminal_text import one_line
+
 KINDS = {"llamacpp": "llama-server", "vllm": "vLLM", "sglang": "SGLang"}
 SAID_MAX = 120  # characters of a server's own words kept for a readout
 
 
-def _visible(char: str) -> str:
-    code = ord(char)
-    if code < 0x20:
-        return chr(0x2400 + code)  # the Control Pictures block: ESC shows as ␛
-    if code == 0x7F:
-        return "\u2421"
-    if 0x80 <= code <= 0x9F:
-        return f"<{code:#04x}>"
-    return char
-
-
 def said(text: str) -> str:
-    """A server's words for a readout: one line, control characters shown as symbols so none
-    reaches the terminal as a command, and bounded in length."""
-    shown = "".join(_visible(c) for c in text)
+    """A server's words for a readout: one visible line (terminal_text.one_line), bounded."""
+    shown = one_line(text)
     return shown if len(shown) <= SAID_MAX else shown[: SAID_MAX - 1] + "\u2026"
 
 

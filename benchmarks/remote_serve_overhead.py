@@ -27,17 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-BODY = {
-    "messages": [{"role": "user", "content": "go"}],
-    "stream": True,
-    # Every sampling field set, so serve adds no preset and both paths sample alike.
-    "temperature": 0,
-    "top_p": 1.0,
-    "top_k": 0,
-    "min_p": 0.0,
-    "presence_penalty": 0.0,
-    "chat_template_kwargs": {"enable_thinking": False},
-}
+from benchmarks.serve_overhead import BODY  # noqa: E402  (the same request both measure)
 
 
 def timed(url: str, key: str | None, tokens: int) -> tuple[float, float]:

@@ -41,24 +41,26 @@ def run_proxy(upstream: str, key: str, port: int, ready) -> None:
     asyncio.run(main())
 
 
+BODY = {
+    "messages": [{"role": "user", "content": "go"}],
+    "stream": True,
+    # Every sampling field set, so the proxy adds no preset and both paths sample alike.
+    "temperature": 0,
+    "top_p": 1.0,
+    "top_k": 0,
+    "min_p": 0.0,
+    "presence_penalty": 0.0,
+    "chat_template_kwargs": {"enable_thinking": False},
+}
+
+
 def one_stream(url: str, key: str | None, tokens: int) -> tuple[float, float, int]:
     """(client-side tok/s between first and last token, llama-server's own tok/s, events)."""
     import json
 
     import httpx2
 
-    body = {
-        "messages": [{"role": "user", "content": "go"}],
-        "max_tokens": tokens,
-        "stream": True,
-        # Every sampling field set, so the proxy adds no preset and both paths sample alike.
-        "temperature": 0,
-        "top_p": 1.0,
-        "top_k": 0,
-        "min_p": 0.0,
-        "presence_penalty": 0.0,
-        "chat_template_kwargs": {"enable_thinking": False},
-    }
+    body = {**BODY, "max_tokens": tokens}
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     first = last = 0.0
     events = 0

@@ -25,7 +25,7 @@ from ..terminal_text import one_line
 from .client_config import Endpoint
 from .proxy import ProxyConfig
 from .readout import ServeInfo
-from .service import ServeOptions, bind, check_options, endpoint_url, model_id, run_until_stopped
+from .service import ServeOptions, bind, check_options, endpoint_url, model_id, run_until_stopped, say_window_and_access
 from .window import slot_context
 
 
@@ -125,14 +125,7 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
             upstream_extra=server.request_extra,  # SGLang 0.5.19+: each reply's own figures
             upstream_name="the remote server",  # clients see it: never its URL (it may hold a user:password)
         )
-        err.print(
-            f"window {proxy_config.slot_window} tokens a request; a reply whose request sets no limit "
-            f"stops at {proxy_config.reply_limit}"
-        )
-        if access.warning:
-            err.print(f"[yellow]warning:[/] {access.warning}")
-        if access.generated:
-            err.print(f"API key (shown once, keep it): [bold]{access.key}[/]")
+        say_window_and_access(err, proxy_config, access)
         out.print(
             Text(
                 f"serving {info.model} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic), "

@@ -191,14 +191,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
-        err.print(
-            f"window {proxy_config.slot_window} tokens a request; a reply whose request sets no limit "
-            f"stops at {proxy_config.reply_limit}"
-        )
-        if access.warning:
-            err.print(f"[yellow]warning:[/] {access.warning}")
-        if access.generated:
-            err.print(f"API key (shown once, keep it): [bold]{access.key}[/]")
+        say_window_and_access(err, proxy_config, access)
         out.print(f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops")
         live = out.is_terminal
         with contextlib.suppress(KeyboardInterrupt):
@@ -210,6 +203,18 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         if log is not None:
             log.close()
     err.print("stopped")
+
+
+def say_window_and_access(err: Console, config: ProxyConfig, access: Access) -> None:
+    """What every serve says at start: one request's window and reply limit, the access rule."""
+    err.print(
+        f"window {config.slot_window} tokens a request; a reply whose request sets no limit "
+        f"stops at {config.reply_limit}"
+    )
+    if access.warning:
+        err.print(f"[yellow]warning:[/] {access.warning}")
+    if access.generated:
+        err.print(f"API key (shown once, keep it): [bold]{access.key}[/]")
 
 
 async def run_until_stopped(

@@ -10,8 +10,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+
+from tests.support.http_thread import send, serving
 
 SHAPES = Path(__file__).parent / "remote_shapes"
 
@@ -80,11 +82,7 @@ def shaped_server(**options) -> Iterator[Shaped]:
             pass
 
         def _send(self, status: int, body: bytes, kind: str = "application/json") -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send(self, status, body, kind)
 
         def _authorised(self) -> bool:
             # vLLM guards the /v1 paths only, SGLang all but /health and /metrics; both answer
@@ -181,17 +179,11 @@ def shaped_server(**options) -> Iterator[Shaped]:
             self.end_headers()
             self.wfile.write(payload)
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    served.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield served
-    finally:
-        served.stop.set()
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as served.url:
+        try:
+            yield served
+        finally:
+            served.stop.set()  # before the server stops: a handler still writing ends
 
 
 @contextmanager
@@ -203,21 +195,10 @@ def not_openai_server() -> Iterator[str]:
             pass
 
         def do_GET(self) -> None:
-            body = b"<html>not here</html>"
-            self.send_response(404)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            send(self, 404, b"<html>not here</html>", "text/html")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 @contextmanager

@@ -5,11 +5,12 @@ request's stream is what `chunks(messages)` returns, so a test scripts the model
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from tests.support.http_thread import send, serving
 
 Chunks = Callable[[list[dict]], list[dict]]
 
@@ -35,12 +36,7 @@ def stand_in(chunks: Chunks) -> Iterator[StandIn]:
             if self.path.rstrip("/") != "/v1/models":
                 self.send_error(404)
                 return
-            listing = json.dumps({"object": "list", "data": [{"id": "stand-in", "object": "model"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(listing)))
-            self.end_headers()
-            self.wfile.write(listing)
+            send(self, 200, json.dumps({"object": "list", "data": [{"id": "stand-in", "object": "model"}]}).encode())
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -55,12 +51,5 @@ def stand_in(chunks: Chunks) -> Iterator[StandIn]:
         def log_message(self, *args) -> None:  # keep the test log for what the test prints
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    served.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as served.url:
         yield served
-    finally:
-        server.shutdown()
-        server.server_close()

@@ -4,9 +4,8 @@ each engine says a prompt was too long."""
 from __future__ import annotations
 
 import json
-import threading
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
@@ -17,6 +16,7 @@ from backends.base import estimate_tokens
 from backends.events import Error
 from backends.remote import RemoteEngine
 from tests.support.conversations import round_trip, tool_history
+from tests.support.http_thread import send, serving
 
 
 def test_overflow_errors_are_recognised_and_name_their_context():
@@ -198,20 +198,10 @@ def refusing_server(status: int, body: dict):
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
-            data = json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send(self, status, json.dumps(body).encode())
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
+    with serving(Handler) as url:
+        yield url
 
 
 def test_a_remote_400_about_the_context_is_an_overflow():
