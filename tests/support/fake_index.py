@@ -5,10 +5,12 @@ can assert what a resumed pull fetched."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import re
+import socket
 import threading
 import zipfile
 from dataclasses import dataclass, field
@@ -43,6 +45,7 @@ class FakeIndex:
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -57,8 +60,17 @@ class FakeIndex:
         return self
 
     def stop(self) -> None:
+        """Stop serving, and end the connections still open: a kept-alive one outlived the server
+        (its handler thread waits on it), and a later index on the same port number then had its
+        requests answered by this one's stale handler, or held for good behind `hold_at`."""
         self._server.shutdown()
         self._server.server_close()
+        self.go_on.set()
+        with self._lock:
+            open_now, self._open = list(self._open), set()
+        for connection in open_now:
+            with contextlib.suppress(OSError):  # already closed by the client
+                connection.shutdown(socket.SHUT_RDWR)
 
     def add_wheel(self, package: str, filename: str, data: bytes) -> str:
         """Serve a wheel; its sha256."""
@@ -74,6 +86,16 @@ class FakeIndex:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                with index._lock:
+                    index._open.add(self.connection)
+
+            def finish(self) -> None:
+                with index._lock:
+                    index._open.discard(self.connection)
+                super().finish()
 
             def log_message(self, *args) -> None:
                 pass

