@@ -630,6 +630,7 @@ def chat(
     from .run.think_default import starting_think
     from .tui.app import ChatApp
     from .tui.history import ChatStore
+    from .tui.tuning import Tuner
 
     check_lengths(ctx=ctx)
     settings = load_settings()
@@ -699,11 +700,37 @@ def chat(
     engines = [opened]
     labels = {id(opened): drafting.label} if drafting is not None and opened is not None else {}
 
-    def open_after_pull(chosen: str):
-        after = drafting_for(resolve_files(chosen, None, catalog, settings), None, engine, settings)
+    def files_of(chosen: str | None) -> tuple[ModelFiles, str | None]:
+        """The files a name the first screen pulled stands for; None: the chat's own start."""
+        return (resolve_files(chosen, None, catalog, settings), None) if chosen else (files_at_start(), draft)
+
+    def files_at_start() -> ModelFiles:
+        assert files is not None
+        return resolve_files(model, draft, catalog, settings)
+
+    def open_after_pull(chosen: str | None):
+        chosen_files, drafted = files_of(chosen)
+        after = drafting_for(chosen_files, drafted, engine, settings)
         engines.append(open_engine(after.files, with_drafting(options, after), settings))
         labels[id(engines[-1])] = after.label
         return engines[-1]
+
+    def tune_offer(chosen: str | None):
+        from .run.tune_run import offer
+
+        chosen_files, drafted = files_of(chosen)
+        return offer(chosen_files, engine, settings) if drafted is None else None
+
+    def tune_run(chosen: str | None, progress):
+        from .run.tune_run import tune_and_save
+
+        chosen_files, drafted = files_of(chosen)
+        if drafted is not None:
+            raise UsageError(
+                "this chat was started with --draft, which a tune's pick never overrides",
+                "start the chat without --draft, or run `dspine tune` from the shell",
+            )
+        return tune_and_save(chosen_files, engine, settings, progress)
 
     def fit_summary() -> str:
         from .fit.service import FitRequest
@@ -760,6 +787,7 @@ def chat(
             drafting_label=lambda running: labels.get(id(running)),
             hooks=hooks,
             skills=skills,
+            tuner=Tuner(tune_offer, tune_run) if engine != "remote" else None,
         ).run()
     finally:
         if mcp is not None:
@@ -1251,12 +1279,11 @@ def tune(
     from rich.markup import escape
     from rich.progress import Progress, TimeRemainingColumn
 
-    from .run.bench import row_label
     from .run.drafting_choice import conditions_now
     from .run.engines import engine_for, resolve_files
     from .run.inputs import check_lengths
-    from .run.tune import measure
     from .run.tune_record import TuneRecords, tune_key
+    from .run.tune_run import TuneProgress, tune_and_save
 
     check_lengths(max_tokens=max_tokens)
     if rounds < 1:
@@ -1285,38 +1312,17 @@ def tune(
         if changed:
             out.print(f"[yellow]stale:[/] measured with {changed}; run `dspine tune` again")
         return
-    console = err
     columns = (*Progress.get_default_columns(), TimeRemainingColumn(compact=True, elapsed_when_finished=True))
-    with Progress(*columns, console=console, transient=True) as progress:
+    with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task("tuning", total=None)
-        started = [0]
-        planned = [0]
-
-        def on_plan(total: int) -> None:
-            planned[0] = total
-            progress.update(task, total=total)
-
-        def on_start(setup, category: str, think: bool) -> None:
-            started[0] += 1
-            progress.update(task, description=f"run {started[0]}: {escape(row_label(setup, category, think))}")
-
-        tuned, rows, ran = measure(
-            files,
-            running,
-            settings,
-            rounds=rounds,
-            max_tokens=max_tokens,
-            on_start=on_start,
-            on_run=lambda run: progress.advance(task),
-            on_plan=on_plan,
+        said = TuneProgress(
+            on_plan=lambda total: progress.update(task, total=total),
+            on_start=lambda what: progress.update(task, description=f"run {said.done + 1}: {escape(what)}"),
+            on_run=lambda: progress.advance(task),
         )
-    if not rows or ran < planned[0]:
-        raise UsageError(
-            f"the tune was stopped after {ran} of {planned[0]} runs: nothing saved", "run `dspine tune` again"
-        )
-    records.put(key, tuned)
-    _tune_table(f"dspine tune: {files.label}, {running}, {max_tokens} tokens a prompt, {rounds} rounds", rows)
-    out.print(f"picked {escape(tuned.summary)}")
+        outcome = tune_and_save(files, running, settings, said, rounds=rounds, max_tokens=max_tokens)
+    _tune_table(f"dspine tune: {files.label}, {running}, {max_tokens} tokens a prompt, {rounds} rounds", outcome.rows)
+    out.print(f"picked {escape(outcome.tune.summary)}")
     out.print(f"[dim]saved: chat, run and serve on {running} use it; `dspine tune --reset` forgets it[/]")
 
 

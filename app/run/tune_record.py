@@ -76,6 +76,9 @@ class Tune:
     when: str = ""
 
 
+OFFERED = "offered"  # the tunes file's list of keys the chat offered to tune (no tune key lacks a colon)
+
+
 def tune_key(engine: str, target: Path, drafter: Path | None) -> str:
     return f"{engine}:{target.name}+{drafter.name if drafter else 'none'}"
 
@@ -113,11 +116,24 @@ class TuneRecords:
         data[key] = asdict(tune)
         self._write(data)
 
+    def mark_offered(self, key: str) -> bool:
+        """Remember that the chat offered to tune `key`: True the first time, False after (the
+        offer is made once, never pressed again)."""
+        data = self._all()
+        offered = data.get(OFFERED)
+        offered = [k for k in offered if isinstance(k, str)] if isinstance(offered, list) else []
+        if key in offered:
+            return False
+        data[OFFERED] = [*offered, key]
+        self._write(data)
+        return True
+
     def reset(self, key: str | None = None) -> int:
         """Forget one key's tune (or all): how many were forgotten."""
         data = self._all()
-        gone = len(data) if key is None else int(key in data)
-        self._write({} if key is None else {k: v for k, v in data.items() if k != key})
+        gone = len([k for k in data if k != OFFERED]) if key is None else int(key in data)
+        # The offers made stay remembered: a reset tune is not offered again.
+        self._write({k: v for k, v in data.items() if (k == OFFERED if key is None else k != key)})
         return gone
 
     def _write(self, data: dict) -> None:

@@ -58,6 +58,7 @@ from ..agent.toolbox import Toolbox
 from ..choices import PermissionMode
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
+from ..run.tune_run import TuneProgress
 from ..terminal_text import for_terminal
 from .attachments import AttachmentError, expand_mentions
 from .custom_slash import with_custom
@@ -71,6 +72,7 @@ from .screens.chat_list import ChatList
 from .screens.consent import ConsentScreen
 from .screens.first_run import FirstRun, FirstRunScreen, OpenFile
 from .slash_commands import SlashCommand, by_name, help_markdown
+from .tuning import Tuner, failed_note, offer_note, outcome_note, progress_line, started_note
 from .widgets.compaction_note import CompactionNote, note_title, saved_note_title
 from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
@@ -115,7 +117,8 @@ class ChatApp(App):
         model: str = "",
         think: bool = True,
         first_run: FirstRun | None = None,
-        open_engine: Callable[[str], Engine] | None = None,  # a pulled name or a GGUF path -> its engine
+        # A pulled name or a GGUF path -> its engine; None: the model the chat started with again.
+        open_engine: Callable[[str | None], Engine] | None = None,
         fit_summary: Callable[[], str] | None = None,
         project: Project | None = None,
         tools: bool = True,
@@ -135,6 +138,7 @@ class ChatApp(App):
         drafting_label: Callable[[Engine], str | None] | None = None,
         hooks: Hooks | None = None,
         skills: SkillSet | None = None,
+        tuner: Tuner | None = None,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
@@ -144,6 +148,7 @@ class ChatApp(App):
         stops them when it ends); `mcp_trust`: the question about the project's own servers,
         asked once the chat is on screen when it has no remembered answer (until then none of
         them starts). `model_files`: what reopens the model (saved with each new chat).
+        `tuner`: /tune and its once-only offer (None: nothing to tune here, a remote server).
         `commands`: the custom commands read from the command files (app/agent/command_files.py),
         registered after the built-ins, whose names they cannot take.
         A saved chat opens in the thinking mode it was left in, except the first one when
@@ -213,6 +218,11 @@ class ChatApp(App):
         self.engine = engine
         self.first_run = first_run
         self.open_engine = open_engine
+        # What reopens the model running now: the name the first screen pulled or the file it
+        # opened; None: the one the chat started with.
+        self.engine_model: str | None = None
+        self.tuner = tuner
+        self.tune_progress: TuneProgress | None = None  # while /tune runs
         self.fit_summary = fit_summary
         self.store = store
         self.model = model
@@ -288,6 +298,7 @@ class ChatApp(App):
             self.push_screen(FirstRunScreen(self.first_run), self._pulled)
         elif self.engine is not None:
             self._announce_unseen_tools()
+            self._offer_tune()
         self._refresh_gpu()
         self.set_interval(2.0, self._refresh_gpu)
         if self.mcp is not None:
@@ -359,16 +370,17 @@ class ChatApp(App):
             self.notify(f"pulled {self.model}; loading it…")
             self.query_one(Readout).show_state(f"loading {self.model}…")
         self.sub_title = self._subtitle()
+        self.engine_model = chosen
         self._load_engine(chosen)
 
     @work(thread=True, exclusive=True, group="engine")
-    def _load_engine(self, model: str) -> None:
+    def _load_engine(self, model: str | None) -> None:
         if self.open_engine is None:
             return
         try:
             engine = self.open_engine(model)
         except ERRORS_FOR_PEOPLE as exc:
-            self.call_from_thread(self._engine_failed, model, exc.cause, exc.fix)  # type: ignore[arg-type]
+            self.call_from_thread(self._engine_failed, model or self.model, exc.cause, exc.fix)  # type: ignore[arg-type]
             return
         self.call_from_thread(self._engine_ready, engine)
 
@@ -407,6 +419,19 @@ class ChatApp(App):
         self._measure_context()
         self.notify("ready")
         self._announce_unseen_tools()
+        self._offer_tune()
+
+    @work(thread=True, exclusive=True, group="tune-offer")
+    def _offer_tune(self) -> None:
+        """Once per model pair, when it has no fresh tune: the offer, never the tune itself."""
+        if self.tuner is None:
+            return
+        try:
+            offer = self.tuner.offer(self.engine_model)
+        except ERRORS_FOR_PEOPLE:
+            return  # an offer is no reason to bother anyone: `dspine tune` still works
+        if offer is not None:
+            self.call_from_thread(self._post_note, offer_note(offer))  # type: ignore[arg-type]
 
     @work(exclusive=True, group="tools-seen")
     async def _announce_unseen_tools(self) -> None:
@@ -496,6 +521,10 @@ class ChatApp(App):
         twice in a row with nothing running goes back to an earlier prompt (/rewind)."""
         if self.streaming:
             self.session.stop()
+            return
+        if self.tune_progress is not None:
+            self.tune_progress.stop.set()
+            self.notify("stopping the tune after the run in progress; nothing is saved")
             return
         now = time.monotonic()
         if now - self._last_escape <= DOUBLE_ESCAPE_S:
@@ -739,6 +768,48 @@ class ChatApp(App):
         else:
             self._show_fit()
 
+    async def _slash_tune(self, argument: str) -> None:
+        if self.tuner is None:
+            self.notify("tune measures an engine on this machine; this chat's model runs elsewhere", severity="warning")
+            return
+        if self.tune_progress is not None:
+            self.notify("a tune is running: Esc stops it", severity="warning")
+            return
+        if self.streaming:
+            self.notify("a reply is still streaming: Esc stops it, then /tune", severity="warning")
+            return
+        if self.engine is None:
+            self.notify(self.engine_problem or "no model is loaded yet", severity="warning")
+            return
+        engine, self.engine = self.engine, None
+        self.engine_problem = "the tune is measuring this machine: the model opens again when it ends (Esc stops it)"
+        readout = self.query_one(Readout)
+
+        def said(what: str) -> None:
+            assert self.tune_progress is not None
+            readout.show_state(progress_line(self.tune_progress, what))
+
+        self.tune_progress = TuneProgress(on_start=lambda what: self.call_from_thread(said, what))
+        readout.show_state("tuning: closing the model…")
+        await self._post_note(started_note(self.model or "the model"))
+        self._run_tune(engine, self.tune_progress)
+
+    @work(thread=True, exclusive=True, group="tune")
+    def _run_tune(self, engine: Engine, progress: TuneProgress) -> None:
+        assert self.tuner is not None
+        engine.close()  # before the tune's own engines: one GPU holds one model at a time
+        try:
+            note = outcome_note(self.tuner.run(self.engine_model, progress))
+        except ERRORS_FOR_PEOPLE as exc:
+            note = failed_note(exc.cause, exc.fix)
+        self.call_from_thread(self._tune_over, note)  # type: ignore[arg-type]
+
+    async def _tune_over(self, note: str) -> None:
+        self.tune_progress = None
+        await self._post_note(note)
+        self.query_one(Readout).show_state(f"loading {self.model}…")
+        self._load_engine(self.engine_model)
+
     async def _slash_undo(self, argument: str) -> None:
         if self.toolbox is None:
             self.notify("this chat has no project tools", severity="warning")
@@ -930,6 +1001,9 @@ class ChatApp(App):
             ),
             SlashCommand("/model", "", "say what runs: model, engine, drafter, thinking", _slash_model),
             SlashCommand("/fit", "", "show the memory plan for this model on this GPU", _slash_fit),
+            SlashCommand(
+                "/tune", "", "measure which drafting pays on this machine and use it (the model pauses)", _slash_tune
+            ),
             SlashCommand("/undo", "", "revert the last applied edit or write (a created file is removed)", _slash_undo),
             SlashCommand(
                 "/rewind",
