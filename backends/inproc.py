@@ -49,7 +49,7 @@ from .message_order import normalise
 from .prompt_lookup import LookupSettings, PromptLookup, point_masses
 from .rollback import INPROC_TARGET_SEQUENCES, inproc_target_snapshots
 from .sampling import Sampling, preset
-from .speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
+from .speculative import History, Verdict, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats, count_ngram_step
 from .stats import count_positions as _count_positions
 from .template_choice import TemplateChoice, choose
@@ -321,6 +321,74 @@ class _Model:
             self.model = None
 
 
+def _verify(
+    target: _Model,
+    cur: int,
+    draft: list[int],
+    draft_probs: list[np.ndarray] | None,
+    sampling: Sampling,
+    history: History,
+    rng: np.random.Generator,
+    stats: Stats,
+) -> tuple[Verdict, float]:
+    """One verify step, whoever drafted: the target reads [cur, *draft] in one pass, the rules
+    of speculative sampling keep a prefix of the draft (`draft_probs` None: a copy's point
+    masses), the target's cache goes back to what was kept. The verdict and the pass's seconds."""
+    base = target.n_past
+    verifying = time.monotonic()
+    verify = target.decode([cur, *draft], all_logits=True)
+    target_probs = rows_distributions(verify, sampling, history, draft)
+    spent = time.monotonic() - verifying
+    stats.verify_s += spent
+    stats.verify_steps += 1
+    stats.drafted += len(draft)
+    if sampling.greedy:
+        verdict = accept_greedy(draft, [int(np.argmax(p)) for p in target_probs])
+    else:
+        q = draft_probs if draft_probs is not None else point_masses(draft, target.n_vocab)
+        verdict = accept_sampled(draft, q, target_probs, rng)
+    stats.accepted += verdict.accepted
+    if not target.rollback(base + 1 + verdict.accepted):
+        raise EngineError(
+            "this target cannot roll back a rejected draft (a recurrent model without snapshots)",
+            "use --draft none for this model",
+        )
+    return verdict, spent
+
+
+@dataclass
+class _Decided:
+    """What a reply has decided so far, for `generate_tokens`' steps: the tokens taken, the
+    history the samplers see, the context copies come from, the decode clock."""
+
+    target: _Model
+    history: History
+    context: PromptLookup | None
+    stats: Stats
+    limit: int
+    produced: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    def take(self, kept: list[int]) -> tuple[list[int], bool]:
+        """A step's accepted drafts: what to yield, and whether the reply ends with them (an
+        accepted end of generation ends it after the tokens before it)."""
+        for i, token in enumerate(kept):
+            if self.target.is_eog(token):
+                self.history.add(kept[: i + 1])
+                self.produced += i + 1
+                return kept[: i + 1], True
+        self.history.add(kept)
+        if self.context is not None:
+            self.context.extend(kept)
+        self.produced += len(kept)
+        return kept, False
+
+    def step_done(self) -> bool:
+        """The figures after a step; whether the reply reached its length."""
+        self.stats.generated_tokens, self.stats.decode_s = self.produced, time.monotonic() - self.started
+        return self.produced >= self.limit
+
+
 @dataclass
 class InprocEngine:
     model_path: str
@@ -492,60 +560,35 @@ class InprocEngine:
         stats.prompt_tokens, stats.prompt_s = len(prompt) - stats.prompt_cached, time.monotonic() - started
         cur = sample(distribution(logits, sampling, history.seen), rng)
         pending_draft = [prompt[-1]] if drafter is not None else []  # tokens the drafter still has to read
-        decode_started = time.monotonic()
-        produced = 0
+        reply = _Decided(target, history, context, stats, limit)
         try:
             while True:
                 history.add([cur])
-                produced += 1
+                reply.produced += 1
                 yield [cur]
-                if target.is_eog(cur) or produced >= limit or self._cancel.is_set():
+                if target.is_eog(cur) or reply.produced >= limit or self._cancel.is_set():
                     return
-                space = min(limit - produced, target.n_ctx - target.n_past - 2)
+                space = min(limit - reply.produced, target.n_ctx - target.n_past - 2)
                 if context is not None:
                     context.extend([cur])
                     copied = context.draft(min(ngram_k, space), longer_than=chained_past)
                     if copied:
                         # The draft is the context's own: verified like a model's, with a point mass as q.
-                        base = target.n_past
-                        verifying = time.monotonic()
-                        verify = target.decode([cur, *copied], all_logits=True)
-                        target_probs = rows_distributions(verify, sampling, history, copied)
-                        spent = time.monotonic() - verifying
-                        stats.verify_s += spent
+                        verdict, spent = _verify(target, cur, copied, None, sampling, history, rng, stats)
                         stats.ngram_verify_s += spent
-                        stats.verify_steps += 1
-                        stats.drafted += len(copied)
-                        if sampling.greedy:
-                            verdict = accept_greedy(copied, [int(np.argmax(p)) for p in target_probs])
-                        else:
-                            verdict = accept_sampled(copied, point_masses(copied, target.n_vocab), target_probs, rng)
-                        stats.accepted += verdict.accepted
                         _count_positions(stats, len(copied), verdict.accepted)
                         count_ngram_step(stats, len(copied), verdict.accepted)
                         context.observe(len(copied), verdict.accepted)
-                        if not target.rollback(base + 1 + verdict.accepted):
-                            raise EngineError(
-                                "this target cannot roll back a rejected draft (a recurrent model without snapshots)",
-                                "use --draft none for this model",
-                            )
                         kept = copied[: verdict.accepted]
                         if drafter is not None:
                             pending_draft = [*pending_draft, cur, *kept]  # the draft model read none of them
-                        for i, token in enumerate(kept):
-                            if target.is_eog(token):
-                                history.add(kept[: i + 1])
-                                produced += i + 1
-                                yield kept[: i + 1]
-                                return
-                        history.add(kept)
-                        context.extend(kept)
-                        produced += len(kept)
-                        if kept:
-                            yield kept
+                        decided, ended = reply.take(kept)
+                        if decided:
+                            yield decided
+                        if ended:
+                            return
                         cur = verdict.next_token
-                        stats.generated_tokens, stats.decode_s = produced, time.monotonic() - decode_started
-                        if produced >= limit:
+                        if reply.step_done():
                             return
                         continue
                 room = min(k, space)
@@ -553,13 +596,12 @@ class InprocEngine:
                     logits = target.decode([cur], all_logits=False)[-1]
                     stats.verify_steps += 1
                     cur = sample(distribution(logits, sampling, history.seen), rng)
-                    stats.generated_tokens, stats.decode_s = produced, time.monotonic() - decode_started
+                    reply.step_done()
                     continue
                 drafting = time.monotonic()
                 base = target.n_past
                 draft, draft_probs = self._propose(drafter, pending_draft + [cur], room, sampling, history, rng)
-                verifying = time.monotonic()
-                stats.draft_s += verifying - drafting
+                stats.draft_s += time.monotonic() - drafting
                 # Where the copy being followed agrees with the whole of the model's draft, its
                 # tokens after it ride along (point masses, as a copy's): a step keeps at least
                 # what the model's draft alone would.
@@ -567,58 +609,33 @@ class InprocEngine:
                 extra = context.extension(draft, min(ngram_k, space)) if context is not None else []
                 if extra:
                     draft, draft_probs = [*draft, *extra], [*draft_probs, *point_masses(extra, target.n_vocab)]
-                verify = target.decode([cur, *draft], all_logits=True)
-                target_probs = rows_distributions(verify, sampling, history, draft)
-                spent = time.monotonic() - verifying
-                stats.verify_s += spent
+                verdict, spent = _verify(target, cur, draft, draft_probs, sampling, history, rng, stats)
                 # The tokens that rode along: their share of the pass is the copies' (the draft
                 # model's own cost, which adaptive lengths learn from, leaves them out).
                 stats.ngram_verify_s += spent * len(extra) / (1 + len(draft))
-                stats.verify_steps += 1
-                stats.drafted += len(draft)
-                if sampling.greedy:
-                    verdict = accept_greedy(draft, [int(np.argmax(p)) for p in target_probs])
-                else:
-                    verdict = accept_sampled(draft, draft_probs, target_probs, rng)
-                stats.accepted += verdict.accepted
                 # Positions are the model's; the tokens that rode along count as copies.
                 _count_positions(stats, modelled, min(verdict.accepted, modelled))
                 stats.ngram_drafted += len(extra)
                 stats.ngram_accepted += max(0, verdict.accepted - modelled)
                 if context is not None:
                     context.observe_model(min(verdict.accepted, modelled))
-                keep = base + 1 + verdict.accepted  # cur and the accepted drafts
-                if not target.rollback(keep):
-                    raise EngineError(
-                        "this target cannot roll back a rejected draft (a recurrent model without snapshots)",
-                        "use --draft none for this model",
-                    )
                 kept = draft[: verdict.accepted]
                 if drafter.recurrent:
                     pending_draft = kept  # its own sequence read only cur: the kept drafts come next
                 else:
                     # It read cur and draft[:-1]: keep what was accepted, catch up on the rest next step.
-                    if not drafter.rollback(min(keep, drafter.n_past)):
+                    if not drafter.rollback(min(base + 1 + verdict.accepted, drafter.n_past)):
                         raise EngineError(
                             "the drafter cannot roll back its draft", "use another drafter or --draft none"
                         )
                     pending_draft = kept[drafter.n_past - base - 1 :]
-                for i, token in enumerate(kept):
-                    if target.is_eog(token):
-                        # An accepted end of generation ends the reply after the tokens before it.
-                        history.add(kept[: i + 1])
-                        produced += i + 1
-                        yield kept[: i + 1]
-                        return
-                history.add(kept)
-                if context is not None:
-                    context.extend(kept)
-                produced += len(kept)
-                if kept:
-                    yield kept
+                decided, ended = reply.take(kept)
+                if decided:
+                    yield decided
+                if ended:
+                    return
                 cur = verdict.next_token
-                stats.generated_tokens, stats.decode_s = produced, time.monotonic() - decode_started
-                if produced >= limit:
+                if reply.step_done():
                     return
         except GeneratorExit:
             raise
