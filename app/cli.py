@@ -627,7 +627,7 @@ def chat(
     from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import EngineOptions, ModelFiles, engine_for, open_engine, resolve_files
     from .run.inputs import check_lengths
-    from .run.think_default import starting_think
+    from .run.think_default import model_has_thinking, starting_think
     from .tui.app import ChatApp
     from .tui.history import ChatStore
     from .tui.tuning import Tuner
@@ -699,6 +699,7 @@ def chat(
             files = _served(files, opened)
     engines = [opened]
     labels = {id(opened): drafting.label} if drafting is not None and opened is not None else {}
+    thinking: dict[int, bool] = {}  # per engine a pull opened: whether its model has a thinking mode
 
     def files_of(chosen: str | None) -> tuple[ModelFiles, str | None]:
         """The files a name the first screen pulled stands for; None: the chat's own start."""
@@ -713,6 +714,8 @@ def chat(
         after = drafting_for(chosen_files, drafted, engine, settings)
         engines.append(open_engine(after.files, with_drafting(options, after), settings))
         labels[id(engines[-1])] = after.label
+        if after.files.target is not None:
+            thinking[id(engines[-1])] = model_has_thinking(after.files.target)
         return engines[-1]
 
     def tune_offer(chosen: str | None):
@@ -788,6 +791,7 @@ def chat(
             hooks=hooks,
             skills=skills,
             tuner=Tuner(tune_offer, tune_run) if engine != "remote" else None,
+            thinks=lambda running: thinking.get(id(running), True),
         ).run()
     finally:
         if mcp is not None:

@@ -139,6 +139,7 @@ class ChatApp(App):
         hooks: Hooks | None = None,
         skills: SkillSet | None = None,
         tuner: Tuner | None = None,
+        thinks: Callable[[Engine], bool] | None = None,
     ) -> None:
         """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
         with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
@@ -148,6 +149,8 @@ class ChatApp(App):
         stops them when it ends); `mcp_trust`: the question about the project's own servers,
         asked once the chat is on screen when it has no remembered answer (until then none of
         them starts). `model_files`: what reopens the model (saved with each new chat).
+        `thinks`: whether an engine's model has a thinking mode (one the first screen opened
+        without one starts with thinking off, as `--model` does).
         `tuner`: /tune and its once-only offer (None: nothing to tune here, a remote server).
         `commands`: the custom commands read from the command files (app/agent/command_files.py),
         registered after the built-ins, whose names they cannot take.
@@ -182,6 +185,7 @@ class ChatApp(App):
         self.open_chat = open_chat
         self.continue_last = continue_last
         self._think_given = think_given  # for the first chat shown: the command line's mode wins
+        self._think_on_command_line = think_given  # and over a pulled model's lack of a thinking mode
         self._mode_given = mode_given
         # A saved permission mode comes back only where the user asked for that chat (--resume,
         # --continue, the list): a plain start that shows the project's last chat starts in ask,
@@ -222,6 +226,8 @@ class ChatApp(App):
         # opened; None: the one the chat started with.
         self.engine_model: str | None = None
         self.tuner = tuner
+        self.thinks = thinks
+        self._think_from_model = False  # set by a pull: the next engine's model decides thinking
         self.tune_progress: TuneProgress | None = None  # while /tune runs
         self.fit_summary = fit_summary
         self.store = store
@@ -371,6 +377,7 @@ class ChatApp(App):
             self.query_one(Readout).show_state(f"loading {self.model}…")
         self.sub_title = self._subtitle()
         self.engine_model = chosen
+        self._think_from_model = not self._think_on_command_line
         self._load_engine(chosen)
 
     @work(thread=True, exclusive=True, group="engine")
@@ -413,6 +420,11 @@ class ChatApp(App):
     def _engine_ready(self, engine: Engine) -> None:
         self.engine = engine
         self.engine_problem = None
+        if self._think_from_model and self.thinks is not None and self.think and not self.thinks(engine):
+            # SmolLM2's template has no thinking mode: "on" would only cost the think preset's sampling.
+            self.think = False
+            self.notify(f"{self.model} has no thinking mode: thinking is off (Ctrl+T turns it on)", markup=False)
+        self._think_from_model = False
         self.query_one(Readout).show_state("ready")
         self.session.set_engine(engine)
         self._show_mode()

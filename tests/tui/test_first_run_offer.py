@@ -156,3 +156,36 @@ def test_chat_with_a_catalog_name_not_pulled_yet_opens_its_pull(env):
     assert not _unpulled_bundle("no-such-bundle", catalog, settings)  # an unknown name still errors
     assert not _unpulled_bundle("model.gguf", catalog, settings)
     assert _first_run(settings, catalog, "smollm2-135m").name == "smollm2-135m"
+
+
+async def test_a_model_pulled_from_the_first_screen_without_a_thinking_mode_starts_with_thinking_off(store):
+    """From a new user's try-it run: `dspine chat --model smollm2-135m` on a fresh machine pulled
+    from the first screen and then showed "think on" (and sampled with the think preset) for a
+    model whose template has no thinking mode; `--model` on a pulled one started it off."""
+    from app.hub.pull import PullResult
+    from app.hub.store import PullRecord
+    from app.tui.widgets.readout import Readout
+    from tests.support.scripted_engine import ScriptedEngine
+
+    def pulled(progress):
+        return PullResult(PullRecord("smollm2-135m", "index", "Q8_0", None, None), [])
+
+    for given, expected in ((False, False), (True, True)):
+        first_run = FirstRun("smollm2-135m", lambda: "Fits", pulled)
+        app = ChatApp(
+            None,
+            store,
+            think=True,
+            think_given=given,  # --think on: the user's word wins over the model's template
+            first_run=first_run,
+            open_engine=lambda m: ScriptedEngine(),
+            thinks=lambda engine: False,
+        )
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(pilot, lambda a=app: isinstance(a.screen, FirstRunScreen), what="the first-run screen")
+            app.screen.query_one("#pull").press()
+            await until(pilot, lambda a=app: a.engine is not None, what="the pulled model's engine")
+            await pilot.pause()
+            assert app.think is expected
+            mode = str(app.query_one(Readout).query_one("#mode").render())
+            assert ("think on" if expected else "think off") in mode, mode
