@@ -404,7 +404,7 @@ def run_prompt(
     from backends.sampling import preset
 
     from .run.drafting_choice import drafting_for, with_drafting
-    from .run.engines import EngineOptions, engine_for, open_engine, resolve_files
+    from .run.engines import EngineOptions, engine_and_url, open_engine, resolve_files
     from .run.inputs import check_lengths, check_sampling
     from .run.think_default import no_thinking_note, starting_think
     from .run.weight_repacking import NOTES as REPACKING_NOTES
@@ -412,7 +412,7 @@ def run_prompt(
     check_sampling(temp=temp, top_p=top_p, top_k=top_k, min_p=min_p, presence_penalty=presence_penalty, seed=seed)
     check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
     settings = load_settings()
-    engine = engine_for(engine, settings, url)
+    engine, url = engine_and_url(engine, settings, url)
     model, prompt = _model_and_prompt(first, second, model_option, remote=engine == "remote")
     if prompt == "-":
         prompt = sys.stdin.read()
@@ -625,7 +625,7 @@ def chat(
     from .agent.project import open_project
     from .run.chat_model import remembered
     from .run.drafting_choice import drafting_for, with_drafting
-    from .run.engines import EngineOptions, ModelFiles, engine_for, open_engine, resolve_files
+    from .run.engines import EngineOptions, ModelFiles, engine_and_url, open_engine, resolve_files
     from .run.inputs import check_lengths
     from .run.think_default import model_has_thinking, starting_think
     from .tui.app import ChatApp
@@ -635,7 +635,7 @@ def chat(
     check_lengths(ctx=ctx)
     settings = load_settings()
     catalog = load_catalog(settings.catalog)
-    engine = engine_for(engine, settings, url)
+    engine, url = engine_and_url(engine, settings, url)
     options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, remote_model=model, think=think != "off")
     store = ChatStore(settings.chats_db)  # before the engine: a bad chats_db fails fast
     if store.set_aside is not None:

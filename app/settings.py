@@ -102,6 +102,16 @@ def _index_url(value: Any) -> str | None:
     return value.strip()
 
 
+def _remote_url(value: Any) -> str | None:
+    """An OpenAI-compatible server's base URL, or none given."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str) or not value.strip().lower().startswith(("http://", "https://")):
+        raise ValueError("must be a server's base URL, e.g. http://gpu-box:8000/v1")
+    _no_control_characters(value)
+    return value.strip()
+
+
 def _speculation(value: Any) -> Speculation:
     text = str(value).strip().lower()
     for choice in SPECULATION_CHOICES:
@@ -327,6 +337,12 @@ class Settings:
         lambda _: "auto",
         "the engine `dspine chat` and `dspine run` start when --engine is not given: auto (dspine's "
         "llama-server if found, else any llama-server, else llama-cpp-python in process), server, inproc or remote",
+    )
+    remote_url: str | None = _setting(
+        _remote_url,
+        lambda _: None,
+        "the server `dspine chat` and `dspine run` use with engine = remote when --url is not given "
+        "(vLLM, SGLang or llama-server, e.g. http://gpu-box:8000/v1); its key comes from DSPINE_API_KEY",
     )
     sandbox: bool = _setting(
         parse_bool,

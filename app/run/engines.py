@@ -284,6 +284,13 @@ def engine_for(asked: str | None, settings: Settings, url: str | None = None) ->
     return "server"
 
 
+def engine_and_url(asked: str | None, settings: Settings, url: str | None) -> tuple[EngineName, str | None]:
+    """`engine_for`'s engine, and the server it talks to where that is remote: --url, else the
+    `remote_url` setting (engine = remote in the config needs no --url on every command)."""
+    engine = engine_for(asked, settings, url)
+    return engine, (url or settings.remote_url) if engine == "remote" else url
+
+
 def llama_server_binary(settings: Settings) -> Path:
     """The llama-server to run: the setting's, else the first found (PATH, dspine's build, ...)."""
     from backends.llama_server import find_binary

@@ -191,3 +191,25 @@ def test_the_dspine_build_is_found_in_the_data_dir_the_settings_name(tmp_path, m
     build.write_text("#!/bin/sh\n")
     build.chmod(0o755)
     assert llama_server_binary(load_settings({})) == build
+
+
+def test_the_remote_url_setting_is_used_only_where_the_engine_is_remote(tmp_path, monkeypatch):
+    """`engine = remote` in the config needed --url on every command; with `remote_url` it does
+    not, and a URL setting alone does not send anything to a server."""
+    import pytest
+
+    from app.errors import ConfigError
+    from app.run.engines import engine_and_url
+    from app.settings import load_settings
+
+    monkeypatch.setenv("DSPINE_REMOTE_URL", "http://gpu-box:8000/v1")
+    monkeypatch.setenv("DSPINE_ENGINE", "remote")
+    settings = load_settings()
+    assert engine_and_url(None, settings, None) == ("remote", "http://gpu-box:8000/v1")
+    assert engine_and_url(None, settings, "http://other:1/v1") == ("remote", "http://other:1/v1")
+    assert engine_and_url("inproc", settings, None) == ("inproc", None)
+    monkeypatch.setenv("DSPINE_ENGINE", "inproc")
+    assert engine_and_url(None, load_settings(), None) == ("inproc", None)
+    monkeypatch.setenv("DSPINE_REMOTE_URL", "gpu-box:8000")
+    with pytest.raises(ConfigError, match="remote_url"):
+        load_settings()
