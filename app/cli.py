@@ -831,6 +831,15 @@ def _headless(
             decider = Decider([Rule.parse(r) for r in allow], [Rule.parse(r) for r in deny])
         except RuleError as exc:
             raise UsageError(str(exc), "see `dspine chat --help`") from None
+        # The settings' rules as well as the command line's (a deny from either wins).
+        for name, rules, into in (
+            ("headless_allow", settings.headless_allow, decider.allow),
+            ("headless_deny", settings.headless_deny, decider.deny),
+        ):
+            try:
+                into.extend(Rule.parse(r) for r in rules)
+            except RuleError as exc:
+                raise ConfigError(f"setting {name}: {exc}", f"fix the rule in {name}") from None
         if engine == "remote":
             files = ModelFiles(model or options.url or "remote", None, None, None)
         elif model is None and not Manifest(settings.manifest_path).records:

@@ -195,6 +195,21 @@ def _hooks(value: Any) -> dict[str, Any]:
     return value
 
 
+def _rules(value: Any) -> tuple[str, ...]:
+    """Headless rules, as `--allow` / `--deny` take them: a TOML array of strings (or, from the
+    environment, a JSON array). Each rule is checked when a headless run reads it."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except ValueError:
+            raise ValueError('must be a list of rules, e.g. ["edit_file", "run_command:pytest -q"]') from None
+    if not isinstance(value, list) or not all(isinstance(rule, str) for rule in value):
+        raise ValueError('must be a list of rules, e.g. ["edit_file", "run_command:pytest -q"]')
+    for rule in value:
+        _no_control_characters(rule)
+    return tuple(value)
+
+
 # servers -> server -> env or args -> a value: anything much deeper is not a server list.
 MAX_MCP_DEPTH = 16
 
@@ -337,6 +352,17 @@ class Settings:
         lambda _: "auto",
         "the engine `dspine chat` and `dspine run` start when --engine is not given: auto (dspine's "
         "llama-server if found, else any llama-server, else llama-cpp-python in process), server, inproc or remote",
+    )
+    headless_allow: tuple[str, ...] = _setting(
+        _rules,
+        lambda _: (),
+        "tools (and commands, word for word) `dspine chat -p` may run without asking, as its --allow "
+        'takes them, e.g. ["edit_file", "run_command:pytest -q"]; --allow adds to them',
+    )
+    headless_deny: tuple[str, ...] = _setting(
+        _rules,
+        lambda _: (),
+        "tools and commands `dspine chat -p` never runs, as its --deny takes them; --deny adds to them",
     )
     remote_url: str | None = _setting(
         _remote_url,

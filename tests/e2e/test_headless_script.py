@@ -81,3 +81,27 @@ def test_a_shell_script_runs_dspine_headless_on_a_scratch_repository(env, model,
     assert denied["exit_code"] == 13 and denied["denied"]  # a command asks, and headless cannot ask
     changed = subprocess.run(["git", "status", "--porcelain"], cwd=repo, capture_output=True, text=True).stdout
     assert " M calc.py" in changed
+
+
+@pytest.mark.slow
+def test_rules_in_the_settings_decide_as_the_command_lines_do(dspine, env, model, tmp_path):
+    """Issue 49: what would ask is decided "by allow / deny rules given on the command line or in
+    settings". A command allowed in the settings runs; a deny in the settings beats an --allow; a
+    bad rule is a config error that names the setting."""
+    repo = scratch_repo(tmp_path, {"calc.py": "x = 1\n"}, commit=True)
+    base = ("chat", "-p", "Run the tests", "--output-format", "json")
+    remote = {"DSPINE_ENGINE": "remote", "DSPINE_REMOTE_URL": model.url}
+
+    def run(*extra: str, **settings: str):
+        return subprocess.run(
+            [sys.executable, "-m", "app", *base, *extra], cwd=repo, capture_output=True, text=True, timeout=180,
+            env={**env, "PYTHONPATH": str(ROOT), **remote, **settings}, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+
+    allowed = run(DSPINE_HEADLESS_ALLOW='["run_command:python3 -m pytest -q"]')
+    assert allowed.returncode == 0, allowed.stderr
+    assert [c["decision"] for c in json.loads(allowed.stdout)["tool_calls"]] != ["denied"]
+    denied = run("--allow", "run_command:python3 -m pytest -q", DSPINE_HEADLESS_DENY='["run_command"]')
+    assert denied.returncode == 13 and json.loads(denied.stdout)["denied"], denied.stderr
+    bad = run(DSPINE_HEADLESS_ALLOW='["run_command:rm -rf ~; echo"]')
+    assert bad.returncode != 0 and "headless_allow" in bad.stderr and "Traceback" not in bad.stderr
