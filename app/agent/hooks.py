@@ -39,6 +39,7 @@ EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 DEFAULT_TIMEOUT_S = 60.0
 MAX_TIMEOUT_S = 600.0
+SAID_CHARS = 200  # of what a hook printed, shown in the chat as one line
 MAX_OUTPUT = 10_000  # characters of a hook's output kept (shown, or given to the model)
 BLOCK_EXIT = 2
 # Claude Code's tool names, and dspine's tool that does the same.
@@ -223,6 +224,21 @@ class HookRun:
             extra = specific.get("additionalContext") if isinstance(specific, Mapping) else None
             return extra.strip()[:MAX_OUTPUT] if isinstance(extra, str) else ""
         return self.stdout.strip()[:MAX_OUTPUT]
+
+    @property
+    def said(self) -> str:
+        """What it says to the user, in one line ("" for nothing): its JSON's `systemMessage`
+        (Claude Code's field for the user), else the first line it printed, when it neither
+        failed nor answered in JSON. Outside text: shown as text, never markup."""
+        if self.failed is not None:
+            return ""
+        if self.answer is not None:
+            message = self.answer.get("systemMessage")
+            text = message if isinstance(message, str) else ""
+        else:
+            text = self.stdout.strip() or self.stderr.strip()
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        return first[:SAID_CHARS] + ("…" if len(first) > SAID_CHARS or "\n" in text.strip() else "")
 
     @property
     def failed(self) -> str | None:

@@ -425,6 +425,8 @@ class Session:
         for done in runs:
             if done.failed:
                 await self.emit(Notice(done.failed, "warning"))
+            elif done.said:  # a formatter's "1 file reformatted": the user sees what a hook did
+                await self.emit(Notice(f"{event} hook `{done.hook.command}`: {done.said}"))
         return runs
 
     @staticmethod

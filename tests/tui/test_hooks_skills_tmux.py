@@ -26,7 +26,10 @@ pytestmark = [
 EDIT = {"path": "calc.py", "old_text": "return a - b", "new_text": "return a + b"}
 BODY = "Name the bug you fixed in the past tense. PLUGH-SKILL-BODY"
 DESCRIPTION = "How to write a fix's summary line"
-FORMATTER = "import pathlib\np = pathlib.Path('calc.py')\np.write_text(p.read_text() + '# formatted\\n')\n"
+FORMATTER = (
+    "import pathlib\np = pathlib.Path('calc.py')\np.write_text(p.read_text() + '# formatted\\n')\n"
+    "print('1 file reformatted')\n"
+)
 
 
 def call(name: str, arguments: dict, index: int) -> list[dict]:
@@ -79,6 +82,7 @@ def test_a_projects_hook_and_skill_asked_first_then_used(env, model, tmp_path):
             keys(session, "Fix the bug in calc.py", "Enter")
             wait_for(lambda: "y yes · n no · a always" in screen(session), timeout=60, what="the edit's consent")
             keys(session, "y")
+            wait_for(lambda: "reformatted" in screen(session), timeout=60, what="what the hook printed")
             wait_for(lambda: "Fixed the subtraction" in screen(session), timeout=60, what="the last turn")
         finally:
             print("\n--- dspine chat with a hook and a skill ---\n" + screen(session))

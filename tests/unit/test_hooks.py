@@ -319,3 +319,26 @@ def test_session_start_says_why_it_runs_startup_resume_clear_and_compact(project
 
     asyncio.run(go())
     assert log.read_text().split() == ["startup", "resume", "clear", "compact"]
+
+
+def test_what_a_hook_prints_is_shown_to_the_user_as_one_line(project, tmp_path):
+    """Issue 49: "the output of a hook is shown in the chat". A formatter's "1 file reformatted"
+    went nowhere; it is a notice now (the TUI's toast, headless stderr or stream-json's notice).
+    A JSON answer's systemMessage is Claude Code's field for the user; a failing hook says so."""
+    printing = script(tmp_path, "fmt.py", "print('1 file reformatted [@click=app.quit]')\nprint('second line')\n")
+    answering = script(tmp_path, "ans.py", "print(json.dumps({'systemMessage': 'checked by the guard'}))\n")
+    hooks = user_hooks(
+        project,
+        {
+            "PostToolUse": [{"matcher": "Edit", "hooks": [{"command": printing}]}],
+            "PreToolUse": [{"matcher": "Edit", "hooks": [{"command": answering}]}],
+        },
+    )
+    recorder = Recorder()
+    asyncio.run(session_for(project, ScriptedEngine(turns=edit_turns()), hooks, recorder).send("change it"))
+    said = [n.text for n in recorder.of(Notice)]
+    assert any(
+        t.startswith("PostToolUse hook `") and t.endswith(": 1 file reformatted [@click=app.quit]…") for t in said
+    )
+    assert any(t.startswith("PreToolUse hook `") and t.endswith(": checked by the guard") for t in said)
+    assert (project / "a.txt").read_text() == "two\n"  # the edit went through: saying is not blocking
