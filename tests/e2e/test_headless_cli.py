@@ -71,3 +71,23 @@ def test_headless_runs_the_users_hooks_and_a_projects_only_once_trusted_in_the_c
     second = headless()
     assert second.returncode in (0, 13), second.stderr[-2000:]
     assert ran_project.exists()
+
+
+@pytest.mark.slow
+def test_dspine_chat_p_on_the_real_smollm2_in_each_output_format(dspine, real, tmp_path):
+    """Issue 49's "on the real SmolLM2": real language through each output format, plan mode
+    on a project, standard input closed (the dspine fixture's subprocess has none)."""
+    base = ("chat", "--model", str(real["target"]), "--engine", "inproc", "--think", "off", "--mode", "plan")
+    prompt = "Say hello in one short sentence."
+    text = dspine(*base, "-p", prompt, timeout=300)
+    assert text.returncode == 0, text.stderr[-2000:]
+    assert text.stdout.strip() and "Traceback" not in text.stderr
+    as_json = json.loads(dspine(*base, "-p", prompt, "--output-format", "json", timeout=300).stdout)
+    assert as_json["exit_code"] == 0 and as_json["result"].strip()
+    assert as_json["usage"]["generated_tokens"] > 0 and as_json["speed"]["tokens_per_s"] > 0
+    streamed = dspine(*base, "-p", prompt, "--output-format", "stream-json", timeout=300)
+    events = [json.loads(line) for line in streamed.stdout.splitlines()]
+    assert [e["type"] for e in events if e["type"] == "text"] and events[-1]["type"] == "result"
+    assert "".join(e["text"] for e in events if e["type"] == "text" and e["kind"] == "answer").strip() == (
+        events[-1]["result"].strip()
+    )
