@@ -59,7 +59,7 @@ from ..choices import PermissionMode
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
 from ..run.tune_run import TuneProgress
-from ..terminal_text import for_terminal
+from ..terminal_text import for_terminal, one_line
 from .attachments import AttachmentError, expand_mentions
 from .custom_slash import with_custom
 from .diff_note import diff_note
@@ -1181,6 +1181,9 @@ class ChatApp(App):
                 self.notify(for_terminal(event.message), severity="error", timeout=10, markup=False)
         if stats is not None:
             self.query_one(Readout).show(stats)
+        elif reply.error is not None and reply.stats is None:
+            # Nothing came before the error: the readout said "waiting for the first token…" for good.
+            self.query_one(Readout).show_state(f"no reply: {one_line(reply.error.message)}")
         if reply.due_for_save(SAVE_S):
             self.store.save_reply(reply_id, reply)
         self.query_one(Conversation).follow()

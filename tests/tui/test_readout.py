@@ -45,3 +45,28 @@ async def test_the_readout_names_the_drafter_file_and_its_kind(tmp_path):
         await pilot.pause()
         assert "no drafter" in str(app.query_one("#mode").render())
     store.close()
+
+
+async def test_an_engine_error_before_the_first_token_replaces_waiting_in_the_readout(tmp_path):
+    """From the remote engine's review: a server that failed the request left the readout on
+    "waiting for the first token…" for good, under a chat that had already said the error."""
+    from dataclasses import dataclass
+
+    from backends.events import Error
+    from tests.support.pilot import send, until
+
+    @dataclass
+    class Failing(ScriptedEngine):
+        def stream(self, messages, think=True, sampling=None, n_max=None, tools=None):
+            self.calls.append({"messages": messages})
+            yield Error("the server answered 500 [@click=app.quit]", "try again")
+
+    store = ChatStore(tmp_path / "chats.db")
+    app = ChatApp(Failing(), store, model="m", tools=False)
+    async with app.run_test() as pilot:
+        await send(pilot, "hello")
+        live = app.query_one("#figures-live")
+        await until(pilot, lambda: "no reply" in str(live.render()), what="the error in the readout")
+        assert "the server answered 500 [@click=app.quit]" in str(live.render())
+        assert "waiting" not in str(live.render())
+    store.close()
