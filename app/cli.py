@@ -1112,6 +1112,7 @@ def bench(
         Setup,
         builtin_prompt_files,
         load_prompts,
+        remembers_replies,
         rotated,
         row_label,
         run_bench,
@@ -1242,6 +1243,11 @@ def bench(
             # back to back; with a GPU one engine at a time, the order turned each round.
             max_open=None if on_cpu else 1,
             round_prompts=round_prompts,
+            # The same prompts each round (the user's, or a GPU's full set) on an engine that
+            # remembers replies: fresh engines each round, or the n-gram rows fake a speedup.
+            fresh_rounds=round_prompts is None
+            and repeat > 1
+            and remembers_replies(engine, settings.ngram_drafting == "on" and bool(chosen)),
         )
     if len(runs) < total:
         err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")

@@ -221,6 +221,13 @@ def row_label(setup: Setup, category: str, think: bool) -> str:
     return f"{setup.drafter}{length}, {category}, think {'on' if think else 'off'}"
 
 
+def remembers_replies(engine: str, ngram: bool) -> bool:
+    """Whether an engine can answer a repeated prompt from memory: llama-server's n-gram
+    drafter keeps earlier replies across requests, so a greedy prompt asked again drafts whole
+    and shows a speedup nobody gets. In process, copies come from the request's own context."""
+    return engine == "server" and ngram
+
+
 def run_bench(
     open_engine: Callable[[Setup], Any],
     setups: list[Setup],
@@ -235,9 +242,12 @@ def run_bench(
     max_open: int | None = None,
     tokens_for: Callable[[Prompt], int] | None = None,
     round_prompts: list[list[Prompt]] | None = None,
+    fresh_rounds: bool = False,
 ) -> list[Run]:
     """Every setup on every prompt, mode, depth, `repeat` rounds. Ctrl-C stops it; what ran is
     returned. `depths`: each depth with what puts that much context before a prompt.
+    `fresh_rounds`: every engine closed at the end of a round, so none answers a prompt it saw
+    in an earlier one (see `remembers_replies`).
 
     The setups take turns, so a load spike or a slow minute on this machine hits them alike:
     with every engine open at once (`max_open` None: small models, a CPU) each prompt runs on
@@ -286,6 +296,9 @@ def run_bench(
     interleave = max_open is None or max_open >= len(setups)
     try:
         for round_ in range(repeat):
+            if fresh_rounds:
+                while engines:
+                    engines.pop(next(iter(engines))).close()
             order = setups if round_ % 2 == 0 else list(reversed(setups))
             if interleave:
                 for think in thinks:

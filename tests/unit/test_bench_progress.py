@@ -143,3 +143,26 @@ def test_rounds_of_other_prompts_keep_a_remembering_engine_from_faking_a_speedup
     ]
     fair = summarize(run_bench(lambda s: pick[s.drafter], setups, chosen, [False], 3, 40, round_prompts=rounds))
     assert all(abs(r.speedup - 1.0) < 0.01 for r in fair if r.drafter == "n-gram")  # never asked twice
+
+
+def test_fresh_rounds_keep_repeated_prompts_from_faking_a_speedup_on_an_engine_that_remembers():
+    """The user's own --prompts (or a GPU's full set) repeat each round. One engine at a time
+    (a GPU) still reused the last setup of a round as the first of the next, and with every
+    engine open (a CPU) all of them: an engine that remembers replies answered round 2 from
+    round 1. Fresh engines each round leave nothing to remember."""
+    from app.run.bench import remembers_replies
+
+    prompts = [Prompt(c, [{"role": "user", "content": c}]) for c in ("code", "prose")]
+    setups = [Setup(PLAIN, None), Setup("n-gram", None)]
+
+    def fresh(setup: Setup):
+        return Instant() if setup.drafter == PLAIN else Remembering()
+
+    for max_open in (None, 1):
+        # Two rounds (a GPU's default): one engine at a time reuses the n-gram one in the second.
+        reused = summarize(run_bench(fresh, setups, prompts, [False], 2, 40, max_open=max_open))
+        assert max(r.speedup for r in reused if r.drafter == "n-gram") > 2, max_open  # the fake speedup
+        fair = summarize(run_bench(fresh, setups, prompts, [False], 2, 40, max_open=max_open, fresh_rounds=True))
+        assert all(abs(r.speedup - 1.0) < 0.01 for r in fair if r.drafter == "n-gram"), max_open
+    assert remembers_replies("server", ngram=True)
+    assert not remembers_replies("inproc", ngram=True) and not remembers_replies("server", ngram=False)
