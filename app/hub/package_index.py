@@ -170,7 +170,7 @@ def newest_wheel(package: str, files: list[IndexFile]) -> IndexFile | None:
     return max(pure, key=lambda f: _version_key(f.version), default=None)
 
 
-def _read_page(client, base: str, package: str, timeout_s: float) -> tuple[str, str, str] | None:
+def _read_page(client, base: str, package: str, timeout_s: float = 60.0) -> tuple[str, str, str] | None:
     """(page URL, body, content type) of the package's page on one index; None where it has none."""
     page = f"{base}/{normalized(package)}/"
     if page.startswith("file://"):
@@ -227,7 +227,7 @@ def find_wheel(package: str, urls: list[str], client, timeout_s: float = 60.0) -
     )
 
 
-def _sized(wheel: IndexFile, client, timeout_s: float) -> IndexFile:
+def _sized(wheel: IndexFile, client, timeout_s: float = 60.0) -> IndexFile:
     if wheel.url.startswith("file://"):
         path = Path(unquote(urlparse(wheel.url).path))
         info = path.stat()
