@@ -787,12 +787,9 @@ class ChatApp(App):
         if self.tune_progress is not None:
             self.notify("a tune is running: Esc stops it", severity="warning")
             return
-        if self.streaming:
-            self.notify("a reply is still streaming: Esc stops it, then /tune", severity="warning")
+        if not self._can_send():  # a reply streaming, or no model: the same words as a prompt gets
             return
-        if self.engine is None:
-            self.notify(self.engine_problem or "no model is loaded yet", severity="warning")
-            return
+        assert self.engine is not None
         engine, self.engine = self.engine, None
         self.engine_problem = "the tune is measuring this machine: the model opens again when it ends (Esc stops it)"
         readout = self.query_one(Readout)
