@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..run.bench import PLAIN
+from ..run.tune import NGRAM_LABEL
 from ..run.tune_run import TuneOffer, TuneOutcome, TuneProgress
 from ..terminal_text import controls_shown
 from .plain import markdown_code
@@ -57,14 +59,35 @@ def outcome_note(outcome: TuneOutcome) -> str:
     from ..run.bench import cells
 
     header = ("category", "think", "setup", "n_max", "tok/s", "x plain")
-    # A drafter's label is a file name: its control characters shown, so no line of it breaks the block.
-    rows = [header] + [tuple(controls_shown(c[i]) for i in (0, 2, 3, 4, 5, 6)) for c in map(cells, outcome.rows)]
+    # The drafter's label is its file name: named once under the table as "drafter", so the
+    # setup column stays narrow enough for a 100-column terminal (it pushed the table past 110).
+    name = drafter_name(outcome.rows)
+    measured = [c[:3] + [short_setup(c[3], name)] + c[4:] for c in map(cells, outcome.rows)]
+    # Control characters shown, so no line of a file's name breaks the block.
+    rows = [header] + [tuple(controls_shown(c[i]) for i in (0, 2, 3, 4, 5, 6)) for c in measured]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     table = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    drafter = f"\n\n*drafter* is {markdown_code(name)}." if name else ""
     return (
         f"**Tuned.** Picked {markdown_code(outcome.tune.summary)}; the model opens again with it, and "
-        f"chat, run and serve use it from now on (`dspine tune --reset` forgets it).\n\n{_block(table)}"
+        f"chat, run and serve use it from now on (`dspine tune --reset` forgets it).\n\n{_block(table)}{drafter}"
     )
+
+
+def drafter_name(rows: list) -> str | None:
+    """The drafter's file name among the tune's setups (plain, n-gram, NAME, n-gram + NAME)."""
+    for row in rows:
+        if row.drafter not in (PLAIN, NGRAM_LABEL) and not row.drafter.startswith(f"{NGRAM_LABEL} + "):
+            return row.drafter
+    return None
+
+
+def short_setup(setup: str, name: str | None) -> str:
+    if name is None:
+        return setup
+    if setup == name:
+        return "drafter"
+    return "n-gram + drafter" if setup == f"{NGRAM_LABEL} + {name}" else setup
 
 
 def failed_note(cause: str, fix: str) -> str:
