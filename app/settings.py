@@ -134,6 +134,15 @@ def _engine(value: Any) -> EngineSetting:
     raise ValueError("must be auto, server, inproc or remote")
 
 
+def _code_table_device(value: Any) -> str | None:
+    """Where a DSpine drafter's code table lives: host (None) or a llama.cpp device buffer name."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "host", "cpu")):
+        return None
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z][A-Za-z_]*[0-9]+", value.strip()):
+        raise ValueError("must be host, or a llama.cpp device such as CUDA0 (llama-server --list-devices names them)")
+    return value.strip()
+
+
 def _probability_floor(value: Any) -> float | None:
     """A draft probability floor from 0 to 1, or none given ("auto", empty): the drafter kind's."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
@@ -331,6 +340,13 @@ class Settings:
         lambda _: None,
         "llama-server's draft probability floor (a draft stops at the first token the drafter gives "
         "less than this); auto: the drafter kind's measured default (docs/speed.md)",
+    )
+    code_table_device: str | None = _setting(
+        _code_table_device,
+        lambda _: None,
+        "where a DSpine drafter's code table lives on llama-server: host (no GPU memory; each draft "
+        "gathers codes on the CPU) or a device such as CUDA0 (vocab x rank bytes of GPU memory, "
+        "no copies between host and GPU in a draft)",
     )
     adaptive_draft_file: Path = _setting(
         _path,

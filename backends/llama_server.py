@@ -150,6 +150,10 @@ class ServerConfig:
     draft_p_min: float | None = None  # --spec-draft-p-min; None: the drafter kind's (DrafterKind.p_min)
     # An n-gram drafter chained before the model drafter (or alone, without one); None: off.
     ngram: NgramDrafter | None = None
+    # Where a DSpine drafter's code table lives: None keeps it in host memory (llama.cpp's place
+    # for a table read by token id: no VRAM, each draft gathers on the CPU); a llama.cpp buffer
+    # name such as CUDA0 puts it on that device (vocab x rank bytes of VRAM, no host round trip).
+    code_table_device: str | None = None
 
 
 def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
@@ -206,6 +210,9 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
                 args += ["--spec-type", f"{ngram.spec_type},{spec}" if ngram is not None else spec]
         if config.draft_model:
             args += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
+            on_device = config.drafter_kind == "dspine" and config.code_table_device and config.draft_gpu_layers > 0
+            if on_device and has("--override-tensor-draft"):
+                args += ["--override-tensor-draft", rf"dspine_codes\.weight={config.code_table_device}"]
         if config.n_max:
             args += ["--spec-draft-n-max" if has("--spec-draft-n-max") else "--draft-max", str(config.n_max)]
         kind = KINDS.get(config.drafter_kind)

@@ -48,6 +48,7 @@ class Runtime:
     gpu_layers: int | None = None  # None: every block and the output layer
     load_mtp: bool = False
     window: int | None = None  # force a sliding window on every KV block (DSpine's 8,192)
+    code_table_on_gpu: bool = False  # a DSpine code table placed on the device (setting code_table_device)
     # Rows of logits reserved per ubatch. llama-server asks for 1 + the draft length
     # (1 without a drafter); None is the whole ubatch, llama-cpp-python's default.
     n_outputs: int | None = None
@@ -80,8 +81,13 @@ def weights(shape: ModelShape, runtime: Runtime) -> Split:
     start = gpu_block_start(shape, runtime)
     gpu = sum(shape.block_bytes[start:])
     cpu = sum(shape.block_bytes[:start]) + shape.token_embd_bytes + shape.other_bytes
-    # The output layer counts as block n_layer; MTP blocks sit with it.
+    # The output layer counts as block n_layer; MTP blocks sit with it, and a code table moved
+    # to the device (llama-server's -otd names the drafter's GPU)
     tail = shape.output_bytes + (shape.nextn_bytes if runtime.load_mtp else 0)
+    if runtime.code_table_on_gpu:
+        tail += shape.code_table_bytes
+    else:
+        cpu += shape.code_table_bytes
     if start <= shape.n_layer:
         gpu += tail
     else:

@@ -51,6 +51,7 @@ class Wishes:
     ram_available: int | None = None
     n_max: int | None = None  # a draft length the user fixed; None: the kind's, shortened where memory is short
     in_process: bool = False  # the in-process engine (its own state snapshots), not llama-server
+    code_table_device: str | None = None  # a DSpine code table on this device (None: host memory)
 
 
 MEMORY_KEYS = (
@@ -85,6 +86,7 @@ class Plan:
     # The launch draft length (--spec-draft-n-max): backends.rollback.launch_draft_length, as the engines.
     draft_n_max: int = 0
     state_copies: int = 1  # copies of the target's recurrent state per sequence (1 + snapshots)
+    code_table_device: str | None = None  # a DSpine code table on this device (None: host memory)
 
     @property
     def total(self) -> int:
@@ -107,6 +109,7 @@ class Plan:
             flash_attn=self.flash_attn,
             n_max=self.draft_n_max or None,
             n_ubatch=self.n_ubatch,
+            code_table_device=self.code_table_device,
         )
 
     def server_args(self) -> list[str]:
@@ -173,7 +176,9 @@ def _window(drafter: Option) -> int | None:
     return kind.window if kind else None
 
 
-def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, n_max: int) -> dict[str, int]:
+def _drafter_usage(
+    target: Option, drafter: Option | None, runtime: Runtime, n_max: int, code_table_device: str | None = None
+) -> dict[str, int]:
     if drafter is None:
         return {"drafter_weights": 0, "drafter_kv": 0, "drafter_compute": 0}
     t = target.shape
@@ -193,6 +198,7 @@ def _drafter_usage(target: Option, drafter: Option | None, runtime: Runtime, n_m
         n_rs_seq=0,  # llama-server gives the drafter's own context no snapshots (common.cpp)
         n_seq=1,
         n_outputs=drafter_outputs(drafter, n_max),
+        code_table_on_gpu=code_table_device is not None,
     )
     used = footprint(drafter.shape, draft_runtime, drafter.curves)
     return {
@@ -239,7 +245,7 @@ def assess(
         "compute": used.compute if on_gpu else 0,
         "overhead": wishes.overhead if on_gpu else 0,
         # A drafter only pays when target and drafter both sit on the GPU.
-        **_drafter_usage(target, drafter if on_gpu else None, runtime, n_max),
+        **_drafter_usage(target, drafter if on_gpu else None, runtime, n_max, wishes.code_table_device),
         "margin": wishes.margin if on_gpu else 0,
     }
     ram = {
@@ -263,6 +269,7 @@ def assess(
         compute_measured=is_measured(runtime, target.curves),
         draft_n_max=n_max if drafter and on_gpu else 0,
         state_copies=(1 + snapshots) if shape.recurrent_layers else 1,
+        code_table_device=wishes.code_table_device,
         drafter_compute_measured=bool(
             drafter
             and drafter.shape

@@ -335,6 +335,7 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
         ram_available=hardware.ram_available,
         n_max=request.n_max,
         in_process=request.engine == "inproc",
+        code_table_device=settings.code_table_device,
     )
     measured = []
     if request.measure and budget > 0:

@@ -51,12 +51,16 @@ class ModelShape:
     # dspine, dflash, dspark for the DFlash family, mtp for a file whose last block is an MTP head.
     drafter_kind: str = "draft"
     mtp_head: bool = False  # its last block holds nextn.eh_proj: upstream drafts with it (draft-mtp)
+    # DSpine's code table (read by token id): in host memory unless the code_table_device setting
+    # puts it on the GPU (memory.weights)
+    code_table_bytes: int = 0
 
     @property
     def total_weight_bytes(self) -> int:
         """Bytes of weights in the file (a tied output is counted once)."""
         output_in_file = self.output_bytes - (self.token_embd_bytes if self.tied_output else 0)
-        return sum(self.block_bytes) + self.nextn_bytes + self.token_embd_bytes + output_in_file + self.other_bytes
+        blocks = sum(self.block_bytes) + self.nextn_bytes
+        return blocks + self.token_embd_bytes + output_in_file + self.other_bytes + self.code_table_bytes
 
     @property
     def has_mtp(self) -> bool:
@@ -146,7 +150,7 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
             swa = kv_layers
 
     block_bytes = [0] * n_layer
-    nextn_bytes = token_embd = output = other = 0
+    nextn_bytes = token_embd = output = other = code_table = 0
     has_output = False
     matrix_types: Counter[str] = Counter()
     kind = kind_of_header(header)
@@ -167,9 +171,11 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         elif tensor.name.startswith("output.") or tensor.name.startswith("output_norm."):
             output += size
             has_output = has_output or tensor.name.startswith("output.")
-        elif block_drafter and not tensor.name.startswith("dspine_codes."):
+        elif block_drafter and tensor.name.startswith("dspine_codes."):
+            code_table += size  # read by token id: llama.cpp's input layer, host memory by default
+        elif block_drafter:
             # fc, its norm, DSpine's shared message and gates: llama.cpp's output-layer tensors,
-            # on the GPU with the head; DSpine's code table is read by token id (input layer, host)
+            # on the GPU with the head
             output += size
         else:
             other += size
@@ -202,6 +208,7 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         output_bytes=output,
         tied_output=tied,
         other_bytes=other,
+        code_table_bytes=code_table,
         drafter_kind=kind,
         mtp_head=has_mtp_head(header),
     )

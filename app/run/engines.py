@@ -175,6 +175,7 @@ def open_engine(
             n_parallel=options.parallel,
             alias=options.served_name,
             draft_p_min=settings.draft_p_min,
+            code_table_device=settings.code_table_device,
             ngram=NGRAM if _ngram_on(options, settings, files) else None,
         )
         config = _planned(config, plan)

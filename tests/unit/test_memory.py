@@ -129,3 +129,14 @@ def test_a_dspine_drafters_code_table_stays_on_the_host_and_the_rest_goes_with_i
     # everything else on the GPU, and the embedding again there as the head (this file has no output.weight)
     assert split.gpu == sum(sizes.values()) - codes
     assert sizes["fc.weight"] > 0 and sizes["dspine_message.weight"] > 0  # both counted on the GPU side
+
+
+def test_a_code_table_placed_on_the_device_counts_on_the_gpu(tmp_path):
+    """The code_table_device setting moves DSpine's table next to the drafter's head."""
+    from tests.support.gguf_models import qwen38_27b_drafter
+
+    shape = shape_from_header(read_local(write_header_only(tmp_path / "dspine.gguf", qwen38_27b_drafter())))
+    host = weights(shape, Runtime(n_ctx=4096))
+    device = weights(shape, Runtime(n_ctx=4096, code_table_on_gpu=True))
+    assert shape.code_table_bytes > 0
+    assert device.gpu == host.gpu + shape.code_table_bytes and device.cpu == host.cpu - shape.code_table_bytes

@@ -78,3 +78,19 @@ def test_the_ngram_drafter_alone_and_not_where_the_binary_lacks_it():
     assert flag(alone, "--spec-type") == "ngram-mod" and "-md" not in alone
     lacking = server_args(ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", ngram=NGRAM), CURRENT)
     assert flag(lacking, "--spec-type") == "draft-simple" and "--spec-ngram-mod-n-max" not in lacking
+
+
+def test_a_dspine_code_table_goes_on_the_device_only_where_asked_and_the_drafter_is_on_a_gpu():
+    has_otd = Capabilities(flags=CURRENT.flags | {"--override-tensor-draft"}, spec_types=CURRENT.spec_types)
+    dspine = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="dspine")
+    assert "--override-tensor-draft" not in server_args(dspine, has_otd)  # host memory by default
+    on_device = ServerConfig(**{**dspine.__dict__, "code_table_device": "CUDA0"})
+    args = server_args(on_device, has_otd)
+    assert args[args.index("--override-tensor-draft") + 1] == r"dspine_codes\.weight=CUDA0"
+    # a drafter on the CPU, another kind, or a binary without the flag: nothing to move
+    for config, caps in (
+        (ServerConfig(**{**on_device.__dict__, "draft_gpu_layers": 0}), has_otd),
+        (ServerConfig(**{**on_device.__dict__, "drafter_kind": "dflash"}), has_otd),
+        (on_device, CURRENT),
+    ):
+        assert "--override-tensor-draft" not in server_args(config, caps)

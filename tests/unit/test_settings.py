@@ -242,6 +242,19 @@ def test_draft_p_min_is_the_kinds_unless_set(config_file, monkeypatch):
             load_settings()
 
 
+def test_the_code_table_lives_on_the_host_unless_a_device_is_named(config_file, monkeypatch):
+    assert load_settings().code_table_device is None
+    config_file.write_text('code_table_device = "CUDA0"\n')
+    assert load_settings().code_table_device == "CUDA0"
+    monkeypatch.setenv("DSPINE_CODE_TABLE_DEVICE", "host")
+    assert load_settings().code_table_device is None
+    # a device name goes onto llama-server's command line inside a pattern: nothing else passes
+    for wrong in ("CUDA0,CPU", "gpu", "CUDA0 --api-key x", "dspine.*=CUDA0"):
+        monkeypatch.setenv("DSPINE_CODE_TABLE_DEVICE", wrong)
+        with pytest.raises(ConfigError, match="DSPINE_CODE_TABLE_DEVICE"):
+            load_settings()
+
+
 def test_speculation_is_auto_unless_pinned(config_file, monkeypatch):
     assert load_settings().speculation == "auto"
     config_file.write_text('speculation = "Off"\n')
