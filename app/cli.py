@@ -8,6 +8,7 @@ list` must not pay for huggingface_hub, httpx2, gguf, numpy or Textual
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from dataclasses import asdict, replace
@@ -1587,6 +1588,9 @@ def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return an exit code; errors become two lines for people."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _debug["on"] = "--debug" in argv  # else the setting `debug` decides, when an error comes
+    from backends.cpu_repack import forget_empty  # here: its HTTP client would slow every start
+
+    forget_empty(os.environ)  # before any llama-server runs, --help included
     try:
         result = app(args=argv, prog_name="dspine", standalone_mode=False)
         return result if isinstance(result, int) else 0

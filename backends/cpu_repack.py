@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 import httpx2
@@ -32,6 +32,13 @@ def asked_by_user(environ: Mapping[str, str]) -> bool | None:
     if value is None or not value.strip():
         return None
     return value.strip().lower() not in _OFF_WORDS
+
+
+def forget_empty(environ: MutableMapping[str, str]) -> None:
+    """An empty LLAMA_ARG_REPACK reads as not set here (asked_by_user), but llama-server refuses
+    to start on it ("invalid boolean value"): it goes, so both read it alike."""
+    if not environ.get(REPACK_VARIABLE, "x").strip():
+        del environ[REPACK_VARIABLE]
 
 
 def advertises_amx(cpuinfo: str | None = None) -> bool:

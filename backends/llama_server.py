@@ -39,6 +39,7 @@ from .sampling import Sampling, preset
 from .server_log import cause_line
 from .stats import Stats
 from .template_choice import TemplateChoice, choose, for_original
+from .terminal_text import one_line
 from .turn_kind import TurnDrafting
 
 if TYPE_CHECKING:
@@ -117,11 +118,20 @@ def probe(binary: Path) -> Capabilities:
     key = (str(binary), binary.stat().st_mtime)
     if key not in _PROBED:
         try:
-            text = subprocess.run(
+            ran = subprocess.run(
                 [str(binary), "--help"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
-            ).stdout
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise EngineError(f"{binary} --help failed: {exc}", "reinstall llama-server") from exc
+        text = ran.stdout
+        if ran.returncode != 0 and "--port" not in text:
+            # It refused to start (an environment variable it cannot read, a missing library):
+            # its own words, not a list of flags that looks empty.
+            said = one_line(ran.stderr.strip().splitlines()[-1] if ran.stderr.strip() else f"exit {ran.returncode}")
+            raise EngineError(
+                f"{binary} --help failed: {said}",
+                "check the LLAMA_ARG_* variables in your environment, or reinstall llama-server",
+            )
         flags = frozenset(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
         spec_line = re.search(r"--spec-type\s+([\w,-]+)", text)
         spec_types = tuple(spec_line.group(1).split(",")) if spec_line else ()

@@ -68,6 +68,7 @@ def settle(
     asked = cpu_repack.asked_by_user(os.environ)
     if asked is not None:
         return asked
+    cpu_repack.forget_empty(os.environ)
     if not cpu_repack.advertises_amx(cpuinfo):
         return True
     if engine == "server" and binary is not None:
