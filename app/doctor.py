@@ -106,6 +106,7 @@ def check_weight_repacking(settings: Settings) -> list[Check]:
 
 def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardware | None = None) -> list[Check]:
     from backends.drafters import KINDS
+    from backends.errors import EngineError
     from backends.llama_server import candidates, probe, version_of
     from backends.server_draft import honoured_by_binary
 
@@ -131,7 +132,11 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
                 )
             )
             continue
-        caps = probe(path)
+        try:
+            caps = probe(path)
+        except EngineError as exc:  # it does not start: the check says why, the rest goes on
+            checks.append(Check(f"llama-server ({where})", False, str(exc), exc.fix, True))
+            continue
         dspine_ok = caps.runs("dspine")
         supports = not wanted or caps.runs(drafter_kind or "")
         usable = usable or supports

@@ -43,3 +43,16 @@ def test_the_cli_drops_it_before_anything_runs(tmp_path):
     env = {**os.environ, REPACK_VARIABLE: "", "HOME": str(tmp_path)}
     ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert ran.stdout.strip().splitlines()[-1] == "None", ran.stdout + ran.stderr
+
+
+def test_doctor_names_a_server_that_does_not_start_and_goes_on(dspine, tmp_path):
+    import json
+
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\necho 'error while loading shared libraries: libcuda.so.1' >&2\nexit 127\n")
+    binary.chmod(binary.stat().st_mode | stat.S_IXUSR)
+    ran = dspine("doctor", "--json", extra_env={"DSPINE_LLAMA_SERVER": str(binary)})
+    checks = json.loads(ran.stdout)
+    (server,) = [c for c in checks if c["name"] == "llama-server (setting llama_server)"]
+    assert not server["ok"] and "libcuda.so.1" in server["detail"], server
+    assert len(checks) > 3  # the other checks ran
