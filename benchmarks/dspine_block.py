@@ -14,11 +14,13 @@ a. Block sizing: the DSpine server (top_k 16) asked for 1, 3, 7 and 15 drafts a 
 b. Injection and refinement: DSpine top_k 16 and DSpine top_k 0 (no last-write refinement)
    each against a causal DFlash of the same backbone (`--spec-type draft-dflash`; the same
    file without the DSpine tensors), all at a block of 16 (15 drafts).
-c. The code table in host memory against on the device: needs a GPU and a setting for the
-   table's placement, neither of which there is yet; printed as skipped.
+c. The code table in host memory against on the device (`--device CUDA0`: every server's
+   layers on that GPU, and a fourth DSpine server whose table is moved there with
+   `--override-tensor-draft`, as the code_table_device setting does); without --device the
+   arm is skipped, as on a machine with no GPU.
 
     .venv/bin/python benchmarks/dspine_block.py [--binary PATH] [--rounds 5] [--embd 576]
-        [--vocab 49152] [--layers 3] [--tokens 12]
+        [--vocab 49152] [--layers 3] [--tokens 12] [--device CUDA0]
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=49152)
     parser.add_argument("--layers", type=int, default=3, help="drafter layers")
     parser.add_argument("--tokens", type=int, default=12, help="draft steps a request (about; each keeps a token)")
+    parser.add_argument("--device", help="a llama.cpp GPU (CUDA0): layers there, and arm c (the code table's place)")
     args = parser.parse_args()
     if args.embd < 16 * 17:
         parser.error("--embd must be at least 272: the refinement's lattice of 16 x 17 fits in a hidden row")
@@ -113,6 +116,11 @@ def main() -> None:
         "dspine-k16": (write_block_drafter(work / "dspine-k16.gguf", dspine, 1), "draft-dspine"),
         "dspine-k0": (write_block_drafter(work / "dspine-k0.gguf", replace(dspine, top_k=0), 1), "draft-dspine"),
     }
+    on_gpu: tuple[str, ...] = ("-ngl", "99", "-ngld", "99") if args.device else ()
+    extra = dict.fromkeys(files, on_gpu)
+    if args.device:
+        files["codes-on-device"] = files["dspine-k16"]
+        extra["codes-on-device"] = on_gpu + ("--override-tensor-draft", rf"dspine_codes\.weight={args.device}")
     print(
         f"target: 2 layers, hidden {e}, vocab {args.vocab}; drafter: {args.layers} layers, transfer rank "
         f"{dspine.transfer_rank}, message {dspine.message_size}; about {args.tokens} steps a request",
@@ -122,10 +130,13 @@ def main() -> None:
     servers: dict[str, DraftLogServer] = {}
     try:
         for name, (path, spec) in files.items():
-            servers[name] = DraftLogServer(args.binary, target, path, work / f"{name}.log", n_max=15, spec_type=spec)
+            servers[name] = DraftLogServer(
+                args.binary, target, path, work / f"{name}.log", n_max=15, spec_type=spec, extra=extra[name]
+            )
             step_time(servers[name], 999, 15, 2)  # a first request warms the server; not counted
         sizing: dict[int, list[float]] = {n: [] for n in BLOCKS[:-1]}
         kinds: dict[str, list[float]] = {"dspine-k16": [], "dspine-k0": []}
+        on_device: list[float] = []
         request = 0
         for r in range(args.rounds):
             # a. one request a block length on the DSpine server, the order reversed every other round
@@ -137,13 +148,15 @@ def main() -> None:
                 sizing[n].append(times[n] / times[15])
             # b. one request a setup at 15 drafts, the order rotated every round
             names = list(files)
-            names = names[r % 3 :] + names[: r % 3]
+            names = names[r % len(names) :] + names[: r % len(names)]
             block: dict[str, float] = {}
             for name in names:
                 block[name] = step_time(servers[name], request, 15, args.tokens)
                 request += 1
             for name in kinds:
                 kinds[name].append(block[name] / block["dflash"])
+            if "codes-on-device" in block:
+                on_device.append(block["dspine-k16"] / block["codes-on-device"])
             print(
                 f"round {r + 1}: DSpine block pass at "
                 + ", ".join(f"{n} drafts {times[n] / 1000:.2f} ms" for n in BLOCKS)
@@ -161,10 +174,11 @@ def main() -> None:
     print("b. draft step at 15 drafts (block 16), against a causal DFlash of the same backbone")
     report("   DSpine top_k 16 (injection + refinement) / DFlash", kinds["dspine-k16"])
     report("   DSpine top_k 0 (injection only) / DFlash", kinds["dspine-k0"])
-    print(
-        "c. code table in host memory / on the device: skipped (needs a GPU, and the patch has no "
-        "setting for the table's placement yet)"
-    )
+    if on_device:
+        print(f"c. code table in host memory / on {args.device}, DSpine top_k 16 at 15 drafts")
+        report("   host / device", on_device)
+    else:
+        print("c. code table in host memory / on the device: skipped (needs a GPU: --device CUDA0)")
 
 
 if __name__ == "__main__":
