@@ -1,0 +1,101 @@
+"""llama-server's n-gram drafter alone (no model drafter), at a few match and minimum lengths,
+against plain decoding in the same rounds: the real SmolLM2-135M Q8_0 target, greedy, on an
+edit turn, a file rewrite given in the prompt (tests/support/copy_prompts.py) and new text.
+
+dspine launches `ngram-mod` with a minimum copy of 17 tokens and a match of 24 (backends/
+drafters.py: chosen for the chain before a model drafter, where a step's draft length tells
+the drafters apart). Alone, nothing needs that minimum. Each (prompt, setup) gets a fresh
+server every round (ngram-mod remembers earlier replies across requests, which would show a
+repeated prompt as a copy); the setups take turns prompt by prompt, the order turned each
+round. Each setup's figure is the median of its per-round ratios to plain's run of the same
+prompt in the same round, with their min-max.
+
+    .venv/bin/python benchmarks/ngram_server_settings.py [--rounds 3] [--tokens 96]
+        [--llama-server PATH] [--settings 24/17,24/4,12/4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from backends.drafters import NGRAM  # noqa: E402
+from backends.events import End  # noqa: E402
+from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
+from backends.sampling import Sampling  # noqa: E402
+from tests.support.copy_prompts import PROMPTS  # noqa: E402
+from tests.support.real_models import smollm2_pair  # noqa: E402
+
+PLAIN = "plain"
+
+
+def run_once(binary: str | None, target: Path, setup: str, messages: list[dict], tokens: int, logs: Path):
+    ngram = None
+    if setup != PLAIN:
+        match, shortest = (int(x) for x in setup.split("/"))
+        ngram = dataclasses.replace(NGRAM, n_match=match, n_min=shortest)
+    config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram)
+    engine = LlamaServerEngine(config, log_dir=logs, binary=binary).start()
+    try:
+        events = list(engine.stream(messages, think=False, sampling=Sampling(temperature=0, max_tokens=tokens)))
+    finally:
+        engine.close()
+    end = events[-1]
+    if not isinstance(end, End):
+        raise SystemExit(f"the engine failed: {end}")
+    return end.stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=96)
+    parser.add_argument("--llama-server", default=None, help="the llama-server to run (default: found)")
+    parser.add_argument(
+        "--settings",
+        default=f"{NGRAM.n_match}/{NGRAM.n_min},24/4,12/4,8/2",
+        help="match/minimum pairs, comma-separated",
+    )
+    parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
+    args = parser.parse_args()
+    from benchmarks.machine import settle_repacking
+
+    settle_repacking()
+    target = smollm2_pair(args.models)["target"]
+    logs = Path(tempfile.mkdtemp(prefix="dspine-ngram-settings-"))
+    setups = [PLAIN, *args.settings.split(",")]
+    ratios: dict[tuple[str, str], list[float]] = {}
+    kept: dict[tuple[str, str], list[float]] = {}
+    for r in range(args.rounds):
+        for label, messages in PROMPTS.items():
+            order = setups[r % len(setups) :] + setups[: r % len(setups)]
+            rates = {}
+            for setup in order:
+                stats = run_once(args.llama_server, target, setup, messages, args.tokens, logs)
+                rates[setup] = stats.tokens_per_s or 0.0
+                kept.setdefault((label, setup), []).append(stats.acceptance_length or 1.0)
+            for setup in setups[1:]:
+                ratios.setdefault((label, setup), []).append(rates[setup] / max(rates[PLAIN], 1e-9))
+            print(f"round {r + 1} {label}: " + ", ".join(f"{s} {rates[s]:.1f}" for s in setups), flush=True)
+    print()
+    print(f"SmolLM2-135M Q8_0 on llama-server, n-gram alone (match/minimum), greedy, {args.tokens} tokens")
+    print("| prompt | " + " | ".join(setups[1:]) + " |")
+    print("|---|" + "---|" * (len(setups) - 1))
+    for label in PROMPTS:
+        cells = []
+        for setup in setups[1:]:
+            values = ratios[label, setup]
+            per_step = statistics.median(kept[label, setup])
+            cells.append(f"{statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f}) {per_step:.2f}/step")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
