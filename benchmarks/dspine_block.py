@@ -91,6 +91,8 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="dspine-block-"))
     e, heads = args.embd, args.embd // 64
+    # grouped-query attention needs a head count the KV heads divide (16 heads: 4, not 16 // 3)
+    kv_heads = next(d for d in range(max(1, heads // 3), 0, -1) if heads % d == 0)
     shape = Shape(arch="llama", n_layer=2, n_embd=e, n_head=heads, n_head_kv=heads, head_dim=64, n_ff=2 * e)
     target = write_model(
         work / "target.gguf", replace(shape, n_vocab=args.vocab, weight_type=QTYPE.F32), seed=5, scale=0.3
@@ -102,7 +104,7 @@ def main() -> None:
         n_layer=args.layers,
         n_embd=e,
         n_head=heads,
-        n_head_kv=max(1, heads // 3),
+        n_head_kv=kv_heads,
         head_dim=64,
         n_ff=e * 7 // 2,
         causal=True,

@@ -64,9 +64,12 @@ class DraftLogServer:
         self.port = _free_port()
         self.log = log
         args = [str(binary), "-m", str(target), "--host", "127.0.0.1", "--port", str(self.port)]
-        args += ["-c", str(n_ctx * parallel), "-np", str(parallel), "-ngl", "0", "--no-warmup", "-t", "1"]
+        # DSPINE_TEST_GPU_LAYERS: on a GPU build, the same tests with both models' layers there
+        # (the code table stays in host memory, as dspine launches it by default).
+        layers = os.environ.get("DSPINE_TEST_GPU_LAYERS", "0")
+        args += ["-c", str(n_ctx * parallel), "-np", str(parallel), "-ngl", layers, "--no-warmup", "-t", "1"]
         if drafter is not None:
-            args += ["-md", str(drafter), "-ngld", "0", "--spec-draft-n-max", str(n_max), "--spec-draft-p-min", "0"]
+            args += ["-md", str(drafter), "-ngld", layers, "--spec-draft-n-max", str(n_max), "--spec-draft-p-min", "0"]
             if spec_type:
                 args += ["--spec-type", spec_type]
         args += list(extra)
