@@ -139,6 +139,13 @@ def compute_estimate(shape: ModelShape, runtime: Runtime) -> int:
     logits = shape.n_vocab * n_out * 4 + 3 * shape.n_embd * n_out * 4
     mask = n_ctx * n_ub * (2 if runtime.flash_attn else 4)
     kq = 0 if runtime.flash_attn else n_ctx * n_ub * max(shape.n_head) * 4
+    if shape.drafter_kind == "dspine":
+        # Measured on dspine's patched llama-server (drafters of 2-5 layers, hidden 576-2304): a
+        # reserve runs every layer over the ubatch but the head and the refinement over one block
+        # a sequence, so nothing grows with the vocabulary but the block's logits; the peak is the
+        # feed-forward's with the injection's features beside it.
+        activations = n_ub * 4 * (11 * shape.n_ff // 3 + shape.n_embd)
+        return max(logits, activations + kq + mask)
     if shape.arch in GDN_HYBRIDS:
         # Measured on qwen35: the mask is still alive when the logits are made.
         return max(logits, block_activations(shape, n_ub) + kq) + mask

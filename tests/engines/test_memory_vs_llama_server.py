@@ -133,3 +133,59 @@ def test_every_kind_the_server_snapshots_for_is_checked():
     not_yet = {"dspine"}  # needs dspine's DSpine patch in the pinned server: see FAMILY_OF_KIND
     assert {name for name, kind in KINDS.items() if kind.snapshots} - not_yet == set(SNAPSHOTTING)
     assert set(FAMILY_OF_KIND) <= set(SNAPSHOTTING)
+
+
+@pytest.mark.parametrize("n_vocab", [1000, 32000])
+def test_fit_counts_a_dspine_drafter_as_llama_server_allocates(server_binary, tmp_path, n_vocab):
+    """A DSpine drafter beside a dense target: its weights (the code table and the injection
+    included, the table in host memory), its KV cache and its compute buffer (the refinement's
+    among it) within 3% of what the patched llama-server allocates. Nothing grows with the
+    vocabulary but a block's logits: a reserve runs the head over one block a sequence, not over
+    every row of the ubatch (at 32,000 tokens that was 98 MiB against 17.5)."""
+    from tests.support.block_drafters import BlockDrafter, write_block_drafter
+
+    e, n_ctx, n_max = 576, 4096, 15
+    shape = Shape(arch="llama", n_layer=2, n_embd=e, n_head=9, n_head_kv=9, head_dim=64, n_ff=2 * e, n_vocab=n_vocab)
+    target = write_model(tmp_path / "target.gguf", shape)
+    layout = BlockDrafter(
+        n_vocab=n_vocab,
+        n_embd_target=e,
+        n_layer=3,
+        n_embd=e,
+        n_head=9,
+        n_head_kv=3,
+        head_dim=64,
+        n_ff=3 * e,
+        causal=True,
+        transfer_rank=256,
+        message_size=64,
+        top_k=16,
+        sample_from_anchor=False,
+    )
+    drafter = write_block_drafter(tmp_path / "dspine.gguf", layout, 1)
+    flags = ("-md", str(drafter), "-ngld", "0", "--spec-type", "draft-dspine", "--spec-draft-n-max", str(n_max))
+    log = server_log(server_binary, target, n_ctx, "f16", tmp_path / "server.log", flags)
+    loads = [i for i in range(len(log)) if log.startswith("llama_model_loader: loaded meta data", i)]
+    assert len(loads) == 2, "expected the target's load, then the drafter's"
+    theirs = parse_buffer_lines(log[loads[1] :])
+
+    d_shape = shape_from_header(read_local(drafter))
+    assert d_shape.drafter_kind == "dspine" and d_shape.code_table_bytes == n_vocab * 256 * 4
+    plan = assess(
+        Option("t", str(target), shape_from_header(read_local(target))),
+        Option("d", str(drafter), d_shape, kind="dspine"),
+        n_ctx,
+        "f16",
+        Wishes(budget=2**40, n_max=n_max),
+    )
+    # the code table counts in host memory unless the code_table_device setting moves it
+    on_host = footprint(d_shape, Runtime(n_ctx=n_ctx)).weights
+    on_device = footprint(d_shape, Runtime(n_ctx=n_ctx, code_table_on_gpu=True)).weights
+    assert on_device.gpu - on_host.gpu == d_shape.code_table_bytes == on_host.cpu - on_device.cpu
+    for ours, key in (
+        (d_shape.total_weight_bytes, "model"),
+        (plan.memory["drafter_kv"], "kv"),
+        (plan.memory["drafter_compute"], "compute"),
+    ):
+        allocated = sum(theirs[key].values())
+        assert abs(ours - allocated) <= 0.03 * allocated, (key, ours, allocated)
