@@ -184,3 +184,21 @@ def test_the_walk_reads_the_reference_lattice():
     for seed in SEEDS:
         _, data, _ = golden(seed)
         assert list(walk(data["scores"], data["candidates"])) == list(data["selected"])
+
+
+def test_the_walk_draws_under_the_requests_sampler(server_binary, target, tmp_path):
+    """The refinement's walk draws each step from its candidates under the request's sampler, as
+    the other kinds' drafts do: a token the request bans (logit bias false) is never drafted,
+    though the reference's walk drafts it first, and the draft goes on with the next candidate."""
+    drafter, data, prompt = golden(0)
+    banned = int(data["selected"][0])
+    gguf_file = converted(GOLDEN / "ckpt-s0", target, tmp_path / "drafter.gguf")
+    with DraftLogServer(server_binary, target, gguf_file, tmp_path / "server.log", n_max=15, extra=EXACT) as server:
+        (free,) = first_drafts(server, prompt, (15,))
+        assert free[0] == banned  # unbiased, the walk drafts it
+        seen = len(server.steps())
+        server.complete(prompt, 20, logit_bias=[[banned, False]], **{"speculative.n_max": 15})
+        steps = server.steps()[seen:]
+    assert steps and steps[0].pos0 == len(prompt)
+    assert all(banned not in step.drafted for step in steps), [s.drafted for s in steps]
+    assert len(steps[0].drafted) > 0  # the walk takes the next candidate rather than stopping
