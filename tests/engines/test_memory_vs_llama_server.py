@@ -69,11 +69,10 @@ HYBRID_MTP = Shape(**{**vars(MODELS["hybrid"]), "nextn_layers": 1})
 
 # Drafters of the DFlash family come from the converter, as `dspine pull` makes them: a tiny
 # checkpoint of each kind in its publisher's layout (tests/support/safetensors_drafters.py,
-# FAMILY_OF_KIND; "dspine" joins there once dspine's DSpine patch lands, then add it to
-# SNAPSHOTTING below).
-# Every kind the pinned server keeps recurrent-state snapshots for (need_n_rs_seq), and
+# FAMILY_OF_KIND).
+# Every kind the patched server keeps recurrent-state snapshots for (need_n_rs_seq), and
 # draft-simple, which gets none.
-SNAPSHOTTING = ["mtp", "dflash", "dspark"]
+SNAPSHOTTING = ["mtp", "dflash", "dspark", "dspine"]
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +129,7 @@ def test_fit_counts_the_recurrent_state_copies_llama_server_allocates(
 
 def test_every_kind_the_server_snapshots_for_is_checked():
     """A kind that gains snapshots (KINDS[...].snapshots) gets a line in SNAPSHOTTING, or says why not."""
-    not_yet = {"dspine"}  # needs dspine's DSpine patch in the pinned server: see FAMILY_OF_KIND
-    assert {name for name, kind in KINDS.items() if kind.snapshots} - not_yet == set(SNAPSHOTTING)
+    assert {name for name, kind in KINDS.items() if kind.snapshots} == set(SNAPSHOTTING)
     assert set(FAMILY_OF_KIND) <= set(SNAPSHOTTING)
 
 

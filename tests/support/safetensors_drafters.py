@@ -257,7 +257,7 @@ def real_dspark(**overrides) -> Drafter:
 # The checkpoint family each drafter kind is made from here (DFlash2 for `dflash`: the drafter
 # Qwen3.8-27B has). "dspine": "dspine" joins once dspine's DSpine patch lets the pinned
 # llama-server run it.
-FAMILY_OF_KIND = {"dflash": "dflash2", "dspark": "dspark"}
+FAMILY_OF_KIND = {"dflash": "dflash2", "dspark": "dspark", "dspine": "dspine"}
 
 
 def converted_drafter(kind: str, target: Path, folder: Path) -> Path:
