@@ -983,11 +983,11 @@ def _first_run(settings, catalog, wanted: str | None = None):
     from .hub.pull import make_request
     from .hub.pull import pull as pull_model
     from .run.engines import DEFAULT_MODEL
-    from .run.first_run_offer import SMALL_MODEL, Offer, local_model, plan_offer
+    from .run.first_run_offer import SMALL_MODEL, Offer, local_model, plan_offer, starting_model
     from .tui.screens.first_run import FirstRun
 
     has_small = SMALL_MODEL in catalog.bundles
-    main = wanted or (SMALL_MODEL if has_small and not detect().gpus else DEFAULT_MODEL)
+    main = wanted or starting_model(catalog, detect(), DEFAULT_MODEL)
     if main == SMALL_MODEL:
         return _first_run_small(settings, catalog, local_model)
     bundle = catalog.find(main)

@@ -397,12 +397,13 @@ def run_checks(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> list[Check]:
     from .run.engines import DEFAULT_MODEL
+    from .run.first_run_offer import starting_model
 
     hardware = hardware or detect()
     spec_types = server_spec_types(settings)
     records = Manifest(settings.manifest_path).records
     record = records.get(model) if model else None
-    bundle = _bundle(catalog, model or DEFAULT_MODEL)
+    bundle = _bundle(catalog, model or starting_model(catalog, hardware, DEFAULT_MODEL))
     chosen = choose_for(bundle, settings, spec_types) if bundle is not None else None
     drafter_kind = None
     drafter_checks: list[Check] = []
@@ -445,8 +446,9 @@ def next_step(settings: Settings, catalog: Catalog) -> str:
     """One line for the installer to end with: pull the default bundle with the drafter the
     llama-server here runs (and why), or chat when it is pulled already."""
     from .run.engines import DEFAULT_MODEL
+    from .run.first_run_offer import starting_model
 
-    bundle = catalog.find(DEFAULT_MODEL)
+    bundle = catalog.find(starting_model(catalog, detect(), DEFAULT_MODEL))
     record = Manifest(settings.manifest_path).records.get(bundle.name)
     if record is not None and record_status(record) == "complete":
         return "dspine chat"

