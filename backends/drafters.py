@@ -386,6 +386,28 @@ class NgramDrafter:
     # the chain kept 6.67 a step at 12 against the model drafter's 7.27, and 7.27 at 24;
     # edit 10.00 and 8.89 (model 8.42), new text 10.67 and 10.00 (model 7.62).
     n_match: int = 24
+    # Alone (no model drafter to tell its drafts from), llama-server runs ngram-simple instead:
+    # the latest earlier occurrence of the context's last `alone_match` tokens, the next
+    # `alone_length` drafted; it looks in the request's own tokens only, where ngram-mod's table
+    # outlives requests (a repeated prompt drafts whole) and keeps one next token per n-gram.
+    # Measured here (benchmarks/ngram_server_settings.py --rounds 2, SmolLM2 Q8_0, 96 tokens,
+    # against plain): edit 1.48x at 4/8, 1.41x at 3/16, 1.07x with ngram-mod 24/17; rewrite
+    # 1.03x, 0.99x, 1.04x; a looping poem 1.47x, 1.60x, 1.05x.
+    alone_spec_type: str = "ngram-simple"
+    alone_match: int = 4
+    alone_length: int = 8
+
+    def launched(self, chained: bool) -> str:
+        """The --spec-type it runs as: chained before a model drafter, or alone."""
+        return self.spec_type if chained else self.alone_spec_type
+
+    def length_flags(self, chained: bool) -> dict[str, int]:
+        """Its own length and match flags (named after the spec type it runs as)."""
+        if chained:
+            prefix = f"--spec-{self.spec_type}"
+            return {f"{prefix}-n-max": self.n_max, f"{prefix}-n-min": self.n_min, f"{prefix}-n-match": self.n_match}
+        prefix = f"--spec-{self.alone_spec_type}"
+        return {f"{prefix}-size-n": self.alone_match, f"{prefix}-size-m": self.alone_length}
 
 
 NGRAM = NgramDrafter()

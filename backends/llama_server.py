@@ -207,17 +207,18 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
             args += ["--alias", config.alias or Path(config.model).stem]
         if config.chat_template_file and caps.has("--chat-template-file"):
             args += ["--chat-template-file", config.chat_template_file]
-    ngram = config.ngram if config.ngram and (caps is None or config.ngram.spec_type in caps.spec_types) else None
-    if ngram is not None and not config.drafter_kind:
-        args += ["--spec-type", ngram.spec_type]
+    chained = bool(config.drafter_kind)
+    ngram = config.ngram if config.ngram and ngram_runs(config.ngram, chained, caps) else None
+    if ngram is not None and not chained:
+        args += ["--spec-type", ngram.launched(chained=False)]
     if ngram is not None:
-        args += ngram_args(ngram, has)
+        args += ngram_args(ngram, has, chained)
     if config.drafter_kind:
         if caps is not None:
             spec = spec_type_for(config.drafter_kind, caps, binary or Path("llama-server"))
             if spec:
                 # llama-server tries the n-gram kinds before the model drafter whatever the order.
-                args += ["--spec-type", f"{ngram.spec_type},{spec}" if ngram is not None else spec]
+                args += ["--spec-type", f"{ngram.launched(chained=True)},{spec}" if ngram is not None else spec]
         if config.draft_model:
             args += ["-md", config.draft_model, "-ngld", str(config.draft_gpu_layers)]
             on_device = config.drafter_kind == "dspine" and config.code_table_device and config.draft_gpu_layers > 0
@@ -234,13 +235,17 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
     return args + list(config.extra_args)
 
 
-def ngram_args(ngram: NgramDrafter, has: Callable[[str], bool]) -> list[str]:
-    """The n-gram drafter's own length and match flags (named after its spec type)."""
-    prefix = f"--spec-{ngram.spec_type}"
+def ngram_runs(ngram: NgramDrafter, chained: bool, caps: Capabilities | None) -> bool:
+    """Whether the binary has the spec type the n-gram drafter runs as (unknown: assumed)."""
+    return caps is None or ngram.launched(chained) in caps.spec_types
+
+
+def ngram_args(ngram: NgramDrafter, has: Callable[[str], bool], chained: bool) -> list[str]:
+    """The n-gram drafter's own length and match flags, those the binary has."""
     args: list[str] = []
-    for flag, value in (("n-max", ngram.n_max), ("n-min", ngram.n_min), ("n-match", ngram.n_match)):
-        if has(f"{prefix}-{flag}"):
-            args += [f"{prefix}-{flag}", str(value)]
+    for flag, value in ngram.length_flags(chained).items():
+        if has(flag):
+            args += [flag, str(value)]
     return args
 
 
@@ -415,7 +420,9 @@ class LlamaServerEngine:
             check_same_vocabulary(model, check_model_file(self.config.draft_model, "drafter"))
         binary = find_binary(self.binary, self.build)
         caps = probe(binary)
-        self._ngram_runs = self.config.ngram is not None and self.config.ngram.spec_type in caps.spec_types
+        self._ngram_runs = self.config.ngram is not None and ngram_runs(
+            self.config.ngram, bool(self.config.drafter_kind), caps
+        )
         log_dir = private_dir(self.log_dir)
         self._choose_template(read_local(model).get("tokenizer.chat_template"), caps, log_dir)
         assert self.template_choice is not None

@@ -38,10 +38,17 @@ PLAIN = "plain"
 
 def run_once(binary: str | None, target: Path, setup: str, messages: list[dict], tokens: int, logs: Path):
     ngram = None
-    if setup != PLAIN:
+    extra: list[str] = []
+    if setup.startswith("simple:"):
+        # llama-server's ngram-simple: the latest earlier occurrence of the last N tokens, its
+        # next M drafted; nothing kept across requests.
+        size_n, size_m = setup.removeprefix("simple:").split("/")
+        ngram = dataclasses.replace(NGRAM, spec_type="ngram-simple")
+        extra = ["--spec-ngram-simple-size-n", size_n, "--spec-ngram-simple-size-m", size_m]
+    elif setup != PLAIN:
         match, shortest = (int(x) for x in setup.split("/"))
         ngram = dataclasses.replace(NGRAM, n_match=match, n_min=shortest)
-    config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram)
+    config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram, extra_args=tuple(extra))
     engine = LlamaServerEngine(config, log_dir=logs, binary=binary).start()
     try:
         events = list(engine.stream(messages, think=False, sampling=Sampling(temperature=0, max_tokens=tokens)))
@@ -61,7 +68,7 @@ def main() -> None:
     parser.add_argument(
         "--settings",
         default=f"{NGRAM.n_match}/{NGRAM.n_min},24/4,12/4,8/2",
-        help="match/minimum pairs, comma-separated",
+        help="ngram-mod match/minimum pairs, or simple:N/M for ngram-simple, comma-separated",
     )
     parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
     args = parser.parse_args()

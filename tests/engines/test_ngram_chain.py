@@ -160,3 +160,24 @@ def test_server_chain_is_plain_greedy_and_drafts_more_per_step_on_copies(real, t
     assert chain.acceptance_length >= model.acceptance_length, (chain.summary(), model.summary())
     poem_chain, poem_model = stats["chain", "new text"], stats["model", "new text"]
     assert within_new_text_budget(poem_chain, poem_model), (poem_chain.summary(), poem_model.summary())
+
+
+def test_server_ngram_alone_copies_within_the_request_and_forgets_it(real, tmp_path, patched_server):
+    """Alone, llama-server's n-gram drafter looks in the request's own tokens (ngram-simple,
+    4-token match, 8-token drafts): plain decoding's text, copies kept on an edit, and a repeated
+    request drafts no more than the first (ngram-mod's table outlived requests: the repeat
+    copied the first reply whole, a speedup no new prompt gets)."""
+    texts, stats = {}, {}
+    for name, ngram in (("plain", None), ("alone", NGRAM)):
+        engine = server(real, tmp_path, patched_server, False, ngram)
+        try:
+            assert engine.ngram_chained == (ngram is not None)
+            texts[name], stats[name] = reply(engine, EDIT)
+            if ngram is not None:
+                texts["again"], stats["again"] = reply(engine, EDIT)
+        finally:
+            engine.close()
+    assert texts["alone"] == texts["plain"] == texts["again"]
+    first, again = stats["alone"], stats["again"]
+    assert first.ngram_accepted > 0 and first.acceptance_length >= 2.0, first.summary()
+    assert again.acceptance_length <= first.acceptance_length * 1.1, (first.summary(), again.summary())

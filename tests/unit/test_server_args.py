@@ -52,7 +52,9 @@ def test_a_draft_models_sampled_drafts_are_verified_by_rejection_where_the_binar
 
 
 NGRAM_BINARY = Capabilities(
-    flags=CURRENT.flags | {"--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min", "--spec-ngram-mod-n-match"},
+    flags=CURRENT.flags
+    | {"--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min", "--spec-ngram-mod-n-match"}
+    | {"--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m"},
     spec_types=("draft-simple", "ngram-mod", "ngram-simple"),
 )
 
@@ -74,8 +76,14 @@ def test_the_ngram_drafter_is_chained_before_the_draft_model_with_its_own_length
 
 
 def test_the_ngram_drafter_alone_and_not_where_the_binary_lacks_it():
+    # Alone it looks in the request's own tokens (ngram-simple: nothing kept across requests),
+    # with a short match and draft (measured: benchmarks/ngram_server_settings.py).
     alone = server_args(ServerConfig("t.gguf", ngram=NGRAM), NGRAM_BINARY)
-    assert flag(alone, "--spec-type") == "ngram-mod" and "-md" not in alone
+    assert flag(alone, "--spec-type") == "ngram-simple" and "-md" not in alone
+    assert flag(alone, "--spec-ngram-simple-size-n") == "4" and flag(alone, "--spec-ngram-simple-size-m") == "8"
+    assert "--spec-ngram-mod-n-min" not in alone
+    mod_only = Capabilities(flags=NGRAM_BINARY.flags, spec_types=("draft-simple", "ngram-mod"))
+    assert "--spec-type" not in server_args(ServerConfig("t.gguf", ngram=NGRAM), mod_only)
     lacking = server_args(ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", ngram=NGRAM), CURRENT)
     assert flag(lacking, "--spec-type") == "draft-simple" and "--spec-ngram-mod-n-max" not in lacking
 
