@@ -402,12 +402,11 @@ class NgramDrafter:
         return self.spec_type if chained else self.alone_spec_type
 
     def length_flags(self, chained: bool) -> dict[str, int]:
-        """Its own length and match flags (named after the spec type it runs as)."""
-        if chained:
-            prefix = f"--spec-{self.spec_type}"
-            return {f"{prefix}-n-max": self.n_max, f"{prefix}-n-min": self.n_min, f"{prefix}-n-match": self.n_match}
-        prefix = f"--spec-{self.alone_spec_type}"
-        return {f"{prefix}-size-n": self.alone_match, f"{prefix}-size-m": self.alone_length}
+        """Its own length and match flags, named after the spec type it runs as."""
+        spec = self.launched(chained)
+        if spec == "ngram-simple":
+            return {f"--spec-{spec}-size-n": self.alone_match, f"--spec-{spec}-size-m": self.alone_length}
+        return {f"--spec-{spec}-n-max": self.n_max, f"--spec-{spec}-n-min": self.n_min, f"--spec-{spec}-n-match": self.n_match}
 
 
 NGRAM = NgramDrafter()

@@ -1,17 +1,19 @@
-"""llama-server's n-gram drafter alone (no model drafter), at a few match and minimum lengths,
-against plain decoding in the same rounds: the real SmolLM2-135M Q8_0 target, greedy, on an
-edit turn, a file rewrite given in the prompt (tests/support/copy_prompts.py) and new text.
+"""llama-server's n-gram drafter alone (no model drafter), at a few settings, against plain
+decoding in the same rounds: the real SmolLM2-135M Q8_0 target, greedy, on an edit turn, a file
+rewrite given in the prompt (tests/support/copy_prompts.py) and new text (with --bench-edits,
+bench's edit prompts too, which `dspine tune` measures edits on).
 
-dspine launches `ngram-mod` with a minimum copy of 17 tokens and a match of 24 (backends/
-drafters.py: chosen for the chain before a model drafter, where a step's draft length tells
-the drafters apart). Alone, nothing needs that minimum. Each (prompt, setup) gets a fresh
-server every round (ngram-mod remembers earlier replies across requests, which would show a
-repeated prompt as a copy); the setups take turns prompt by prompt, the order turned each
-round. Each setup's figure is the median of its per-round ratios to plain's run of the same
-prompt in the same round, with their min-max.
+A setting is `M/N` for ngram-mod (a match of M tokens, drafts of at least N; what dspine chains
+before a model drafter: 24/17, where a step's draft length tells the drafters apart) or
+`simple:N/M` for ngram-simple (the last N tokens looked up in the request's own tokens, M
+drafted; what dspine runs alone). Each (prompt, setup) gets a fresh server every round
+(ngram-mod remembers earlier replies across requests, which would show a repeated prompt as a
+copy); the setups take turns prompt by prompt, the order turned each round. Each setup's figure
+is the median of its per-round ratios to plain's run of the same prompt in the same round, with
+their min-max.
 
     .venv/bin/python benchmarks/ngram_server_settings.py [--rounds 3] [--tokens 96]
-        [--llama-server PATH] [--settings 24/17,24/4,12/4]
+        [--llama-server PATH] [--settings 24/17,simple:4/8,12/4] [--bench-edits]
 """
 
 from __future__ import annotations
@@ -38,17 +40,15 @@ PLAIN = "plain"
 
 def run_once(binary: str | None, target: Path, setup: str, messages: list[dict], tokens: int, logs: Path):
     ngram = None
-    extra: list[str] = []
     if setup.startswith("simple:"):
-        # llama-server's ngram-simple: the latest earlier occurrence of the last N tokens, its
-        # next M drafted; nothing kept across requests.
-        size_n, size_m = setup.removeprefix("simple:").split("/")
-        ngram = dataclasses.replace(NGRAM, spec_type="ngram-simple")
-        extra = ["--spec-ngram-simple-size-n", size_n, "--spec-ngram-simple-size-m", size_m]
+        # llama-server's ngram-simple (dspine's n-gram drafter alone): the latest earlier
+        # occurrence of the last N tokens, its next M drafted; nothing kept across requests.
+        size_n, size_m = (int(x) for x in setup.removeprefix("simple:").split("/"))
+        ngram = dataclasses.replace(NGRAM, alone_spec_type="ngram-simple", alone_match=size_n, alone_length=size_m)
     elif setup != PLAIN:
         match, shortest = (int(x) for x in setup.split("/"))
-        ngram = dataclasses.replace(NGRAM, n_match=match, n_min=shortest)
-    config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram, extra_args=tuple(extra))
+        ngram = dataclasses.replace(NGRAM, alone_spec_type="ngram-mod", n_match=match, n_min=shortest)
+    config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram)
     engine = LlamaServerEngine(config, log_dir=logs, binary=binary).start()
     try:
         events = list(engine.stream(messages, think=False, sampling=Sampling(temperature=0, max_tokens=tokens)))
@@ -67,11 +67,20 @@ def main() -> None:
     parser.add_argument("--llama-server", default=None, help="the llama-server to run (default: found)")
     parser.add_argument(
         "--settings",
-        default=f"{NGRAM.n_match}/{NGRAM.n_min},24/4,12/4,8/2",
+        default=f"{NGRAM.n_match}/{NGRAM.n_min},simple:{NGRAM.alone_match}/{NGRAM.alone_length},12/4",
         help="ngram-mod match/minimum pairs, or simple:N/M for ngram-simple, comma-separated",
     )
     parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
+    parser.add_argument(
+        "--bench-edits", action="store_true", help="also bench's edit prompts (what `dspine tune` measures edits on)"
+    )
     args = parser.parse_args()
+    prompts = dict(PROMPTS)
+    if args.bench_edits:
+        from app.run.bench import builtin_prompt_files, load_prompts
+
+        edits = [p for p in load_prompts(builtin_prompt_files()) if p.category == "edit"]
+        prompts.update({f"bench edit {i + 1}": p.messages for i, p in enumerate(edits)})
     from benchmarks.machine import settle_repacking
 
     settle_repacking()
@@ -81,7 +90,7 @@ def main() -> None:
     ratios: dict[tuple[str, str], list[float]] = {}
     kept: dict[tuple[str, str], list[float]] = {}
     for r in range(args.rounds):
-        for label, messages in PROMPTS.items():
+        for label, messages in prompts.items():
             order = setups[r % len(setups) :] + setups[: r % len(setups)]
             rates = {}
             for setup in order:
@@ -95,7 +104,7 @@ def main() -> None:
     print(f"SmolLM2-135M Q8_0 on llama-server, n-gram alone (match/minimum), greedy, {args.tokens} tokens")
     print("| prompt | " + " | ".join(setups[1:]) + " |")
     print("|---|" + "---|" * (len(setups) - 1))
-    for label in PROMPTS:
+    for label in prompts:
         cells = []
         for setup in setups[1:]:
             values = ratios[label, setup]
