@@ -43,7 +43,8 @@ from .units import format_bytes
 
 app = typer.Typer(
     name="dspine",
-    help="Fast local coding models on one GPU, with speculative decoding (DSpine, DFlash2, MTP).",
+    help="Fast local coding models on your own machine (one GPU, or a CPU), with speculative decoding "
+    "(DSpine, DFlash2, MTP, copies from the context).",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -1551,7 +1552,9 @@ def serve(
 def config(
     path: bool = typer.Option(False, "--path", help="Print only the settings file's path."),
 ) -> None:
-    """Show the settings file and every setting in force, with where it came from."""
+    """Show the settings file and every setting in force: its value, where it came from, its
+    environment variable and what it means. Set one in the settings file (`dspine config --path`
+    prints where) or with its environment variable."""
     if path:  # without reading it: this is how people find a file that does not parse
         from .settings import config_file
 

@@ -470,7 +470,7 @@ class ChatApp(App):
         label = self.drafting_label(engine) if engine is not None and self.drafting_label is not None else None
         self.query_one(Readout).set_mode(
             self.think,
-            engine.name if engine else "?",
+            engine.name if engine else None,
             # What drafting runs, as chosen (a tune's pick, the no-GPU default), else the drafter.
             (label or engine.drafter) if engine else None,
             None if label else (engine.drafter_name if engine else None),

@@ -70,3 +70,26 @@ async def test_an_engine_error_before_the_first_token_replaces_waiting_in_the_re
         assert "the server answered 500 [@click=app.quit]" in str(live.render())
         assert "waiting" not in str(live.render())
     store.close()
+
+
+async def test_while_the_engine_starts_the_mode_says_so_and_names_no_drafter():
+    """A new user saw "think on · ? · no drafter" while the model loaded: a question mark, and a
+    drafter said to be missing that was only not started yet."""
+    from textual.app import App
+
+    from app.tui.widgets.readout import Readout
+
+    class One(App):
+        def compose(self):
+            yield Readout()
+
+    app = One()
+    async with app.run_test() as pilot:
+        readout = app.query_one(Readout)
+        readout.set_mode(True, None, None)
+        await pilot.pause()
+        mode = str(readout.query_one("#mode").render())
+        assert "engine starting" in mode and "?" not in mode and "no drafter" not in mode
+        readout.set_mode(True, "llama-server", "dspine", "d.gguf")
+        await pilot.pause()
+        assert "d.gguf (dspine)" in str(readout.query_one("#mode").render())

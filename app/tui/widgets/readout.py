@@ -28,16 +28,25 @@ class Readout(Horizontal):
         yield Static("", id="gpu")
 
     def set_mode(
-        self, think: bool, engine: str, drafter: str | None, drafter_name: str | None = None, permissions: str = ""
+        self,
+        think: bool,
+        engine: str | None,
+        drafter: str | None,
+        drafter_name: str | None = None,
+        permissions: str = "",
     ) -> None:
-        """`drafter`: its kind; `drafter_name`: which one (its file), shown when it says more;
+        """`engine`: its name (None: still starting, nothing known of its drafter yet);
+        `drafter`: its kind; `drafter_name`: which one (its file), shown when it says more;
         `permissions`: the permission mode's label, shown first (marked unless it is `ask`) when
         the chat has tools ("": none)."""
         mode = "think on" if think else "think off"
         which = drafter or "no drafter"
         if drafter and drafter_name and drafter_name != drafter:
             which = f"{drafter_name} ({drafter})"
-        line = Content.from_markup("[b]$mode[/] · $engine · $which", mode=mode, engine=engine, which=which)
+        if engine is None:
+            line = Content.from_markup("[b]$mode[/] · engine starting", mode=mode)
+        else:
+            line = Content.from_markup("[b]$mode[/] · $engine · $which", mode=mode, engine=engine, which=which)
         if permissions:
             style = "$permissions · " if permissions == "ask" else "[b reverse] $permissions [/] · "
             line = Content.from_markup(style, permissions=permissions) + line
