@@ -6,14 +6,16 @@ measure): the real SmolLM2-135M pair (Q8_0 target, its Q4_1 as the drafter), eac
    turned each round): plain decoding, the tune's pick, and the default without a tune on
    this machine (app/run/drafting_choice: on a CPU, plain with n-gram drafts);
 3. on bench's prompts (new text, every category), an edit turn and a file rewrite given in
-   the prompt (tests/support/copy_prompts.py), greedy.
+   the prompt (tests/support/copy_prompts.py), greedy; or (--sampling chat) with the chat's
+   sampling, seed 0, which is what the tune measures under (the non-thinking preset's presence
+   penalty of 1.5 makes copies of a file less likely to be kept).
 
 Each setup's speedup is the median of its per-prompt, per-round ratios to plain's run just
 before or after it, with their min-max. Goals: new text >= 0.97x plain, edit and rewrite
 >= 1.3x, the tune under 90 s for the small bundle.
 
     .venv/bin/python benchmarks/tune_defaults.py [--engines inproc,server] [--rounds 3]
-        [--tokens 96] [--llama-server PATH] [--tune-rounds 2]
+        [--tokens 96] [--llama-server PATH] [--tune-rounds 2] [--sampling greedy|chat]
 """
 
 from __future__ import annotations
@@ -38,6 +40,12 @@ def main() -> int:
     parser.add_argument("--tune-rounds", type=int, default=2)
     parser.add_argument("--only-tune", action="store_true", help="time the tune and print its pick only")
     parser.add_argument("--llama-server", type=Path, default=None, help="the llama-server to run (default: found)")
+    parser.add_argument(
+        "--sampling",
+        choices=["greedy", "chat"],
+        default="greedy",
+        help="the setups' runs greedy, or with the chat's sampling (what `dspine tune` measures under)",
+    )
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="dspine-tune-bench-"))
@@ -102,7 +110,9 @@ def main() -> int:
 
         rates: dict[tuple[str, str], list[float]] = {}
         ratios: dict[tuple[str, str], list[float]] = {}
-        sampling = preset(False).with_(temperature=0.0, max_tokens=args.tokens, seed=0)
+        sampling = preset(False).with_(max_tokens=args.tokens, seed=0)
+        if args.sampling == "greedy":
+            sampling = sampling.with_(temperature=0.0)
         try:
             for round_ in range(args.rounds):
                 # Fresh engines each round: llama-server's n-gram drafter remembers the replies of
