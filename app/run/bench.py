@@ -223,8 +223,10 @@ def row_label(setup: Setup, category: str, think: bool) -> str:
 
 def remembers_replies(engine: str, ngram: bool) -> bool:
     """Whether an engine can answer a repeated prompt from memory: llama-server's n-gram
-    drafter keeps earlier replies across requests, so a greedy prompt asked again drafts whole
-    and shows a speedup nobody gets. In process, copies come from the request's own context."""
+    drafter chained before a model drafter (`ngram`: n-gram drafts with a drafter; ngram-mod)
+    keeps earlier replies across requests, so a greedy prompt asked again drafts whole and shows
+    a speedup nobody gets. Alone it runs ngram-simple, and in process copies come from the
+    request's own context: neither remembers."""
     return engine == "server" and ngram
 
 
