@@ -93,3 +93,25 @@ async def test_while_the_engine_starts_the_mode_says_so_and_names_no_drafter():
         readout.set_mode(True, "llama-server", "dspine", "d.gguf")
         await pilot.pause()
         assert "d.gguf (dspine)" in str(readout.query_one("#mode").render())
+
+
+async def test_at_120_columns_speed_and_acceptance_stay_on_the_readouts_line(tmp_path):
+    """A new user's 120-column terminal showed the readout cut before the acceptance figure: a
+    long drafter file name took half the line and the figures wrapped onto a row not shown. The
+    mode gives way (cut with an ellipsis) and the figures stay on one line."""
+    from app.tui.widgets.readout import Readout
+    from tests.support.pilot import send, until
+
+    store = ChatStore(tmp_path / "chats.db")
+    app = ChatApp(ScriptedEngine(drafter_name="smollm2-135m-instruct.q4_1.gguf"), store)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        await send(pilot, "hello")
+        figures = app.query_one(Readout).query_one("#figures-live")
+        await until(pilot, lambda: "accept len" in str(figures.render()), what="a reply's figures")
+        await pilot.pause()
+        shown = figures.render_line(0).text
+        assert "tok/s" in shown and "accept len 3.00" in shown, shown  # the figure, not only its name
+        mode = app.query_one(Readout).query_one("#mode")
+        assert "think on" in mode.render_line(0).text and mode.region.width <= 120 * 0.4 + 1
+    store.close()
