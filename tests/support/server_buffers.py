@@ -64,3 +64,13 @@ def target_rs_bytes(log: str) -> int:
     found = _RS_LINE.search(log)
     assert found, log[-2000:]
     return int(float(found.group(2)) * 2**20)
+
+
+_MODEL_LOAD = "llama_model_loader: loaded meta data"
+
+
+def drafter_part(log: str) -> str:
+    """The log from the second model's load on: the drafter's (the target loads first)."""
+    loads = [m.start() for m in re.finditer(re.escape(_MODEL_LOAD), log)]
+    assert len(loads) == 2, f"expected the target's load, then the drafter's; found {len(loads)}"
+    return log[loads[1] :]
