@@ -162,6 +162,9 @@ def test_server_chain_is_plain_greedy_and_drafts_more_per_step_on_copies(real, t
     assert within_new_text_budget(poem_chain, poem_model), (poem_chain.summary(), poem_model.summary())
 
 
+SAMPLED = Sampling(temperature=0.8, top_p=0.95, top_k=40, presence_penalty=0.0, seed=7, max_tokens=64)
+
+
 def test_server_ngram_alone_copies_within_the_request_and_forgets_it(real, tmp_path, patched_server):
     """Alone, llama-server's n-gram drafter looks in the request's own tokens (ngram-simple,
     4-token match, 8-token drafts): plain decoding's text, copies kept on an edit, and a repeated
@@ -173,11 +176,16 @@ def test_server_ngram_alone_copies_within_the_request_and_forgets_it(real, tmp_p
         try:
             assert engine.ngram_chained == (ngram is not None)
             texts[name], stats[name] = reply(engine, EDIT)
+            # Sampled with a seed: the copies are verified under the request's sampler, so the
+            # answer is plain's token for token.
+            texts[f"{name} sampled"], stats[f"{name} sampled"] = reply(engine, EDIT, SAMPLED)
             if ngram is not None:
                 texts["again"], stats["again"] = reply(engine, EDIT)
         finally:
             engine.close()
     assert texts["alone"] == texts["plain"] == texts["again"]
+    assert texts["alone sampled"] == texts["plain sampled"] != texts["plain"]
+    assert stats["alone sampled"].drafted > 0
     first, again = stats["alone"], stats["again"]
     assert first.ngram_accepted > 0 and first.acceptance_length >= 2.0, first.summary()
     assert again.acceptance_length <= first.acceptance_length * 1.1, (first.summary(), again.summary())
