@@ -406,7 +406,8 @@ class NgramDrafter:
         spec = self.launched(chained)
         if spec == "ngram-simple":
             return {f"--spec-{spec}-size-n": self.alone_match, f"--spec-{spec}-size-m": self.alone_length}
-        return {f"--spec-{spec}-n-max": self.n_max, f"--spec-{spec}-n-min": self.n_min, f"--spec-{spec}-n-match": self.n_match}
+        prefix = f"--spec-{spec}"
+        return {f"{prefix}-n-max": self.n_max, f"{prefix}-n-min": self.n_min, f"{prefix}-n-match": self.n_match}
 
 
 NGRAM = NgramDrafter()
