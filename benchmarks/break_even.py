@@ -14,7 +14,12 @@ drafter, `on` and `auto` servers with the slow drafter. There a switched-off mod
 `speculative.n_max: 0`, and the patched server then does not feed the draft model either
 (it catches up when drafting resumes), so after the switch-off `auto` should run as plain.
 
+With `--drafts-nothing` (server) the drafter's floor is one nothing clears: every step pays
+the drafter's pass and drafts nothing (a DSpine drafter below its floor did that), which
+break-even must count as drafting and switch off.
+
     .venv/bin/python benchmarks/break_even.py [--replies 40] [--tokens 64] [--engine inproc|server] [--binary PATH]
+        [--drafts-nothing]
 """
 
 from __future__ import annotations
@@ -40,7 +45,9 @@ from tests.support.gguf_models import chat_model, write_model  # noqa: E402
 MESSAGES = [{"role": "user", "content": "Write a function that adds two numbers."}]
 
 
-def server(binary: str, target: Path, drafter: Path | None, policy: BreakEven | None, logs: Path) -> LlamaServerEngine:
+def server(
+    binary: str, target: Path, drafter: Path | None, policy: BreakEven | None, logs: Path, p_min: float = 0.0
+) -> LlamaServerEngine:
     # No busy-waiting between passes: three servers share this machine's cores with others.
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     config = ServerConfig(
@@ -52,7 +59,9 @@ def server(binary: str, target: Path, drafter: Path | None, policy: BreakEven | 
         draft_gpu_layers=0,
         n_max=4 if drafter else None,
         extra_args=("--poll", "0", "--poll-draft", "0") if drafter else ("--poll", "0"),
-        draft_p_min=0.0,  # the generated drafter's near-flat logits never pass the draft kind's floor
+        # The generated drafter's near-flat logits never pass the draft kind's floor: 0 drafts;
+        # 1.0 (--drafts-nothing) drafts nothing, yet every step still pays the drafter's pass.
+        draft_p_min=p_min,
     )
     return LlamaServerEngine(config, binary=binary, log_dir=logs, break_even=policy).start()
 
@@ -74,7 +83,14 @@ def main() -> None:
         action="store_true",
         help="leave out `speculation = on` (the slowest engine; saves most of the time)",
     )
+    parser.add_argument(
+        "--drafts-nothing",
+        action="store_true",
+        help="server: a drafter whose floor nothing clears (asked on every step, drafting nothing)",
+    )
     args = parser.parse_args()
+    if args.drafts_nothing and args.engine != "server":
+        parser.error("--drafts-nothing needs --engine server (the floor is llama-server's)")
     from benchmarks.machine import settle_repacking
 
     settle_repacking()  # as dspine's engines do: no AMX crash on such a CPU
@@ -92,8 +108,9 @@ def main() -> None:
 
             binary = str(build_folder() / "bin" / "llama-server")
         plain = server(binary, target, None, None, folder)
-        always = None if args.no_pinned else server(binary, target, slow, BreakEven("on"), folder)
-        judged = server(binary, target, slow, BreakEven(), folder)
+        floor = 1.0 if args.drafts_nothing else 0.0
+        always = None if args.no_pinned else server(binary, target, slow, BreakEven("on"), folder, floor)
+        judged = server(binary, target, slow, BreakEven(), folder, floor)
     else:
         plain = InprocEngine(str(target), n_ctx=1024).load()
         always = (
@@ -113,8 +130,8 @@ def main() -> None:
                 end = reply(engine, args.tokens)
                 rates[name].append(end.stats.generated_tokens / end.stats.decode_s)
                 spent[name].append((end.stats.generated_tokens, end.stats.decode_s))
-                if name == "auto":
-                    drafted.append(end.stats.drafted > 0)
+                if name == "auto":  # a reply the drafter was asked for, whatever it drafted
+                    drafted.append(end.stats.draft_asked or end.stats.drafted > 0)
     finally:
         for _, engine in engines:
             engine.close()
