@@ -56,10 +56,12 @@ start)
     rm -rf "$KEEP" && mkdir -p "$KEEP/src" || exit 1
     cp -r "$one/site" "$KEEP/site" && cp "$one/gguf.part1" "$one/gguf.sha256" "$KEEP/" || exit 1
     tar -xzf "$one/src.tar.gz" -C "$KEEP/src" --strip-components=1 || exit 1
+    # The build reads its script and patches from a copy: call 2 lays the working tree down again.
+    cp -r installers "$KEEP/installers" || exit 1
     nvidia-smi -L; nproc
     # The build goes on after this call returns (its own session), while call 2's files travel.
     setsid nohup bash -c "
-        JOBS=\$(nproc) bash installers/build_llama_server.sh '$KEEP/src' '$KEEP/cuda' \
+        JOBS=\$(nproc) bash '$KEEP/installers/build_llama_server.sh' '$KEEP/src' '$KEEP/cuda' \
             -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_FA=OFF -DGGML_CUDA_NCCL=OFF \
             && cmake --build '$KEEP/cuda/build' --target llama-quantize -j \$(nproc)
         echo \$? >'$KEEP/build.rc'" >"$KEEP/build.txt" 2>&1 </dev/null &
