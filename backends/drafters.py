@@ -386,24 +386,28 @@ class NgramDrafter:
     # the chain kept 6.67 a step at 12 against the model drafter's 7.27, and 7.27 at 24;
     # edit 10.00 and 8.89 (model 8.42), new text 10.67 and 10.00 (model 7.62).
     n_match: int = 24
-    # Alone (no model drafter to tell its drafts from), llama-server runs ngram-simple instead:
-    # the latest earlier occurrence of the context's last `alone_match` tokens, the next
+    # Alone (no model drafter to tell its drafts from) where drafting is switched per request
+    # (dspine's patched llama-server: on edit turns only), llama-server runs ngram-simple: the
+    # latest earlier occurrence of the context's last `alone_match` tokens, the next
     # `alone_length` drafted; it looks in the request's own tokens only, where ngram-mod's table
     # outlives requests (a repeated prompt drafts whole) and keeps one next token per n-gram.
     # Measured here (benchmarks/ngram_server_settings.py --rounds 2, SmolLM2 Q8_0, 96 tokens,
     # against plain): edit 1.48x at 4/8, 1.41x at 3/16, 1.07x with ngram-mod 24/17; rewrite
-    # 1.03x, 0.99x, 1.04x; a looping poem 1.47x, 1.60x, 1.05x.
+    # 1.03x, 0.99x, 1.04x; a looping poem 1.47x, 1.60x, 1.05x. It drafts on new text too (0.90-1.06x
+    # plain on bench's prompts in `dspine tune`), so where every turn drafts (an upstream server)
+    # ngram-mod's long copies only stay: they rarely fire where nothing is copied.
     alone_spec_type: str = "ngram-simple"
     alone_match: int = 4
     alone_length: int = 8
 
-    def launched(self, chained: bool) -> str:
-        """The --spec-type it runs as: chained before a model drafter, or alone."""
-        return self.spec_type if chained else self.alone_spec_type
+    def launched(self, chained: bool, per_turn: bool = True) -> str:
+        """The --spec-type it runs as: chained before a model drafter, alone on the turns
+        chosen per request, or alone on every turn."""
+        return self.alone_spec_type if not chained and per_turn else self.spec_type
 
-    def length_flags(self, chained: bool) -> dict[str, int]:
+    def length_flags(self, chained: bool, per_turn: bool = True) -> dict[str, int]:
         """Its own length and match flags, named after the spec type it runs as."""
-        spec = self.launched(chained)
+        spec = self.launched(chained, per_turn)
         if spec == "ngram-simple":
             return {f"--spec-{spec}-size-n": self.alone_match, f"--spec-{spec}-size-m": self.alone_length}
         prefix = f"--spec-{spec}"

