@@ -52,7 +52,10 @@ app = typer.Typer(
 )
 
 # Options more than one command takes, declared once.
-MODEL_HELP = "A pulled catalog name or repository, or a .gguf file."
+MODEL_HELP = (
+    "A pulled catalog name or repository, or a .gguf file (default: the model to start with on this machine, "
+    "smollm2-135m without a GPU, else the only model pulled)."
+)
 ModelOption = Annotated[str | None, typer.Option("--model", "-m", help=MODEL_HELP)]
 DraftOption = Annotated[
     str | None, typer.Option("--draft", "-d", help="Drafter: a .gguf file, the pulled variant, or none.")
@@ -232,7 +235,12 @@ def list_models(
     if manifest.records:
         out.print(list_table(manifest))
     elif not orphans:
-        out.print(f"nothing pulled yet into {settings.models_dir}; try `dspine pull qwen3.8-27b`")
+        from .fit.hardware import detect
+        from .run.engines import DEFAULT_MODEL
+        from .run.first_run_offer import starting_model
+
+        first = starting_model(load_catalog(settings.catalog), detect(), DEFAULT_MODEL)
+        out.print(f"nothing pulled yet into {settings.models_dir}; try `dspine pull {first}`")
         return
     if orphans:
         out.print(orphans_table(orphans))

@@ -46,9 +46,16 @@ def is_hybrid(path: Path) -> bool:
     return bool(shape_from_header(read_local(path)).recurrent_layers)
 
 
+def _default_model(catalog: Catalog, manifest: Manifest) -> str:
+    from ..fit.hardware import detect
+    from .first_run_offer import default_model
+
+    return default_model(catalog, detect(), DEFAULT_MODEL, manifest.records)
+
+
 def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settings: Settings) -> ModelFiles:
     manifest = Manifest(settings.manifest_path)
-    name = model or DEFAULT_MODEL
+    name = model or _default_model(catalog, manifest)
     no_draft = draft is not None and draft.lower() == NO_DRAFTER
     draft_file = Path(draft) if draft and draft.lower().endswith(".gguf") else None
     if draft_file is not None and not draft_file.is_file():

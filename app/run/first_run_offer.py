@@ -10,6 +10,7 @@ recommends a drafter it then does not use, and the pull never downloads one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from backends.gguf_header import GgufError, read_local
 
 from ..errors import UsageError
 from ..fit.hardware import Hardware
+from ..hub.store import PullRecord, record_status
 from ..models.catalog import NO_DRAFTER, Catalog
 from ..settings import Settings
 from ..units import format_bytes
@@ -30,6 +32,16 @@ def starting_model(catalog: Catalog, hardware: Hardware, default: str) -> str:
     target decodes at a few tokens a second on a CPU), else `default`. The first screen, the
     CLI and doctor ask this, so they name the same model."""
     return SMALL_MODEL if SMALL_MODEL in catalog.bundles and not hardware.gpus else default
+
+
+def default_model(catalog: Catalog, hardware: Hardware, default: str, pulled: Mapping[str, PullRecord]) -> str:
+    """The model a command runs when none is named: the one to start with on this machine
+    when it is pulled, else the only model pulled (a machine without a GPU that pulled the
+    small model, say, and nothing else), else the one to start with (whose pull the first
+    screen offers, or whose error names the pull)."""
+    start = starting_model(catalog, hardware, default)
+    complete = [name for name, record in pulled.items() if record_status(record) == "complete"]
+    return complete[0] if start not in complete and len(complete) == 1 else start
 
 
 def local_model(typed: str) -> str:

@@ -144,6 +144,13 @@ def test_cli_pull_list_and_rm_like_any_bundle(index, dspine, env, models_dir):
 
     listed = json.loads(dspine("list", "--json").stdout)["pulls"]["smollm2-135m"]
     assert listed["status"] == "complete" and {f["role"] for f in listed["files"]} == {"target", "drafter"}
+    # No model named: the one this machine starts with (no GPU: this one), and with a GPU, whose
+    # model (qwen3.8-27b) is not pulled, the only one pulled (it said "qwen3.8-27b is not pulled").
+    from tests.support.nvml import RTX_3090, nvml_env
+
+    for extra in ({}, nvml_env(RTX_3090)):
+        unnamed = dspine("tune", "--show", extra_env=extra)
+        assert unnamed.returncode == 0 and "smollm2-135m" in unnamed.stdout + unnamed.stderr, unnamed.stderr
     planned = dspine("fit", "smollm2-135m", "--no-measure")
     assert planned.returncode == 0, planned.stderr
     assert "Q8_0" in planned.stdout and "on the CPU" in planned.stdout
