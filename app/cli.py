@@ -946,12 +946,30 @@ def _headless(
             vetoed=decider.refuses,
         )
         session.restore(store.context(chat.id))
+        if tools_on:
+            _warn_tools_unseen(session, output)
         store.add_message(chat.id, "user", prompt)
         asyncio.run(session.send(prompt))
         return output.finish(chat.id, files.label)
     finally:
         engine_.close()
         store.close()
+
+
+def _warn_tools_unseen(session, output) -> None:
+    """As the chat's screen does: a model whose template leaves the tool list out can only chat,
+    and says nothing of it (asked about a file, it makes one up)."""
+    import asyncio
+
+    from .agent.context import TOOLS_UNSEEN_NOTE
+    from .agent.session import Notice
+
+    try:
+        usage = asyncio.run(session.usage())
+    except (DspineError, BackendError):
+        return  # counting failed: the reply itself says what is wrong
+    if usage.tools_unseen:
+        asyncio.run(output.emit(Notice(TOOLS_UNSEEN_NOTE, "warning")))
 
 
 def _saved_model(store, resume: int | None, project: str) -> tuple[str | None, str | None]:

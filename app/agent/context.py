@@ -57,6 +57,15 @@ def reply_reserve(n_ctx: int, think: bool, max_tokens: int | None = None) -> int
     return max(min(share, 8192 if think else 4096), min(256, n_ctx // 4))
 
 
+# Said once a chat (the screen's note, headless -p's warning) when tools are on and the model's
+# chat template leaves their list out: the model can only chat.
+TOOLS_UNSEEN_NOTE = (
+    "This model's chat template leaves the tool list out, so it cannot read, search, edit or "
+    "run anything in the project: it chats only (/context shows it). A model whose template "
+    "knows tools (Qwen3, Qwen3.8) can."
+)
+
+
 @dataclass(frozen=True)
 class Usage:
     """Where the context goes. `system`: the system prompt with AGENTS.md; `tools`: the tool

@@ -29,6 +29,7 @@ from ..agent import modes
 from ..agent.changes import Change
 from ..agent.command_files import LoadedCommands
 from ..agent.consent import Consent
+from ..agent.context import TOOLS_UNSEEN_NOTE
 from ..agent.hooks import Hooks
 from ..agent.mcp.manager import McpManager
 from ..agent.mcp.setup import ProjectTrust
@@ -458,9 +459,7 @@ class ChatApp(App):
         self.tools_unseen = usage.tools_unseen
         if usage.tools_unseen:
             self.notify(
-                "This model's chat template leaves the tool list out, so it cannot read, search, edit or "
-                "run anything in the project: it chats only (/context shows it). A model whose template "
-                "knows tools (Qwen3, Qwen3.8) can.",
+                TOOLS_UNSEEN_NOTE,
                 severity="warning",
                 timeout=30,
             )
