@@ -264,6 +264,14 @@ class ChatApp(App):
         command the user typed, a file name, an error), and `[/]` in them is not markup."""
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
+    def action_help_quit(self) -> None:
+        """Ctrl+C says how to quit, as Textual's own does, but as plain text: Textual's message
+        is markup, which this app's notifications show as typed ("Press [b]ctrl+q[/b]")."""
+        for key, active in self.active_bindings.items():
+            if active.binding.action in ("quit", "app.quit"):
+                self.notify(f"Press {key} to quit the app", title="Do you want to quit?")
+                return
+
     async def on_event(self, event: events.Event) -> None:
         # When a key was last pressed anywhere: a question that appears in a pause mid-sentence
         # waits for the keyboard to be quiet counted from here (screens/consent.py).

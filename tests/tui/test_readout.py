@@ -115,3 +115,18 @@ async def test_at_120_columns_speed_and_acceptance_stay_on_the_readouts_line(tmp
         mode = app.query_one(Readout).query_one("#mode")
         assert "think on" in mode.render_line(0).text and mode.region.width <= 120 * 0.4 + 1
     store.close()
+
+
+async def test_ctrl_c_says_how_to_quit_in_plain_words(tmp_path):
+    """A new user's Ctrl+C showed "Press [b]ctrl+q[/b] to quit the app": Textual's markup, shown
+    as typed by notifications that never read markup."""
+    store = ChatStore(tmp_path / "chats.db")
+    app = ChatApp(ScriptedEngine(), store)
+    async with app.run_test() as pilot:
+        await pilot.pause()
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        said = [str(n.message) for n in app._notifications]
+        assert any("Press ctrl+q to quit the app" in m for m in said), said
+        assert not any("[b]" in m for m in said), said
+    store.close()
