@@ -333,7 +333,9 @@ def verdict(rows: list[Row]) -> str:
         return "verdict: nothing to compare with plain decoding"
 
     def label(rows_: list[Row]) -> str:
-        return f"{rows_[0].drafter} {rows_[0].length_label}".strip()
+        row = rows_[0]
+        length = f"adaptive ({row.length_label})" if row.adaptive else (f"at n_max {row.n_max}" if row.n_max else "")
+        return f"{row.drafter} {length}".strip()
 
     scored = []
     for members in by_setup.values():

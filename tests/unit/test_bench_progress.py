@@ -91,6 +91,7 @@ def test_setups_in_turns_remove_a_load_spikes_fake_speedup():
     assert all(0.9 <= r.speedup <= 1.1 for r in drafter), [(r.category, r.speedup) for r in drafter]
     assert all(r.runs == 3 and r.speedup_range is not None for r in drafter)
     assert verdict(rows).startswith("verdict: too close to call") or verdict(rows).startswith("verdict: plain")
+    assert "dspine at n_max 15" in verdict(rows)  # the length named, not a bare "15" after the name
     # One engine at a time (a GPU): the order turns each round, and the spike still evens out.
     machine = Machine(spike=6)
     rows = summarize(run_bench(machine.engine, setups, prompts, [False], 2, 40, max_open=1))
