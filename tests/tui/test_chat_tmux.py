@@ -25,7 +25,10 @@ def test_chat_in_tmux(env, models, tmp_path):
     # 1,670 tokens had scrolled the prompt off (CI, 2026-12-02).
     args = ("chat", "--model", str(files["target"]), "--draft", str(files["same"]), "--think", "off", "--ctx", "768")
     floor = {"DSPINE_DRAFT_P_MIN": "0"}  # the generated drafter never passes the draft kind's floor
-    with dspine_in_tmux(env, tmp_path, *args, cwd=ROOT, name="chat", extra_env=floor) as session:
+    # 150 columns: room for the whole mode line with the drafter's file name beside the figures
+    # (narrower, the name gives way to the speed and acceptance figures: tests/tui/test_readout.py).
+    wide = (150, 32)
+    with dspine_in_tmux(env, tmp_path, *args, cwd=ROOT, name="chat", size=wide, extra_env=floor) as session:
         wait_for(lambda: "Ask about code" in screen(session), timeout=60, what="the chat to open")
         keys(session, "Write hello world in C", "Enter")
         wait_for(lambda: "accept len" in screen(session), timeout=60, what="live figures")
