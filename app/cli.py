@@ -397,7 +397,7 @@ def run_prompt(
     top_k: int | None = typer.Option(None, "--top-k", help="Top-k (0 = off); default: the mode's preset."),
     min_p: float | None = typer.Option(None, "--min-p", help="Min-p; default: the mode's preset."),
     presence_penalty: float | None = typer.Option(
-        None, "--presence-penalty", help="Presence penalty; default: the mode's preset (1.5 with thinking off)."
+        None, "--presence-penalty", help="Presence penalty; default: the mode's preset (Qwen3.8: 1.5 with thinking off)."
     ),
     seed: int | None = typer.Option(None, "--seed", help="Sampling seed."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", "-n", help="Stop after this many tokens."),
@@ -411,7 +411,6 @@ def run_prompt(
     from rich.markup import escape
 
     from backends.events import Delta, End, Error, StatsUpdate
-    from backends.sampling import preset
 
     from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import EngineOptions, engine_and_url, open_engine, resolve_files
@@ -441,7 +440,7 @@ def run_prompt(
     thinking, for_the_model = starting_think(think, files.target)
     if for_the_model and not as_json:
         err.print(f"[dim]{no_thinking_note(files.label)}[/]")
-    sampling = preset(thinking).with_(
+    sampling = files.sampling.for_mode(thinking).with_(
         temperature=temp,
         top_p=top_p,
         top_k=top_k,
@@ -1276,6 +1275,7 @@ def bench(
             fresh_rounds=round_prompts is None
             and repeat > 1
             and remembers_replies(engine, settings.ngram_drafting == "on" and bool(chosen)),
+            presets=plain_files.sampling,
         )
     if len(runs) < total:
         err.print(f"[yellow]interrupted: {len(runs)} of {total} runs measured; showing those[/]")

@@ -48,7 +48,7 @@ from .gguf_header import read_local
 from .message_order import normalise
 from .prompt_lookup import LookupSettings, PromptLookup, point_masses
 from .rollback import INPROC_TARGET_SEQUENCES, inproc_target_snapshots
-from .sampling import Sampling, preset
+from .sampling import QWEN_CARD, Sampling, SamplingPresets
 from .speculative import History, Verdict, accept_greedy, accept_sampled, distribution, rows_distributions, sample
 from .stats import Stats, count_ngram_step
 from .stats import count_positions as _count_positions
@@ -405,6 +405,8 @@ class InprocEngine:
     ngram_break_even: BreakEven | None = None
     # Whether to draft on an edit turn and on new text (backends/turn_kind.py; None: on both).
     turn_drafting: TurnDrafting | None = None
+    # What a request samples with where it sets nothing, per think mode (the model's card's).
+    presets: SamplingPresets = QWEN_CARD
     name: str = "inproc"
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
@@ -686,7 +688,7 @@ class InprocEngine:
             yield Error("the in-process engine is not loaded", "open it again")
             return
         self._cancel.clear()
-        sampling = sampling or preset(think)
+        sampling = sampling or self.presets.for_mode(think)
         if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
             n_max = 0
         if self.turn_drafting is not None and not self.turn_drafting.drafts(messages):

@@ -35,7 +35,7 @@ from .message_order import normalise
 from .openai_stream import StreamBroken, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .private import open_private, private_dir
-from .sampling import Sampling, preset
+from .sampling import QWEN_CARD, Sampling, SamplingPresets
 from .server_log import cause_line
 from .stats import Stats
 from .template_choice import TemplateChoice, choose, for_original
@@ -340,6 +340,8 @@ class LlamaServerEngine:
     # Whether to draft on an edit turn and on new text (backends/turn_kind.py; None: on both).
     # Per request, so on a server that honours a per-request length (dspine's patched one).
     turn_drafting: TurnDrafting | None = None
+    # What a request samples with where it sets nothing, per think mode (the model's card's).
+    presets: SamplingPresets = QWEN_CARD
     # Whether this binary drafts at a request's `speculative.n_max` (learned from /props at start).
     per_request_draft: bool | None = field(default=None, init=False)
     # The chat template in force and where later system messages go (decided at start).
@@ -669,7 +671,7 @@ class LlamaServerEngine:
             extra["speculative.n_max"] = n_max
         if self.template_choice is not None:
             messages = normalise(messages, self.template_choice.rule)
-        body = chat_body(messages, think, sampling or preset(think), extra, tools)
+        body = chat_body(messages, think, sampling or self.presets.for_mode(think), extra, tools)
         started = time.monotonic()
         import httpx2
 

@@ -1,8 +1,9 @@
-"""Sampling settings and the per-mode presets of the Qwen3.8 model card (FACTS)."""
+"""Sampling settings and each model's per-mode presets (its model card's; FACTS)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -23,9 +24,61 @@ class Sampling:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
+# The fields a model's preset may set (a catalog's `sampling` table); seed and length are the request's.
+PRESET_FIELDS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty")
+
+
+@dataclass(frozen=True)
+class SamplingPresets:
+    """What a model samples with in each think mode when the user set nothing (its model card's
+    advice). A model without a thinking mode has one preset for both."""
+
+    thinking: Sampling
+    non_thinking: Sampling
+
+    def for_mode(self, think: bool) -> Sampling:
+        return self.thinking if think else self.non_thinking
+
+
+# Qwen3.8's card (FACTS): the presets of every model whose catalog entry gives none of its own.
 THINKING = Sampling(temperature=1.0, top_p=0.95, top_k=20, min_p=0.0, presence_penalty=0.0)
 NON_THINKING = Sampling(temperature=0.7, top_p=0.8, top_k=20, min_p=0.0, presence_penalty=1.5)
+QWEN_CARD = SamplingPresets(THINKING, NON_THINKING)
 
 
-def preset(think: bool) -> Sampling:
-    return THINKING if think else NON_THINKING
+def preset(think: bool, presets: SamplingPresets | None = None) -> Sampling:
+    return (presets or QWEN_CARD).for_mode(think)
+
+
+def presets_from_table(table: Any, where: str) -> SamplingPresets:
+    """A catalog's `sampling` table: `non_thinking` and `thinking` tables of PRESET_FIELDS (one of
+    them: both modes sample alike). Raises ValueError naming the key that is wrong."""
+    if not isinstance(table, dict):
+        raise ValueError(f"{where}: sampling must be a table with non_thinking and/or thinking")
+    unknown = sorted(set(table) - {"thinking", "non_thinking"})
+    if unknown:
+        raise ValueError(f"{where}: sampling has {', '.join(unknown)}; it takes non_thinking and thinking")
+    modes = {mode: _sampling(table[mode], f"{where}.sampling.{mode}") for mode in table}
+    if not modes:
+        raise ValueError(f"{where}: sampling names neither non_thinking nor thinking")
+    either = modes.get("non_thinking") or modes["thinking"]
+    return SamplingPresets(modes.get("thinking", either), modes.get("non_thinking", either))
+
+
+def _sampling(table: Any, where: str) -> Sampling:
+    if not isinstance(table, dict):
+        raise ValueError(f"{where} must be a table of {', '.join(PRESET_FIELDS)}")
+    unknown = sorted(set(table) - set(PRESET_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: unknown {', '.join(unknown)} (it takes {', '.join(PRESET_FIELDS)})")
+    types = {f.name: f.type for f in fields(Sampling)}
+    values: dict[str, Any] = {}
+    for name, value in table.items():
+        integral = types[name] == "int"
+        if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
+            raise ValueError(f"{where}.{name} must be {'a whole number' if integral else 'a number'}, not {value!r}")
+        if value < 0 or (name in ("top_p", "min_p") and value > 1):
+            raise ValueError(f"{where}.{name} = {value} is out of range")
+        values[name] = value
+    # Fields a card leaves out sample as llama.cpp and transformers do by default: off.
+    return Sampling(**{"top_p": 1.0, "top_k": 0, "min_p": 0.0, "presence_penalty": 0.0, **values})

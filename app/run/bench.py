@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.events import End, Error
-from backends.sampling import preset
+from backends.sampling import SamplingPresets, preset
 from backends.stats import Stats
 
 from ..errors import UsageError
@@ -245,11 +245,13 @@ def run_bench(
     tokens_for: Callable[[Prompt], int] | None = None,
     round_prompts: list[list[Prompt]] | None = None,
     fresh_rounds: bool = False,
+    presets: SamplingPresets | None = None,
 ) -> list[Run]:
     """Every setup on every prompt, mode, depth, `repeat` rounds. Ctrl-C stops it; what ran is
     returned. `depths`: each depth with what puts that much context before a prompt.
     `fresh_rounds`: every engine closed at the end of a round, so none answers a prompt it saw
-    in an earlier one (see `remembers_replies`).
+    in an earlier one (see `remembers_replies`). `presets`: the model's sampling per think mode
+    (None: Qwen3.8's card), what the chat would sample with.
 
     The setups take turns, so a load spike or a slow minute on this machine hits them alike:
     with every engine open at once (`max_open` None: small models, a CPU) each prompt runs on
@@ -277,7 +279,7 @@ def run_bench(
         prompt = round_prompts[round_ % len(round_prompts)][index] if round_prompts else prompts[index]
         deepen = at_depths[depth]
         # `tokens_for`: a prompt's own length (tune: an edit must run long enough to reach its copy)
-        sampling = preset(think).with_(seed=seed, max_tokens=tokens_for(prompt) if tokens_for else max_tokens)
+        sampling = preset(think, presets).with_(seed=seed, max_tokens=tokens_for(prompt) if tokens_for else max_tokens)
         engine = engine_for(setup)
         if on_start:
             on_start(setup, prompt.category, think)

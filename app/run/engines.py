@@ -15,6 +15,7 @@ from backends.drafters import KINDS, NGRAM
 from backends.gguf_header import read_local
 from backends.prompt_lookup import LookupSettings
 from backends.rollback import launch_draft_length
+from backends.sampling import QWEN_CARD, SamplingPresets
 from backends.turn_kind import TurnDrafting
 
 from ..choices import EngineName
@@ -35,6 +36,8 @@ class ModelFiles:
     target: Path | None  # None for a remote engine
     drafter: Path | None
     drafter_kind: str | None  # dspine, dflash, mtp, draft
+    # What the model samples with where the user set nothing: its catalog entry's, else Qwen3.8's.
+    sampling: SamplingPresets = QWEN_CARD
 
 
 def drafter_kind_of(path: Path) -> str:
@@ -69,7 +72,7 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
                 f"--draft {draft}: a drafter variant needs a catalog model", "give --draft FILE.gguf or none"
             )
         kind = drafter_kind_of(draft_file) if draft_file else None
-        return ModelFiles(target.name, target, draft_file, kind)
+        return ModelFiles(target.name, target, draft_file, kind, _pulled_presets(target, catalog, manifest))
 
     request = make_request(name, catalog, None, None)
     record = manifest.records.get(request.name)
@@ -81,17 +84,40 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
     if not targets:  # a hand-edited manifest; a pull always records its target
         raise UsageError(f"{request.name}'s record names no target file", f"run `dspine pull {name}` again")
     target = targets[0]
+    presets = _bundle_presets(catalog, record.name)
     if no_draft:
-        return ModelFiles(record.name, target, None, None)
+        return ModelFiles(record.name, target, None, None, presets)
     if draft_file is not None:
-        return ModelFiles(record.name, target, draft_file, drafter_kind_of(draft_file))
+        return ModelFiles(record.name, target, draft_file, drafter_kind_of(draft_file), presets)
     if draft and draft.lower() != (record.drafter or "").lower():
         raise UsageError(
             f"{record.name} was pulled with drafter {record.drafter or 'none'}, not {draft}",
             f"run `dspine pull {name} --draft {draft}`, or leave --draft out",
         )
     drafter_files = [Path(f.local) for f in record.files if f.role == "drafter"]
-    return ModelFiles(record.name, target, drafter_files[0] if drafter_files else None, record.drafter_kind)
+    drafter = drafter_files[0] if drafter_files else None
+    return ModelFiles(record.name, target, drafter, record.drafter_kind, presets)
+
+
+def _bundle_presets(catalog: Catalog, name: str) -> SamplingPresets:
+    """A catalog bundle's sampling presets (a repository pulled by id, or a bundle the catalog
+    no longer has: Qwen3.8's)."""
+    try:
+        return catalog.find(name).sampling or QWEN_CARD
+    except UsageError:
+        return QWEN_CARD
+
+
+def _pulled_presets(target: Path, catalog: Catalog, manifest: Manifest) -> SamplingPresets:
+    """A model given by its file samples as its bundle does when the file is one dspine pulled."""
+    try:
+        wanted = target.resolve()
+    except OSError:
+        return QWEN_CARD
+    for record in manifest.records.values():
+        if any(f.role == "target" and Path(f.local).resolve() == wanted for f in record.files):
+            return _bundle_presets(catalog, record.name)
+    return QWEN_CARD
 
 
 @dataclass
@@ -198,6 +224,7 @@ def open_engine(
             break_even=_break_even(settings) if options.break_even else None,
             ngram_break_even=_ngram_break_even(options, settings, files),
             turn_drafting=options.turn_drafting,
+            presets=files.sampling,
         ).start()
     from backends.inproc import InprocEngine
 
@@ -231,6 +258,7 @@ def open_engine(
         ngram=LookupSettings() if _ngram_on(options, settings, files) else None,
         ngram_break_even=_ngram_break_even(options, settings, files),
         turn_drafting=options.turn_drafting,
+        presets=files.sampling,
     ).load()
 
 

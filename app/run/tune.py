@@ -218,6 +218,7 @@ def measure(
         max_open=None if on_cpu else 1,
         tokens_for=lambda prompt: max(max_tokens, EDIT_TOKENS) if prompt.category == EDIT_CATEGORY else max_tokens,
         round_prompts=per_round,
+        presets=files.sampling,
     )
     rows = summarize(runs)
     # Drafting switched per turn needs a per-request length: in process, or dspine's patched server.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from backends.sampling import preset
+from backends.sampling import SamplingPresets, preset
 
 # Model-name suffixes for clients that can only set a model name.
 SUFFIXES = {":no-think": False, ":nothink": False, ":think": True}
@@ -48,7 +48,9 @@ def requested_think(body: dict[str, Any]) -> bool | None:
     return split_model_name(body.get("model"))[1]
 
 
-def prepare(body: dict[str, Any], default_think: bool, chat: bool = True) -> Prepared:
+def prepare(
+    body: dict[str, Any], default_think: bool, chat: bool = True, presets: SamplingPresets | None = None
+) -> Prepared:
     """The body to send upstream and its think mode. Never changes what the request
     set itself: the preset fills only the sampling fields it left out."""
     out = dict(body)
@@ -65,7 +67,7 @@ def prepare(body: dict[str, Any], default_think: bool, chat: bool = True) -> Pre
     if isinstance(effort, str) and effort.lower() in EFFORT_TO_TEMPLATE and think:
         kwargs.setdefault("reasoning_effort", EFFORT_TO_TEMPLATE[effort.lower()])
     out["chat_template_kwargs"] = kwargs
-    sampling = preset(think)
+    sampling = preset(think, presets)
     for name in SAMPLING_FIELDS:
         if out.get(name) is None:
             out[name] = getattr(sampling, name)

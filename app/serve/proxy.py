@@ -20,6 +20,7 @@ from aiohttp import web
 
 from backends.break_even import BreakEven
 from backends.message_order import MERGE, SystemRule
+from backends.sampling import QWEN_CARD, SamplingPresets
 
 from . import guards
 from .board import Board
@@ -75,6 +76,8 @@ class ProxyConfig:
     # Where later system/developer messages go for the template in force (backends/message_order.py).
     system_rule: SystemRule = MERGE
     window: int = 0  # one slot's context (what one request holds); 0: n_ctx over the slots
+    # The sampling a request gets where it sets none, per think mode (the model's card's).
+    sampling: SamplingPresets = QWEN_CARD
     cache_rules: bool = True  # cache_rules.py: volatile system lines out (off only to measure without)
     # A remote upstream: the model name its requests must carry (vLLM answers 404 to any other),
     # and what its errors call it.
@@ -268,7 +271,9 @@ class Proxy:
             ordered = order_system_messages(request.path, body, self.config.system_rule)
         except SystemMessageError as exc:
             return error(400, str(exc))
-        prepared = prepare(ordered, self.config.default_think, chat=GENERATING[request.path])
+        prepared = prepare(
+            ordered, self.config.default_think, chat=GENERATING[request.path], presets=self.config.sampling
+        )
         stream = bool(body.get("stream"))
         client = client_name(request.headers.get("User-Agent"), request.remote)
         figures = self.board.open(request.path, client, prepared.think, stream)

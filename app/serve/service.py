@@ -186,6 +186,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             origins=settings.serve_origins,
             system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
             window=slot_context(config.n_ctx, config.n_parallel, trained_context(files.target)),
+            sampling=files.sampling,
         )
         if engine.template_choice is not None:
             err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)

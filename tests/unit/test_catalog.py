@@ -165,3 +165,33 @@ def test_a_drafter_shipped_in_dspine_needs_a_safe_path_and_a_sha256():
     with pytest.raises(ConfigError, match="ships inside dspine, but the target comes from the hub"):
         shipped = f'[bundles.b.drafters.d]\nkind="dspine"\nasset="drafters/d.gguf"\nsha256="{digest}"\n'
         parse_catalog(hub_target + shipped, "x.toml")
+
+
+def test_a_bundles_sampling_presets_come_from_its_catalog_entry():
+    catalog = load_catalog()
+    smollm2 = catalog.find("smollm2").sampling
+    assert smollm2 is not None and smollm2.thinking == smollm2.non_thinking  # no thinking mode
+    card = smollm2.non_thinking
+    assert (card.temperature, card.top_p, card.top_k, card.presence_penalty) == (0.2, 0.9, 50, 0.0)
+    assert catalog.find("qwen3.8-27b").sampling is None  # Qwen3.8's card, the default
+
+    base = '[bundles.x]\n[bundles.x.target]\nrepo = "a/b"\n[bundles.x.target.quants]\nQ4_K_M = "*"\n'
+    both = parse_catalog(
+        base + "[bundles.x.sampling.thinking]\ntemperature = 0.6\n[bundles.x.sampling.non_thinking]\ntemperature = 0\n",
+        "t",
+    ).find("x")
+    assert both.sampling is not None
+    assert both.sampling.for_mode(True).temperature == 0.6 and both.sampling.for_mode(False).greedy
+    assert both.sampling.for_mode(True).presence_penalty == 0.0  # a field left out is off
+    for table, said in [
+        ("[bundles.x.sampling.non_thinking]\ntemprature = 0.2\n", "unknown temprature"),
+        ("[bundles.x.sampling.non_thinking]\ntop_p = 1.5\n", "top_p = 1.5 is out of range"),
+        ("[bundles.x.sampling.non_thinking]\ntop_k = 0.5\n", "top_k must be a whole number"),
+        ('[bundles.x.sampling.non_thinking]\ntemperature = "hot"\n', "temperature must be a number"),
+        ("[bundles.x.sampling.chatty]\ntemperature = 1\n", "sampling has chatty"),
+        ("[bundles.x]\nsampling = 3\n", "sampling must be a table"),
+    ]:
+        text = base + table if table.startswith("[bundles.x.sampling") else base.replace("[bundles.x]\n", table, 1)
+        with pytest.raises(ConfigError) as caught:
+            parse_catalog(text, "t")
+        assert said in str(caught.value) and "bundles.x" in str(caught.value), table
