@@ -397,7 +397,9 @@ def run_prompt(
     top_k: int | None = typer.Option(None, "--top-k", help="Top-k (0 = off); default: the mode's preset."),
     min_p: float | None = typer.Option(None, "--min-p", help="Min-p; default: the mode's preset."),
     presence_penalty: float | None = typer.Option(
-        None, "--presence-penalty", help="Presence penalty; default: the mode's preset (Qwen3.8: 1.5 with thinking off)."
+        None,
+        "--presence-penalty",
+        help="Presence penalty; default: the mode's preset (Qwen3.8: 1.5 with thinking off).",
     ),
     seed: int | None = typer.Option(None, "--seed", help="Sampling seed."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", "-n", help="Stop after this many tokens."),

@@ -46,6 +46,16 @@ NON_THINKING = Sampling(temperature=0.7, top_p=0.8, top_k=20, min_p=0.0, presenc
 QWEN_CARD = SamplingPresets(THINKING, NON_THINKING)
 
 
+def presets_identity(presets: SamplingPresets) -> str:
+    """The presets in one line: what a tune measured under (a change makes it stale)."""
+
+    def one(s: Sampling) -> str:
+        fields = f"temp {s.temperature:g} top_p {s.top_p:g} top_k {s.top_k} min_p {s.min_p:g}"
+        return f"{fields} presence {s.presence_penalty:g}"
+
+    return f"thinking: {one(presets.thinking)}; non-thinking: {one(presets.non_thinking)}"
+
+
 def preset(think: bool, presets: SamplingPresets | None = None) -> Sampling:
     return (presets or QWEN_CARD).for_mode(think)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from backends.sampling import presets_identity
 from backends.turn_kind import TurnDrafting
 
 from ..settings import Settings
@@ -36,7 +37,7 @@ class Drafting:
 def conditions_now(engine: str, files: ModelFiles, settings: Settings) -> Conditions:
     build = binary_identity(llama_server_binary(settings)) if engine == "server" else library_identity()
     pair = f"{file_identity(files.target)} + {file_identity(files.drafter)}"
-    return Conditions(build=build, device=device_identity(), files=pair)
+    return Conditions(build=build, device=device_identity(), files=pair, sampling=presets_identity(files.sampling))
 
 
 def apply_pick(files: ModelFiles, pick: Pick) -> ModelFiles:

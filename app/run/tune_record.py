@@ -9,6 +9,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from backends.sampling import QWEN_CARD, presets_identity
 from backends.turn_kind import TurnDrafting
 
 
@@ -55,6 +56,8 @@ class Conditions:
     build: str
     device: str
     files: str
+    # The sampling the tune's runs used (a tune saved before this was recorded ran Qwen3.8's).
+    sampling: str = presets_identity(QWEN_CARD)
 
     def changed(self, other: Conditions) -> str | None:
         """What differs from `other`, in the user's words, or None."""
@@ -64,6 +67,8 @@ class Conditions:
             return "another device"
         if self.files != other.files:
             return "other model files"
+        if self.sampling != other.sampling:
+            return "other sampling presets"
         return None
 
 

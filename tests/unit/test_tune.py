@@ -5,11 +5,13 @@ machine with no GPU starts plain with n-gram drafts."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from app.models.catalog import load_catalog
 from app.run import drafting_choice
 from app.run.bench import PLAIN, Row
 from app.run.drafting_choice import CPU_DEFAULT_NOTE, choose, with_drafting
@@ -18,6 +20,7 @@ from app.run.tune import candidates, lengths_to_try
 from app.run.tune import choose as pick_from
 from app.run.tune_record import Conditions, Pick, Tune, TuneRecords, tune_key
 from app.settings import load_settings
+from backends.sampling import QWEN_CARD, presets_identity
 from backends.turn_kind import TurnDrafting
 
 DRAFTER = "draft-q4_1.gguf"
@@ -176,6 +179,7 @@ def test_a_fresh_tune_is_what_runs_and_the_readout_names_it(pair, settings):
         (replace(NOW, build="llama-server /x 1 3"), "another llama.cpp build"),
         (replace(NOW, device="NVIDIA GeForce RTX 3090"), "another device"),
         (replace(NOW, files="t2 + d"), "other model files"),
+        (replace(NOW, sampling="temp 0.2"), "other sampling presets"),
     ],
 )
 def test_a_stale_tune_is_said_and_not_used(pair, settings, other, said):
@@ -183,6 +187,25 @@ def test_a_stale_tune_is_said_and_not_used(pair, settings, other, said):
     chosen = choose(pair, None, "inproc", settings, on_gpu=True, conditions=NOW)
     assert chosen.files == pair and chosen.n_max is None  # the default, not the stale pick
     assert chosen.note is not None and said in chosen.note and "dspine tune" in chosen.note
+
+
+def test_a_tune_saved_before_sampling_was_recorded_ran_qwens_presets(tmp_path, pair, settings, monkeypatch):
+    """Tunes saved by an earlier dspine have no sampling in their conditions: they ran Qwen3.8's
+    card, so a Qwen model's stays fresh and one whose card differs (smollm2-135m) goes stale."""
+    records = TuneRecords(tmp_path / "tunes.json")
+    old = {"build": NOW.build, "device": NOW.device, "files": NOW.files}
+    records.path.write_text(json.dumps({"k": {"pick": {"drafter": False, "ngram": True}, "conditions": old}}))
+    saved = records.get("k")
+    assert saved is not None
+    qwen = Conditions(NOW.build, NOW.device, NOW.files, presets_identity(QWEN_CARD))
+    assert saved.conditions.changed(qwen) is None
+    smollm2 = load_catalog().find("smollm2").sampling
+    assert smollm2 is not None
+    small = replace(qwen, sampling=presets_identity(smollm2))
+    assert saved.conditions.changed(small) == "other sampling presets"
+    monkeypatch.setattr(drafting_choice, "library_identity", lambda: NOW.build)
+    now = drafting_choice.conditions_now("inproc", replace(pair, sampling=smollm2), settings)
+    assert now.sampling == small.sampling and now.changed(replace(now, sampling=qwen.sampling)) is not None
 
 
 def test_the_tunes_file_survives_damage_and_forgets_on_reset(tmp_path):
