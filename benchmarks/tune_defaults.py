@@ -7,15 +7,17 @@ measure): the real SmolLM2-135M pair (Q8_0 target, its Q4_1 as the drafter), eac
    this machine (app/run/drafting_choice: on a CPU, plain with n-gram drafts);
 3. on bench's prompts (new text, every category), an edit turn and a file rewrite given in
    the prompt (tests/support/copy_prompts.py), greedy; or (--sampling chat) with the chat's
-   sampling, seed 0, which is what the tune measures under (the non-thinking preset's presence
-   penalty of 1.5 makes copies of a file less likely to be kept).
+   sampling, seed 0, which is what the tune measures under: SmolLM2's card's (temperature 0.2,
+   top_p 0.9, the catalog's), or (--sampling qwen) Qwen3.8's non-thinking preset, which every
+   model had before the catalog carried presets (its presence penalty of 1.5 makes copies of a
+   file less likely to be kept).
 
 Each setup's speedup is the median of its per-prompt, per-round ratios to plain's run just
 before or after it, with their min-max. Goals: new text >= 0.97x plain, edit and rewrite
 >= 1.3x, the tune under 90 s for the small bundle.
 
     .venv/bin/python benchmarks/tune_defaults.py [--engines inproc,server] [--rounds 3]
-        [--tokens 96] [--llama-server PATH] [--tune-rounds 2] [--sampling greedy|chat]
+        [--tokens 96] [--llama-server PATH] [--tune-rounds 2] [--sampling greedy|chat|qwen]
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def main() -> int:
     parser.add_argument("--llama-server", type=Path, default=None, help="the llama-server to run (default: found)")
     parser.add_argument(
         "--sampling",
-        choices=["greedy", "chat"],
+        choices=["greedy", "chat", "qwen"],
         default="greedy",
         help="the setups' runs greedy, or with the chat's sampling (what `dspine tune` measures under)",
     )
@@ -55,6 +57,7 @@ def main() -> int:
     if args.llama_server is not None:
         os.environ["DSPINE_LLAMA_SERVER"] = str(args.llama_server)
 
+    from app.models.catalog import load_catalog
     from app.run.bench import builtin_prompt_files, load_prompts
     from app.run.drafting_choice import apply_pick, choose
     from app.run.engines import EngineOptions, ModelFiles, open_engine
@@ -62,12 +65,16 @@ def main() -> int:
     from app.run.tune_record import Pick
     from app.settings import load_settings
     from backends.events import End
-    from backends.sampling import preset
+    from backends.sampling import QWEN_CARD
     from tests.support.copy_prompts import edit, rewrite
     from tests.support.real_models import smollm2_pair
 
     pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
-    files = ModelFiles("smollm2-135m", pair["target"], pair["q4"], "draft")
+    card = load_catalog().find("smollm2-135m").sampling
+    assert card is not None
+    files = ModelFiles(
+        "smollm2-135m", pair["target"], pair["q4"], "draft", QWEN_CARD if args.sampling == "qwen" else card
+    )
     settings = load_settings()
     prompts = [(p.category, p.messages) for p in load_prompts(builtin_prompt_files()) if p.category != "edit"]
     prompts += [("edit turn", edit()), ("rewrite", rewrite())]
@@ -110,7 +117,7 @@ def main() -> int:
 
         rates: dict[tuple[str, str], list[float]] = {}
         ratios: dict[tuple[str, str], list[float]] = {}
-        sampling = preset(False).with_(max_tokens=args.tokens, seed=0)
+        sampling = files.sampling.for_mode(False).with_(max_tokens=args.tokens, seed=0)
         if args.sampling == "greedy":
             sampling = sampling.with_(temperature=0.0)
         try:
