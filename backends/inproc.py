@@ -49,7 +49,16 @@ from .message_order import normalise
 from .prompt_lookup import LookupSettings, PromptLookup, point_masses
 from .rollback import INPROC_TARGET_SEQUENCES, inproc_target_snapshots
 from .sampling import QWEN_CARD, Sampling, SamplingPresets
-from .speculative import History, Verdict, accept_greedy, accept_sampled, distribution, rows_distributions, sample
+from .speculative import (
+    History,
+    Verdict,
+    accept_greedy,
+    accept_sampled,
+    argmaxes,
+    distribution,
+    rows_distributions,
+    sample,
+)
 from .stats import Stats, count_ngram_step
 from .stats import count_positions as _count_positions
 from .template_choice import TemplateChoice, choose
@@ -338,15 +347,14 @@ def _verify(
     verifying = time.monotonic()
     verify = target.decode([cur, *draft], all_logits=True)
     target_probs = rows_distributions(verify, sampling, history, draft)
-    spent = time.monotonic() - verifying
+    if sampling.greedy:
+        verdict = accept_greedy(draft, argmaxes(target_probs))
+    else:
+        verdict = accept_sampled(draft, draft_probs, target_probs, rng)
+    spent = time.monotonic() - verifying  # with the rows the verdict read: part of the pass's cost
     stats.verify_s += spent
     stats.verify_steps += 1
     stats.drafted += len(draft)
-    if sampling.greedy:
-        verdict = accept_greedy(draft, [int(np.argmax(p)) for p in target_probs])
-    else:
-        q = draft_probs if draft_probs is not None else point_masses(draft, target.n_vocab)
-        verdict = accept_sampled(draft, q, target_probs, rng)
     stats.accepted += verdict.accepted
     if not target.rollback(base + 1 + verdict.accepted):
         raise EngineError(

@@ -17,8 +17,9 @@ the rows after it, exactly as it would have in plain decoding.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -91,32 +92,73 @@ class Verdict:
     next_token: int  # the target's token after them (a correction, or a bonus when all were kept)
 
 
-def rows_distributions(
-    rows: np.ndarray, sampling: Sampling, history: History, draft: Sequence[int]
-) -> list[np.ndarray]:
+class Lazy(Sequence):
+    """A sequence whose items are made when first read: acceptance walks a verify batch from its
+    first row and stops at the first rejection, so the rows after it are never worked out (a
+    sampled row costs about half a millisecond on a real vocabulary, and a 16-token copy that
+    is wrong from its first token would pay 17)."""
+
+    def __init__(self, length: int, make: Callable[[int], Any]) -> None:
+        self._length, self._make = length, make
+        self._made: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def made(self) -> int:
+        """How many items were worked out so far."""
+        return len(self._made)
+
+    def __getitem__(self, index):
+        if not isinstance(index, int):
+            return [self[i] for i in range(self._length)[index]]
+        if not -self._length <= index < self._length:
+            raise IndexError(index)
+        index %= self._length
+        if index not in self._made:
+            self._made[index] = self._make(index)
+        return self._made[index]
+
+
+def rows_distributions(rows: np.ndarray, sampling: Sampling, history: History, draft: Sequence[int]) -> Lazy:
     """The target's distribution at each row of a verify batch over [last, *draft]: row i
-    comes after draft[:i], so those count as generated for it (they are, if it matters)."""
-    return [distribution(row, sampling, history.after(draft[:i])) for i, row in enumerate(rows)]
+    comes after draft[:i], so those count as generated for it (they are, if it matters).
+    Each worked out when first read."""
+    return Lazy(len(rows), lambda i: distribution(rows[i], sampling, history.after(draft[:i])))
+
+
+def argmaxes(probs: Sequence[np.ndarray]) -> Lazy:
+    """The greedy token of each distribution, each when first read."""
+    return Lazy(len(probs), lambda i: int(np.argmax(probs[i])))
 
 
 def accept_greedy(draft: Sequence[int], target_choices: Sequence[int]) -> Verdict:
     """`target_choices[i]` is the target's greedy token after the i-th position of
     [last, *draft] (the argmax of its `distribution`, penalties applied)."""
-    choices = [int(c) for c in target_choices]
     accepted = 0
-    while accepted < len(draft) and int(choices[accepted]) == draft[accepted]:
+    while accepted < len(draft) and int(target_choices[accepted]) == draft[accepted]:
         accepted += 1
-    return Verdict(accepted, int(choices[accepted]))
+    return Verdict(accepted, int(target_choices[accepted]))
 
 
 def accept_sampled(
-    draft: list[int], draft_probs: list[np.ndarray], target_probs: list[np.ndarray], rng: np.random.Generator
+    draft: list[int],
+    draft_probs: Sequence[np.ndarray] | None,
+    target_probs: Sequence[np.ndarray],
+    rng: np.random.Generator,
 ) -> Verdict:
-    """`draft_probs[i]` drew draft[i]; `target_probs` has one more entry than the draft."""
+    """`draft_probs[i]` drew draft[i] (None: a copy's point masses, all of q on each drafted
+    token); `target_probs` has one more entry than the draft."""
     for i, token in enumerate(draft):
-        p, q = target_probs[i][token], draft_probs[i][token]
+        p = target_probs[i][token]
+        q = draft_probs[i][token] if draft_probs is not None else 1.0
         if q <= 0 or rng.random() >= min(1.0, p / q):
-            residual = np.maximum(target_probs[i] - draft_probs[i], 0.0)
+            if draft_probs is None:  # max(0, p - q) with q the point mass: p without the token
+                residual = target_probs[i].copy()
+                residual[token] = 0.0
+            else:
+                residual = np.maximum(target_probs[i] - draft_probs[i], 0.0)
             total = residual.sum()
             next_probs = residual / total if total > 0 else target_probs[i]
             return Verdict(i, sample(next_probs, rng))

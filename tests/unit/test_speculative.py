@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 
 from backends.sampling import Sampling
-from backends.speculative import History, accept_greedy, accept_sampled, distribution, rows_distributions, sample
+from backends.speculative import (
+    History,
+    Verdict,
+    accept_greedy,
+    accept_sampled,
+    argmaxes,
+    distribution,
+    rows_distributions,
+    sample,
+)
 
 
 def test_greedy_keeps_the_matching_prefix_and_adds_the_targets_token():
@@ -122,3 +131,22 @@ def test_top_k_then_top_p_keeps_what_the_whole_vocabulary_sort_kept():
             if sampling.min_p:
                 expected[expected < sampling.min_p * expected.max()] = 0.0
             np.testing.assert_allclose(probs, expected / expected.sum(), atol=1e-12)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.2])
+def test_a_copy_wrong_from_its_first_token_works_out_the_rows_it_reads_only(temperature):
+    """A verify batch's rows after the first rejection are never read: worked out lazily, a
+    16-token copy that the target turns down at once costs the first row's distribution (and,
+    sampled, the residual's), not 17 of them."""
+    rng = np.random.default_rng(0)
+    rows = np.tile(np.log(np.array([0.96, 0.01, 0.01, 0.01, 0.01])), (17, 1))
+    sampling = Sampling(temperature=temperature, top_p=0.9, top_k=5)
+    probs = rows_distributions(rows, sampling, History(5), [3] * 16)
+    verdict = accept_sampled([3] * 16, None, probs, rng) if temperature else accept_greedy([3] * 16, argmaxes(probs))
+    assert verdict == Verdict(0, 0)
+    assert probs.made == 1
+    # Point masses given as None keep what the explicit ones kept.
+    masses = [np.eye(5)[3]] * 16
+    assert accept_sampled([3] * 16, masses, probs, np.random.default_rng(0)) == accept_sampled(
+        [3] * 16, None, probs, np.random.default_rng(0)
+    )
