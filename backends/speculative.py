@@ -49,11 +49,12 @@ def distribution(logits: np.ndarray, sampling: Sampling, seen: np.ndarray | None
     """The probabilities sampling draws from at one position: presence penalty on the
     tokens generated before it (`seen`, a mask or indices), then temperature (0: the
     argmax), top-k, top-p, min-p."""
-    logits = np.asarray(logits, dtype=np.float64).copy()
+    logits = np.asarray(logits)  # float32 from llama.cpp: read, not copied, unless penalised
     if seen is not None and sampling.presence_penalty:
+        logits = logits.astype(np.float64)
         logits[seen] -= sampling.presence_penalty
     if sampling.greedy:
-        probs = np.zeros_like(logits)
+        probs = np.zeros(logits.size)
         probs[int(np.argmax(logits))] = 1.0
         return probs
     # Top-k first, on the k best only: sorting the whole vocabulary for top-p cost 3-4 ms a
@@ -64,7 +65,7 @@ def distribution(logits: np.ndarray, sampling: Sampling, seen: np.ndarray | None
         kept = np.flatnonzero(logits >= cutoff)
     else:
         kept = np.arange(logits.size)
-    chosen = logits[kept] / sampling.temperature
+    chosen = logits[kept].astype(np.float64) / sampling.temperature
     part = np.exp(chosen - np.max(chosen))
     part /= part.sum()
     if sampling.top_p < 1.0:
@@ -75,7 +76,7 @@ def distribution(logits: np.ndarray, sampling: Sampling, seen: np.ndarray | None
         part[~mask] = 0.0
     if sampling.min_p > 0:
         part[part < sampling.min_p * part.max()] = 0.0
-    probs = np.zeros_like(logits)
+    probs = np.zeros(logits.size)
     probs[kept] = part / part.sum()
     return probs
 
