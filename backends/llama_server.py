@@ -248,10 +248,11 @@ def ngram_runs(ngram: NgramDrafter, chained: bool, caps: Capabilities | None) ->
     return caps is None or ngram.launched(chained, per_turn(caps)) in caps.spec_types
 
 
-def ngram_args(ngram: NgramDrafter, has: Callable[[str], bool], chained: bool, per_turn: bool = True) -> list[str]:
-    """The n-gram drafter's own length and match flags, those the binary has."""
+def ngram_args(ngram: NgramDrafter, has: Callable[[str], bool], chained: bool, switched: bool = True) -> list[str]:
+    """The n-gram drafter's own length and match flags, those the binary has. `switched`:
+    drafting is switched per request (`per_turn`)."""
     args: list[str] = []
-    for flag, value in ngram.length_flags(chained, per_turn).items():
+    for flag, value in ngram.length_flags(chained, switched).items():
         if has(flag):
             args += [flag, str(value)]
     return args

@@ -96,6 +96,16 @@ def trained_context(target: Path | None) -> int:
     return int(value) if isinstance(value, int) else 0
 
 
+def layers_said(gpu_layers: int) -> str:
+    """Where the model's layers run, as serve's start-up line says it: a machine without a GPU
+    runs them all on the CPU, whatever -ngl says (999 read as a figure there)."""
+    from ..fit.hardware import detect
+
+    if not detect().gpus:
+        return "on the CPU (no GPU found)"
+    return "all layers on the GPU" if gpu_layers >= 999 else f"GPU layers {gpu_layers}"
+
+
 def client_endpoint(options: ServeOptions, settings: Settings, access_has_key: bool) -> Endpoint:
     from ..models.catalog import load_catalog
     from ..run.engines import resolve_files
@@ -160,7 +170,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             drafter=(f"{files.drafter.name} ({files.drafter_kind})" if files.drafter else (drafting.label or "none")),
             plan=(
                 f"context {config.n_ctx} ({config.n_ctx // config.n_parallel} a slot, {config.n_parallel} slots), "
-                f"GPU layers {config.gpu_layers}, KV {config.kv}, draft length "
+                f"{layers_said(config.gpu_layers)}, KV {config.kv}, draft length "
                 f"{config.n_max or 'server default'}"
             ),
             endpoint=endpoint_url(options.host, port),

@@ -19,6 +19,7 @@ from app.serve.modes import prepare
 from backends.llama_server import free_port
 from tests.conftest import ROOT, wait_for
 from tests.support.aider_client import AiderUnavailable, aider_binary
+from tests.support.nvml import RTX_3090
 from tests.support.repos import scratch_repo
 from tests.support.serve_harness import ServeProcess
 from tests.support.tmux import dspine_in_tmux, keys, screen
@@ -289,3 +290,21 @@ def test_aider_one_message_on_a_scratch_repository(env, real, tmp_path):
         assert re.search(received, done.stdout), done.stdout[-2000:]
     finally:
         served.stop()
+
+
+@pytest.mark.parametrize(
+    "gpus, layers, said",
+    [
+        ([], 999, "on the CPU (no GPU found)"),
+        (None, 999, "on the CPU (no GPU found)"),
+        (RTX_3090, 999, "all layers on the GPU"),
+        (RTX_3090, 20, "GPU layers 20"),
+    ],
+)
+def test_serve_says_where_the_layers_run(monkeypatch, gpus, layers, said):
+    """A new user on a CPU read serve's 'GPU layers 999' as something on a GPU."""
+    from app.serve.service import layers_said
+    from tests.support.nvml import fake_pynvml
+
+    fake_pynvml(monkeypatch, gpus)
+    assert layers_said(layers) == said
