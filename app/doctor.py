@@ -267,6 +267,10 @@ def model_target(settings: Settings, model: str) -> Path | None:
 
 
 def pull_command(bundle: Bundle, chosen: Recommendation) -> str:
+    """The pull that fetches the drafter chosen here: `--drafter` only where it is not the
+    bundle's own default (a plain pull chooses the same; the flag is there to be read)."""
+    if chosen.drafter == bundle.default_drafter:
+        return f"dspine pull {bundle.name}"
     return f"dspine pull {bundle.name} --drafter {chosen.drafter}"
 
 
@@ -466,9 +470,14 @@ def next_step(settings: Settings, catalog: Catalog) -> str:
     from .run.engines import DEFAULT_MODEL
     from .run.first_run_offer import starting_model
 
-    bundle = catalog.find(starting_model(catalog, detect(), DEFAULT_MODEL))
+    hardware = detect()
+    bundle = catalog.find(starting_model(catalog, hardware, DEFAULT_MODEL))
     record = Manifest(settings.manifest_path).records.get(bundle.name)
     if record is not None and record_status(record) == "complete":
         return "dspine chat"
     chosen = choose_for(bundle, settings, server_spec_types(settings))
+    if not hardware.gpus:
+        # Without a GPU the chat drafts copies on edits, not with the drafter (app/run/drafting_choice):
+        # the drafter's reason would promise what this machine does not run.
+        return f"{pull_command(bundle, chosen)} (a small model that runs on this CPU; no GPU found)"
     return f"{pull_command(bundle, chosen)} ({chosen.why})"
