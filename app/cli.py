@@ -1149,7 +1149,7 @@ def bench(
         summarize,
     )
     from .run.depth import acceptance_chart, parse_depths
-    from .run.engines import EngineOptions, ModelFiles, drafter_kind_of, open_engine, resolve_files
+    from .run.engines import EngineOptions, drafter_kind_of, open_engine, resolve_files
 
     try:
         lengths = [int(x) for x in n_max.split(",") if x.strip()]
@@ -1236,7 +1236,7 @@ def bench(
 
     def open_for(setup: Setup):
         path, kind = by_label.get(setup.drafter, (None, None))
-        files = ModelFiles(plain_files.label, plain_files.target, path, kind)
+        files = replace(plain_files, drafter=path, drafter_kind=kind)  # the model's sampling too
         # Bench measures each setup as named: n-gram drafts join the drafters only when the setting
         # says `on` (compare an `edit` run with DSPINE_NGRAM_DRAFTING=on and without).
         ngram = settings.ngram_drafting == "on" and path is not None

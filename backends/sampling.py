@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+import math
+from dataclasses import dataclass, replace
 from typing import Any
 
 
@@ -81,14 +82,14 @@ def _sampling(table: Any, where: str) -> Sampling:
     unknown = sorted(set(table) - set(PRESET_FIELDS))
     if unknown:
         raise ValueError(f"{where}: unknown {', '.join(unknown)} (it takes {', '.join(PRESET_FIELDS)})")
-    types = {f.name: f.type for f in fields(Sampling)}
     values: dict[str, Any] = {}
     for name, value in table.items():
-        integral = types[name] == "int"
+        integral = name == "top_k"
         if isinstance(value, bool) or not isinstance(value, int if integral else (int, float)):
             raise ValueError(f"{where}.{name} must be {'a whole number' if integral else 'a number'}, not {value!r}")
-        if value < 0 or (name in ("top_p", "min_p") and value > 1):
+        if not math.isfinite(value) or value < 0 or (name in ("top_p", "min_p") and value > 1):
             raise ValueError(f"{where}.{name} = {value} is out of range")
         values[name] = value
-    # Fields a card leaves out sample as llama.cpp and transformers do by default: off.
-    return Sampling(**{"top_p": 1.0, "top_k": 0, "min_p": 0.0, "presence_penalty": 0.0, **values})
+    # A field the card leaves out is neutral: temperature 1, no top-k, top-p or min-p cut, no
+    # penalty (write top_k = 50 where a card means transformers' default, as SmolLM2's does).
+    return Sampling(**{"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "presence_penalty": 0.0, **values})

@@ -17,6 +17,7 @@ the rows after it, exactly as it would have in plain decoding.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -112,8 +113,9 @@ class Lazy(Sequence):
         return len(self._made)
 
     def __getitem__(self, index):
-        if not isinstance(index, int):
+        if isinstance(index, slice):
             return [self[i] for i in range(self._length)[index]]
+        index = operator.index(index)  # numpy's integers too
         if not -self._length <= index < self._length:
             raise IndexError(index)
         index %= self._length

@@ -6,6 +6,7 @@ import pytest
 from backends.sampling import Sampling
 from backends.speculative import (
     History,
+    Lazy,
     Verdict,
     accept_greedy,
     accept_sampled,
@@ -97,8 +98,11 @@ def test_a_sampled_position_costs_well_under_a_millisecond_on_a_real_vocabulary(
     rng = np.random.default_rng(3)
     logits = (rng.normal(size=49152) * 3).astype(np.float32)
     card = Sampling(temperature=0.2, top_p=0.9, top_k=50)
+    # Against one sort of the vocabulary, timed beside it (a load on the machine slows both):
+    # the old way cost more than that sort alone, the new one about a fifth of it.
+    sort = min(_timed(lambda: np.argsort(-logits.astype(np.float64)), time.perf_counter) for _ in range(5))
     best = min(_timed(lambda: distribution(logits, card), time.perf_counter) for _ in range(5))
-    assert best < 1.5e-3, f"{best * 1e3:.2f} ms a position"
+    assert best < 0.6 * sort, f"{best * 1e3:.2f} ms a position, {sort * 1e3:.2f} ms a sort"
 
 
 def _timed(work, clock) -> float:
@@ -110,21 +114,30 @@ def _timed(work, clock) -> float:
 
 def test_top_k_then_top_p_keeps_what_the_whole_vocabulary_sort_kept():
     rng = np.random.default_rng(5)
-    for _ in range(30):
-        logits = rng.normal(size=3000) * rng.uniform(0.5, 5)
+    seen_mask = np.zeros(3000, dtype=bool)
+    seen_mask[::75] = True
+    for trial in range(30):
+        # llama.cpp's float32 rows (read without a copy) and float64 ones; ties at the k-th logit
+        logits = (rng.normal(size=3000) * rng.uniform(0.5, 5)).astype(np.float32 if trial % 2 else np.float64)
+        if trial % 3 == 0:
+            logits[:60] = np.sort(logits)[-30]
+        seen = seen_mask if trial % 2 else np.arange(40)
         for sampling in (
             Sampling(temperature=0.2, top_p=0.9, top_k=50),
             Sampling(temperature=0.7, top_p=0.8, top_k=20, presence_penalty=1.5),
             Sampling(temperature=1.0, top_p=0.95, top_k=0, min_p=0.05),
+            Sampling(temperature=1.0, top_p=1.0, top_k=5000),
         ):
-            probs = distribution(logits, sampling, np.arange(40))
+            before = logits.copy()
+            probs = distribution(logits, sampling, seen)
+            assert np.array_equal(logits, before)  # the row is read, never written
             shifted = logits.astype(np.float64).copy()
-            shifted[np.arange(40)] -= sampling.presence_penalty
+            shifted[seen] -= sampling.presence_penalty
             full = np.exp((shifted - shifted.max()) / sampling.temperature)
-            if sampling.top_k:
+            if 0 < sampling.top_k < shifted.size:
                 full[shifted < np.sort(shifted)[-sampling.top_k]] = 0.0
             full /= full.sum()
-            order = np.argsort(-full)
+            order = np.argsort(-full, kind="stable")  # ties at the top-p edge: the lower token id first
             keep = order[: int(np.searchsorted(np.cumsum(full[order]), sampling.top_p)) + 1]
             expected = np.zeros_like(full)
             expected[keep] = full[keep]
@@ -150,3 +163,12 @@ def test_a_copy_wrong_from_its_first_token_works_out_the_rows_it_reads_only(temp
     assert accept_sampled([3] * 16, masses, probs, np.random.default_rng(0)) == accept_sampled(
         [3] * 16, None, probs, np.random.default_rng(0)
     )
+
+
+def test_lazy_rows_read_like_a_list():
+    made = []
+    rows = Lazy(4, lambda i: made.append(i) or i * 10)
+    assert rows[np.int64(2)] == 20 and rows[-1] == 30 and rows[1:3] == [10, 20] and len(rows) == 4
+    assert rows[2] == 20 and made == [2, 3, 1]  # each made once, when first read
+    with pytest.raises(IndexError):
+        rows[4]
