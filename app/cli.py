@@ -1097,7 +1097,7 @@ def bench(
         "--draft",
         "--drafters",
         "-d",
-        help="all (what is pulled), none, or a comma list of variants or .gguf files.",
+        help="all (n-gram copies and what is pulled), none, or a comma list of ngram, variants or .gguf files.",
     ),
     prompts: list[Path] | None = typer.Option(
         None, "--prompts", help="JSONL of chats (one a line); repeatable. Default: the built-in sets."
@@ -1137,6 +1137,7 @@ def bench(
 
     from .run.bench import (
         CPU_MAX_TOKENS,
+        NGRAM_LABEL,
         PLAIN,
         Setup,
         builtin_prompt_files,
@@ -1191,13 +1192,16 @@ def bench(
     catalog = load_catalog(settings.catalog)
     plain_files = resolve_files(model, "none", catalog, settings)
     chosen: list[tuple[str, Path, str]] = []  # (label, file, kind)
+    # N-gram copies alone (no drafter): what a machine without a GPU runs on edits, and what the
+    # tune weighs; bench measures it as a setup of its own (issue 47: the tune had the row, bench not).
+    ngram_row = drafters == "all" or any(x.strip().lower() in ("ngram", "n-gram") for x in drafters.split(","))
     if drafters == "all":
         pulled = resolve_files(model, None, catalog, settings)
         if pulled.drafter is not None and pulled.drafter_kind:
             chosen.append((pulled.drafter.name, pulled.drafter, pulled.drafter_kind))
     elif drafters != "none":
         for item in (x.strip() for x in drafters.split(",") if x.strip()):
-            if item.lower() == "none":
+            if item.lower() in ("none", "ngram", "n-gram"):
                 continue
             if item.lower().endswith(".gguf"):
                 path = Path(item)
@@ -1208,7 +1212,7 @@ def bench(
                 files = resolve_files(model, item, catalog, settings)
                 if files.drafter is not None and files.drafter_kind:
                     chosen.append((item, files.drafter, files.drafter_kind))
-    setups = [Setup(PLAIN, None)]
+    setups = [Setup(PLAIN, None)] + ([Setup(NGRAM_LABEL, None)] if ngram_row else [])
     adapts = adaptive and (engine == "inproc" or (engine == "server" and _server_adapts(settings)))
     for label, _, kind in chosen:
         setups += [Setup(label, length) for length in (lengths or [default_n_max(kind, unknown=4)])]
@@ -1239,7 +1243,7 @@ def bench(
         files = replace(plain_files, drafter=path, drafter_kind=kind)  # the model's sampling too
         # Bench measures each setup as named: n-gram drafts join the drafters only when the setting
         # says `on` (compare an `edit` run with DSPINE_NGRAM_DRAFTING=on and without).
-        ngram = settings.ngram_drafting == "on" and path is not None
+        ngram = (settings.ngram_drafting == "on" and path is not None) or setup.drafter == NGRAM_LABEL
         options = EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max, break_even=False, ngram=ngram)
         return open_engine(files, options, settings)
 
@@ -1276,7 +1280,7 @@ def bench(
             # remembers replies: fresh engines each round, or the n-gram rows fake a speedup.
             fresh_rounds=round_prompts is None
             and repeat > 1
-            and remembers_replies(engine, settings.ngram_drafting == "on" and bool(chosen)),
+            and remembers_replies(engine, settings.ngram_drafting == "on" and bool(chosen), alone=ngram_row),
             presets=plain_files.sampling,
         )
     if len(runs) < total:

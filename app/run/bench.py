@@ -19,6 +19,7 @@ from ..errors import UsageError
 from ..models.catalog import builtin_catalog_path
 
 PLAIN = "plain"
+NGRAM_LABEL = "n-gram"  # the setup of copies from the context alone, no drafter
 
 
 @dataclass(frozen=True)
@@ -221,13 +222,14 @@ def row_label(setup: Setup, category: str, think: bool) -> str:
     return f"{setup.drafter}{length}, {category}, think {'on' if think else 'off'}"
 
 
-def remembers_replies(engine: str, ngram: bool) -> bool:
+def remembers_replies(engine: str, ngram: bool, alone: bool = False) -> bool:
     """Whether an engine can answer a repeated prompt from memory: llama-server's n-gram
     drafter chained before a model drafter (`ngram`: n-gram drafts with a drafter; ngram-mod)
     keeps earlier replies across requests, so a greedy prompt asked again drafts whole and shows
-    a speedup nobody gets. Alone it runs ngram-simple, and in process copies come from the
-    request's own context: neither remembers."""
-    return engine == "server" and ngram
+    a speedup nobody gets. Alone (`alone`: an n-gram row) it runs ngram-simple on dspine's
+    server, but ngram-mod on an upstream one: counted as remembering, which costs only fresh
+    engines each round. In process copies come from the request's own context."""
+    return engine == "server" and (ngram or alone)
 
 
 def run_bench(

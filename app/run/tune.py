@@ -10,10 +10,9 @@ import math
 import statistics
 from dataclasses import dataclass, replace
 
-from .bench import PLAIN, Row, Setup
+from .bench import NGRAM_LABEL, PLAIN, Row, Setup
 from .tune_record import Pick
 
-NGRAM_LABEL = "n-gram"
 EDIT_CATEGORY = "edit"
 # New text must run at least this share of plain's speed: within a CPU's run-to-run noise, and
 # the floor the issue set ("speculation must never be slower than plain decoding").

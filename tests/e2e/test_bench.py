@@ -225,3 +225,19 @@ def test_without_a_gpu_the_default_bench_is_short(dspine, models):
     assert done.returncode == 0, done.stderr
     assert "no GPU found: a short bench (5 prompts, one a category, 64 tokens each)" in done.stderr
     assert "64 tokens a prompt" in done.stdout
+
+
+@pytest.mark.parametrize("engine", ["inproc", "server"])
+def test_bench_measures_ngram_copies_alone_as_a_row(dspine, models, tmp_path, engine):
+    """Issue 47: the tune weighs n-gram copies alone (what a machine without a GPU runs on edits),
+    bench had no such row. `--draft ngram` (and the default, `all`) measures it."""
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text(json.dumps({"messages": [{"role": "user", "content": "abc abc abc abc"}], "category": "edit"}))
+    target = str(models["dense"]["target"])
+    common = ("--engine", engine, "--prompts", str(chats), "--max-tokens", "12", "--repeat", "2", "--json")
+    for asked in ("ngram", "all"):
+        done = dspine("bench", "--model", target, "--draft", asked, *common, timeout=300)
+        assert done.returncode == 0, done.stderr
+        rows = json.loads(done.stdout)
+        assert [r["drafter"] for r in rows] == ["plain", "n-gram"], asked
+        assert rows[1]["runs"] == 2 and rows[1]["counts"]["generated"] == 24
