@@ -148,6 +148,22 @@ def choose(found: list[Candidate], rows: list[Row], per_turn: bool = True) -> tu
     return best.candidate.pick, f"{label(best.candidate)}: {describe(best)}"
 
 
+# Plain decoding's own runs of one kind of prompt this far apart: the machine was busy with
+# something else while the tune measured (a chat's /tune beside a test run read 2.5 and 102.6
+# tok/s for one category and saved a "24x" pick); quiet, they stay within about 20%.
+UNSTEADY = 2.0
+
+
+def unsteady(rows: list[Row]) -> str | None:
+    """Why these rows cannot be trusted to choose from (None: they can): plain decoding's speed
+    on one category ran this far apart between rounds."""
+    for row in rows:
+        low, high = row.tokens_per_s.get("min", 0.0), row.tokens_per_s.get("max", 0.0)
+        if row.drafter == PLAIN and row.runs > 1 and (low <= 0 or high / low > UNSTEADY):
+            return f"plain decoding ran {low:.1f} to {high:.1f} tok/s on {row.category}"
+    return None
+
+
 def label(candidate: Candidate) -> str:
     length = f" at {candidate.setup.n_max}" if candidate.pick.drafter and candidate.setup.n_max else ""
     return f"{candidate.setup.drafter}{length}"

@@ -61,7 +61,7 @@ def tune_and_save(
     """Measure every drafting setup on `engine` and save the pick for this model pair.
     A run stopped part way (Ctrl-C, Esc, `progress.stop`) saves nothing and says so."""
     from .bench import row_label
-    from .tune import MAX_TOKENS, ROUNDS, measure
+    from .tune import MAX_TOKENS, ROUNDS, measure, unsteady
 
     progress = progress or TuneProgress()
     if engine not in LOCAL_ENGINES or files.target is None:
@@ -97,6 +97,13 @@ def tune_and_save(
         raise UsageError(
             f"the tune was stopped after {ran} of {progress.planned} runs: nothing saved",
             "run `dspine tune` (or /tune in the chat) again",
+        )
+    wandered = unsteady(rows)
+    if wandered is not None:
+        raise UsageError(
+            f"the speeds wandered too much to choose from ({wandered}): something else kept this "
+            "machine busy; nothing saved",
+            "run `dspine tune` (or /tune in the chat) again when the machine is quiet",
         )
     TuneRecords(settings.tune_file).put(tune_key(engine, files.target, files.drafter), tuned)
     return TuneOutcome(tuned, rows)

@@ -13,7 +13,7 @@ import pytest
 
 from app.models.catalog import load_catalog
 from app.run import drafting_choice
-from app.run.bench import PLAIN, Row
+from app.run.bench import NGRAM_LABEL, PLAIN, Row
 from app.run.drafting_choice import CPU_DEFAULT_NOTE, choose, with_drafting
 from app.run.engines import EngineOptions, ModelFiles
 from app.run.tune import candidates, lengths_to_try
@@ -238,3 +238,31 @@ def test_a_tune_never_overrides_ngram_drafting_off_and_serve_drafts_every_turn(p
     monkeypatch.setenv("DSPINE_NGRAM_DRAFTING", "off")
     off = choose(pair, None, "inproc", load_settings(), on_gpu=False, conditions=NOW)
     assert off.ngram is False and off.label == "tuned: plain, no drafting pays here"
+
+
+def test_a_tune_whose_plain_speeds_wandered_saves_nothing_and_says_why(pair, settings, monkeypatch):
+    """A new user's /tune in the chat ran while the machine was busy: plain decoding measured
+    2.5 to 102.6 tok/s on one category, and a "24x" n-gram pick was saved and used. Now such a
+    run is refused, not saved."""
+    from app.errors import UsageError
+    from app.run import tune, tune_run
+    from app.run.tune import unsteady
+
+    def with_spread(rows: list[Row], low: float, high: float) -> list[Row]:
+        return [replace(r, tokens_per_s={"median": 50.0, "min": low, "max": high}) for r in rows]
+
+    quiet = with_spread(PLAIN_ROWS, 86.0, 97.0) + rows_for(NGRAM_LABEL, None, flat(1.0, edit=1.4))
+    assert unsteady(quiet) is None
+    drafters_wander = quiet + with_spread(rows_for(DRAFTER, 4, flat(0.5)), 2.0, 90.0)
+    assert unsteady(drafters_wander) is None  # only plain's own runs judge the machine
+    busy = with_spread(PLAIN_ROWS[:1], 2.5, 102.6) + quiet[1:]
+    assert unsteady(busy) == "plain decoding ran 2.5 to 102.6 tok/s on agent"
+
+    picked = Tune(Pick(drafter=False, ngram=True), NOW, "n-gram: 24.79x")
+    monkeypatch.setattr(tune, "measure", lambda *a, **k: (picked, busy, len(busy)))
+    with pytest.raises(UsageError, match="wandered too much to choose from .plain decoding ran 2.5 to 102.6"):
+        tune_run.tune_and_save(pair, "inproc", settings)
+    assert TuneRecords(settings.tune_file).get(tune_key("inproc", pair.target, pair.drafter)) is None
+    monkeypatch.setattr(tune, "measure", lambda *a, **k: (picked, quiet, len(quiet)))
+    tune_run.tune_and_save(pair, "inproc", settings)
+    assert TuneRecords(settings.tune_file).get(tune_key("inproc", pair.target, pair.drafter)) == picked
