@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated
@@ -424,7 +425,9 @@ def run_prompt(
     check_lengths(max_tokens=max_tokens, n_max=n_max, ctx=ctx)
     settings = load_settings()
     engine, url = engine_and_url(engine, settings, url)
-    model, prompt = _model_and_prompt(first, second, model_option, remote=engine == "remote")
+    model, prompt = _model_and_prompt(
+        first, second, model_option, engine == "remote", lambda word: _names_a_model(word, settings)
+    )
     if prompt == "-":
         prompt = sys.stdin.read()
     drafting = None
@@ -524,18 +527,38 @@ def _one_model(positional: str | None, option: str | None) -> str | None:
 
 
 def _model_and_prompt(
-    first: str | None, second: str | None, option: str | None, remote: bool = False
+    first: str | None,
+    second: str | None,
+    option: str | None,
+    remote: bool = False,
+    names_a_model: Callable[[str], bool] = lambda word: False,
 ) -> tuple[str | None, str]:
-    """`run MODEL PROMPT` or `run --model MODEL PROMPT`; on a remote engine `run PROMPT`
-    too (the server's only model)."""
+    """`run MODEL PROMPT` or `run --model MODEL PROMPT`; `run PROMPT` too, where PROMPT names no
+    model: on a remote engine the server's only model, else the model chat and serve take
+    without one (None: the default's own rule, app/run/engines.py)."""
     if option is not None and second is not None:
         raise UsageError(f"two models given: {first} and --model {option}", "give one, then the prompt")
     model, prompt = (option, first) if option is not None else (first, second)
-    if remote and prompt is None and option is None:
+    if prompt is None and option is None and first is not None and (remote or not names_a_model(first)):
         model, prompt = None, first
-    if (model is None and not remote) or prompt is None:
-        raise UsageError("run needs a model and a prompt", 'write `dspine run --model MODEL "PROMPT"` (- reads stdin)')
+    if prompt is None:
+        said = f"run {first} needs a prompt" if first is not None else "run needs a prompt"
+        raise UsageError(said, 'write `dspine run [MODEL] "PROMPT"` (- reads stdin)')
     return model, prompt
+
+
+def _names_a_model(word: str, settings: Settings) -> bool:
+    """Whether a lone `run WORD` names a model (a GGUF file, a catalog bundle, a pull) rather
+    than asking something: `dspine run smollm2-135m` wants a prompt, not to send the name."""
+    if word.lower().endswith(".gguf") or Path(word).is_file():
+        return True
+    if Manifest(settings.manifest_path).has(word):
+        return True
+    try:
+        load_catalog(settings.catalog).find(word)
+    except (UsageError, ConfigError):
+        return "/" in word and " " not in word  # ORG/REPO[:QUANT]
+    return True
 
 
 def _context_note(files, ctx: int, settings) -> str | None:

