@@ -197,6 +197,8 @@ def stream_chat(
     SGLang and vLLM) or the server's own count when its timings give one.
     `check_counts_at_end`: final draft counts that cannot be are an error (an unknown
     server; the managed llama-server's are trusted). `ngram_above`: see StepPositions."""
+    import httpx2  # loaded already: the response is one of its objects
+
     splitter = ThinkSplitter()
     attribution = DraftAttribution()
     positions = StepPositions(ngram_above)
@@ -210,8 +212,11 @@ def stream_chat(
     while not cancelled.is_set():
         try:
             line = next(lines, None)
-        except (OSError, ValueError, RuntimeError):
-            if cancelled.is_set():  # a cancel closes the response under the reader
+        except (OSError, ValueError, RuntimeError, httpx2.HTTPError, httpx2.StreamError):
+            # A cancel (from the chat's thread) closes the response under the reader: httpx's
+            # read error was not among these, so the engine ended the reply with empty figures
+            # ("0 tokens · - tok/s · cancelled" after hundreds were on screen).
+            if cancelled.is_set():
                 break
             raise
         if line is None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import httpx2
 import psutil
 import pytest
 
@@ -344,3 +345,37 @@ def test_acceptance_by_position_from_a_drafter_that_misses(server):
         # Tested only after the one before was kept (a step may draft fewer near the end).
         assert stats.position_tested[i] <= stats.position_kept[i - 1]
     assert all(kept <= tested for tested, kept in zip(stats.position_tested, stats.position_kept, strict=True))
+
+
+def test_a_cancelled_reply_ends_with_what_it_had_come_to(server, monkeypatch):
+    """Esc on a long reply: the summary said "0 tokens · - tok/s · cancelled" after hundreds of
+    tokens were on screen. The chat cancels from its own thread while the engine's reader waits
+    in a read; the cancel closes the response under it and the read fails with httpx's error,
+    which the stream did not take for a cancel. Here the 60th read is where the cancel lands."""
+    import backends.llama_server as llama_server
+
+    real = llama_server.stream_chat
+    engines = []
+
+    class CancelledDuringARead:
+        def __init__(self, response) -> None:
+            self.response = response
+
+        def iter_lines(self):
+            for n, line in enumerate(self.response.iter_lines()):
+                if n == 60:
+                    engines[0].cancel()  # as the chat's thread does, while this read waits
+                    raise httpx2.ReadError("the response was closed under the reader")
+                yield line
+
+    monkeypatch.setattr(
+        llama_server, "stream_chat", lambda response, *a, **k: real(CancelledDuringARead(response), *a, **k)
+    )
+    engine = server(draft=None)
+    engines.append(engine)
+    end = None
+    for event in engine.stream([{"role": "user", "content": "hi"}], sampling=Sampling(temperature=0, max_tokens=900)):
+        if isinstance(event, End):
+            end = event
+    assert end is not None and end.reason == "cancelled"
+    assert end.stats.generated_tokens >= 20 and end.stats.tokens_per_s, end.stats  # 60 lines: about 30 tokens
