@@ -29,8 +29,10 @@ def model_entry(model_id: str, window: int, think: bool) -> dict[str, Any]:
     }
 
 
-def model_list(name: str, window: int, think: bool) -> dict[str, Any]:
-    ids = [name, f"{name}:think", f"{name}:no-think"]
+def model_list(name: str, window: int, think: bool, thinks: bool = True) -> dict[str, Any]:
+    """`thinks`: the model has a thinking mode; without one its `:think` and `:no-think` names
+    are not listed (a request naming them is still answered, in the one mode it has)."""
+    ids = [name, f"{name}:think", f"{name}:no-think"] if thinks else [name]
     data = [model_entry(i, window, think) for i in ids]
     # OpenAI's list shape, plus Anthropic's paging fields (its SDK reads them).
     return {"object": "list", "data": data, "has_more": False, "first_id": ids[0], "last_id": ids[-1]}

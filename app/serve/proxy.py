@@ -76,6 +76,7 @@ class ProxyConfig:
     # Where later system/developer messages go for the template in force (backends/message_order.py).
     system_rule: SystemRule = MERGE
     window: int = 0  # one slot's context (what one request holds); 0: n_ctx over the slots
+    thinks: bool = True  # the model has a thinking mode (/v1/models lists :think and :no-think)
     # The sampling a request gets where it sets none, per think mode (the model's card's).
     sampling: SamplingPresets = QWEN_CARD
     cache_rules: bool = True  # cache_rules.py: volatile system lines out (off only to measure without)
@@ -230,7 +231,8 @@ class Proxy:
         return web.json_response({"status": "ok"})
 
     async def _models(self, _request: web.Request) -> web.Response:
-        return web.json_response(model_list(self.config.model_name, self.config.slot_window, self.config.default_think))
+        config = self.config
+        return web.json_response(model_list(config.model_name, config.slot_window, config.default_think, config.thinks))
 
     # -- pass-through ------------------------------------------------------------
 

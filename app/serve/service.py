@@ -121,7 +121,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
     from ..models.catalog import load_catalog
     from ..run.drafting_choice import drafting_for, with_drafting
     from ..run.engines import EngineOptions, open_engine, resolve_files
-    from ..run.think_default import no_thinking_note, starting_think
+    from ..run.think_default import model_has_thinking, no_thinking_note, starting_think
 
     access = check_options(options)
     drafting = drafting_for(
@@ -197,6 +197,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
             window=slot_context(config.n_ctx, config.n_parallel, trained_context(files.target)),
             sampling=files.sampling,
+            thinks=files.target is None or model_has_thinking(files.target),
         )
         if engine.template_choice is not None:
             err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)

@@ -308,3 +308,13 @@ def test_serve_says_where_the_layers_run(monkeypatch, gpus, layers, said):
 
     fake_pynvml(monkeypatch, gpus)
     assert layers_said(layers) == said
+
+
+def test_serve_lists_one_name_for_a_model_without_a_thinking_mode(env, real):
+    """A new user's /v1/models for smollm2-135m listed "smollm2-135m:think" with think false."""
+    served = ServeProcess(env, str(real["target"]), "--draft", "none", "--ctx", "1024")
+    try:
+        listed = httpx2.get(served.url + "/models").json()["data"]
+        assert [m["id"] for m in listed] == [real["target"].stem]
+    finally:
+        served.stop()

@@ -92,6 +92,10 @@ def test_models_list_reports_the_window_where_clients_look():
     w = budget(32768)
     assert entry["context_length"] == entry["max_model_len"] == entry["meta"]["n_ctx_train"] == 32768
     assert entry["max_input_tokens"] == 32768 - w.reply and entry["max_tokens"] == w.reply
+    # A model without a thinking mode (smollm2-135m) lists its one name: ":think" promised a mode
+    # it does not have.
+    plain = model_list("smollm2-135m", 8192, think=False, thinks=False)
+    assert [m["id"] for m in plain["data"]] == ["smollm2-135m"] and plain["last_id"] == "smollm2-135m"
 
 
 LLAMA_OVERFLOW = json.dumps(
