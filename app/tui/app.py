@@ -466,11 +466,9 @@ class ChatApp(App):
             return  # the meter says what is wrong with counting; this is only a warning
         self.tools_unseen = usage.tools_unseen
         if usage.tools_unseen:
-            self.notify(
-                TOOLS_UNSEEN_NOTE,
-                severity="warning",
-                timeout=30,
-            )
+            # A note in the conversation, not a toast: the toast covered the status line and the
+            # /help list for its 30 s, and was gone by the time a reply came out as prose.
+            await self._post_note(TOOLS_UNSEEN_NOTE)
 
     def _show_mode(self) -> None:
         engine = self.engine
