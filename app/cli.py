@@ -80,8 +80,17 @@ ApiKeyOption = Annotated[
     ),
 ]
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# Written to a file or a pipe, a console is 80 columns unless COLUMNS says otherwise, and every
+# table was cut there ("spee…", "(103…" in a saved bench): a file has no width, so 200 there.
+FILE_WIDTH = 200
+
+
+def _width(stream) -> int | None:
+    return None if os.environ.get("COLUMNS") or stream.isatty() else FILE_WIDTH
+
+
+out = Console(highlight=False, width=_width(sys.stdout))
+err = Console(stderr=True, highlight=False, width=_width(sys.stderr))
 _debug = {"on": False}
 
 

@@ -70,3 +70,18 @@ def test_drafter_none_and_builtin_mtp(dspine, hub):
     data = json.loads(dspine("list", "--json").stdout)["pulls"]["qwen3.8-27b"]
     assert data["drafter"] == "mtp" and data["drafter_kind"] == "mtp"
     assert [f["role"] for f in data["files"]] == ["target"]
+
+
+def test_a_table_written_to_a_file_is_not_cut_at_80_columns(env, tmp_path):
+    """A new user's `dspine bench > results.txt` had its headers cut ("spee…", "acce…"): without
+    a terminal Rich takes 80 columns. A file gets room (COLUMNS, where set, still wins)."""
+    import subprocess
+
+    from tests.conftest import ROOT, dspine_cmd
+
+    without = {k: v for k, v in env.items() if k != "COLUMNS"}
+    saved = tmp_path / "catalog.txt"
+    with saved.open("w") as sink:
+        done = subprocess.run(dspine_cmd("list", "--catalog"), env=without, cwd=ROOT, stdout=sink, timeout=60)
+    assert done.returncode == 0
+    assert "unsloth/Qwen3.8-27B-GGUF" in saved.read_text()
