@@ -1151,7 +1151,9 @@ def bench(
     ctx: int = typer.Option(
         4096, "--ctx", help="Context length; raised for a --depth that needs more, where the fit plan has room."
     ),
-    seed: int = typer.Option(0, "--seed", help="Sampling seed, the same for every run."),
+    seed: int = typer.Option(
+        0, "--seed", help="Sampling seed of the first round; each round the next (sampled replies are other texts)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
     markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
     depth: str = typer.Option(

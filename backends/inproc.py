@@ -43,6 +43,7 @@ from .base import ContextFull, EngineError, check_model_file, check_same_vocabul
 from .break_even import BreakEven, reply_note
 from .chat_template import probe as probe_template
 from .chat_template import render
+from .copy_length import PassCosts
 from .events import STATS_INTERVAL_S, Delta, End, EndReason, Error, Event, StatsUpdate, ToolCall
 from .gguf_header import read_local
 from .message_order import normalise
@@ -114,6 +115,13 @@ def _llama():
 
 
 _BACKEND_READY = threading.Lock()
+# A copy's verify pass is timed at load at these lengths (and the longest a copy can be),
+# after this much context, in at most about this many seconds: about 0.4 s for SmolLM2-135M
+# on two cores. Between them the costs are interpolated; the passes of real replies then
+# correct each length (copy_length.PassCosts).
+COPY_TIMED_LENGTHS = (1, 2, 3, 5, 9)
+COPY_TIMING_DEPTH = 256
+COPY_TIMING_BUDGET_S = 1.5
 _backend_started = False
 _quiet_logs = None
 
@@ -180,6 +188,7 @@ class _Model:
         self.batch = llama.llama_batch_init(n_batch, 0, 1)
         self.n_batch = n_batch
         self.cached: list[int] = []
+        self._numbers: dict[int, bool] = {}
         self.saved: list[int] | None = None  # the tokens SEQ_SAVED holds the state after
 
     @property
@@ -202,6 +211,13 @@ class _Model:
 
     def is_eog(self, token: int) -> bool:
         return bool(_llama().llama_vocab_is_eog(self.vocab, token))
+
+    def is_number(self, token: int) -> bool:
+        """Whether the token's text is digits (what an edit changes in what it copies)."""
+        known = self._numbers.get(token)
+        if known is None:
+            known = self._numbers[token] = self.piece(token).strip().isdigit()
+        return known
 
     def decode(self, tokens: list[int], all_logits: bool) -> np.ndarray:
         """Feed tokens to the conversation; logits of every position (all_logits) or the last."""
@@ -415,6 +431,9 @@ class InprocEngine:
     turn_drafting: TurnDrafting | None = None
     # What a request samples with where it sets nothing, per think mode (the model's card's).
     presets: SamplingPresets = QWEN_CARD
+    # What a target pass of n tokens costs here, which a copy's length is weighed against
+    # (None: timed when the engine loads, where the lookup is on and weighs its copies).
+    copy_costs: PassCosts | None = None
     name: str = "inproc"
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
@@ -464,6 +483,8 @@ class InprocEngine:
                     "this llama.cpp cannot roll back the target's state (a recurrent model without "
                     "snapshots): running without the drafter"
                 )
+        if self.copy_costs is None:
+            self.copy_costs = self._time_copies()
         return self
 
     def close(self) -> None:
@@ -493,19 +514,52 @@ class InprocEngine:
 
     def _verify_costs(self, longest: int, rounds: int = 3) -> list[float]:
         """How long a target pass of 1..longest tokens takes (all logits, as a verify pass).
-        Not a straight line: kernels work in tiles. Lengths take turns round by round and
-        each keeps its fastest round, so a burst of load elsewhere does not bend the shape."""
+        Not a straight line: kernels work in tiles."""
+        timed = self._time_passes(range(1, longest + 1), rounds)
+        return [timed[n] for n in range(1, longest + 1)]
+
+    def _time_passes(
+        self, lengths: Iterable[int], rounds: int, depth: int = 0, budget_s: float | None = None
+    ) -> dict[int, float]:
+        """The seconds of a target pass of each length (all logits, as a verify pass), after
+        `depth` tokens of context. Lengths take turns round by round and each keeps its fastest
+        round, so a burst of load elsewhere does not bend the shape. `budget_s`: no new pass
+        once this much time went to them (the first round's two shortest always run: a big
+        model on a CPU takes seconds a pass)."""
         target = self._target
         assert target is not None
-        best = [float("inf")] * longest
-        for _ in range(rounds):
-            for n in range(1, longest + 1):
-                target.reset()
-                started = time.perf_counter()
-                target.decode([0] * n, all_logits=True)
-                best[n - 1] = min(best[n - 1], time.perf_counter() - started)
+        lengths = sorted(set(lengths))
+        best: dict[int, float] = {}
         target.reset()
-        return best
+        try:
+            if depth:
+                target.decode([0] * depth, all_logits=False)
+            spent = 0.0
+            for round_ in range(rounds):
+                for i, n in enumerate(lengths):
+                    if budget_s is not None and spent > budget_s and (round_ or i >= 2):
+                        return best
+                    started = time.perf_counter()
+                    target.decode([0] * n, all_logits=True)
+                    took = time.perf_counter() - started
+                    if not target.rollback(depth):  # a recurrent model out of snapshots: again
+                        target.reset()
+                        if depth:
+                            target.decode([0] * depth, all_logits=False)
+                    spent += took
+                    best[n] = min(best.get(n, took), took)
+            return best
+        finally:
+            target.reset()
+
+    def _time_copies(self) -> PassCosts | None:
+        """The pass costs a copy's length is weighed against (None: the lookup is off, or eager)."""
+        if self.ngram is None or not self.ngram.weigh_copies:
+            return None
+        longest = self.ngram.n_max + 1
+        lengths = [n for n in COPY_TIMED_LENGTHS if n < longest] + [longest]
+        depth = min(COPY_TIMING_DEPTH, self.n_ctx // 4)
+        return PassCosts(self._time_passes(lengths, rounds=2, depth=depth, budget_s=COPY_TIMING_BUDGET_S))
 
     # -- generation ------------------------------------------------------------------
 
@@ -547,7 +601,10 @@ class InprocEngine:
             k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
         drafter = None if n_max == 0 else self._drafter  # 0: no drafting (as llama-server's request field)
         use_lookup = self.ngram is not None and n_max != 0 and lookup is not False
-        context = PromptLookup(self.ngram, prompt) if use_lookup and self.ngram is not None else None
+        costs = self.copy_costs
+        context = (
+            PromptLookup(self.ngram, prompt, costs, target.is_number) if use_lookup and self.ngram is not None else None
+        )
         ngram_k = self.ngram.n_max if self.ngram is not None else 0
         if target.rollback_limit is not None:
             ngram_k = min(ngram_k, target.rollback_limit)
@@ -586,6 +643,8 @@ class InprocEngine:
                         # The draft is the context's own: verified like a model's, with a point mass as q.
                         verdict, spent = _verify(target, cur, copied, None, sampling, history, rng, stats)
                         stats.ngram_verify_s += spent
+                        if costs is not None:
+                            costs.observe(len(copied) + 1, spent)
                         _count_positions(stats, len(copied), verdict.accepted)
                         count_ngram_step(stats, len(copied), verdict.accepted)
                         context.observe(len(copied), verdict.accepted)
@@ -603,9 +662,12 @@ class InprocEngine:
                         continue
                 room = min(k, space)
                 if drafter is None or room < 1:
+                    stepping = time.monotonic()
                     logits = target.decode([cur], all_logits=False)[-1]
                     stats.verify_steps += 1
                     cur = sample(distribution(logits, sampling, history.seen), rng)
+                    if costs is not None:
+                        costs.observe(1, time.monotonic() - stepping)  # what a copy's pass is weighed against
                     reply.step_done()
                     continue
                 drafting = time.monotonic()

@@ -23,10 +23,12 @@ rejection from p with x taken out: the target's distribution, exactly).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from .copy_length import CopyOdds, best_copy_length
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,8 @@ class LookupSettings:
     # against the tokens that come (a point-mass draft token is kept exactly when the target
     # picks it, greedy or sampled), so a copy that starts to run is noticed.
     kept_weight: float = 0.5
-    # Off: a copy goes first whenever one is found (the tests' eager lookup, so that copies
-    # going first are verified on every model family).
+    # Off: a copy goes first whenever one is found, as long as `length` allows (the tests'
+    # eager lookup, so that copies going first are verified on every model family).
     weigh_copies: bool = True
 
 
@@ -63,8 +65,20 @@ class PromptLookup:
     to date as tokens come (each appended token costs `ngram_max - ngram_min + 1` dict
     writes; a draft, as many lookups)."""
 
-    def __init__(self, settings: LookupSettings, tokens: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        settings: LookupSettings,
+        tokens: Sequence[int] = (),
+        costs: Callable[[int], float] | None = None,
+        numeric: Callable[[int], bool] | None = None,
+    ) -> None:
+        """`costs`: seconds of a target pass of n tokens here (copy_length.PassCosts). Given
+        (and copies weighed), a copy alone is drafted as far as it is expected to pay for its
+        pass, or not at all (copy_length); otherwise `length` below decides. `numeric`: whether
+        a token is a number (copies change there: their odds are learned apart)."""
         self.settings = settings
+        self.costs = costs
+        self.odds = CopyOdds(numeric)
         self.tokens: list[int] = []
         # n -> n-gram -> where the tokens after its latest occurrence start
         self._index: dict[int, dict[tuple[int, ...], int]] = {
@@ -142,6 +156,8 @@ class PromptLookup:
     def _step_follow(self, token: int) -> None:
         """Move the followed copy on by one token of the reply (before it is appended)."""
         if self._follow is not None:
+            if self._run >= self.settings.ngram_min:
+                self.odds.observe(self._run, self.tokens[self._follow], self.tokens[self._follow] == token)
             if self.tokens[self._follow] == token:
                 self._follow += 1
                 self._run += 1
@@ -205,7 +221,10 @@ class PromptLookup:
         least `chained_ngram_min` tokens: a short copy would replace a draft of the same length
         that the model mostly gets right (llama-server's chain has the same rule: its n-gram
         n_min is above every model drafter's length); and only while copies have kept at least
-        as many tokens a step as the model's drafts (`observe_model`)."""
+        as many tokens a step as the model's drafts (`observe_model`).
+
+        Alone, with the pass costs known (`costs`): as many tokens as pay for their pass
+        (copy_length.best_copy_length), none where a plain step pays more."""
         settings = self.settings
         need = min(longer_than + 1, settings.n_max) if longer_than > 0 else 1
         limit = min(room, settings.n_max, max(self.length, need))
@@ -216,6 +235,10 @@ class PromptLookup:
             shortest = min(settings.ngram_max, max(shortest, settings.chained_ngram_min))
         if self._run < shortest:
             return []
+        if longer_than == 0 and settings.weigh_copies and self.costs is not None:
+            ahead = self.tokens[self._follow : self._follow + min(room, settings.n_max)]
+            worth = best_copy_length(ahead, self._run, self.odds, self.costs, min(settings.n_min, room))
+            return ahead[:worth]
         found = self.tokens[self._follow : self._follow + limit]
         if len(found) < max(min(settings.n_min, limit), need):
             return []

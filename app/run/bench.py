@@ -281,7 +281,11 @@ def run_bench(
         prompt = round_prompts[round_ % len(round_prompts)][index] if round_prompts else prompts[index]
         deepen = at_depths[depth]
         # `tokens_for`: a prompt's own length (tune: an edit must run long enough to reach its copy)
-        sampling = preset(think, presets).with_(seed=seed, max_tokens=tokens_for(prompt) if tokens_for else max_tokens)
+        # Each round its own seed: under sampling a round's replies are other texts, so a
+        # speedup does not rest on one text a prompt (one that happens to copy, or not).
+        sampling = preset(think, presets).with_(
+            seed=seed + round_, max_tokens=tokens_for(prompt) if tokens_for else max_tokens
+        )
         engine = engine_for(setup)
         if on_start:
             on_start(setup, prompt.category, think)

@@ -167,3 +167,21 @@ def test_fresh_rounds_keep_repeated_prompts_from_faking_a_speedup_on_an_engine_t
         assert all(abs(r.speedup - 1.0) < 0.01 for r in fair if r.drafter == "n-gram"), max_open
     assert remembers_replies("server", ngram=True)
     assert not remembers_replies("inproc", ngram=True) and not remembers_replies("server", ngram=False)
+
+
+def test_each_round_samples_with_its_own_seed_every_setup_the_same():
+    """Under sampling one seed every round replays one text a prompt: the "three samples" of a
+    cell were one text three times, and a speedup rested on whether it happened to copy."""
+    seeds: list[tuple[str | None, int | None]] = []
+
+    def opened(setup: Setup):
+        class Recording(Instant):
+            def stream(self, messages, think=True, sampling=None, n_max=None, tools=None):
+                seeds.append((setup.drafter, sampling.seed))
+                yield from super().stream(messages, think, sampling, n_max, tools)
+
+        return Recording()
+
+    prompts = [Prompt("code", [{"role": "user", "content": "a"}])]
+    run_bench(opened, [Setup(PLAIN, None), Setup("q4_1", 4)], prompts, [False], 3, 4, seed=5)
+    assert sorted(seeds) == sorted([(PLAIN, 5), ("q4_1", 5), (PLAIN, 6), ("q4_1", 6), (PLAIN, 7), ("q4_1", 7)])
