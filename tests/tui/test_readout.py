@@ -130,3 +130,29 @@ async def test_ctrl_c_says_how_to_quit_in_plain_words(tmp_path):
         assert any("Press ctrl+q to quit the app" in m for m in said), said
         assert not any("[b]" in m for m in said), said
     store.close()
+
+
+async def test_the_context_meter_counts_the_reply_as_it_streams():
+    from textual.app import App
+
+    from app.tui.widgets.readout import Readout
+
+    class One(App):
+        def compose(self):
+            yield Readout()
+
+    app = One()
+    async with app.run_test() as pilot:
+        readout = app.query_one(Readout)
+        readout.show_context(138, 1000)
+        readout.start()
+        readout.show(Stats(generated_tokens=550, decode_s=5.0))
+        await pilot.pause()
+        assert str(readout.query_one("#context").render()).strip() == "ctx 688/1.0k"
+        assert readout.query_one("#context").has_class("full") is False
+        readout.show(Stats(generated_tokens=700, decode_s=7.0))
+        await pilot.pause()
+        assert readout.query_one("#context").has_class("full")  # 838 of 1,000: warned
+        readout.show_context(900, 1000)  # the next turn's prompt counted: the meter starts there
+        await pilot.pause()
+        assert str(readout.query_one("#context").render()).strip() == "ctx 900/1.0k"

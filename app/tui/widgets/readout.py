@@ -19,6 +19,8 @@ class Readout(Horizontal):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.rates: list[float] = []
+        # The prompt's count, what may be taken, whether exact: what the meter adds a reply to.
+        self._counted: tuple[int, int, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="mode")
@@ -58,7 +60,12 @@ class Readout(Horizontal):
 
     def show_context(self, used: int, available: int, exact: bool = True) -> None:
         """`ctx 2.1k/6.1k`: the prompt's tokens against what the model may take before it replies;
-        marked `~` when estimated, warned from 80% (compaction comes before 100%)."""
+        marked `~` when estimated, warned from 80% (compaction comes before 100%). The reply's
+        tokens are added as they come (`show`)."""
+        self._counted = (used, available, exact)
+        self._meter(used, available, exact)
+
+    def _meter(self, used: int, available: int, exact: bool) -> None:
         share = used / available if available else 0.0
         text = f"ctx {_k(used)}/{_k(available)}{'' if exact else '~'} "
         meter = self.query_one("#context", Static)
@@ -67,6 +74,7 @@ class Readout(Horizontal):
 
     def clear_context(self) -> None:
         """Nothing counted yet (a new chat)."""
+        self._counted = None
         meter = self.query_one("#context", Static)
         meter.set_class(False, "full")
         meter.update("")
@@ -84,6 +92,11 @@ class Readout(Horizontal):
         # The readout's size never changes: no need to lay the whole screen out again
         # (with a long conversation that costs more than the text itself).
         self.query_one("#figures-live", Static).update(readout_line(stats), layout=False)
+        if self._counted is not None and stats.generated_tokens:
+            # A long reply fills the context too: the meter stayed at the prompt's count until
+            # the next turn (138 while 550 tokens streamed, then 688).
+            used, available, exact = self._counted
+            self._meter(used + stats.generated_tokens, available, exact)
         if stats.tokens_per_s:
             self.rates.append(stats.tokens_per_s)
             self.query_one("#rate-sparkline", Sparkline).data = self.rates[-60:]
