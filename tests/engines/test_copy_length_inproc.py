@@ -90,3 +90,23 @@ def test_the_engine_times_its_passes_when_it_loads_and_learns_from_its_replies(r
         assert plain.copy_costs is None  # no lookup: nothing timed
     finally:
         plain.close()
+
+
+def test_timing_keeps_to_its_budget_and_a_hybrid_target_is_timed_too(real, models):
+    engine = InprocEngine(str(real["target"]), n_ctx=1024).load()
+    try:
+        # Nothing left of the budget: the first round's two shortest only (a big model on a CPU
+        # takes seconds a pass, and the engine must not stall its load on the rest).
+        assert sorted(engine._time_passes([1, 2, 3, 5, 9, 17], rounds=2, depth=64, budget_s=0.0)) == [1, 2]
+    finally:
+        engine.close()
+    # A hybrid target cuts a pass back only as far as its snapshots reach: past that the timing
+    # starts again from an empty cache, and every length is still timed.
+    hybrid = InprocEngine(str(models["hybrid"]["target"]), n_ctx=512, ngram=LookupSettings()).load()
+    try:
+        costs = hybrid.copy_costs
+        assert costs is not None and all(costs.table(n) > 0 for n in (1, 2, 3, 5, 9, 17))
+        text, _ = reply(hybrid, edit(2))
+        assert text
+    finally:
+        hybrid.close()
