@@ -761,7 +761,8 @@ class InprocEngine:
         sampling = sampling or self.presets.for_mode(think)
         if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
             n_max = 0
-        if self.turn_drafting is not None and not self.turn_drafting.drafts(messages):
+        plain_turn = self.turn_drafting.plain_on(messages) if self.turn_drafting is not None else None
+        if plain_turn is not None:
             n_max = 0  # this kind of turn decodes plainly here (a tune's measured choice)
         if n_max is None and self.adaptive is not None and self._drafter is not None:
             if self.adaptive.wants_calibration():
@@ -785,7 +786,9 @@ class InprocEngine:
         calls = ToolCallParser(tools)
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         stats = Stats(
-            draft_asked=self._drafter is not None and n_max != 0, copies_asked=self.ngram is not None and n_max != 0
+            draft_asked=self._drafter is not None and n_max != 0,
+            copies_asked=self.ngram is not None and n_max != 0,
+            plain_turn=plain_turn,
         )
         started = time.monotonic()
         last_stats = 0.0

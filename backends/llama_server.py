@@ -632,7 +632,10 @@ class LlamaServerEngine:
         assert self._running is not None
         self._cancel.clear()
         extra: dict[str, Any] = {"timings_per_token": True}
-        if self.turn_drafting is not None and self.per_request_draft and not self.turn_drafting.drafts(messages):
+        plain_turn = None
+        if self.turn_drafting is not None and self.per_request_draft:
+            plain_turn = self.turn_drafting.plain_on(messages)
+        if plain_turn is not None:
             n_max = 0  # this kind of turn decodes plainly here (a tune's measured choice)
         learning = n_max is None and self.adaptive is not None and self.per_request_draft and self.config.drafter_kind
         if learning:
@@ -693,6 +696,7 @@ class LlamaServerEngine:
                     if isinstance(event, (StatsUpdate, End)):
                         event.stats.draft_asked = asked
                         event.stats.copies_asked = self.ngram_chained and n_max != 0
+                        event.stats.plain_turn = plain_turn
                     if learning and isinstance(event, End) and event.stats.position_tested:
                         self._learn(think, event.stats, n_max)
                     if judged is not None and isinstance(event, End) and event.reason != "cancelled":

@@ -39,6 +39,9 @@ class Stats:
     # Copies were looked up in the context for drafts (n-gram drafting on), found or not: a reply
     # with none found says so rather than "no drafter".
     copies_asked: bool = False
+    # This kind of turn decodes plainly by choice (a tune's pick, or the no-GPU default: copies
+    # on edits only): "new text" or "an edit". The readout says so rather than "no drafter".
+    plain_turn: str | None = None
     # Of the counts above, the share of the n-gram drafter chained before the model drafter
     # (drafts looked up in the context); the model drafter's is the rest. Per position too,
     # counted over the steps the n-gram drafter drafted.
@@ -102,6 +105,8 @@ class Stats:
             parts.append("the drafter drafted nothing")
         elif self.copies_asked:
             parts.append("no copies found to draft")
+        elif self.plain_turn:
+            parts.append(f"no drafting on {self.plain_turn} here")
         elif not self.draft_note:
             parts.append("no drafter")
         if self.draft_note and not self.speculative:

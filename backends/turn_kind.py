@@ -49,3 +49,10 @@ class TurnDrafting:
 
     def drafts(self, messages: Sequence[dict[str, Any]]) -> bool:
         return self.edit if is_edit_turn(messages) else self.new_text
+
+    def plain_on(self, messages: Sequence[dict[str, Any]]) -> str | None:
+        """The kind of turn these messages are, where it decodes plainly ("new text", "an edit");
+        None where it drafts."""
+        if self.drafts(messages):
+            return None
+        return "an edit" if is_edit_turn(messages) else "new text"

@@ -72,6 +72,8 @@ def readout_line(stats: Stats | None) -> str:
         parts.append("drafted nothing")  # asked, and paid for, but nothing cleared the drafter's floor
     elif stats.copies_asked:
         parts.append("no copies to draft")  # n-gram drafting on; nothing in the context to copy yet
+    elif stats.plain_turn:
+        parts.append(f"no drafting on {stats.plain_turn} here")  # this kind of turn: plain, by choice
     elif not stats.draft_note:
         parts.append("no drafter")
     if stats.draft_note:

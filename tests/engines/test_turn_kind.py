@@ -4,6 +4,7 @@ engine drafting on one kind and decoding plainly on the other."""
 
 from __future__ import annotations
 
+from app.tui.figures import readout_line
 from backends.events import End
 from backends.inproc import InprocEngine
 from backends.prompt_lookup import LookupSettings
@@ -30,6 +31,9 @@ def test_an_edit_turn_holds_code_its_reply_will_copy():
     parts = [{"role": "user", "content": [{"type": "text", "text": EDIT[0]["content"]}]}]
     assert is_edit_turn(parts)
     assert TurnDrafting(new_text=False).drafts(EDIT) and not TurnDrafting(new_text=False).drafts(NEW)
+    assert TurnDrafting(new_text=False).plain_on(NEW) == "new text"
+    assert TurnDrafting(edit=False).plain_on(EDIT) == "an edit"
+    assert TurnDrafting().plain_on(NEW) is None and TurnDrafting(new_text=False).plain_on(EDIT) is None
 
 
 def test_the_in_process_engine_drafts_on_edits_only_when_told(tmp_path):
@@ -45,5 +49,10 @@ def test_the_in_process_engine_drafts_on_edits_only_when_told(tmp_path):
                     ends[name] = event
         assert ends["edit"].stats.copies_asked and not ends["new"].stats.copies_asked
         assert ends["new"].stats.drafted == 0
+        # Said as a choice, not as a missing drafter ("n-gram on edits (no GPU) ... no drafter").
+        assert ends["new"].stats.plain_turn == "new text" and ends["edit"].stats.plain_turn is None
+        assert "no drafting on new text here" in ends["new"].stats.summary()
+        assert "no drafter" not in ends["new"].stats.summary()
+        assert "no drafting on new text here" in readout_line(ends["new"].stats)
     finally:
         engine.close()
