@@ -107,6 +107,21 @@ def _fastest(found: list[Candidate], rows: list[Row]) -> tuple[Score | None, lis
     return min(close, key=lambda s: (s.candidate.pick.drafter, s.candidate.pick.ngram, -s.overall)), scores
 
 
+def _copies_within_noise(found: list[Candidate], edit_rows: list[Row]) -> Score | None:
+    """Copies alone on edits where nothing beat plain by the margin but copies did not run
+    measurably slower (at least NEW_TEXT_FLOOR): kept, as the default without a tune has them.
+    A sampled edit follows the file in some replies and not in others (SmolLM2: 0.8x to 2.3x
+    plain per reply, six replies), so the tune's few edits cannot tell a copy-heavy turn's
+    gain from noise, and copies weighed against this machine's pass costs (in process) cost
+    about nothing where they do not pay."""
+    for candidate in found:
+        if candidate.pick == Pick(drafter=False, ngram=True):
+            scored = score(candidate, edit_rows)
+            if scored is not None and scored.drafted and scored.overall >= NEW_TEXT_FLOOR:
+                return scored
+    return None
+
+
 def _why_not(scores: list[Score]) -> str:
     if not scores:
         return "nothing else was measured"
@@ -128,6 +143,13 @@ def choose(found: list[Candidate], rows: list[Row], per_turn: bool = True) -> tu
     new_best, new_scores = _fastest(found, [r for r in rows if r.category != EDIT_CATEGORY])
     edit_rows = [r for r in rows if r.category == EDIT_CATEGORY]
     edit_best, _ = _fastest(found, edit_rows) if edit_rows else (None, [])
+    kept_copies = _copies_within_noise(found, edit_rows) if edit_best is None and edit_rows else None
+    if new_best is None and edit_best is None and kept_copies is not None:
+        spread = f"{kept_copies.low:.2f}-{kept_copies.high:.2f}"
+        return replace(kept_copies.candidate.pick, new_text=False), (
+            f"{label(kept_copies.candidate)} on edits: {kept_copies.overall:.2f}x plain ({spread}), as plain within "
+            f"the noise, kept for files given back; plain on new text ({_why_not(new_scores)})"
+        )
     if new_best is None and edit_best is None:
         _, scores = _fastest(found, rows)
         return Pick(drafter=False, ngram=False), f"plain decoding: no drafting setup pays here ({_why_not(scores)})"
@@ -138,7 +160,11 @@ def choose(found: list[Candidate], rows: list[Row], per_turn: bool = True) -> tu
         said = f"{label(edit_best.candidate)} on edits: {edit_best.overall:.2f}x plain ({spread})"
         return pick, f"{said}; plain on new text ({_why_not(new_scores)})"
     if edit_best is None or edit_best.candidate == new_best.candidate:
-        on_edits = edit_best is not None or not edit_rows
+        on_edits = (
+            edit_best is not None
+            or not edit_rows
+            or (kept_copies is not None and kept_copies.candidate == new_best.candidate)
+        )
         pick = replace(new_best.candidate.pick, edit=on_edits)
         where = "" if on_edits else " on new text; plain on edits"
         return pick, f"{label(new_best.candidate)}{where}: {describe(new_best)}"
