@@ -28,6 +28,9 @@ from dataclasses import dataclass, field
 RUN_BANDS = (0, 4, 8, 16)
 ODDS_PRIOR = 0.6  # what a token of a copy is taken to keep before the reply shows otherwise
 ODDS_PRIOR_WEIGHT = 4.0  # pseudo-tokens the prior weighs as
+# The prompt's own copies (a file that repeats itself, an earlier reply) count, but as at most
+# this many tokens a band: a long conversation's thousands must not outweigh the reply's own.
+PROMPT_EVIDENCE = 32.0
 # A length's own passes weigh as much as the timed table (at the level of all passes seen)
 # after this many; older passes fade, as the context deepens and passes cost more.
 SEEN_PRIOR = 8.0
@@ -56,6 +59,13 @@ class CopyOdds:
         self.trials[key] = self.trials.get(key, 0.0) + 1.0
         self.hits[key] = self.hits.get(key, 0.0) + (1.0 if kept else 0.0)
 
+    def cap(self, trials: float) -> None:
+        """Weigh what was seen so far as at most `trials` tokens a band (the same rate)."""
+        for key, seen in self.trials.items():
+            if seen > trials:
+                self.hits[key] *= trials / seen
+                self.trials[key] = trials
+
     def rate(self, run: int, token: int) -> float:
         key = self._key(run, token)
         return (self.hits.get(key, 0.0) + ODDS_PRIOR_WEIGHT * ODDS_PRIOR) / (
@@ -70,9 +80,13 @@ class PassCosts:
     as they add up (a fresh cache times long passes cheaper than a deep one runs them)."""
 
     def __init__(self, timed: Mapping[int, float]) -> None:
-        if not timed or 1 not in timed:
+        if not timed or 1 not in timed or timed[1] <= 0:
             raise ValueError("a pass of 1 token must be timed")
-        self._timed = sorted(timed.items())
+        # A longer pass never costs less than a shorter one (a noisy round can say so; a table
+        # that fell would make long drafts look free).
+        self._timed: list[tuple[int, float]] = []
+        for n, seconds in sorted(timed.items()):
+            self._timed.append((n, max(seconds, self._timed[-1][1] if self._timed else seconds)))
         self._seen_s: dict[int, float] = {}
         self._seen_n: dict[int, float] = {}
         self._pooled_seen = 0.0
@@ -88,7 +102,7 @@ class PassCosts:
         if len(points) == 1:
             return points[0][1] * n
         (low, low_s), (high, high_s) = points[-2], points[-1]
-        return high_s + (high_s - low_s) / (high - low) * (n - high)
+        return high_s + max(high_s - low_s, 0.0) / (high - low) * (n - high)
 
     def observe(self, n: int, seconds: float) -> None:
         """A pass of n tokens the engine made took `seconds` (its rows' sampling included)."""

@@ -122,6 +122,7 @@ _BACKEND_READY = threading.Lock()
 COPY_TIMED_LENGTHS = (1, 2, 3, 5, 9)
 COPY_TIMING_DEPTH = 256
 COPY_TIMING_BUDGET_S = 1.5
+TIMING_PIECE = 64
 _backend_started = False
 _quiet_logs = None
 
@@ -484,7 +485,11 @@ class InprocEngine:
                     "snapshots): running without the drafter"
                 )
         if self.copy_costs is None:
-            self.copy_costs = self._time_copies()
+            try:
+                self.copy_costs = self._time_copies()
+            except BaseException:
+                self.close()
+                raise
         return self
 
     def close(self) -> None:
@@ -531,10 +536,17 @@ class InprocEngine:
         lengths = sorted(set(lengths))
         best: dict[int, float] = {}
         target.reset()
+        started = time.perf_counter()
         try:
-            if depth:
-                target.decode([0] * depth, all_logits=False)
-            spent = 0.0
+            # The context the passes follow, in pieces: a big model on a CPU takes seconds a
+            # piece, and stops short of the depth asked at half the budget.
+            while target.n_past < depth:
+                piece = min(TIMING_PIECE, depth - target.n_past)
+                target.decode([0] * piece, all_logits=False)
+                if budget_s is not None and time.perf_counter() - started > budget_s / 2:
+                    break
+            depth = target.n_past
+            spent = time.perf_counter() - started
             for round_ in range(rounds):
                 for i, n in enumerate(lengths):
                     if budget_s is not None and spent > budget_s and (round_ or i >= 2):
@@ -554,8 +566,8 @@ class InprocEngine:
 
     def _time_copies(self) -> PassCosts | None:
         """The pass costs a copy's length is weighed against (None: the lookup is off, or eager)."""
-        if self.ngram is None or not self.ngram.weigh_copies:
-            return None
+        if self.ngram is None or not self.ngram.weigh_copies or self._drafter is not None:
+            return None  # chained before a draft model, a copy is weighed against its drafts instead
         longest = self.ngram.n_max + 1
         lengths = [n for n in COPY_TIMED_LENGTHS if n < longest] + [longest]
         depth = min(COPY_TIMING_DEPTH, self.n_ctx // 4)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .copy_length import CopyOdds, best_copy_length
+from .copy_length import PROMPT_EVIDENCE, CopyOdds, best_copy_length
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,7 @@ class PromptLookup:
         self._shadow: list[int] = []
         self._shadow_matched = 0
         self.extend(tokens)
+        self.odds.cap(PROMPT_EVIDENCE)
 
     def observe(self, drafted: int, kept: int) -> None:
         """How the last draft fared: `kept` of its `drafted` tokens verified."""

@@ -127,3 +127,27 @@ def test_a_copy_the_reply_keeps_leaving_stops_being_drafted_and_comes_back_when_
 def test_eager_lookup_ignores_costs():
     eager = LookupSettings(n_max=16, ngram_max=3, ngram_min=2, n_min=1, weigh_copies=False)
     assert PromptLookup(eager, file_then_copy(copied=3), CPU).draft(40) == list(range(1003, 1019))
+
+
+def test_a_noisy_table_never_makes_a_longer_pass_cheaper():
+    """Best of two rounds on a GPU can time 2 tokens under 1: extended past the table, a falling
+    line made long drafts free (or a cost of zero)."""
+    costs = PassCosts({1: 10.0, 2: 9.5})
+    assert costs(2) >= costs(1) and costs(17) >= costs(1) > 0
+    with pytest.raises(ValueError):
+        PassCosts({1: 0.0})
+
+
+def test_a_long_prompts_own_copies_weigh_as_a_few_dozen_tokens():
+    """The prompt is the whole conversation: a file that repeats itself thousands of tokens long
+    must not outweigh what the reply shows of its own copies."""
+    block = list(range(1000, 1050))
+    history = block * 40  # 2,000 tokens that copy themselves perfectly
+    context = PromptLookup(WEIGHED, [*history, 5, *block[:3]], CPU)
+    seen = sum(context.odds.trials.values())
+    assert 0 < seen <= 32 * 8  # at most 32 a band and kind
+    at = 3
+    for turn in range(15):  # the reply takes one token of the copy, changes the next, goes on
+        context.extend([block[at % 50], 7000 + turn, block[(at + 2) % 50]])
+        at += 3
+    assert context.draft(40) == []  # on a CPU: the reply's own misses decide
