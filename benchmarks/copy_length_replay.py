@@ -1,0 +1,129 @@
+"""How long a copy to draft, replayed: the real SmolLM2-135M Q8_0 samples plain replies (its
+card's sampling, other seeds), then each rule for copies from the context (prompt lookup
+alone) is replayed over the same texts and priced with the verify-pass costs timed here. A
+modelled figure, not a timed one: it takes the run-to-run noise of sampled texts out (the
+same texts for every rule), which a timed benchmark needs dozens of rounds for
+(benchmarks/tune_defaults.py times what a user gets).
+
+Exact speculative sampling keeps a point-mass draft token with the target's probability of
+it, so replaying a plain sample's tokens against a copy prices what a copy would have kept on
+average. Rules: `old` (a miss shrinks the next draft to one past what was kept, a whole copy
+doubles it, up to 16), `weighed` (backends/copy_length.py, what the in-process engine runs),
+`oracle` (drafts exactly as far as the copy will hold, where that pays: the bound for copies).
+
+    .venv/bin/python benchmarks/copy_length_replay.py [--seeds 12] [--tokens 160]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def replay(prompt: list[int], reply: list[int], lookup, cost: Callable[[int], float]) -> float:
+    """Plain decoding's time over the rule's, for this reply: each step drafts what the rule
+    says, keeps the tokens that agree with the reply, and pays its pass."""
+    spent, pos, n = 0.0, 0, len(reply)
+    while pos < n - 1:
+        lookup.extend([reply[pos]])
+        copied = lookup.draft(min(16, n - 1 - pos))
+        if copied:
+            kept = 0
+            while kept < len(copied) and pos + 1 + kept < n and copied[kept] == reply[pos + 1 + kept]:
+                kept += 1
+            spent += cost(len(copied) + 1)
+            lookup.observe(len(copied), kept)
+            lookup.extend(reply[pos + 1 : pos + 1 + kept])
+            pos += kept + 1
+        else:
+            spent += cost(1)
+            pos += 1
+    return (n - 1) * cost(1) / spent if spent else 1.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=12)
+    parser.add_argument("--tokens", type=int, default=160)
+    args = parser.parse_args()
+
+    from app.models.catalog import load_catalog
+    from backends.copy_length import PassCosts
+    from backends.inproc import COPY_TIMED_LENGTHS, InprocEngine
+    from backends.prompt_lookup import LookupSettings, PromptLookup
+    from tests.support.copy_prompts import NEW_TEXT, edit, rewrite
+    from tests.support.real_models import smollm2_pair
+
+    pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
+    card = load_catalog().find("smollm2-135m").sampling
+    assert card is not None
+    sampling = card.for_mode(False).with_(max_tokens=args.tokens)
+    prompts = {"edit turn": edit(), "rewrite": rewrite(), "poem": NEW_TEXT}
+    for i, line in enumerate((ROOT / "assets/prompts/edit.jsonl").read_text().splitlines()):
+        prompts[f"bench edit {i + 1}"] = json.loads(line)["messages"]
+    for category in ("code", "prose", "math", "agent"):
+        prompts[category] = json.loads((ROOT / f"assets/prompts/{category}.jsonl").read_text().splitlines()[0])[
+            "messages"
+        ]
+
+    engine = InprocEngine(str(pair["target"]), n_ctx=4096).load()
+    try:
+        timed = engine._time_passes([*COPY_TIMED_LENGTHS, 17], rounds=3, depth=400)
+        costs = PassCosts(timed)
+        print("pass costs here (ms, 400 tokens in):", {n: round(s * 1000, 1) for n, s in sorted(timed.items())})
+        texts = {}
+        for name, messages in prompts.items():
+            tokens = engine.prompt_tokens(messages, think=False)
+            texts[name] = [
+                (tokens, [t for step in engine.generate_tokens(tokens, sampling.with_(seed=seed)) for t in step])
+                for seed in range(args.seeds)
+            ]
+        number = engine._target.is_number  # type: ignore[union-attr]
+    finally:
+        engine.close()
+
+    class Oracle(PromptLookup):
+        future: list[int] = []
+
+        def draft(self, room: int, longer_than: int = 0) -> list[int]:
+            if self._follow is None or self._run < self.settings.ngram_min:
+                return []
+            found = self.tokens[self._follow : self._follow + min(room, self.settings.n_max)]
+            at, holds = len(self.tokens), 0
+            while holds < len(found) and at + holds < len(self.future) and found[holds] == self.future[at + holds]:
+                holds += 1
+            best = max(range(holds + 1), key=lambda d: (d + 1) / costs(d + 1))
+            return found[:best]
+
+    # Replayed, nothing is timed: the costs stay as timed above (no pass corrects them).
+    rules = {
+        "old": lambda prompt: PromptLookup(LookupSettings(), prompt),
+        "weighed": lambda prompt: PromptLookup(LookupSettings(), prompt, costs, number),
+        "oracle": lambda prompt: Oracle(LookupSettings(), prompt),
+    }
+    print(
+        f"\n{args.seeds} sampled replies a prompt, {args.tokens} tokens: plain's time over the rule's, median (min-max)"
+    )
+    print(f"{'prompt':16}" + "".join(f"{rule:>24}" for rule in rules))
+    for name, replies in texts.items():
+        cells = []
+        for make in rules.values():
+            ratios = []
+            for prompt, reply in replies:
+                Oracle.future = prompt + reply
+                ratios.append(replay(prompt, reply, make(prompt), costs))
+            cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
+        print(f"{name:16}" + "".join(f"{cell:>24}" for cell in cells))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
