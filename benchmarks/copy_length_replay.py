@@ -86,7 +86,11 @@ def main() -> int:
                 (tokens, [t for step in engine.generate_tokens(tokens, sampling.with_(seed=seed)) for t in step])
                 for seed in range(args.seeds)
             ]
-        number = engine._target.is_number  # type: ignore[union-attr]
+        target = engine._target
+        assert target is not None
+        # Which tokens are numbers, asked while the model is open (its vocabulary goes with it).
+        seen = {t for replies in texts.values() for prompt, reply in replies for t in (*prompt, *reply)}
+        number = {t for t in seen if target.is_number(t)}.__contains__
     finally:
         engine.close()
 
