@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from textual.app import App
+
 from app.tui.app import ChatApp
 from app.tui.figures import ngram_bars, position_bars, readout_line
 from app.tui.history import ChatStore
+from app.tui.widgets.readout import Readout
 from backends.stats import Stats
 from tests.support.scripted_engine import ScriptedEngine
+
+
+class ReadoutAlone(App):
+    """The readout on a screen of its own."""
+
+    def compose(self):
+        yield Readout()
 
 
 def test_acceptance_by_position_is_a_bar_each():
@@ -75,15 +85,7 @@ async def test_an_engine_error_before_the_first_token_replaces_waiting_in_the_re
 async def test_while_the_engine_starts_the_mode_says_so_and_names_no_drafter():
     """A new user saw "think on · ? · no drafter" while the model loaded: a question mark, and a
     drafter said to be missing that was only not started yet."""
-    from textual.app import App
-
-    from app.tui.widgets.readout import Readout
-
-    class One(App):
-        def compose(self):
-            yield Readout()
-
-    app = One()
+    app = ReadoutAlone()
     async with app.run_test() as pilot:
         readout = app.query_one(Readout)
         readout.set_mode(True, None, None)
@@ -133,15 +135,7 @@ async def test_ctrl_c_says_how_to_quit_in_plain_words(tmp_path):
 
 
 async def test_the_context_meter_counts_the_reply_as_it_streams():
-    from textual.app import App
-
-    from app.tui.widgets.readout import Readout
-
-    class One(App):
-        def compose(self):
-            yield Readout()
-
-    app = One()
+    app = ReadoutAlone()
     async with app.run_test() as pilot:
         readout = app.query_one(Readout)
         readout.show_context(138, 1000)
