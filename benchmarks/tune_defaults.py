@@ -18,6 +18,7 @@ before or after it, with their min-max. Goals: new text >= 0.97x plain, edit and
 
     .venv/bin/python benchmarks/tune_defaults.py [--engines inproc,server] [--rounds 3]
         [--tokens 96] [--llama-server PATH] [--tune-rounds 2] [--sampling greedy|chat|qwen]
+        [--prompts 'edit turn,rewrite']
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--tune-rounds", type=int, default=2)
     parser.add_argument("--only-tune", action="store_true", help="time the tune and print its pick only")
+    parser.add_argument(
+        "--prompts",
+        default="",
+        help="only these prompts, comma-separated (e.g. 'edit turn,rewrite': more rounds in the same time)",
+    )
     parser.add_argument("--llama-server", type=Path, default=None, help="the llama-server to run (default: found)")
     parser.add_argument(
         "--sampling",
@@ -78,6 +84,12 @@ def main() -> int:
     settings = load_settings()
     prompts = [(p.category, p.messages) for p in load_prompts(builtin_prompt_files()) if p.category != "edit"]
     prompts += [("edit turn", edit()), ("rewrite", rewrite())]
+    if args.prompts:
+        wanted = {name.strip() for name in args.prompts.split(",") if name.strip()}
+        unknown = wanted - {category for category, _ in prompts}
+        if unknown:
+            parser.error(f"--prompts: no prompt named {', '.join(sorted(unknown))}")
+        prompts = [(category, messages) for category, messages in prompts if category in wanted]
 
     for engine in [e.strip() for e in args.engines.split(",") if e.strip()]:
         started = time.monotonic()
@@ -156,7 +168,8 @@ def main() -> int:
             for name in setups
             if name.startswith("tuned")
         ]
-        print(f"tuned on new text: {min(new):.2f}-{max(new):.2f}x plain (category medians)")
+        if new:
+            print(f"tuned on new text: {min(new):.2f}-{max(new):.2f}x plain (category medians)")
     return 0
 
 
