@@ -115,11 +115,11 @@ def test_a_changed_token_does_not_end_the_copy():
     context = PromptLookup(settings, [*source, 7, *reply])
     context.copy_kept = 16.0
     assert context.draft(40, longer_than=8) == source[12:28]
-    # Inserted tokens (two where the source has one) and dropped ones are bridged too.
-    inserted = PromptLookup(settings, [*source, 7, *source[:10], 77, 78, source[10]])
+    # An inserted token (two where the source has one) and a dropped one are bridged too.
+    inserted = PromptLookup(settings, [*source, 7, *source[:10], 77, source[10]])
     assert inserted.draft(4) == source[11:15]
-    dropped = PromptLookup(settings, [*source, 7, *source[:10], source[13]])
-    assert dropped.draft(4) == source[14:18]
+    dropped = PromptLookup(settings, [*source, 7, *source[:10], source[11]])
+    assert dropped.draft(4) == source[12:16]
     # A reply that leaves the copy for good stops drafting it once nothing matches.
     gone = PromptLookup(settings, [*source, 7, *source[:10], *range(200, 212)])
     assert gone.draft(40) == []
@@ -179,3 +179,15 @@ def test_a_resync_credits_only_a_copy_that_matched_a_whole_ngram_since_it_was_fo
     assert context.draft(40, longer_than=8) == []
     context.extend(source[14:16])
     assert context.draft(40, longer_than=8) == [*source[16:], 7, source[0]]  # 16 on from there
+
+
+def test_one_token_in_common_further_on_does_not_pick_the_copy_up_again():
+    """Three tokens on from where the reply left the copy, one token in common is more often a
+    coincidence (a newline) than the copy going on: it is not followed (with the old run, it
+    drafted 16 at once); a whole n-gram found afresh is."""
+    settings = LookupSettings(n_max=16, ngram_max=4, ngram_min=2, n_min=2)
+    source = [*range(100, 140)]
+    context = PromptLookup(settings, [*source, 7, *source[:10], 77, source[13]])
+    assert context.draft(40) == []
+    context.extend([source[14]])  # a whole n-gram of the source again: a fresh lookup finds it
+    assert context.draft(4) == source[15:19]
