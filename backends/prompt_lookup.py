@@ -51,10 +51,10 @@ class LookupSettings:
     # token, one inserted or one dropped. Further on, one token in common is more often a
     # coincidence (a newline, "self") than the copy going on, and picking it up there (with
     # the copy's run, so it drafts long at once) lost to a fresh lookup of a whole n-gram.
-    # Measured here (SmolLM2 Q8_0, its card's sampling, 24 texts a prompt, 96 tokens, copies
-    # alone, timed against plain in turn): edit turn 1.42x plain at 2 against 1.36x at 8,
-    # rewrite 1.19x against 1.09x, a poem 1.11x against 1.09x; greedy on 12 edits and rewrites
-    # of other files, 160 tokens: mean 1.19x against 1.12x and 1.32x against 1.29x.
+    # Measured here (SmolLM2 Q8_0, copies alone; docs/measured.md, session 25): timed, 24
+    # sampled texts a prompt (benchmarks/copy_settings_ab.py), edit turn 1.53x plain at 2
+    # against 1.14x at 8, rewrite 1.19x against 1.12x; replayed over the same texts
+    # (benchmarks/copy_length_replay.py), sampled and greedy, 2 as good or better everywhere.
     resync_window: int = 2
     # Chained, the copy and the model's draft are each judged by the tokens a step keeps (a
     # moving average, this weight on the newest step): a copy goes first only while copies

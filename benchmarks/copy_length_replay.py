@@ -11,7 +11,12 @@ average. Rules: `old` (a miss shrinks the next draft to one past what was kept, 
 doubles it, up to 16), `weighed` (backends/copy_length.py, what the in-process engine runs),
 `oracle` (drafts exactly as far as the copy will hold, where that pays: the bound for copies).
 
+`--setting field=value[,...]` adds the weighed rule under other LookupSettings (as
+benchmarks/copy_settings_ab.py takes them); `--greedy` replays greedy texts instead, one a
+prompt, of edits and rewrites of files of 4 to 9 classes.
+
     .venv/bin/python benchmarks/copy_length_replay.py [--seeds 12] [--tokens 160]
+        [--setting resync_window=8] [--greedy]
 """
 
 from __future__ import annotations
@@ -53,7 +58,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--tokens", type=int, default=160)
+    parser.add_argument("--setting", action="append", default=[], help="field=value[,field=value] (repeatable)")
+    parser.add_argument("--greedy", action="store_true")
     args = parser.parse_args()
+
+    from benchmarks.copy_settings_ab import parse_setting
+
+    variants = {text: parse_setting(text) for text in args.setting}
 
     from app.models.catalog import load_catalog
     from backends.copy_length import PassCosts
@@ -73,6 +84,10 @@ def main() -> int:
         prompts[category] = json.loads((ROOT / f"assets/prompts/{category}.jsonl").read_text().splitlines()[0])[
             "messages"
         ]
+    if args.greedy:
+        # One greedy text a prompt: each of these files is a prompt of its own.
+        sampling, args.seeds = sampling.with_(temperature=0.0), 1
+        prompts = {f"edit {n}": edit(n) for n in range(4, 10)} | {f"rewrite {n}": rewrite(n) for n in range(4, 10)}
 
     engine = InprocEngine(str(pair["target"]), n_ctx=4096).load()
     try:
@@ -111,21 +126,31 @@ def main() -> int:
     rules = {
         "old": lambda prompt: PromptLookup(LookupSettings(), prompt),
         "weighed": lambda prompt: PromptLookup(LookupSettings(), prompt, costs, number),
+        **{
+            f"weighed {text}": (lambda prompt, lookup=lookup: PromptLookup(lookup, prompt, costs, number))
+            for text, lookup in variants.items()
+        },
         "oracle": lambda prompt: Oracle(LookupSettings(), prompt),
     }
     print(
-        f"\n{args.seeds} sampled replies a prompt, {args.tokens} tokens: plain's time over the rule's, median (min-max)"
+        f"\n{args.seeds} {'greedy' if args.greedy else 'sampled'} replies a prompt, {args.tokens} tokens:"
+        " plain's time over the rule's, median (min-max)"
     )
-    print(f"{'prompt':16}" + "".join(f"{rule:>24}" for rule in rules))
+    print(f"{'prompt':16}" + "".join(f"{rule[:30]:>32}" for rule in rules))
+    groups: dict[str, list] = {}
     for name, replies in texts.items():
+        # Greedy: one text a file, so the files of a kind are summed up together.
+        groups.setdefault(name.rstrip("0123456789 ") if args.greedy else name, []).extend(replies)
+    for name, replies in groups.items():
         cells = []
         for make in rules.values():
             ratios = []
             for prompt, reply in replies:
                 Oracle.future = prompt + reply
                 ratios.append(replay(prompt, reply, make(prompt), costs))
-            cells.append(f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})")
-        print(f"{name:16}" + "".join(f"{cell:>24}" for cell in cells))
+            spread = f"({min(ratios):.2f}-{max(ratios):.2f})"
+            cells.append(f"{statistics.median(ratios):.2f}x {spread} mean {statistics.mean(ratios):.2f}")
+        print(f"{name:16}" + "".join(f"{cell:>32}" for cell in cells))
     return 0
 
 
