@@ -9,7 +9,8 @@ Exact speculative sampling keeps a point-mass draft token with the target's prob
 it, so replaying a plain sample's tokens against a copy prices what a copy would have kept on
 average. Rules: `old` (a miss shrinks the next draft to one past what was kept, a whole copy
 doubles it, up to 16), `weighed` (backends/copy_length.py, what the in-process engine runs),
-`oracle` (drafts exactly as far as the copy will hold, where that pays: the bound for copies).
+`oracle` (drafts exactly as far as the copy will hold, where that pays: the bound for copies),
+and llama-server's ngram-simple as dspine launches it alone.
 
 `--setting field=value[,...]` adds the weighed rule under other LookupSettings (as
 benchmarks/copy_settings_ab.py takes them); `--greedy` replays greedy texts instead, one a
@@ -31,6 +32,32 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+
+class NgramSimple:
+    """llama-server's ngram-simple as dspine launches it alone (backends/drafters.NGRAM): the
+    latest earlier occurrence of the context's last `match` tokens, the `length` after it
+    drafted; nothing followed or learned between steps."""
+
+    def __init__(self, tokens: list[int], match: int, length: int) -> None:
+        self.tokens, self.match, self.length = list(tokens), match, length
+
+    def extend(self, tokens) -> None:
+        self.tokens += [int(t) for t in tokens]
+
+    def observe(self, drafted: int, kept: int) -> None:
+        pass
+
+    def draft(self, room: int) -> list[int]:
+        tokens, n = self.tokens, self.match
+        if len(tokens) <= n + self.length + 1:
+            return []
+        pattern = tokens[-n:]
+        for start in range(len(tokens) - n - 1, 0, -1):
+            if tokens[start : start + n] == pattern:
+                copy = tokens[start + n : start + n + min(self.length, room)]
+                return copy if len(copy) >= n else []
+        return []
 
 
 def replay(prompt: list[int], reply: list[int], lookup, cost: Callable[[int], float]) -> float:
@@ -68,6 +95,7 @@ def main() -> int:
 
     from app.models.catalog import load_catalog
     from backends.copy_length import PassCosts
+    from backends.drafters import NGRAM
     from backends.inproc import COPY_TIMED_LENGTHS, InprocEngine
     from backends.prompt_lookup import LookupSettings, PromptLookup
     from tests.support.copy_prompts import NEW_TEXT, edit, rewrite
@@ -130,6 +158,7 @@ def main() -> int:
             f"weighed {text}": (lambda prompt, lookup=lookup: PromptLookup(lookup, prompt, costs, number))
             for text, lookup in variants.items()
         },
+        "llama-server's ngram-simple": lambda prompt: NgramSimple(prompt, NGRAM.alone_match, NGRAM.alone_length),
         "oracle": lambda prompt: Oracle(LookupSettings(), prompt),
     }
     print(
