@@ -98,7 +98,7 @@ def main() -> int:
     from backends.drafters import NGRAM
     from backends.inproc import COPY_TIMED_LENGTHS, InprocEngine
     from backends.prompt_lookup import LookupSettings, PromptLookup
-    from tests.support.copy_prompts import NEW_TEXT, edit, rewrite
+    from tests.support.copy_prompts import NEW_TEXT, edit, kind_of, other_files, rewrite
     from tests.support.real_models import smollm2_pair
 
     pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
@@ -115,7 +115,7 @@ def main() -> int:
     if args.greedy:
         # One greedy text a prompt: each of these files is a prompt of its own.
         sampling, args.seeds = sampling.with_(temperature=0.0), 1
-        prompts = {f"edit {n}": edit(n) for n in range(4, 10)} | {f"rewrite {n}": rewrite(n) for n in range(4, 10)}
+        prompts = other_files()
 
     engine = InprocEngine(str(pair["target"]), n_ctx=4096).load()
     try:
@@ -169,7 +169,7 @@ def main() -> int:
     groups: dict[str, list] = {}
     for name, replies in texts.items():
         # Greedy: one text a file, so the files of a kind are summed up together.
-        groups.setdefault(name.rstrip("0123456789 ") if args.greedy else name, []).extend(replies)
+        groups.setdefault(kind_of(name) if args.greedy else name, []).extend(replies)
     for name, replies in groups.items():
         cells = []
         for make in rules.values():

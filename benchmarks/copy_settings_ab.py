@@ -51,7 +51,7 @@ def main() -> int:
     from app.models.catalog import load_catalog
     from backends.events import End
     from backends.inproc import InprocEngine
-    from tests.support.copy_prompts import NEW_TEXT, edit, rewrite
+    from tests.support.copy_prompts import NEW_TEXT, edit, kind_of, other_files, rewrite
     from tests.support.real_models import smollm2_pair
 
     pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
@@ -60,7 +60,7 @@ def main() -> int:
     sampling = card.for_mode(False).with_(max_tokens=args.tokens)
     if args.greedy:
         sampling = sampling.with_(temperature=0.0)
-        prompts = {f"edit {n}": edit(n) for n in range(4, 10)} | {f"rewrite {n}": rewrite(n) for n in range(4, 10)}
+        prompts = other_files()
     else:
         prompts = {"edit turn": edit(), "rewrite": rewrite(), "poem": NEW_TEXT}
 
@@ -81,8 +81,7 @@ def main() -> int:
                         if isinstance(event, End):
                             rates[name] = event.stats.tokens_per_s
                 for name in settings:
-                    kind = prompt.rstrip("0123456789 ")
-                    ratios.setdefault((kind, name), []).append(rates[name] / rates["plain"])
+                    ratios.setdefault((kind_of(prompt), name), []).append(rates[name] / rates["plain"])
     finally:
         for engine in engines.values():
             engine.close()

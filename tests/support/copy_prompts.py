@@ -47,6 +47,17 @@ def edit(n_classes: int = 6) -> list[dict]:
     ]
 
 
+def other_files(classes: range = range(4, 10)) -> dict[str, list[dict]]:
+    """An edit and a rewrite of files of each size: other prompts, so greedy decoding (one text
+    a prompt) still gives several texts of each kind ("edit 4", "rewrite 4", ...)."""
+    return {f"edit {n}": edit(n) for n in classes} | {f"rewrite {n}": rewrite(n) for n in classes}
+
+
+def kind_of(prompt_name: str) -> str:
+    """The kind an `other_files` prompt is of ("edit 4" -> "edit"); other names as they are."""
+    return prompt_name.rstrip("0123456789 ")
+
+
 NEW_TEXT = [{"role": "user", "content": "Write a short poem about the sea at night."}]
 
 PROMPTS = {"rewrite": rewrite(), "edit": edit(), "new text": NEW_TEXT}
