@@ -19,7 +19,7 @@ Figures marked FACTS come from the drafters' model cards and llama.cpp.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Tensor names as GGUF spells them; `N` stands for a block index (blk.N.attn_q.weight).
 
@@ -396,9 +396,25 @@ class NgramDrafter:
     # 1.03x, 0.99x, 1.04x; a looping poem 1.47x, 1.60x, 1.05x. It drafts on new text too (0.90-1.06x
     # plain on bench's prompts in `dspine tune`), so where every turn drafts (an upstream server)
     # ngram-mod's long copies only stay: they rarely fire where nothing is copied.
+    # On a GPU a pass of 9 tokens costs about one of 1 (an H200: edit 1.63x, rewrite 1.32x at
+    # 4/8), so a short match's draft costs next to nothing.
     alone_spec_type: str = "ngram-simple"
     alone_match: int = 4
     alone_length: int = 8
+    # On a CPU a match of 6 (session 26): a 4-token match is a coincidence often enough (a
+    # newline and `return self.`) that its 8-token draft's pass, 4.4 plain steps on this CPU,
+    # is lost; a 6-token one is the copy. Replayed over 32 texts sampled as the chat samples
+    # (benchmarks/copy_length_replay.py --simple 6/8, two sets of 16, 128 tokens), 6/8 against
+    # 4/8: edit turn 1.37x / 1.47x against 1.31x / 1.44x, rewrite 1.32x / 1.15x against 1.27x /
+    # 1.15x, bench's edits 1.18-1.27x against 1.01-1.17x, new text 1.00x against 0.93-1.00x;
+    # timed (benchmarks/ngram_server_settings.py --sampling chat --rounds 16), edit 1.29x
+    # against 1.20x, bench's edits 1.26x / 1.07x against 1.10x / 0.96x, rewrite 1.10x both.
+    # (ngram-simple drafts at least as many tokens as it matched, so the length stays 8.)
+    alone_match_cpu: int = 6
+
+    def on_device(self, gpu: bool) -> NgramDrafter:
+        """As launched where the target runs on a GPU, or on the CPU (its match)."""
+        return self if gpu else replace(self, alone_match=self.alone_match_cpu)
 
     def launched(self, chained: bool, per_turn: bool = True) -> str:
         """The --spec-type it runs as: chained before a model drafter, alone on the turns

@@ -10,14 +10,15 @@ it, so replaying a plain sample's tokens against a copy prices what a copy would
 average. Rules: `old` (a miss shrinks the next draft to one past what was kept, a whole copy
 doubles it, up to 16), `weighed` (backends/copy_length.py, what the in-process engine runs),
 `oracle` (drafts exactly as far as the copy will hold, where that pays: the bound for copies),
-and llama-server's ngram-simple as dspine launches it alone.
+and llama-server's ngram-simple as dspine launches it alone on a CPU.
 
 `--setting field=value[,...]` adds the weighed rule under other LookupSettings (as
-benchmarks/copy_settings_ab.py takes them); `--greedy` replays greedy texts instead, one a
-prompt, of edits and rewrites of files of 4 to 9 classes.
+benchmarks/copy_settings_ab.py takes them); `--simple N/M` adds ngram-simple at another match
+and length; `--first-seed` samples another set of texts (seeds from there); `--greedy`
+replays greedy texts instead, one a prompt, of edits and rewrites of files of 4 to 9 classes.
 
     .venv/bin/python benchmarks/copy_length_replay.py [--seeds 12] [--tokens 160]
-        [--setting resync_window=8] [--greedy]
+        [--setting resync_window=8] [--simple 4/8] [--first-seed 0] [--greedy]
 """
 
 from __future__ import annotations
@@ -86,8 +87,11 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=12)
     parser.add_argument("--tokens", type=int, default=160)
     parser.add_argument("--setting", action="append", default=[], help="field=value[,field=value] (repeatable)")
+    parser.add_argument("--simple", action="append", default=[], help="N/M: ngram-simple's match and length too")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first text's seed (another set of texts)")
     parser.add_argument("--greedy", action="store_true")
     args = parser.parse_args()
+    simple = [tuple(int(x) for x in text.split("/")) for text in args.simple]
 
     from benchmarks.copy_settings_ab import parse_setting
 
@@ -127,7 +131,7 @@ def main() -> int:
             tokens = engine.prompt_tokens(messages, think=False)
             texts[name] = [
                 (tokens, [t for step in engine.generate_tokens(tokens, sampling.with_(seed=seed)) for t in step])
-                for seed in range(args.seeds)
+                for seed in range(args.first_seed, args.first_seed + args.seeds)
             ]
         target = engine._target
         assert target is not None
@@ -150,6 +154,7 @@ def main() -> int:
             best = max(range(holds + 1), key=lambda d: (d + 1) / costs(d + 1))
             return found[:best]
 
+    cpu = NGRAM.on_device(gpu=False)  # as dspine launches it on a CPU, where these costs were timed
     # Replayed, nothing is timed: the costs stay as timed above (no pass corrects them).
     rules = {
         "old": lambda prompt: PromptLookup(LookupSettings(), prompt),
@@ -158,7 +163,10 @@ def main() -> int:
             f"weighed {text}": (lambda prompt, lookup=lookup: PromptLookup(lookup, prompt, costs, number))
             for text, lookup in variants.items()
         },
-        "llama-server's ngram-simple": lambda prompt: NgramSimple(prompt, NGRAM.alone_match, NGRAM.alone_length),
+        f"llama-server's ngram-simple {cpu.alone_match}/{cpu.alone_length}": lambda prompt: NgramSimple(
+            prompt, cpu.alone_match, cpu.alone_length
+        ),
+        **{f"ngram-simple {n}/{m}": (lambda prompt, n=n, m=m: NgramSimple(prompt, n, m)) for n, m in simple},
         "oracle": lambda prompt: Oracle(LookupSettings(), prompt),
     }
     print(

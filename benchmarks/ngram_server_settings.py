@@ -1,7 +1,8 @@
 """llama-server's n-gram drafter alone (no model drafter), at a few settings, against plain
-decoding in the same rounds: the real SmolLM2-135M Q8_0 target, greedy, on an edit turn, a file
-rewrite given in the prompt (tests/support/copy_prompts.py) and new text (with --bench-edits,
-bench's edit prompts too, which `dspine tune` measures edits on).
+decoding in the same rounds: the real SmolLM2-135M Q8_0 target, greedy (or, --sampling chat,
+with SmolLM2's card's sampling and seed N in round N: other texts each round, as a chat samples
+them), on an edit turn, a file rewrite given in the prompt (tests/support/copy_prompts.py) and
+new text (with --bench-edits, bench's edit prompts too, which `dspine tune` measures edits on).
 
 A setting is `M/N` for ngram-mod (a match of M tokens, drafts of at least N; what dspine chains
 before a model drafter: 24/17, where a step's draft length tells the drafters apart) or
@@ -14,6 +15,7 @@ their min-max.
 
     .venv/bin/python benchmarks/ngram_server_settings.py [--rounds 3] [--tokens 96]
         [--llama-server PATH] [--settings 24/17,simple:4/8,12/4] [--bench-edits]
+        [--sampling greedy|chat] [--prompts 'edit turn,rewrite']
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from tests.support.real_models import smollm2_pair  # noqa: E402
 PLAIN = "plain"
 
 
-def run_once(binary: str | None, target: Path, setup: str, messages: list[dict], tokens: int, logs: Path):
+def run_once(binary: str | None, target: Path, setup: str, messages: list[dict], sampling: Sampling, logs: Path):
     ngram = None
     if setup.startswith("simple:"):
         # llama-server's ngram-simple (dspine's n-gram drafter alone): the latest earlier
@@ -51,7 +53,7 @@ def run_once(binary: str | None, target: Path, setup: str, messages: list[dict],
     config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram)
     engine = LlamaServerEngine(config, log_dir=logs, binary=binary).start()
     try:
-        events = list(engine.stream(messages, think=False, sampling=Sampling(temperature=0, max_tokens=tokens)))
+        events = list(engine.stream(messages, think=False, sampling=sampling))
     finally:
         engine.close()
     end = events[-1]
@@ -74,6 +76,8 @@ def main() -> None:
     parser.add_argument(
         "--bench-edits", action="store_true", help="also bench's edit prompts (what `dspine tune` measures edits on)"
     )
+    parser.add_argument("--sampling", choices=["greedy", "chat"], default="greedy")
+    parser.add_argument("--prompts", default="", help="only these prompts, comma-separated")
     args = parser.parse_args()
     prompts = dict(PROMPTS)
     if args.bench_edits:
@@ -81,6 +85,19 @@ def main() -> None:
 
         edits = [p for p in load_prompts(builtin_prompt_files()) if p.category == "edit"]
         prompts.update({f"bench edit {i + 1}": p.messages for i, p in enumerate(edits)})
+    if args.prompts:
+        wanted = [name.strip() for name in args.prompts.split(",") if name.strip()]
+        unknown = set(wanted) - set(prompts)
+        if unknown:
+            parser.error(f"--prompts: no prompt named {', '.join(sorted(unknown))} (there are {', '.join(prompts)})")
+        prompts = {name: prompts[name] for name in wanted}
+    sampling = Sampling(temperature=0, max_tokens=args.tokens)
+    if args.sampling == "chat":
+        from app.models.catalog import load_catalog
+
+        card = load_catalog().find("smollm2-135m").sampling
+        assert card is not None
+        sampling = card.for_mode(False).with_(max_tokens=args.tokens)
     from benchmarks.machine import settle_repacking
 
     settle_repacking()
@@ -94,14 +111,15 @@ def main() -> None:
             order = setups[r % len(setups) :] + setups[: r % len(setups)]
             rates = {}
             for setup in order:
-                stats = run_once(args.llama_server, target, setup, messages, args.tokens, logs)
+                stats = run_once(args.llama_server, target, setup, messages, sampling.with_(seed=r), logs)
                 rates[setup] = stats.tokens_per_s or 0.0
                 kept.setdefault((label, setup), []).append(stats.acceptance_length or 1.0)
             for setup in setups[1:]:
                 ratios.setdefault((label, setup), []).append(rates[setup] / max(rates[PLAIN], 1e-9))
             print(f"round {r + 1} {label}: " + ", ".join(f"{s} {rates[s]:.1f}" for s in setups), flush=True)
     print()
-    print(f"SmolLM2-135M Q8_0 on llama-server, n-gram alone (match/minimum), greedy, {args.tokens} tokens")
+    how = "greedy" if args.sampling == "greedy" else "its card's sampling, seed N in round N"
+    print(f"SmolLM2-135M Q8_0 on llama-server, n-gram alone (match/minimum), {how}, {args.tokens} tokens")
     print("| prompt | " + " | ".join(setups[1:]) + " |")
     print("|---|" + "---|" * (len(setups) - 1))
     for label in prompts:

@@ -212,6 +212,9 @@ def open_engine(
             ngram=NGRAM if _ngram_on(options, settings, files) else None,
         )
         config = _planned(config, plan)
+        if config.ngram is not None:
+            # Its copies' match by where the target's passes run (a long pass costs more on a CPU)
+            config = replace(config, ngram=config.ngram.on_device(gpu=_target_on_gpu(config, plan)))
         settle_repacking(settings, "server", on_progress)
         return LlamaServerEngine(
             config,
@@ -363,6 +366,18 @@ def _fit_plan(files: ModelFiles, options: EngineOptions, settings: Settings):
     draft = str(files.drafter) if files.drafter else "none"
     request = FitRequest(str(files.target), draft=draft, ctx=options.ctx, n_max=options.n_max)
     return fit(request, Catalog(), settings, hardware).plan
+
+
+def _target_on_gpu(config, plan) -> bool:
+    """Whether the target's layers go to a GPU: the fit plan's, or layers asked for where a
+    GPU is found."""
+    if config.gpu_layers <= 0:
+        return False
+    if plan is not None:
+        return True
+    from ..fit.hardware import detect
+
+    return bool(detect().gpus)
 
 
 def _planned(config, plan):

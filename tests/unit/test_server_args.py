@@ -82,6 +82,11 @@ def test_the_ngram_drafter_alone_and_not_where_the_binary_lacks_it():
     alone = server_args(ServerConfig("t.gguf", ngram=NGRAM), NGRAM_BINARY)
     assert flag(alone, "--spec-type") == "ngram-simple" and "-md" not in alone
     assert flag(alone, "--spec-ngram-simple-size-n") == "4" and flag(alone, "--spec-ngram-simple-size-m") == "8"
+    # On a CPU a long pass costs several plain steps: a copy is drafted after a 6-token match,
+    # where a 4-token one was a coincidence often enough to lose (session 26, measured there).
+    on_cpu = server_args(ServerConfig("t.gguf", ngram=NGRAM.on_device(gpu=False)), NGRAM_BINARY)
+    assert flag(on_cpu, "--spec-ngram-simple-size-n") == "6" and flag(on_cpu, "--spec-ngram-simple-size-m") == "8"
+    assert NGRAM.on_device(gpu=True) == NGRAM
     assert "--spec-ngram-mod-n-min" not in alone
     no_simple = Capabilities(NGRAM_BINARY.flags, ("draft-simple", "ngram-mod"), per_request_draft=True)
     assert "--spec-type" not in server_args(ServerConfig("t.gguf", ngram=NGRAM), no_simple)
@@ -109,3 +114,17 @@ def test_a_dspine_code_table_goes_on_the_device_only_where_asked_and_the_drafter
         (on_device, CURRENT),
     ):
         assert "--override-tensor-draft" not in server_args(config, caps)
+
+
+def test_the_copies_match_follows_where_the_target_runs(monkeypatch):
+    from app.fit.hardware import Gpu, Hardware
+    from app.run.engines import _target_on_gpu
+
+    no_gpu = Hardware([], 0, 0, "none")
+    one_gpu = Hardware([Gpu(0, "NVIDIA GeForce RTX 3090", 24 << 30, 23 << 30)], 0, 0, "nvml")
+    monkeypatch.setattr("app.fit.hardware.detect", lambda: no_gpu)
+    assert not _target_on_gpu(ServerConfig("t.gguf"), None)  # -ngl 999 on a machine with no GPU
+    assert _target_on_gpu(ServerConfig("t.gguf"), plan=object())  # fit planned layers on a GPU
+    monkeypatch.setattr("app.fit.hardware.detect", lambda: one_gpu)
+    assert _target_on_gpu(ServerConfig("t.gguf", gpu_layers=20), None)  # --gpu-layers 20
+    assert not _target_on_gpu(ServerConfig("t.gguf", gpu_layers=0), None)  # --gpu-layers 0: the CPU
