@@ -290,7 +290,8 @@ def test_chained_the_draft_model_launches_at_its_learned_length(patched_server, 
     pair = ModelFiles("dense", files["target"], files["noisy"], "draft")
     engine = open_engine(pair, EngineOptions(engine="server", ctx=1024, gpu_layers=0, think=False), settings)
     try:
-        assert engine.ngram_chained and engine.config.ngram == NGRAM and engine.ngram_break_even is not None
+        assert engine.ngram_chained and engine.ngram_break_even is not None
+        assert engine.config.ngram == NGRAM.on_device(gpu=False)  # gpu_layers 0: the CPU's match
         assert engine.config.n_max == off and engine.per_request_draft
         assert engine.drafter_name == f"n-gram + {files['noisy'].name}"
     finally:
