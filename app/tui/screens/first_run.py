@@ -195,6 +195,9 @@ class FirstRunScreen(Screen[PullResult | OpenFile | None]):
         self.set_status(plain(message, "red"))
         for button in self.query(Button):
             button.disabled = False
+            # Textual ignores Enter on a button while its press effect lasts (0.2 s): a pull that
+            # failed sooner (no network) would drop the Enter that tries again.
+            button.remove_class("-active")
         self._pulling.clear()
         # Disabled while pulling, the buttons gave focus to the path box, where Enter answers
         # "type the path of a .gguf file first": Enter should try the same pull again.
