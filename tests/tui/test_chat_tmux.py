@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT, wait_for
-from tests.support.tmux import dspine_in_tmux, keys, screen
+from tests.support.tmux import dspine_in_tmux, keys, screen, tmux
 
 pytestmark = [
     pytest.mark.slow,  # a real terminal around a real dspine process
@@ -44,9 +44,7 @@ def test_chat_in_tmux(env, models, tmp_path):
             "Write hello world in C" in shown and "think off" in shown and "dense-same.gguf" in shown
         )  # the drafter, named in the readout
         pane = int(
-            subprocess.run(
-                ["tmux", "display", "-p", "-t", session, "#{pane_pid}"], capture_output=True, text=True
-            ).stdout
+            subprocess.run(tmux("display", "-p", "-t", session, "#{pane_pid}"), capture_output=True, text=True).stdout
         )
         servers_before = [p for p in psutil.Process(pane).children(recursive=True) if p.name() == "llama-server"]
         assert servers_before, "the chat runs its own llama-server"
