@@ -7,7 +7,7 @@ rule's. Each setup's ratio is its tok/s over plain's on the same prompt and seed
 mean and quartiles over the texts.
 
     .venv/bin/python benchmarks/copy_settings_ab.py --setting resync_window=8 \\
-        --setting resync_window=2 [--rounds 24] [--tokens 96] [--greedy]
+        --setting resync_window=2 [--rounds 24] [--tokens 96] [--greedy] [--bench-edits]
 
 A setting is `field=value[,field=value]` of backends/prompt_lookup.LookupSettings.
 """
@@ -45,6 +45,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=24)
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--greedy", action="store_true")
+    parser.add_argument("--bench-edits", action="store_true", help="bench's edit prompts too (the tune's)")
     args = parser.parse_args()
     settings = {text: parse_setting(text) for text in args.setting} or {"defaults": parse_setting("n_max=16")}
 
@@ -63,6 +64,11 @@ def main() -> int:
         prompts = other_files()
     else:
         prompts = {"edit turn": edit(), "rewrite": rewrite(), "poem": NEW_TEXT}
+    if args.bench_edits:
+        import json
+
+        lines = (ROOT / "assets/prompts/edit.jsonl").read_text().splitlines()
+        prompts |= {f"bench edit {i + 1}": json.loads(line)["messages"] for i, line in enumerate(lines)}
 
     engines = {"plain": InprocEngine(str(pair["target"]), n_ctx=4096, presets=card).load()}
     costs = None

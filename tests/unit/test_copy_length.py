@@ -151,3 +151,24 @@ def test_a_long_prompts_own_copies_weigh_as_a_few_dozen_tokens():
         context.extend([block[at % 50], 7000 + turn, block[(at + 2) % 50]])
         at += 3
     assert context.draft(40) == []  # on a CPU: the reply's own misses decide
+
+
+def test_a_copy_the_odds_would_not_draft_is_drafted_where_a_longer_match_confirms_it():
+    """The odds pool every copy of a run band; on a small file its own coincidental repeats
+    drag them down. Where the latest earlier occurrence of the last 6 tokens goes on the same
+    way as the copy followed, 12 tokens of it are drafted all the same (session 26: bench's
+    edits 1.14-1.23x plain replayed, against 1.03-1.05x)."""
+    from dataclasses import replace
+
+    def low_odds(settings: LookupSettings, context: list[int]) -> PromptLookup:
+        lookup = PromptLookup(settings, context, CPU)
+        lookup.odds = odds(kept=0.6)  # copies here held 60% a token: no length pays on a CPU
+        return lookup
+
+    assert low_odds(replace(WEIGHED, confirm_match=0), file_then_copy(copied=8)).draft(40) == []
+    assert low_odds(WEIGHED, file_then_copy(copied=8)).draft(40) == list(range(1008, 1020))
+    assert low_odds(WEIGHED, file_then_copy(copied=8)).draft(5) == []  # room for fewer than the match
+    # The same 6 tokens later in the prompt, going on otherwise: the two ways disagree, no draft.
+    source = list(range(1000, 1080))
+    decoy = [*source[2:8], 3000, 3001, 3002, 3003, 3004, 3005, 3006, 3007]
+    assert low_odds(WEIGHED, [*source, 5, *decoy, 5, *source[:8]]).draft(40) == []
