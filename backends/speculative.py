@@ -154,14 +154,20 @@ def accept_sampled(
     """`draft_probs[i]` drew draft[i] (None: a copy's point masses, all of q on each drafted
     token); `target_probs` has one more entry than the draft."""
     for i, token in enumerate(draft):
-        p = target_probs[i][token]
         q = draft_probs[i][token] if draft_probs is not None else 1.0
-        if q <= 0 or rng.random() >= min(1.0, p / q):
-            if draft_probs is None:  # max(0, p - q) with q the point mass: p without the token
-                residual = target_probs[i].copy()
-                residual[token] = 0.0
-            else:
-                residual = np.maximum(target_probs[i] - draft_probs[i], 0.0)
+        if q >= 1.0:
+            # A point mass (a copy): the target's token drawn as plain decoding draws it, kept
+            # while it is the drafted one. That is the rejection rule's distribution (kept with
+            # p(x), else p without x), and the same draws as plain decoding's: with a seed, a
+            # reply is the same text with copies drafted or not (but for a verify pass's
+            # rounding), so copies can be timed against plain on the same texts.
+            chosen = sample(target_probs[i], rng)
+            if chosen != token:
+                return Verdict(i, chosen)
+            continue
+        assert draft_probs is not None
+        if q <= 0 or rng.random() >= min(1.0, target_probs[i][token] / q):
+            residual = np.maximum(target_probs[i] - draft_probs[i], 0.0)
             total = residual.sum()
             next_probs = residual / total if total > 0 else target_probs[i]
             return Verdict(i, sample(next_probs, rng))

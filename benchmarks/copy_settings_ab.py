@@ -8,6 +8,7 @@ mean and quartiles over the texts.
 
     .venv/bin/python benchmarks/copy_settings_ab.py --setting resync_window=8 \\
         --setting resync_window=2 [--rounds 24] [--tokens 96] [--greedy] [--bench-edits]
+        [--prompts 'edit turn'] [--first-seed 100]
 
 A setting is `field=value[,field=value]` of backends/prompt_lookup.LookupSettings.
 """
@@ -46,6 +47,8 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--greedy", action="store_true")
     parser.add_argument("--bench-edits", action="store_true", help="bench's edit prompts too (the tune's)")
+    parser.add_argument("--prompts", default="", help="only these prompts, comma-separated")
+    parser.add_argument("--first-seed", type=int, default=0, help="round N samples with seed first-seed + N")
     args = parser.parse_args()
     settings = {text: parse_setting(text) for text in args.setting} or {"defaults": parse_setting("n_max=16")}
 
@@ -69,6 +72,11 @@ def main() -> int:
 
         lines = (ROOT / "assets/prompts/edit.jsonl").read_text().splitlines()
         prompts |= {f"bench edit {i + 1}": json.loads(line)["messages"] for i, line in enumerate(lines)}
+    if args.prompts:
+        wanted = [name.strip() for name in args.prompts.split(",") if name.strip()]
+        if unknown := set(wanted) - set(prompts):
+            parser.error(f"--prompts: no prompt named {', '.join(sorted(unknown))} (there are {', '.join(prompts)})")
+        prompts = {name: prompts[name] for name in wanted}
 
     engines = {"plain": InprocEngine(str(pair["target"]), n_ctx=4096, presets=card).load()}
     costs = None
@@ -83,7 +91,9 @@ def main() -> int:
             for prompt, messages in prompts.items():
                 rates = {}
                 for name in order:
-                    for event in engines[name].stream(messages, think=False, sampling=sampling.with_(seed=round_)):
+                    for event in engines[name].stream(
+                        messages, think=False, sampling=sampling.with_(seed=args.first_seed + round_)
+                    ):
                         if isinstance(event, End):
                             rates[name] = event.stats.tokens_per_s
                 for name in settings:

@@ -172,3 +172,16 @@ def test_lazy_rows_read_like_a_list():
     assert rows[2] == 20 and made == [2, 3, 1]  # each made once, when first read
     with pytest.raises(IndexError):
         rows[4]
+
+
+def test_a_copy_is_checked_against_the_targets_own_draws_as_plain_decoding_makes_them():
+    """Sampled with a seed, a copy's tokens are kept while they are the tokens plain decoding
+    draws there, and the first other one is plain's: the reply is the same text with copies
+    drafted or not, so a copy can be timed against plain on the same text."""
+    shapes = np.random.default_rng(1)
+    rows = [shapes.dirichlet(np.ones(6) * 0.5) for _ in range(9)]
+    plain_draws = np.random.default_rng(7)
+    plain = [sample(row, plain_draws) for row in rows]
+    right_then_wrong = [*plain[:3], (plain[3] + 1) % 6, *plain[4:7]]
+    assert accept_sampled(right_then_wrong, None, rows[:8], np.random.default_rng(7)) == Verdict(3, plain[3])
+    assert accept_sampled(plain[:8], None, rows, np.random.default_rng(7)) == Verdict(8, plain[8])
