@@ -41,16 +41,21 @@ PLAIN = "plain"
 
 
 def run_once(binary: str | None, target: Path, setup: str, messages: list[dict], sampling: Sampling, logs: Path):
-    ngram = None
-    if setup.startswith("simple:"):
+    ngram, extra = None, ()
+    if setup.startswith("mapk:"):
+        # llama-server's ngram-map-k (not what dspine launches): the key n-gram's first
+        # occurrence, its draft as long as that key's last draft kept (up to M).
+        size_n, size_m = setup.removeprefix("mapk:").split("/")
+        extra = ("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", size_n, "--spec-ngram-map-k-size-m", size_m)
+    elif setup.startswith("simple:"):
         # llama-server's ngram-simple (dspine's n-gram drafter alone): the latest earlier
         # occurrence of the last N tokens, its next M drafted; nothing kept across requests.
         size_n, size_m = (int(x) for x in setup.removeprefix("simple:").split("/"))
         ngram = dataclasses.replace(NGRAM, alone_spec_type="ngram-simple", alone_match=size_n, alone_length=size_m)
-    elif setup != PLAIN:
+    elif setup != PLAIN:  # ngram-mod M/N
         match, shortest = (int(x) for x in setup.split("/"))
         ngram = dataclasses.replace(NGRAM, alone_spec_type="ngram-mod", n_match=match, n_min=shortest)
-    config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram)
+    config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram, extra_args=extra)
     engine = LlamaServerEngine(config, log_dir=logs, binary=binary).start()
     try:
         events = list(engine.stream(messages, think=False, sampling=sampling))
@@ -70,7 +75,7 @@ def main() -> None:
     parser.add_argument(
         "--settings",
         default=f"{NGRAM.n_match}/{NGRAM.n_min},simple:{NGRAM.alone_match}/{NGRAM.alone_length},12/4",
-        help="ngram-mod match/minimum pairs, or simple:N/M for ngram-simple, comma-separated",
+        help="ngram-mod match/minimum pairs, simple:N/M for ngram-simple or mapk:N/M for ngram-map-k, comma-separated",
     )
     parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
     parser.add_argument(
