@@ -70,9 +70,10 @@ class LookupSettings:
     # with those same tokens: two ways of finding the copy agree. The odds pool every copy of a
     # run band (a file's own coincidental repeats among them), and on a small file they
     # underrate this one: on bench's edits the weighing drafted 2-3 tokens, or none, of copies
-    # that held for 8+. Replayed over 32 sampled texts (benchmarks/copy_length_replay.py,
-    # session 26): bench's edits 1.14-1.23x plain against 1.03-1.05x, the poem 1.25x / 1.36x
-    # against 1.22x / 1.27x, the edit turn, the rewrite and new text unchanged. 0: off.
+    # that held for 8+. Replayed over three sets of 16 sampled texts (benchmarks/
+    # copy_length_replay.py, session 26): bench's edits 1.13-1.30x plain against 1.03-1.11x,
+    # the poem +0.03-0.09x, the edit turn, the rewrite and new text unchanged; timed
+    # (benchmarks/copy_settings_ab.py --bench-edits), bench's edits 1.11x against 1.04x. 0: off.
     confirm_match: int = 6
     confirm_length: int = 12
 

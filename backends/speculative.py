@@ -159,8 +159,9 @@ def accept_sampled(
             # A point mass (a copy): the target's token drawn as plain decoding draws it, kept
             # while it is the drafted one. That is the rejection rule's distribution (kept with
             # p(x), else p without x), and the same draws as plain decoding's: with a seed, a
-            # reply is the same text with copies drafted or not (but for a verify pass's
-            # rounding), so copies can be timed against plain on the same texts.
+            # reply is the same text with copies drafted or not up to where a verify pass's
+            # logits differ from a single step's (llama.cpp runs a batch of one token through
+            # another kernel), so copies are timed against plain on much the same texts.
             chosen = sample(target_probs[i], rng)
             if chosen != token:
                 return Verdict(i, chosen)
