@@ -102,7 +102,7 @@ def main() -> int:
     from backends.drafters import NGRAM
     from backends.inproc import COPY_TIMED_LENGTHS, InprocEngine
     from backends.prompt_lookup import LookupSettings, PromptLookup
-    from tests.support.copy_prompts import NEW_TEXT, edit, kind_of, other_files, rewrite
+    from tests.support.copy_prompts import NEW_TEXT, bench_edits, edit, kind_of, other_files, rewrite
     from tests.support.real_models import smollm2_pair
 
     pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
@@ -110,8 +110,7 @@ def main() -> int:
     assert card is not None
     sampling = card.for_mode(False).with_(max_tokens=args.tokens)
     prompts = {"edit turn": edit(), "rewrite": rewrite(), "poem": NEW_TEXT}
-    for i, line in enumerate((ROOT / "assets/prompts/edit.jsonl").read_text().splitlines()):
-        prompts[f"bench edit {i + 1}"] = json.loads(line)["messages"]
+    prompts |= bench_edits()
     for category in ("code", "prose", "math", "agent"):
         prompts[category] = json.loads((ROOT / f"assets/prompts/{category}.jsonl").read_text().splitlines()[0])[
             "messages"

@@ -55,7 +55,7 @@ def main() -> int:
     from app.models.catalog import load_catalog
     from backends.events import End
     from backends.inproc import InprocEngine
-    from tests.support.copy_prompts import NEW_TEXT, edit, kind_of, other_files, rewrite
+    from tests.support.copy_prompts import NEW_TEXT, bench_edits, edit, kind_of, only, other_files, rewrite
     from tests.support.real_models import smollm2_pair
 
     pair = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")
@@ -68,15 +68,11 @@ def main() -> int:
     else:
         prompts = {"edit turn": edit(), "rewrite": rewrite(), "poem": NEW_TEXT}
     if args.bench_edits:
-        import json
-
-        lines = (ROOT / "assets/prompts/edit.jsonl").read_text().splitlines()
-        prompts |= {f"bench edit {i + 1}": json.loads(line)["messages"] for i, line in enumerate(lines)}
-    if args.prompts:
-        wanted = [name.strip() for name in args.prompts.split(",") if name.strip()]
-        if unknown := set(wanted) - set(prompts):
-            parser.error(f"--prompts: no prompt named {', '.join(sorted(unknown))} (there are {', '.join(prompts)})")
-        prompts = {name: prompts[name] for name in wanted}
+        prompts |= bench_edits()
+    try:
+        prompts = only(prompts, args.prompts)
+    except ValueError as exc:
+        parser.error(f"--prompts: {exc}")
 
     engines = {"plain": InprocEngine(str(pair["target"]), n_ctx=4096, presets=card).load()}
     costs = None

@@ -34,7 +34,7 @@ from backends.drafters import NGRAM  # noqa: E402
 from backends.events import End  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
-from tests.support.copy_prompts import PROMPTS  # noqa: E402
+from tests.support.copy_prompts import PROMPTS, only  # noqa: E402
 from tests.support.real_models import smollm2_pair  # noqa: E402
 
 PLAIN = "plain"
@@ -90,12 +90,10 @@ def main() -> None:
 
         edits = [p for p in load_prompts(builtin_prompt_files()) if p.category == "edit"]
         prompts.update({f"bench edit {i + 1}": p.messages for i, p in enumerate(edits)})
-    if args.prompts:
-        wanted = [name.strip() for name in args.prompts.split(",") if name.strip()]
-        unknown = set(wanted) - set(prompts)
-        if unknown:
-            parser.error(f"--prompts: no prompt named {', '.join(sorted(unknown))} (there are {', '.join(prompts)})")
-        prompts = {name: prompts[name] for name in wanted}
+    try:
+        prompts = only(prompts, args.prompts)
+    except ValueError as exc:
+        parser.error(f"--prompts: {exc}")
     sampling = Sampling(temperature=0, max_tokens=args.tokens)
     if args.sampling == "chat":
         from app.models.catalog import load_catalog

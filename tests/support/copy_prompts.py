@@ -5,6 +5,8 @@ benchmarks/ngram_chain.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 def shapes_file(n_classes: int = 6) -> str:
     """A small Python file of near-repeated classes (about 6 lines a class)."""
@@ -61,3 +63,20 @@ def kind_of(prompt_name: str) -> str:
 NEW_TEXT = [{"role": "user", "content": "Write a short poem about the sea at night."}]
 
 PROMPTS = {"rewrite": rewrite(), "edit": edit(), "new text": NEW_TEXT}
+
+
+def bench_edits() -> dict[str, list[dict]]:
+    """bench's edit prompts (what `dspine tune` times edits on): "bench edit 1", ..."""
+    import json
+
+    lines = (Path(__file__).resolve().parents[2] / "assets/prompts/edit.jsonl").read_text().splitlines()
+    return {f"bench edit {i + 1}": json.loads(line)["messages"] for i, line in enumerate(lines)}
+
+
+def only(prompts: dict[str, list[dict]], names: str) -> dict[str, list[dict]]:
+    """The prompts a benchmark's `--prompts 'a,b'` names, in that order (all of them for "");
+    ValueError naming the unknown ones and the ones there are."""
+    wanted = [name.strip() for name in names.split(",") if name.strip()]
+    if unknown := set(wanted) - set(prompts):
+        raise ValueError(f"no prompt named {', '.join(sorted(unknown))} (there are {', '.join(prompts)})")
+    return {name: prompts[name] for name in wanted} if wanted else prompts
