@@ -19,6 +19,7 @@ Figures marked FACTS come from the drafters' model cards and llama.cpp.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 # Tensor names as GGUF spells them; `N` stands for a block index (blk.N.attn_q.weight).
@@ -411,19 +412,37 @@ class NgramDrafter:
     # against 1.20x, bench's edits 1.26x / 1.07x against 1.10x / 0.96x, rewrite 1.10x both.
     # (ngram-simple drafts at least as many tokens as it matched, so the length stays 8.)
     alone_match_cpu: int = 6
+    # On a CPU, where the binary has it (dspine's patch, installers/patches/llama-server-ngram-copy.patch):
+    # ngram-copy, the in-process engine's rule for copies (backends/prompt_lookup.py with
+    # copy_length.py, ported token for token): a copy is followed, and drafted as far as the
+    # tokens it is expected to keep pay for its verify pass, timed by the server as it makes
+    # them; none where a plain step pays more. ngram-simple's fixed 8 tokens lost a file
+    # rewrite's long copies (a 16-token pass costs 6 plain steps here, a miss all of them).
+    weighed_spec_type: str = "ngram-copy"
+    weighed: bool = False  # set where the target runs on the CPU (`on_device`)
+    weighed_n_max: int = 16  # its longest copy (--spec-ngram-copy-n-max), as in process
 
     def on_device(self, gpu: bool) -> NgramDrafter:
-        """As launched where the target runs on a GPU, or on the CPU (its match)."""
-        return self if gpu else replace(self, alone_match=self.alone_match_cpu)
+        """As launched where the target runs on a GPU, or on the CPU (its match, copies weighed)."""
+        return self if gpu else replace(self, alone_match=self.alone_match_cpu, weighed=True)
 
-    def launched(self, chained: bool, per_turn: bool = True) -> str:
+    def launched(self, chained: bool, per_turn: bool = True, spec_types: Sequence[str] | None = None) -> str:
         """The --spec-type it runs as: chained before a model drafter, alone on the turns
-        chosen per request, or alone on every turn."""
-        return self.alone_spec_type if not chained and per_turn else self.spec_type
+        chosen per request (copies weighed where set and the binary's `spec_types` have it;
+        None: assumed), or alone on every turn."""
+        if chained or not per_turn:
+            return self.spec_type
+        if self.weighed and (spec_types is None or self.weighed_spec_type in spec_types):
+            return self.weighed_spec_type
+        return self.alone_spec_type
 
-    def length_flags(self, chained: bool, per_turn: bool = True) -> dict[str, int]:
+    def length_flags(
+        self, chained: bool, per_turn: bool = True, spec_types: Sequence[str] | None = None
+    ) -> dict[str, int]:
         """Its own length and match flags, named after the spec type it runs as."""
-        spec = self.launched(chained, per_turn)
+        spec = self.launched(chained, per_turn, spec_types)
+        if spec == self.weighed_spec_type:
+            return {f"--spec-{spec}-n-max": self.weighed_n_max}
         if spec == "ngram-simple":
             return {f"--spec-{spec}-size-n": self.alone_match, f"--spec-{spec}-size-m": self.alone_length}
         prefix = f"--spec-{spec}"

@@ -213,9 +213,9 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
     chained = bool(config.drafter_kind)
     ngram = config.ngram if config.ngram and ngram_runs(config.ngram, chained, caps) else None
     if ngram is not None and not chained:
-        args += ["--spec-type", ngram.launched(chained=False, per_turn=per_turn(caps))]
+        args += ["--spec-type", ngram.launched(chained=False, per_turn=per_turn(caps), spec_types=spec_types(caps))]
     if ngram is not None:
-        args += ngram_args(ngram, has, chained, per_turn(caps))
+        args += ngram_args(ngram, has, chained, per_turn(caps), spec_types(caps))
     if config.drafter_kind:
         if caps is not None:
             spec = spec_type_for(config.drafter_kind, caps, binary or Path("llama-server"))
@@ -243,16 +243,27 @@ def per_turn(caps: Capabilities | None) -> bool:
     return caps is None or caps.per_request_draft
 
 
+def spec_types(caps: Capabilities | None) -> tuple[str, ...] | None:
+    """The binary's speculative types (None: unknown, every one assumed)."""
+    return None if caps is None else caps.spec_types
+
+
 def ngram_runs(ngram: NgramDrafter, chained: bool, caps: Capabilities | None) -> bool:
     """Whether the binary has the spec type the n-gram drafter runs as (unknown: assumed)."""
-    return caps is None or ngram.launched(chained, per_turn(caps)) in caps.spec_types
+    return caps is None or ngram.launched(chained, per_turn(caps), caps.spec_types) in caps.spec_types
 
 
-def ngram_args(ngram: NgramDrafter, has: Callable[[str], bool], chained: bool, switched: bool = True) -> list[str]:
+def ngram_args(
+    ngram: NgramDrafter,
+    has: Callable[[str], bool],
+    chained: bool,
+    switched: bool = True,
+    types: tuple[str, ...] | None = None,
+) -> list[str]:
     """The n-gram drafter's own length and match flags, those the binary has. `switched`:
-    drafting is switched per request (`per_turn`)."""
+    drafting is switched per request (`per_turn`); `types`: the binary's spec types."""
     args: list[str] = []
-    for flag, value in ngram.length_flags(chained, switched).items():
+    for flag, value in ngram.length_flags(chained, switched, types).items():
         if has(flag):
             args += [flag, str(value)]
     return args

@@ -7,14 +7,15 @@ new text (with --bench-edits, bench's edit prompts too, which `dspine tune` meas
 A setting is `M/N` for ngram-mod (a match of M tokens, drafts of at least N; what dspine chains
 before a model drafter: 24/17, where a step's draft length tells the drafters apart) or
 `simple:N/M` for ngram-simple (the last N tokens looked up in the request's own tokens, M
-drafted; what dspine runs alone). Each (prompt, setup) gets a fresh server every round
-(ngram-mod remembers earlier replies across requests, which would show a repeated prompt as a
-copy); the setups take turns prompt by prompt, the order turned each round. Each setup's figure
-is the median of its per-round ratios to plain's run of the same prompt in the same round, with
-their min-max.
+drafted; what dspine runs alone on a GPU) or `copy` for ngram-copy (dspine's patch: copies
+drafted as far as they pay for the passes the server times; what dspine runs alone on a CPU).
+Each (prompt, setup) gets a fresh server every round (ngram-mod remembers earlier replies
+across requests, which would show a repeated prompt as a copy); the setups take turns prompt by
+prompt, the order turned each round. Each setup's figure is the median of its per-round ratios
+to plain's run of the same prompt in the same round, with their min-max.
 
     .venv/bin/python benchmarks/ngram_server_settings.py [--rounds 3] [--tokens 96]
-        [--llama-server PATH] [--settings 24/17,simple:4/8,12/4] [--bench-edits]
+        [--llama-server PATH] [--settings 24/17,simple:6/8,copy] [--bench-edits]
         [--sampling greedy|chat] [--prompts 'edit turn,rewrite']
 """
 
@@ -47,11 +48,15 @@ def run_once(binary: str | None, target: Path, setup: str, messages: list[dict],
         # occurrence, its draft as long as that key's last draft kept (up to M).
         size_n, size_m = setup.removeprefix("mapk:").split("/")
         extra = ("--spec-type", "ngram-map-k", "--spec-ngram-map-k-size-n", size_n, "--spec-ngram-map-k-size-m", size_m)
+    elif setup == "copy":
+        ngram = dataclasses.replace(NGRAM, weighed=True)
     elif setup.startswith("simple:"):
         # llama-server's ngram-simple (dspine's n-gram drafter alone): the latest earlier
         # occurrence of the last N tokens, its next M drafted; nothing kept across requests.
         size_n, size_m = (int(x) for x in setup.removeprefix("simple:").split("/"))
-        ngram = dataclasses.replace(NGRAM, alone_spec_type="ngram-simple", alone_match=size_n, alone_length=size_m)
+        ngram = dataclasses.replace(
+            NGRAM, alone_spec_type="ngram-simple", alone_match=size_n, alone_length=size_m, weighed=False
+        )
     elif setup != PLAIN:  # ngram-mod M/N
         match, shortest = (int(x) for x in setup.split("/"))
         ngram = dataclasses.replace(NGRAM, alone_spec_type="ngram-mod", n_match=match, n_min=shortest)
@@ -75,7 +80,8 @@ def main() -> None:
     parser.add_argument(
         "--settings",
         default=f"{NGRAM.n_match}/{NGRAM.n_min},simple:{NGRAM.alone_match}/{NGRAM.alone_length},12/4",
-        help="ngram-mod match/minimum pairs, simple:N/M for ngram-simple or mapk:N/M for ngram-map-k, comma-separated",
+        help="ngram-mod match/minimum pairs, simple:N/M for ngram-simple, copy for ngram-copy or mapk:N/M for"
+        " ngram-map-k, comma-separated",
     )
     parser.add_argument("--models", type=Path, default=Path.home() / ".cache" / "dspine-bench" / "smollm2")
     parser.add_argument(

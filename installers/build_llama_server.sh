@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build llama-server with dspine's patches: the per-request draft length, and a drafter that
 # draws through a clone of the request's sampler (its penalties, logit bias and grammar);
-# then DSpine (--spec-type draft-dspine, docs/dspine-variant.md), applied on top of the first.
+# then DSpine (--spec-type draft-dspine, docs/dspine-variant.md), applied on top of the first;
+# then copies drafted as far as they pay for their pass (--spec-type ngram-copy), on top of both.
 #
 #   installers/build_llama_server.sh SRC_DIR DEST_DIR [CMAKE FLAGS...]
 #
@@ -25,6 +26,7 @@ SRC="$1"; DEST="$2"; shift 2
 HERE="$(cd "$(dirname "$0")" && pwd)"
 PATCH="$HERE/patches/llama-server-per-request-draft.patch"
 DSPINE_PATCH="$HERE/patches/llama-server-dspine.patch"
+COPY_PATCH="$HERE/patches/llama-server-ngram-copy.patch"
 CMAKE="${CMAKE:-$(command -v cmake || true)}"
 [ -n "$CMAKE" ] || fail "cmake is not installed" "pip install cmake, or your system's cmake package"
 command -v patch >/dev/null 2>&1 || fail "the patch tool is not installed" "install patch (e.g. sudo apt-get install patch)"
@@ -39,10 +41,11 @@ sha() { "${SHA256[@]}" "$@" | cut -c1-64; }
 SRC_SHA="$(cd "$SRC" && find CMakeLists.txt cmake common ggml src include tools/server -type f 2>/dev/null | LC_ALL=C sort | xargs "${SHA256[@]}" | "${SHA256[@]}" | cut -c1-64)"
 PATCH_SHA="$(sha "$PATCH")"
 DSPINE_PATCH_SHA="$(sha "$DSPINE_PATCH")"
+COPY_PATCH_SHA="$(sha "$COPY_PATCH")"
 SCRIPT_SHA="$(sha "$0")"
-[ ${#SRC_SHA} -eq 64 ] && [ ${#PATCH_SHA} -eq 64 ] && [ ${#DSPINE_PATCH_SHA} -eq 64 ] && [ ${#SCRIPT_SHA} -eq 64 ] ||
+[ ${#SRC_SHA} -eq 64 ] && [ ${#PATCH_SHA} -eq 64 ] && [ ${#DSPINE_PATCH_SHA} -eq 64 ] && [ ${#COPY_PATCH_SHA} -eq 64 ] && [ ${#SCRIPT_SHA} -eq 64 ] ||
     fail "could not hash the source, the patches or this script" "install sha256sum (coreutils) or shasum"
-KEY="$SRC_SHA $PATCH_SHA $DSPINE_PATCH_SHA $SCRIPT_SHA $*"
+KEY="$SRC_SHA $PATCH_SHA $DSPINE_PATCH_SHA $COPY_PATCH_SHA $SCRIPT_SHA $*"
 if [ -x "$DEST/bin/llama-server" ] && [ "$(cat "$DEST/STAMP" 2>/dev/null)" = "$KEY" ]; then
     say "llama-server in $DEST: kept ($(cat "$DEST/PATCHED"))"
     exit 0
@@ -71,8 +74,17 @@ if patch --batch --forward --dry-run -p1 -d "$DEST/src" -i "$PATCH" >"$DEST/patc
     # The DSpine patch is written against the tree the first patch leaves.
     if patch --batch --forward --dry-run -p1 -d "$DEST/src" -i "$DSPINE_PATCH" >>"$DEST/patch.log" 2>&1 </dev/null; then
         patch --batch --forward -p1 -d "$DEST/src" -i "$DSPINE_PATCH" >>"$DEST/patch.log" </dev/null
-        echo "patched: per-request draft length, drafts follow the request's sampler, DSpine drafter" > "$DEST/PATCHED"
         say "patch applied: DSpine drafter (--spec-type draft-dspine)"
+        # Written against the tree the DSpine patch leaves (its list of spec types).
+        if patch --batch --forward --dry-run -p1 -d "$DEST/src" -i "$COPY_PATCH" >>"$DEST/patch.log" 2>&1 </dev/null; then
+            patch --batch --forward -p1 -d "$DEST/src" -i "$COPY_PATCH" >>"$DEST/patch.log" </dev/null
+            echo "patched: per-request draft length, drafts follow the request's sampler, DSpine drafter, weighed copies" > "$DEST/PATCHED"
+            say "patch applied: copies drafted as far as they pay for their pass (--spec-type ngram-copy)"
+        else
+            echo "patched: per-request draft length, drafts follow the request's sampler, DSpine drafter; no weighed copies (their patch did not apply)" > "$DEST/PATCHED"
+            say "warning: the ngram-copy patch does not apply to this source; building without it"
+            say "  (copies are then drafted by llama.cpp's ngram-simple; details in $DEST/patch.log)"
+        fi
     else
         echo "patched: per-request draft length, drafts follow the request's sampler; no DSpine (its patch did not apply)" > "$DEST/PATCHED"
         say "warning: the DSpine patch does not apply to this source; building without DSpine"

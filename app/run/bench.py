@@ -226,7 +226,7 @@ def remembers_replies(engine: str, ngram: bool, alone: bool = False) -> bool:
     """Whether an engine can answer a repeated prompt from memory: llama-server's n-gram
     drafter chained before a model drafter (`ngram`: n-gram drafts with a drafter; ngram-mod)
     keeps earlier replies across requests, so a greedy prompt asked again drafts whole and shows
-    a speedup nobody gets. Alone (`alone`: an n-gram row) it runs ngram-simple on dspine's
+    a speedup nobody gets. Alone (`alone`: an n-gram row) it runs ngram-simple or ngram-copy on dspine's
     server, but ngram-mod on an upstream one: counted as remembering, which costs only fresh
     engines each round. In process copies come from the request's own context."""
     return engine == "server" and (ngram or alone)

@@ -1,6 +1,7 @@
-"""installers/build_llama_server.sh applies dspine's two patches to the pinned llama.cpp
-source: the per-request one, then DSpine's on top; with only the first when DSpine's does
-not apply, and none when the first does not, saying which in PATCHED each time.
+"""installers/build_llama_server.sh applies dspine's three patches to the pinned llama.cpp
+source: the per-request one, then DSpine's on top, then ngram-copy's; without ngram-copy when
+its patch does not apply, with only the first when DSpine's does not, and none when the first
+does not, saying which in PATCHED each time.
 
 The compile is not what these test (the tests' real build, tests/support/patched_server.py,
 compiles both patches): a stand-in cmake leaves a binary, so each case takes seconds."""
@@ -54,15 +55,33 @@ def broken_copy(source: Path, tmp_path: Path, file: str, line: str) -> Path:
     return copy
 
 
-def test_both_patches_apply_to_the_pinned_source(source, tmp_path):
+def test_every_patch_applies_to_the_pinned_source(source, tmp_path):
     done, patched = build(source, tmp_path / "out", tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert patched == "patched: per-request draft length, drafts follow the request's sampler, DSpine drafter"
+    assert patched == (
+        "patched: per-request draft length, drafts follow the request's sampler, DSpine drafter, weighed copies"
+    )
     assert "patch applied: DSpine drafter (--spec-type draft-dspine)" in done.stdout
+    assert "patch applied: copies drafted as far as they pay for their pass (--spec-type ngram-copy)" in done.stdout
     tree = tmp_path / "out" / "src"
     assert "COMMON_SPECULATIVE_TYPE_DRAFT_DSPINE" in (tree / "common" / "common.h").read_text()
     assert "build_dspine_injection" in (tree / "src" / "models" / "dflash.cpp").read_text()
     assert "spec_follow" in (tree / "common" / "speculative.cpp").read_text()  # the per-request patch's
+    assert "common_speculative_impl_ngram_copy" in (tree / "common" / "speculative.cpp").read_text()
+    assert (tree / "common" / "ngram-copy.cpp").is_file()
+
+
+def test_without_ngram_copy_when_its_patch_does_not_apply(source, tmp_path):
+    line = '    {"ngram-cache",   COMMON_SPECULATIVE_TYPE_NGRAM_CACHE}'
+    src = broken_copy(source, tmp_path, "common/speculative.cpp", line)
+    done, patched = build(src, tmp_path / "out", tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert patched.endswith("DSpine drafter; no weighed copies (their patch did not apply)"), patched
+    assert "the ngram-copy patch does not apply to this source; building without it" in done.stdout
+    tree = tmp_path / "out" / "src"
+    assert "draft-dspine" in (tree / "common" / "speculative.cpp").read_text()
+    assert "ngram-copy" not in (tree / "common" / "speculative.cpp").read_text()
+    assert not (tree / "common" / "ngram-copy.cpp").exists()  # nothing half applied
 
 
 def test_only_the_per_request_patch_when_dspines_does_not_apply(source, tmp_path):

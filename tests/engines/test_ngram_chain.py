@@ -165,16 +165,24 @@ def test_server_chain_is_plain_greedy_and_drafts_more_per_step_on_copies(real, t
 SAMPLED = Sampling(temperature=0.8, top_p=0.95, top_k=40, presence_penalty=0.0, seed=7, max_tokens=64)
 
 
-def test_server_ngram_alone_copies_within_the_request_and_forgets_it(real, tmp_path, patched_server):
-    """Alone, llama-server's n-gram drafter looks in the request's own tokens (ngram-simple,
-    4-token match, 8-token drafts): plain decoding's text, copies kept on an edit, and a repeated
+@pytest.mark.parametrize("device", ["gpu", "cpu"])
+def test_server_ngram_alone_copies_within_the_request_and_forgets_it(real, tmp_path, patched_server, device):
+    """Alone, llama-server's n-gram drafter looks in the request's own tokens (on a GPU
+    ngram-simple, 4-token match, 8-token drafts; on a CPU ngram-copy, copies weighed against the
+    passes the server times): plain decoding's text, copies kept on an edit, and a repeated
     request drafts no more than the first (ngram-mod's table outlived requests: the repeat
     copied the first reply whole, a speedup no new prompt gets)."""
     texts, stats = {}, {}
-    for name, ngram in (("plain", None), ("alone", NGRAM)):
+    alone = NGRAM.on_device(gpu=device == "gpu")
+    for name, ngram in (("plain", None), ("alone", alone)):
         engine = server(real, tmp_path, patched_server, False, ngram)
         try:
             assert engine.ngram_chained == (ngram is not None)
+            if ngram is not None:
+                assert engine._running is not None
+                command = engine._running.log_path.read_text().splitlines()[0]
+                spec = "ngram-simple" if device == "gpu" else "ngram-copy"
+                assert f"--spec-type {spec} " in command, command
             texts[name], stats[name] = reply(engine, EDIT)
             # Sampled with a seed: the copies are verified under the request's sampler, so the
             # answer is plain's token for token.

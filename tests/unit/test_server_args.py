@@ -88,6 +88,18 @@ def test_the_ngram_drafter_alone_and_not_where_the_binary_lacks_it():
     assert flag(on_cpu, "--spec-ngram-simple-size-n") == "6" and flag(on_cpu, "--spec-ngram-simple-size-m") == "8"
     assert NGRAM.on_device(gpu=True) == NGRAM
     assert "--spec-ngram-mod-n-min" not in alone
+    # Where the binary has ngram-copy (dspine's patch), a CPU's copies are weighed against the
+    # passes the server times: drafted as far as they pay, up to 16 tokens (session 27).
+    copy_flags = NGRAM_BINARY.flags | {"--spec-ngram-copy-n-max"}
+    copy_binary = Capabilities(copy_flags, (*NGRAM_BINARY.spec_types, "ngram-copy"), per_request_draft=True)
+    weighed = server_args(ServerConfig("t.gguf", ngram=NGRAM.on_device(gpu=False)), copy_binary)
+    assert flag(weighed, "--spec-type") == "ngram-copy" and flag(weighed, "--spec-ngram-copy-n-max") == "16"
+    assert "--spec-ngram-simple-size-n" not in weighed
+    on_gpu = server_args(ServerConfig("t.gguf", ngram=NGRAM.on_device(gpu=True)), copy_binary)
+    assert flag(on_gpu, "--spec-type") == "ngram-simple" and "--spec-ngram-copy-n-max" not in on_gpu
+    # Chained before a model drafter it stays ngram-mod (a step's length tells the drafters apart).
+    chained_cpu = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", ngram=NGRAM.on_device(gpu=False))
+    assert flag(server_args(chained_cpu, copy_binary), "--spec-type") == "ngram-mod,draft-simple"
     no_simple = Capabilities(NGRAM_BINARY.flags, ("draft-simple", "ngram-mod"), per_request_draft=True)
     assert "--spec-type" not in server_args(ServerConfig("t.gguf", ngram=NGRAM), no_simple)
     # A server that cannot switch drafting per request drafts on every turn, new text too: there
