@@ -35,7 +35,7 @@ from .message_order import normalise
 from .openai_stream import StreamBroken, chat_body, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .private import open_private, private_dir
-from .sampling import QWEN_CARD, Sampling, SamplingPresets
+from .sampling import LLAMA_SERVER_ORDER, QWEN_CARD, Sampling, SamplingPresets
 from .server_log import cause_line
 from .stats import Stats
 from .template_choice import TemplateChoice, choose, for_original
@@ -431,6 +431,13 @@ class LlamaServerEngine:
         return self._running.api_key if self._running else None
 
     @property
+    def request_extra(self) -> tuple[tuple[str, object], ...]:
+        """Fields every request to this server carries (a client's own win, through serve): the
+        order the sampling settings apply in, as the model cards and the in-process engine mean
+        it (backends/sampling.LLAMA_SERVER_ORDER)."""
+        return (("samplers", list(LLAMA_SERVER_ORDER)),)
+
+    @property
     def pid(self) -> int | None:
         return self._running.process.pid if self._running else None
 
@@ -642,7 +649,7 @@ class LlamaServerEngine:
             return
         assert self._running is not None
         self._cancel.clear()
-        extra: dict[str, Any] = {"timings_per_token": True}
+        extra: dict[str, Any] = {"timings_per_token": True, **dict(self.request_extra)}
         plain_turn = None
         if self.turn_drafting is not None and self.per_request_draft:
             plain_turn = self.turn_drafting.plain_on(messages)

@@ -28,6 +28,15 @@ class Sampling:
 # The fields a model's preset may set (a catalog's `sampling` table); seed and length are the request's.
 PRESET_FIELDS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty")
 
+# The order the settings apply in, as llama-server's `samplers` names them: the temperature
+# before top-p and min-p, as transformers (whose generation configs the model cards' values
+# are), vLLM, Ollama and the in-process engine (backends/speculative.distribution) apply it.
+# llama-server's own order puts the temperature last, so top-p cut the untempered distribution:
+# with SmolLM2's card (temperature 0.2, top-p 0.9) it kept several tokens where the card keeps
+# one, and the same settings sampled other texts on each engine (its rewrites of a file strayed
+# from the file more often: copies drafted 1.16-1.21x plain there, 1.52x in process).
+LLAMA_SERVER_ORDER = ("penalties", "top_k", "temperature", "top_p", "min_p")
+
 
 @dataclass(frozen=True)
 class SamplingPresets:

@@ -198,6 +198,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             window=slot_context(config.n_ctx, config.n_parallel, trained_context(files.target)),
             sampling=files.sampling,
             thinks=files.target is None or model_has_thinking(files.target),
+            upstream_extra=engine.request_extra,
         )
         if engine.template_choice is not None:
             err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)

