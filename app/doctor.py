@@ -105,7 +105,7 @@ def check_weight_repacking(settings: Settings) -> list[Check]:
 
 
 def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardware | None = None) -> list[Check]:
-    from backends.drafters import KINDS
+    from backends.drafters import KINDS, NGRAM
     from backends.errors import EngineError
     from backends.llama_server import candidates, probe, version_of
     from backends.server_draft import honoured_by_binary
@@ -146,9 +146,16 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
             if honoured_by_binary(path)
             else "not honoured (switching think mode keeps the launch length; installers/install.sh --with-server)"
         )
+        # A build of dspine's patches from before ngram-copy drafts a CPU's copies unweighed.
+        weighed = NGRAM.weighed_spec_type in caps.spec_types
+        copies = (
+            f"weighed copies: {'yes' if weighed else 'no (installers/install.sh --with-server rebuilds it)'}; "
+            if honoured_by_binary(path)
+            else ""
+        )
         detail = (
             f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
-            f"DSpine: {'yes' if dspine_ok else 'no'}; per-request draft length: {per_request}; "
+            f"DSpine: {'yes' if dspine_ok else 'no'}; per-request draft length: {per_request}; {copies}"
             + ("devices: ?" if devices is None else f"devices: {'; '.join(devices) or 'none (CPU only)'}")
         )
         if hardware is not None and hardware.gpus and devices == []:

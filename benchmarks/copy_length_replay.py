@@ -15,10 +15,13 @@ and llama-server's ngram-simple as dspine launches it alone on a CPU.
 `--setting field=value[,...]` adds the weighed rule under other LookupSettings (as
 benchmarks/copy_settings_ab.py takes them); `--simple N/M` adds ngram-simple at another match
 and length; `--first-seed` samples another set of texts (seeds from there); `--greedy`
-replays greedy texts instead, one a prompt, of edits and rewrites of files of 4 to 9 classes.
+replays greedy texts instead, one a prompt, of edits and rewrites of files of 4 to 9 classes;
+`--llama-server PATH` samples the texts on that llama-server (plain decoding, the same settings
+and seeds) instead of in process, and tokenizes them back: what its copy rule (ngram-copy, the
+weighed rule ported) can keep of its own texts.
 
     .venv/bin/python benchmarks/copy_length_replay.py [--seeds 12] [--tokens 160]
-        [--setting resync_window=8] [--simple 4/8] [--first-seed 0] [--greedy]
+        [--setting resync_window=8] [--simple 4/8] [--first-seed 0] [--greedy] [--llama-server PATH]
 """
 
 from __future__ import annotations
@@ -82,6 +85,25 @@ def replay(prompt: list[int], reply: list[int], lookup, cost: Callable[[int], fl
     return (n - 1) * cost(1) / spent if spent else 1.0
 
 
+def server_texts(binary: str, target: Path, prompts: dict, sampling, seeds: range) -> dict[str, list[str]]:
+    """Each prompt's plain replies sampled on llama-server, one a seed."""
+    from backends.events import Delta
+    from backends.llama_server import LlamaServerEngine, ServerConfig
+
+    config = ServerConfig(model=str(target), n_ctx=4096, gpu_layers=0)
+    engine = LlamaServerEngine(config, log_dir=Path(tempfile.mkdtemp()), binary=binary).start()
+    try:
+        return {
+            name: [
+                "".join(e.text for e in engine.stream(messages, False, sampling.with_(seed=s)) if isinstance(e, Delta))
+                for s in seeds
+            ]
+            for name, messages in prompts.items()
+        }
+    finally:
+        engine.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=12)
@@ -90,6 +112,7 @@ def main() -> int:
     parser.add_argument("--simple", action="append", default=[], help="N/M: ngram-simple's match and length too")
     parser.add_argument("--first-seed", type=int, default=0, help="the first text's seed (another set of texts)")
     parser.add_argument("--greedy", action="store_true")
+    parser.add_argument("--llama-server", default=None, help="sample the texts on this llama-server")
     args = parser.parse_args()
     simple = [tuple(int(x) for x in text.split("/")) for text in args.simple]
 
@@ -120,20 +143,25 @@ def main() -> int:
         sampling, args.seeds = sampling.with_(temperature=0.0), 1
         prompts = other_files()
 
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    served = server_texts(args.llama_server, pair["target"], prompts, sampling, seeds) if args.llama_server else {}
     engine = InprocEngine(str(pair["target"]), n_ctx=4096).load()
     try:
         timed = engine._time_passes([*COPY_TIMED_LENGTHS, 17], rounds=3, depth=400)
         costs = PassCosts(timed)
         print("pass costs here (ms, 400 tokens in):", {n: round(s * 1000, 1) for n, s in sorted(timed.items())})
+        target = engine._target
+        assert target is not None
         texts = {}
         for name, messages in prompts.items():
             tokens = engine.prompt_tokens(messages, think=False)
+            if served:
+                texts[name] = [(tokens, target.tokenize(text)) for text in served[name]]
+                continue
             texts[name] = [
                 (tokens, [t for step in engine.generate_tokens(tokens, sampling.with_(seed=seed)) for t in step])
-                for seed in range(args.first_seed, args.first_seed + args.seeds)
+                for seed in seeds
             ]
-        target = engine._target
-        assert target is not None
         # Which tokens are numbers, asked while the model is open (its vocabulary goes with it).
         seen = {t for replies in texts.values() for prompt, reply in replies for t in (*prompt, *reply)}
         number = {t for t in seen if target.is_number(t)}.__contains__

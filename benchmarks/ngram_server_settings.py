@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from backends.drafters import NGRAM  # noqa: E402
-from backends.events import End  # noqa: E402
+from backends.events import Delta, End  # noqa: E402
 from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
 from tests.support.copy_prompts import PROMPTS, only  # noqa: E402
@@ -69,7 +69,7 @@ def run_once(binary: str | None, target: Path, setup: str, messages: list[dict],
     end = events[-1]
     if not isinstance(end, End):
         raise SystemExit(f"the engine failed: {end}")
-    return end.stats
+    return end.stats, "".join(e.text for e in events if isinstance(e, Delta))
 
 
 def main() -> None:
@@ -115,15 +115,22 @@ def main() -> None:
     setups = [PLAIN, *args.settings.split(",")]
     ratios: dict[tuple[str, str], list[float]] = {}
     kept: dict[tuple[str, str], list[float]] = {}
+    drafts: dict[tuple[str, str], list[int]] = {}
+    same: dict[tuple[str, str], list[bool]] = {}
     for r in range(args.rounds):
         for label, messages in prompts.items():
             order = setups[r % len(setups) :] + setups[: r % len(setups)]
-            rates = {}
+            rates, texts = {}, {}
             for setup in order:
-                stats = run_once(args.llama_server, target, setup, messages, sampling.with_(seed=r), logs)
+                stats, texts[setup] = run_once(args.llama_server, target, setup, messages, sampling.with_(seed=r), logs)
                 rates[setup] = stats.tokens_per_s or 0.0
                 kept.setdefault((label, setup), []).append(stats.acceptance_length or 1.0)
+                counts = drafts.setdefault((label, setup), [0, 0])
+                counts[0], counts[1] = counts[0] + stats.drafted, counts[1] + stats.accepted
             for setup in setups[1:]:
+                # Drafting can change the text (a verify pass and a single step compute logits
+                # apart): a round's ratio then compares two texts.
+                same.setdefault((label, setup), []).append(texts[setup] == texts[PLAIN])
                 ratios.setdefault((label, setup), []).append(rates[setup] / max(rates[PLAIN], 1e-9))
             print(f"round {r + 1} {label}: " + ", ".join(f"{s} {rates[s]:.1f}" for s in setups), flush=True)
     print()
@@ -138,6 +145,14 @@ def main() -> None:
             per_step = statistics.median(kept[label, setup])
             cells.append(f"{statistics.median(values):.2f}x ({min(values):.2f}-{max(values):.2f}) {per_step:.2f}/step")
         print(f"| {label} | " + " | ".join(cells) + " |")
+    print("\nDrafted, kept, and rounds whose text was plain's:")
+    for label in prompts:
+        for setup in setups[1:]:
+            drafted, accepted = drafts[label, setup]
+            rounds = same[label, setup]
+            share = f"{accepted / drafted:.0%}" if drafted else "-"
+            as_plain = f"plain's text in {sum(rounds)} of {len(rounds)}"
+            print(f"  {label}, {setup}: {drafted} drafted, {share} kept; {as_plain}")
 
 
 if __name__ == "__main__":

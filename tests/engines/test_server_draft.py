@@ -201,6 +201,7 @@ def test_doctor_reports_per_request_draft_length(patched_server, dspine):
     result = dspine("doctor", "--json", extra_env={"DSPINE_LLAMA_SERVER": str(patched_server)})
     checks = {c["name"]: c for c in json.loads(result.stdout)}
     assert "per-request draft length: honoured" in checks["llama-server (setting llama_server)"]["detail"]
+    assert "weighed copies: yes" in checks["llama-server (setting llama_server)"]["detail"]  # ngram-copy
 
 
 def test_doctor_says_an_unpatched_server_keeps_its_length(dspine):
@@ -210,6 +211,7 @@ def test_doctor_says_an_unpatched_server_keeps_its_length(dspine):
     result = dspine("doctor", "--json", extra_env={"DSPINE_LLAMA_SERVER": str(find_binary())})
     details = " ".join(c["detail"] for c in json.loads(result.stdout))
     assert "per-request draft length: not honoured (switching think mode keeps the launch length" in details
+    assert "weighed copies" not in details  # dspine's patches are not there at all
 
 
 # -- which length a session launches at, and what serve sends ---------------------------------
