@@ -147,12 +147,10 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
             else "not honoured (switching think mode keeps the launch length; installers/install.sh --with-server)"
         )
         # A build of dspine's patches from before ngram-copy drafts a CPU's copies unweighed.
-        weighed = NGRAM.weighed_spec_type in caps.spec_types
-        copies = (
-            f"weighed copies: {'yes' if weighed else 'no (installers/install.sh --with-server rebuilds it)'}; "
-            if honoured_by_binary(path)
-            else ""
-        )
+        weighed = "yes"
+        if NGRAM.weighed_spec_type not in caps.spec_types:
+            weighed = "no (built before ngram-copy: installers/install.sh --with-server)"
+        copies = f"weighed copies: {weighed}; " if honoured_by_binary(path) else ""
         detail = (
             f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
             f"DSpine: {'yes' if dspine_ok else 'no'}; per-request draft length: {per_request}; {copies}"

@@ -211,6 +211,10 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
         if config.chat_template_file and caps.has("--chat-template-file"):
             args += ["--chat-template-file", config.chat_template_file]
     chained = bool(config.drafter_kind)
+    if config.ngram is not None and config.n_parallel > 1:
+        # ngram-copy times its passes per slot; with slots sharing passes it would charge each
+        # slot the batch's time: copies weighed on one slot only.
+        config = replace(config, ngram=replace(config.ngram, weighed=False))
     ngram = config.ngram if config.ngram and ngram_runs(config.ngram, chained, caps) else None
     if ngram is not None and not chained:
         args += ["--spec-type", ngram.launched(chained=False, per_turn=per_turn(caps), spec_types=spec_types(caps))]
@@ -434,7 +438,9 @@ class LlamaServerEngine:
     def request_extra(self) -> tuple[tuple[str, object], ...]:
         """Fields every request to this server carries (a client's own win, through serve): the
         order the sampling settings apply in, as the model cards and the in-process engine mean
-        it (backends/sampling.LLAMA_SERVER_ORDER)."""
+        it (backends/sampling.LLAMA_SERVER_ORDER); none where the launch flags give an order."""
+        if any(arg in ("--samplers", "--sampling-seq", "--sampler-seq") for arg in self.config.extra_args):
+            return ()
         return (("samplers", list(LLAMA_SERVER_ORDER)),)
 
     @property

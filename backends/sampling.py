@@ -34,8 +34,9 @@ PRESET_FIELDS = ("temperature", "top_p", "top_k", "min_p", "presence_penalty")
 # llama-server's own order puts the temperature last, so top-p cut the untempered distribution:
 # with SmolLM2's card (temperature 0.2, top-p 0.9) it kept several tokens where the card keeps
 # one, and the same settings sampled other texts on each engine (its rewrites of a file strayed
-# from the file more often: copies drafted 1.16-1.21x plain there, 1.52x in process).
-LLAMA_SERVER_ORDER = ("penalties", "top_k", "temperature", "top_p", "min_p")
+# from the file more often). Every sampler llama-server has is named (those left out would not
+# run): the ones dspine never sets do nothing at their defaults.
+LLAMA_SERVER_ORDER = ("penalties", "dry", "top_n_sigma", "top_k", "temperature", "typ_p", "top_p", "min_p", "xtc")
 
 
 @dataclass(frozen=True)

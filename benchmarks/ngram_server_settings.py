@@ -63,6 +63,9 @@ def run_once(binary: str | None, target: Path, setup: str, messages: list[dict],
     config = ServerConfig(model=str(target), n_ctx=2048, gpu_layers=0, ngram=ngram, extra_args=extra)
     engine = LlamaServerEngine(config, log_dir=logs, binary=binary).start()
     try:
+        command = engine._running.log_path.read_text().splitlines()[0] if engine._running else ""
+        if setup == "copy" and "--spec-type ngram-copy" not in command:
+            raise SystemExit("this llama-server has no ngram-copy (dspine's third patch): pass --llama-server")
         events = list(engine.stream(messages, think=False, sampling=sampling))
     finally:
         engine.close()

@@ -97,6 +97,9 @@ def test_the_ngram_drafter_alone_and_not_where_the_binary_lacks_it():
     assert "--spec-ngram-simple-size-n" not in weighed
     on_gpu = server_args(ServerConfig("t.gguf", ngram=NGRAM.on_device(gpu=True)), copy_binary)
     assert flag(on_gpu, "--spec-type") == "ngram-simple" and "--spec-ngram-copy-n-max" not in on_gpu
+    # Several slots share each pass: its time is no one slot's, so their copies are not weighed.
+    slots = server_args(ServerConfig("t.gguf", ngram=NGRAM.on_device(gpu=False), n_parallel=2), copy_binary)
+    assert flag(slots, "--spec-type") == "ngram-simple" and flag(slots, "--spec-ngram-simple-size-n") == "6"
     # Chained before a model drafter it stays ngram-mod (a step's length tells the drafters apart).
     chained_cpu = ServerConfig("t.gguf", draft_model="d.gguf", drafter_kind="draft", ngram=NGRAM.on_device(gpu=False))
     assert flag(server_args(chained_cpu, copy_binary), "--spec-type") == "ngram-mod,draft-simple"
@@ -140,3 +143,17 @@ def test_the_copies_match_follows_where_the_target_runs(monkeypatch):
     monkeypatch.setattr("app.fit.hardware.detect", lambda: one_gpu)
     assert _target_on_gpu(ServerConfig("t.gguf", gpu_layers=20), None)  # --gpu-layers 20
     assert not _target_on_gpu(ServerConfig("t.gguf", gpu_layers=0), None)  # --gpu-layers 0: the CPU
+
+
+def test_requests_name_the_sampling_order_unless_the_launch_flags_give_one(tmp_path):
+    """The temperature before top-p (backends/sampling.LLAMA_SERVER_ORDER), every sampler named
+    (one left out would not run); a `--samplers` among the user's launch flags is theirs."""
+    from backends.llama_server import LlamaServerEngine
+    from backends.sampling import LLAMA_SERVER_ORDER
+
+    extra = dict(LlamaServerEngine(ServerConfig("t.gguf"), log_dir=tmp_path).request_extra)
+    order = extra["samplers"]
+    assert order == list(LLAMA_SERVER_ORDER) and order.index("temperature") < order.index("top_p")
+    assert {"dry", "xtc", "typ_p", "top_n_sigma", "penalties", "min_p", "top_k"} <= set(order)
+    own = ServerConfig("t.gguf", extra_args=("--samplers", "top_k;top_p;temperature"))
+    assert LlamaServerEngine(own, log_dir=tmp_path).request_extra == ()
