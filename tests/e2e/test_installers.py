@@ -60,7 +60,10 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
     assert "accelerator: cpu" in first.stdout and "creating" in first.stdout and "linked" in first.stdout
     server = tmp_path / "data" / "dspine" / "llama.cpp" / "bin" / "llama-server"
     assert f"llama-server in {server.parent.parent}: kept, from the build in" in first.stdout
-    assert "(patched: per-request draft length, drafts follow the request's sampler, DSpine drafter)" in first.stdout
+    assert (
+        "(patched: per-request draft length, drafts follow the request's sampler, DSpine drafter, weighed copies)"
+        in first.stdout
+    )
     assert server.is_file()
     # The last line is dspine's own recommendation: on this CPU the small model the first screen
     # offers here; with a GPU, the 27B bundle with DSpine, which the server built with dspine's
