@@ -141,16 +141,17 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
         supports = not wanted or caps.runs(drafter_kind or "")
         usable = usable or supports
         devices = server_devices(path)
+        patched = honoured_by_binary(path)  # dspine's patches (their marker in the binary)
         per_request = (
             "honoured"
-            if honoured_by_binary(path)
+            if patched
             else "not honoured (switching think mode keeps the launch length; installers/install.sh --with-server)"
         )
         # A build of dspine's patches from before ngram-copy drafts a CPU's copies unweighed.
         weighed = "yes"
         if NGRAM.weighed_spec_type not in caps.spec_types:
             weighed = "no (built before ngram-copy: installers/install.sh --with-server)"
-        copies = f"weighed copies: {weighed}; " if honoured_by_binary(path) else ""
+        copies = f"weighed copies: {weighed}; " if patched else ""
         detail = (
             f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
             f"DSpine: {'yes' if dspine_ok else 'no'}; per-request draft length: {per_request}; {copies}"
