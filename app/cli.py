@@ -110,6 +110,8 @@ def main_options(
     ),
 ) -> None:
     _debug["on"] = _debug["on"] or debug
+    if debug:  # what runs on past this call (serve's request errors) reads the setting
+        os.environ["DSPINE_DEBUG"] = "1"
 
 
 @app.command()
@@ -316,6 +318,12 @@ def rm(
     out.print(f"removed {shown(record.name)}, freed {format_bytes(removal.freed)}")
 
 
+def _has_terminal() -> bool:
+    """Whether the chat's screen has a terminal to draw on and read keys from (without one it
+    drew into a file and waited for keys that never came)."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
 def _confirm(what: str, yes: bool) -> None:
     if yes:
         return
@@ -426,7 +434,7 @@ def run_prompt(
 
     from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import EngineOptions, engine_and_url, open_engine, resolve_files
-    from .run.inputs import check_lengths, check_sampling
+    from .run.inputs import check_lengths, check_prompt, check_sampling, read_stdin
     from .run.think_default import no_thinking_note, starting_think
     from .run.weight_repacking import NOTES as REPACKING_NOTES
 
@@ -438,7 +446,8 @@ def run_prompt(
         first, second, model_option, engine == "remote", lambda word: _names_a_model(word, settings)
     )
     if prompt == "-":
-        prompt = sys.stdin.read()
+        prompt = read_stdin()
+    check_prompt(prompt, "run", 'give the prompt: `dspine run [MODEL] "PROMPT"` (- reads stdin)')
     drafting = None
     if engine != "remote":
         drafting = drafting_for(
@@ -453,7 +462,7 @@ def run_prompt(
         files = ModelFiles(model or url or "remote", None, None, None)
     thinking, for_the_model = starting_think(think, files.target)
     if for_the_model and not as_json:
-        err.print(f"[dim]{no_thinking_note(files.label)}[/]")
+        err.print(f"[dim]{escape(no_thinking_note(files.label))}[/]")
     sampling = files.sampling.for_mode(thinking).with_(
         temperature=temp,
         top_p=top_p,
@@ -475,7 +484,7 @@ def run_prompt(
             err.print(f"[dim]{line}[/]")
         elif not as_json and not said:  # one line while the model loads; the rest is in the log
             said.append(line)
-            err.print(f"[dim]starting {engine} engine for {files.label}…[/]")
+            err.print(f"[dim]starting {engine} engine for {escape(files.label)}…[/]")
 
     opened = open_engine(files, options, settings, on_progress=progress, on_warning=_say_warning)
     text: list[str] = []
@@ -707,6 +716,20 @@ def chat(
             model, draft, engine, options, project, store_, catalog, settings, think,
         )  # fmt: skip
         raise typer.Exit(code)
+    for_headless = {"--output-format": output_format != "text", "--allow": bool(allow), "--deny": bool(deny)}
+    said_for_headless = [flag for flag, given in for_headless.items() if given]
+    if said_for_headless:
+        store.close()
+        raise UsageError(
+            f"{', '.join(said_for_headless)} only apply to a headless run (-p)",
+            'add -p "PROMPT" (- reads standard input), or leave them out for the chat',
+        )
+    if not _has_terminal():
+        store.close()
+        raise UsageError(
+            "the chat needs a terminal, and standard input or output is not one",
+            'for a script or a pipe run it headless: dspine chat -p "PROMPT" (- reads standard input)',
+        )
     first_run = None
     opened = None
     if engine == "remote":
@@ -728,10 +751,10 @@ def chat(
             err.print(drafting.note, markup=False)
     if files is not None and think is None and starting_think(None, files.target)[1]:
         think = "off"
-        err.print(f"{files.label} has no thinking mode: the chat starts with thinking off")
+        err.print(f"{files.label} has no thinking mode: the chat starts with thinking off", markup=False)
         options.think = False
     if files is not None:
-        err.print(f"starting the {engine} engine for {files.label}…")
+        err.print(f"starting the {engine} engine for {files.label}…", markup=False)
         note = _context_note(files, ctx, settings) if engine != "remote" else None
         if note:
             err.print(note)
@@ -861,15 +884,13 @@ def _headless(
     from .agent.toolbox import Toolbox
     from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import ModelFiles, open_engine, resolve_files
+    from .run.inputs import check_prompt, read_stdin
     from .run.think_default import starting_think
 
     try:
         if prompt == "-":
-            prompt = sys.stdin.read()
-        if not prompt.strip():
-            raise UsageError(
-                "-p got an empty prompt", "give the prompt after -p, or - and the prompt on standard input"
-            )
+            prompt = read_stdin()
+        check_prompt(prompt, "-p", "give the prompt after -p, or - and the prompt on standard input")
         try:
             decider = Decider([Rule.parse(r) for r in allow], [Rule.parse(r) for r in deny])
         except RuleError as exc:
@@ -1653,9 +1674,18 @@ def _report_usage(exc: typer.TyperException) -> int:
     return _report(exc, exc.exit_code, cause, f"see `{command} --help`")
 
 
+def _debug_first(argv: list[str]) -> list[str]:
+    """`--debug` anywhere among the options (as the errors' fix line puts it after the command)
+    moved to where the CLI takes it, before the command; a `--debug` after `--` is an argument."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--debug" not in argv[:end]:
+        return argv
+    return ["--debug", *(a for a in argv[:end] if a != "--debug"), *argv[end:]]
+
+
 def run(argv: list[str] | None = None) -> int:
     """Run the CLI and return an exit code; errors become two lines for people."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _debug_first(list(sys.argv[1:] if argv is None else argv))
     _debug["on"] = "--debug" in argv  # else the setting `debug` decides, when an error comes
     from backends.cpu_repack import forget_empty  # here: its HTTP client would slow every start
 
@@ -1671,13 +1701,26 @@ def run(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except (KeyboardInterrupt, typer.Abort) as exc:
         return _report(exc, Interrupted.exit_code, "interrupted", "")
-    except Exception as exc:
+    except OSError as exc:
+        if exc.filename is None:
+            return _unexpected(exc)
+        # A file or folder that could not be used: a read-only home, a full disk, its permissions.
+        where = exc.filename if exc.filename2 is None else f"{exc.filename} -> {exc.filename2}"
         return _report(
             exc,
             1,
-            f"unexpected {type(exc).__name__}: {exc}",
-            "run again with --debug for the traceback, and report it",
+            f"cannot use {where}: {exc.strerror or exc}",
+            "make that folder writable (or free some space), or move dspine's folders with DSPINE_DATA_DIR, "
+            "DSPINE_CACHE_DIR and DSPINE_LOG_DIR (`dspine config` shows where they are)",
         )
+    except Exception as exc:
+        return _unexpected(exc)
+
+
+def _unexpected(exc: BaseException) -> int:
+    return _report(
+        exc, 1, f"unexpected {type(exc).__name__}: {exc}", "run again with --debug for the traceback, and report it"
+    )
 
 
 def main() -> None:

@@ -201,14 +201,50 @@ def check_gpus(hardware: Hardware) -> list[Check]:
     ]
 
 
+def check_local_model(model: str) -> Check:
+    """`--model FILE.gguf`: the file is there and reads as a GGUF model (no pull owns it)."""
+    from backends.errors import BackendError
+    from backends.gguf_header import read_local
+
+    path = Path(model).expanduser()
+    name = f"model {path.name}"
+    if path.is_dir():
+        return Check(name, False, f"{path} is a folder, not a GGUF file", "give the path of a .gguf file", True)
+    if not path.exists():
+        return Check(name, False, f"{path} does not exist", "give the path of a .gguf file (see `dspine list`)", True)
+    try:
+        header = read_local(path)
+    except BackendError as exc:
+        return Check(name, False, exc.cause, exc.fix, True)
+    architecture = header.get("general.architecture") or "unknown"
+    return Check(name, True, f"{path}: a GGUF file, {format_bytes(path.stat().st_size)}, {architecture}")
+
+
 def check_models(
     settings: Settings,
     verify: bool,
     model: str | None,
     progress: Callable[[str, int, int], None] | None,
     first_pull: str = "",
+    catalog: Catalog | None = None,
 ) -> list[Check]:
+    from .run.chat_model import is_local
+
     manifest = Manifest(settings.manifest_path)
+    if model is not None and is_local(model):
+        # A file given: it is the model to check; what is pulled is reported, not required.
+        return [check_local_model(model), *check_models(settings, verify, None, progress, first_pull)]
+    unknown = catalog is not None and "/" not in (model or "") and _bundle(catalog, model or "") is None
+    if model is not None and model not in manifest.records and unknown:
+        return [
+            Check(
+                f"model {model}",
+                False,
+                f"{model} is neither pulled nor a model dspine knows",
+                "`dspine list --catalog` names the models; give a .gguf file's path for one of your own",
+                True,
+            )
+        ]
     if not manifest.records:
         return [
             Check(
@@ -337,7 +373,11 @@ def check_chat_template(settings: Settings, model: str) -> list[Check]:
     if target is None:
         return []  # not here: the models check says so
     try:
-        choice = choose(read_local(target).get("tokenizer.chat_template"))
+        header = read_local(target)
+    except BackendError:
+        return []  # not a GGUF model: the models check says so
+    try:
+        choice = choose(header.get("tokenizer.chat_template"))
         probe(choice.text, str(target))
     except BackendError as exc:
         return [Check("chat template", False, f"{target.name}: {exc.cause}", exc.fix, True)]
@@ -452,7 +492,7 @@ def run_checks(
         *check_weight_repacking(settings),
         *check_servers(settings, drafter_kind, hardware),
         *check_gpus(hardware),
-        *check_models(settings, verify, model, progress, first_pull),
+        *check_models(settings, verify, model, progress, first_pull, catalog),
         *drafter_checks,
         *advice,
         *(check_chat_template(settings, model) if model else []),

@@ -328,6 +328,24 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def refusal(status: int, detail: str, log_path: Path) -> Error:
+    """llama-server's answer to a request it refused, in words: its own message rather than its
+    JSON, and a prompt too long for the context said as the in-process engine says it."""
+    import json
+
+    try:
+        error = json.loads(detail).get("error")
+    except (ValueError, AttributeError):
+        error = None
+    if not isinstance(error, dict):
+        return Error(f"llama-server answered {status}: {detail[:500]}", f"see {log_path}")
+    if error.get("type") == "exceed_context_size_error":
+        prompt, n_ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
+        said = f"the prompt has {prompt} tokens, the context {n_ctx}" if prompt and n_ctx else str(error.get("message"))
+        return Error(said, "raise --ctx (as far as the model's window allows) or shorten the prompt", overflow=True)
+    return Error(f"llama-server answered {status}: {str(error.get('message') or detail)[:500]}", f"see {log_path}")
+
+
 @dataclass
 class _Running:
     process: subprocess.Popen
@@ -707,12 +725,8 @@ class LlamaServerEngine:
             with self._running.client.stream("POST", "/v1/chat/completions", json=body) as response:
                 self._response_in_use = response
                 if response.status_code != 200:
-                    detail = response.read().decode(errors="replace")[:500]
-                    yield Error(
-                        f"llama-server answered {response.status_code}: {detail}",
-                        f"see {self._running.log_path}",
-                        overflow=response.status_code == 400 and "exceed_context_size" in detail,
-                    )
+                    detail = response.read().decode(errors="replace")[:2000]
+                    yield refusal(response.status_code, detail, self._running.log_path)
                     return
                 # The model drafter (None: the launch length); copies are looked up at no pass's cost.
                 asked = bool(self.config.drafter_kind) and n_max != 0

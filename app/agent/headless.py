@@ -26,9 +26,10 @@ EXIT_ENGINE = 11  # the model or its engine failed (the engines' code)
 EXIT_DENIED = 13  # the reply ended, but a tool call was denied (a rule, or nothing allowed it)
 EXIT_CODES = {
     EXIT_OK: "the reply ended and nothing was denied",
-    EXIT_BAD_INPUT: "bad input: the prompt, an option or the model",
+    EXIT_BAD_INPUT: "bad input: the prompt (one too large for the context too), an option or the model",
     EXIT_ENGINE: "the model or its engine failed",
-    EXIT_DENIED: "the reply ended, but a tool call was denied (by a rule, or because nothing allowed it)",
+    EXIT_DENIED: "the reply ended, but a tool call was denied (by a rule, or because nothing allowed it),"
+    " or a hook kept the prompt back",
 }
 
 

@@ -22,12 +22,17 @@ from backends.events import Delta, End, Error
 from backends.stats import Stats
 
 from ..terminal_text import controls_shown, for_terminal
-from .headless import EXIT_DENIED, EXIT_ENGINE, EXIT_OK, Decider
+from .headless import EXIT_BAD_INPUT, EXIT_DENIED, EXIT_ENGINE, EXIT_OK, Decider
 from .session import Notice, ReplyEnded, ReplyEvents, SessionEvent, ToolFinished, ToolStarted
 from .todos import Todo
 
 OutputFormat = Literal["text", "json", "stream-json"]
 FORMATS: tuple[OutputFormat, ...] = ("text", "json", "stream-json")
+# What to do where a prompt did not go to the model (the chat's notice names /compact and /new).
+NOT_SENT_FIXES = {
+    "too_large": "run again with a larger --ctx (as far as the model's window allows) or a shorter prompt",
+    "blocked": "the hook's reason says why: change the prompt, or the hook in the settings that hold it",
+}
 
 
 @dataclass
@@ -44,6 +49,7 @@ class HeadlessOutput:
     decode_s: float = 0.0
     first_ttft: float | None = None
     todos: Callable[[], list[Todo]] | None = None  # the model's todo list as it is now (the toolbox's)
+    not_sent: str = ""  # why a prompt did not go to the model (session.Notice.not_sent), if one did not
 
     def _line(self, event_type: str, **fields: Any) -> None:
         # ASCII only: a lone surrogate or a U+2028 in model text never breaks a line reader.
@@ -84,9 +90,13 @@ class HeadlessOutput:
             elif self.form == "text":
                 self.err.write(f"  → {event.decision}\n")
         elif isinstance(event, Notice):
+            if event.not_sent:
+                # The run failed, whatever came before: the error (and its exit code) a script sees.
+                self.not_sent = event.not_sent
+                self.error = Error(event.text, NOT_SENT_FIXES[event.not_sent])
             if self.form == "stream-json":
                 self._line("notice", severity=event.severity, text=event.text)
-            else:
+            elif not event.not_sent:  # that one is the closing error
                 self.err.write(f"{event.severity}: {for_terminal(event.text)}\n")
 
     def _add(self, stats: Stats) -> None:
@@ -102,6 +112,10 @@ class HeadlessOutput:
 
     @property
     def exit_code(self) -> int:
+        if self.not_sent == "too_large":
+            return EXIT_BAD_INPUT
+        if self.not_sent == "blocked":
+            return EXIT_DENIED
         if self.error is not None:
             return EXIT_ENGINE
         return EXIT_DENIED if self.decider.denied else EXIT_OK

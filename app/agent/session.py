@@ -126,6 +126,9 @@ class Compacted:
 class Notice:
     text: str
     severity: Literal["information", "warning", "error"] = "information"
+    # Set where the prompt did not go to the model: too large for the context even after
+    # compacting, or kept back by a UserPromptSubmit hook. A headless run ends in an error.
+    not_sent: Literal["", "too_large", "blocked"] = ""
 
 
 SessionEvent = (
@@ -403,6 +406,7 @@ class Session:
                     f"a UserPromptSubmit hook ({blocked.hook.source}) kept this prompt from the model: "
                     f"{blocked.reason or 'no reason given'}",
                     "error",
+                    not_sent="blocked",
                 )
             )
             return
@@ -503,6 +507,7 @@ class Session:
                 f"The engine still refuses the prompt as too long after compacting ({error}). "
                 "/compact with a focus, /new for a fresh chat, or a larger --ctx.",
                 "error",
+                not_sent="too_large",
             )
         )
         return None
@@ -562,6 +567,7 @@ class Session:
                     "to send. Nothing was sent. Try /compact with a focus, a shorter message, /new for a fresh "
                     "chat, or a larger --ctx.",
                     "error",
+                    not_sent="too_large",
                 )
             )
             return False
@@ -584,6 +590,7 @@ class Session:
                 f"{shorten} the tools off with /tools off (the system prompt and the tool list go only with "
                 "them), or use a larger --ctx.",
                 "error",
+                not_sent="too_large",
             )
         )
 

@@ -25,6 +25,7 @@ from ..hub.pull import make_request
 from ..hub.store import Manifest, record_status
 from ..models.catalog import NO_DRAFTER, Catalog
 from ..settings import Settings
+from ..terminal_text import one_line
 
 ENGINES: tuple[EngineName, ...] = get_args(EngineName)
 DEFAULT_MODEL = "qwen3.8-27b"
@@ -72,7 +73,10 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
                 f"--draft {draft}: a drafter variant needs a catalog model", "give --draft FILE.gguf or none"
             )
         kind = drafter_kind_of(draft_file) if draft_file else None
-        return ModelFiles(target.name, target, draft_file, kind, _pulled_presets(target, catalog, manifest))
+        # The file's name as the user sees it everywhere: its control characters visible (a name
+        # is data; an ESC in it must not reach the terminal as one).
+        label = one_line(target.name)
+        return ModelFiles(label, target, draft_file, kind, _pulled_presets(target, catalog, manifest))
 
     request = make_request(name, catalog, None, None)
     record = manifest.records.get(request.name)

@@ -8,6 +8,7 @@ for "random"; llama-cpp-python takes none of these): one rule for all here.
 from __future__ import annotations
 
 import math
+import sys
 
 from ..errors import UsageError
 
@@ -48,3 +49,23 @@ def check_lengths(*, max_tokens: int | None = None, n_max: int | None = None, ct
     _at_least("--max-tokens", max_tokens, 1)
     _at_least("--n-max", n_max, 1, "give --n-max 1 or more; to run without drafting use --draft none")
     _at_least("--ctx", ctx, MIN_CTX)
+
+
+def check_prompt(prompt: str, flag: str, fix: str) -> None:
+    """A prompt worth sending: not empty, and text (a command line or a pipe of bytes that are
+    not UTF-8 arrives as lone surrogates, which no engine can encode)."""
+    if not prompt.strip():
+        raise UsageError(f"{flag} got an empty prompt", fix)
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise UsageError(
+            f"the prompt is not UTF-8 text (a byte that is not, at character {exc.start + 1})",
+            "give the prompt as UTF-8 (e.g. convert the file with iconv -t utf-8)",
+        ) from None
+
+
+def read_stdin() -> str:
+    """The prompt piped in (`-`): bytes that are not UTF-8 kept as lone surrogates, so that
+    `check_prompt` says where, rather than the read failing."""
+    return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")

@@ -15,6 +15,7 @@ class Totals:
     requests: int = 0
     failed: int = 0
     generated: int = 0
+    timed: int = 0  # of those, the tokens of replies whose decode time is known
     decode_s: float = 0.0
     drafted: int = 0
     accepted: int = 0
@@ -22,7 +23,7 @@ class Totals:
 
     @property
     def tokens_per_s(self) -> float | None:
-        return self.generated / self.decode_s if self.decode_s > 0 else None
+        return self.timed / self.decode_s if self.decode_s > 0 else None
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -58,7 +59,9 @@ class Board:
         if figures.state != DONE:
             totals.failed += 1
         totals.generated += stats.generated_tokens
-        totals.decode_s += stats.decode_s
+        if stats.decode_s > 0:
+            totals.timed += stats.generated_tokens
+            totals.decode_s += stats.decode_s
         totals.drafted += stats.drafted
         totals.accepted += stats.accepted
         totals.verify_steps += stats.verify_steps

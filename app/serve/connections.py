@@ -13,10 +13,14 @@ aiohttp's protocol to bound them:
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
+import sys
 from collections.abc import Callable
 
 from aiohttp import web
+
+from ..terminal_text import one_line
 
 HEADER_S = 10.0
 IDLE_S = 30.0  # keep-alive connections idle this long between requests are closed
@@ -77,7 +81,42 @@ class Deadlines(asyncio.Protocol):
             self.transport.abort()  # connection_lost follows: aiohttp cancels the handler
 
 
-def runner(app: web.Application, idle_s: float = IDLE_S, shutdown_s: float = 3.0) -> web.AppRunner:
+class OneLine(logging.Formatter):
+    """aiohttp's "Error handling request" (a malformed request line or header, a client gone
+    mid-reply) as one line with the reason, not a traceback in the readout's terminal."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        reason = record.exc_info[1] if record.exc_info else None
+        said = record.getMessage()
+        if reason is not None:  # aiohttp's reasons run over lines, with a caret under the bad byte
+            said += ": " + " ".join(part.strip() for part in str(reason).splitlines() if part.strip(" ^"))
+        return one_line(f"serve: {said}")
+
+
+class _ToStderr(logging.Handler):
+    """Standard error as it is when a record comes (not as it was when the handler was made)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            sys.stderr.write(self.format(record) + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass  # a closed terminal loses the line, never the server
+
+
+def request_errors_logger(debug: bool = False) -> logging.Logger:
+    """The logger aiohttp reports a request it could not handle to: one line on standard error
+    (the traceback with --debug)."""
+    logger = logging.getLogger("dspine.serve.requests")
+    if not logger.handlers:
+        logger.addHandler(_ToStderr())
+        logger.propagate = False
+    for handler in logger.handlers:
+        handler.setFormatter(logging.Formatter() if debug else OneLine())
+    return logger
+
+
+def runner(app: web.Application, idle_s: float = IDLE_S, shutdown_s: float = 3.0, debug: bool = False) -> web.AppRunner:
     """aiohttp's runner as serve uses it: a handler is cancelled when its client hangs
     up (which frees the llama-server slot), idle keep-alive connections close, a body
     refused before it was read is not drained for long, and the last wait at shutdown
@@ -89,6 +128,7 @@ def runner(app: web.Application, idle_s: float = IDLE_S, shutdown_s: float = 3.0
         keepalive_timeout=idle_s,
         shutdown_timeout=shutdown_s,
         lingering_time=LINGER_S,
+        logger=request_errors_logger(debug),
     )
 
 

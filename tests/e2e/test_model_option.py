@@ -5,9 +5,11 @@ bench take it, on run, serve and fit too) and the drafter too (`--draft`, the ol
 from __future__ import annotations
 
 import json
+import subprocess
 
 import httpx2
 
+from tests.conftest import dspine_cmd
 from tests.support.serve_harness import ServeProcess
 
 
@@ -80,3 +82,48 @@ def test_fit_and_pull_take_model_and_draft_like_the_rest(dspine, hub, models):
     pulled = dspine("pull", "qwen3.8-27b", "--draft", "mtp")
     assert pulled.returncode == 0, pulled.stderr
     assert "drafter mtp" in pulled.stdout
+
+
+def test_a_model_file_name_is_shown_as_text_never_as_terminal_codes_or_markup(dspine, models, tmp_path):
+    """A file name is data: `run` printed a GGUF named with an ESC sequence raw (the terminal
+    obeyed it) and took `[bold red]...` in it for Rich markup (the brackets vanished)."""
+    hostile = tmp_path / "evil\x1b[31mRED\x1b]0;pwned\x07[bold red]x[link=http:x]y.gguf"
+    hostile.symlink_to(models["dense"]["target"])
+    done = dspine("run", str(hostile), "hi", "-n", "2", "--engine", "inproc", "--temp", "0")
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stderr + done.stdout and "\x07" not in done.stderr
+    shown = dspine("tune", str(hostile), "--show", "--engine", "inproc")
+    assert "\x1b" not in shown.stdout + shown.stderr and "\x07" not in shown.stdout + shown.stderr
+    assert "evil␛[31mRED␛]0;pwned␇[bold red]x[link=http:x]y.gguf" in shown.stdout, shown.stdout + shown.stderr
+
+
+def test_a_prompt_that_is_empty_or_not_utf8_is_refused_before_the_engine_starts(dspine, env, models):
+    """`run ""` sent an empty prompt to the model; a byte that is not UTF-8 (on the command
+    line or piped) ended in "unexpected UnicodeEncodeError"."""
+    target = str(models["dense"]["target"])
+    for prompt in ("", "   "):
+        empty = dspine("run", target, prompt)
+        assert empty.returncode == 2 and "run got an empty prompt" in empty.stderr, empty.stderr
+    for how in (("run", target, "hi \udcff there"), ("chat", "-p", "hi \udcff there", "--model", target)):
+        bad = dspine(*how)
+        assert bad.returncode == 2, bad.stderr
+        assert "the prompt is not UTF-8 text" in bad.stderr and "unexpected" not in bad.stderr
+    piped = subprocess.run(
+        dspine_cmd("run", target, "-"), env=env, input=b"caf\xe9 au lait", capture_output=True, timeout=120
+    )
+    said = piped.stderr.decode()
+    assert piped.returncode == 2 and "at character 4" in said and "unexpected" not in said, said
+
+
+def test_a_folder_dspine_cannot_write_is_named_with_the_setting_that_moves_it(dspine, models, tmp_path):
+    """A read-only home made `serve` (and `run --engine server`, `tune`) end in "unexpected
+    OSError" when the log folder could not be made; and `--debug`, which the fix line of such
+    an error asks for, was refused after the command ("No such option")."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    done = dspine("serve", str(models["dense"]["target"]), extra_env={"DSPINE_LOG_DIR": str(blocker / "logs")})
+    assert done.returncode == 1, done.stderr
+    assert f"cannot use {blocker / 'logs'}" in done.stderr and "DSPINE_LOG_DIR" in done.stderr
+    assert "unexpected" not in done.stderr and "Traceback" not in done.stderr
+    debug = dspine("run", str(tmp_path / "missing.gguf"), "hi", "--debug")
+    assert debug.returncode == 2 and "No such option" not in debug.stderr and "Traceback" in debug.stderr

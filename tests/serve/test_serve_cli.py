@@ -41,6 +41,11 @@ def test_bad_options_say_what_to_do(dspine, models, tmp_path):
     assert missing.returncode == 2 and "cannot read" in missing.stderr
     tool = dspine("serve", target, "--print-config", "vim")
     assert tool.returncode == 2 and "aider" in tool.stderr
+    # Refused before the engine starts (a port past 65535 failed at the bind, "unexpected OverflowError").
+    port = dspine("serve", target, "--port", "99999")
+    assert port.returncode == 2 and "--port 99999: not a port" in port.stderr and "unexpected" not in port.stderr
+    drafts = dspine("serve", target, "--n-max", "-1")
+    assert drafts.returncode == 2 and "--n-max" in drafts.stderr
 
 
 def test_serve_cli_key_log_and_ctrl_c_leaves_nothing(env, models, tmp_path):

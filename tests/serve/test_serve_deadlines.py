@@ -231,3 +231,23 @@ def test_a_client_that_hangs_up_after_the_last_event_counts_as_done():
     finally:
         served.stop()
         behind.stop()
+
+
+def test_a_malformed_request_is_one_line_on_stderr_not_a_traceback(capsys):
+    """A header with an ESC in it (curl -A $'ua\\e[41m') made aiohttp print "Error handling
+    request" and a traceback into serve's terminal; now one line, its control characters shown."""
+    app = web.Application()
+    served = AppThread(app).start()
+    try:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as conn:
+            conn.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nUser-Agent: ua\x1b[41mBAD\r\n\r\n")
+            answer = conn.recv(4096)
+        assert b" 400 Bad Request" in answer.split(b"\r\n")[0]
+        said: list[str] = []
+        wait_for(lambda: said.append(capsys.readouterr().err) or "serve:" in "".join(said), 10, "the line")
+        said_all = "".join(said)
+        assert "Traceback" not in said_all and "\x1b" not in said_all
+        line = next(line for line in said_all.splitlines() if line.startswith("serve:"))
+        assert "Error handling request" in line and "Invalid header value char" in line
+    finally:
+        served.stop()

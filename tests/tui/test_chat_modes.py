@@ -233,6 +233,7 @@ def test_dspine_chat_mode_reaches_the_chat(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     started: list[ChatApp] = []
     monkeypatch.setattr(ChatApp, "run", lambda self: started.append(self))
+    monkeypatch.setattr(cli, "_has_terminal", lambda: True)  # the screen is stood in for
     from tests.support.stand_in import stand_in
 
     with stand_in(lambda messages: []) as served:  # the remote engine asks the server what it serves first

@@ -237,3 +237,20 @@ def test_a_newest_result_too_large_for_the_context_is_cut_to_head_and_tail_as_th
     assert done.history[-3] == {"role": "user", "content": "run the tests"}  # the request stays verbatim
     # Without a limit (or within it) nothing is cut.
     assert compact(whole, count, limit // 2, lambda m, n: "x", 4096, force=True).shrunk == 0
+
+
+def test_llama_servers_refusals_are_said_in_words_and_an_overflow_names_its_context(tmp_path):
+    """`dspine run --engine server` with a prompt over the context printed llama-server's JSON
+    ("llama-server answered 400: {"error":{...}}"); the in-process engine says it plainly."""
+    from backends.llama_server import refusal
+
+    body = (
+        '{"error":{"code":400,"message":"request (6031 tokens) exceeds the available context size (1024 tokens),'
+        ' try increasing it","type":"exceed_context_size_error","n_prompt_tokens":6031,"n_ctx":1024}}'
+    )
+    error = refusal(400, body, tmp_path / "server.log")
+    assert error.message == "the prompt has 6031 tokens, the context 1024" and "--ctx" in error.fix
+    assert is_overflow(error) and reported_context(error) == 1024
+    other = refusal(500, '{"error":{"code":500,"message":"the model crashed","type":"server_error"}}', tmp_path / "l")
+    assert other.message == "llama-server answered 500: the model crashed" and not other.overflow
+    assert refusal(502, "<html>bad gateway</html>", tmp_path / "l").message.endswith("<html>bad gateway</html>")

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from app.agent.headless import EXIT_DENIED, EXIT_ENGINE, EXIT_OK, Decider, Rule, RuleError
+from app.agent.headless import EXIT_BAD_INPUT, EXIT_DENIED, EXIT_ENGINE, EXIT_OK, Decider, Rule, RuleError
 from app.agent.headless_output import HeadlessOutput
 from app.agent.project import open_project, system_prompt
 from app.agent.session import Session
@@ -145,3 +145,24 @@ def test_a_call_that_asks_to_leave_the_sandbox_is_denied_whatever_the_rules(repo
     code, out, _, _ = headless(repo, turns, allow=["run_command:echo hi"])
     result = json.loads(out)
     assert code == EXIT_DENIED and result["denied"][0]["why"] == "it asked to run outside the sandbox"
+
+
+@pytest.mark.parametrize("form", ["text", "json", "stream-json"])
+def test_a_prompt_too_large_for_the_context_is_an_error_with_exit_code_2(repo, form):
+    """A prompt the session does not send (too large even after compacting) ended a headless
+    run with exit 0 and `is_error: false`: a script took the empty answer for success."""
+    decider = Decider()
+    out, err = io.StringIO(), io.StringIO()
+    output = HeadlessOutput(form, out, err, decider)
+    engine = ScriptedEngine(context_size=1024)
+    session = Session(engine, Toolbox(repo), decider.ask, output.emit, system=system_prompt(open_project(repo), True))
+    asyncio.run(session.send("x " * 6000))
+    code = output.finish(None, "scripted")
+    assert code == EXIT_BAD_INPUT and not engine.calls
+    if form == "text":
+        said = err.getvalue()
+        assert said.count("Nothing was sent") == 1 and "fix: run again with a larger --ctx" in said
+    else:
+        result = json.loads(out.getvalue().splitlines()[-1] if form == "stream-json" else out.getvalue())
+        assert result["is_error"] and result["exit_code"] == EXIT_BAD_INPUT
+        assert "Nothing was sent" in result["error"]["message"] and "--ctx" in result["error"]["fix"]

@@ -192,3 +192,26 @@ def test_a_lone_surrogate_keeps_its_log_line(tmp_path):
     first, second = (tmp_path / "requests.jsonl").read_text(encoding="utf-8").splitlines()
     assert json.loads(first)["messages"][0]["content"] == "a\ud800b é"
     assert "plain é" in second  # UTF-8 as it was, where it can be
+
+
+def test_a_whole_reply_without_the_servers_timings_has_no_speed():
+    """A non-streamed /v1/messages reply from llama-server carries usage but no timings: its
+    speed is unknown, never its tokens over the microseconds since the body arrived (the
+    readout showed 734,376 tok/s, and break-even took it for plain decoding's speed)."""
+    body = json.dumps({"type": "message", "usage": {"input_tokens": 12, "output_tokens": 30}}).encode()
+    whole = RequestFigures(1, "/v1/messages", "curl", False, False)
+    whole.begin()
+    whole.finish(body=body)
+    assert whole.stats.generated_tokens == 30
+    assert whole.stats.decode_s == 0 and whole.stats.tokens_per_s is None
+    timed = json.dumps({"usage": {"completion_tokens": 30}, "timings": {"predicted_n": 30, "predicted_ms": 250.0}})
+    with_timings = RequestFigures(2, "/v1/chat/completions", "curl", False, False)
+    with_timings.begin()
+    with_timings.finish(body=timed.encode())
+    assert with_timings.stats.tokens_per_s == pytest.approx(120.0)
+    from app.serve.board import Board
+
+    board = Board()
+    board.close(whole)
+    board.close(with_timings)
+    assert board.totals.generated == 60 and board.totals.tokens_per_s == pytest.approx(120.0)
