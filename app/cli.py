@@ -7,14 +7,16 @@ list` must not pay for huggingface_hub, httpx2, gguf, numpy or Textual
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shlex
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 from rich.console import Console
@@ -318,6 +320,23 @@ def rm(
     out.print(f"removed {shown(record.name)}, freed {format_bytes(removal.freed)}")
 
 
+@contextlib.contextmanager
+def _headless_failure(form: str, model: str | None) -> Iterator[None]:
+    """chat -p with a JSON output: a refusal before the run starts (a bad option, a chat that
+    is not there) ends in the `result` object a script reads, as a failed start does."""
+    from .agent.headless_output import OutputFormat, startup_failure
+
+    try:
+        yield
+    except DspineError as exc:
+        if form == "text":
+            raise
+        code = _report(exc, exc.exit_code, exc.cause, exc.fix)
+        result = startup_failure(cast("OutputFormat", form), exc.cause, exc.fix, code, model)
+        sys.stdout.write(json.dumps(result) + "\n")
+        raise typer.Exit(code) from None
+
+
 def _has_terminal() -> bool:
     """Whether the chat's screen has a terminal to draw on and read keys from (without one it
     drew into a file and waited for keys that never came)."""
@@ -378,6 +397,8 @@ def fit(
 
     if ctx is not None and ctx < 256:
         raise UsageError(f"--ctx {ctx} is too small", "give a context of at least 256 tokens, e.g. 32768")
+    if gpu < 0:
+        raise UsageError(f"--gpu {gpu} is not a GPU's number", "give 0 for the first GPU (`dspine doctor` lists them)")
     try:
         vram_bytes = parse_bytes(vram) if vram else None
     except ValueError as exc:
@@ -434,7 +455,7 @@ def run_prompt(
 
     from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import EngineOptions, engine_and_url, open_engine, resolve_files
-    from .run.inputs import check_lengths, check_prompt, check_sampling, read_stdin
+    from .run.inputs import check_lengths, check_prompt, check_sampling, read_stdin, with_piped
     from .run.think_default import no_thinking_note, starting_think
     from .run.weight_repacking import NOTES as REPACKING_NOTES
 
@@ -445,8 +466,7 @@ def run_prompt(
     model, prompt = _model_and_prompt(
         first, second, model_option, engine == "remote", lambda word: _names_a_model(word, settings)
     )
-    if prompt == "-":
-        prompt = read_stdin()
+    prompt = read_stdin() if prompt == "-" else with_piped(prompt)
     check_prompt(prompt, "run", 'give the prompt: `dspine run [MODEL] "PROMPT"` (- reads stdin)')
     drafting = None
     if engine != "remote":
@@ -684,8 +704,9 @@ def chat(
     from .tui.history import ChatStore
     from .tui.tuning import Tuner
 
-    check_lengths(ctx=ctx)
-    settings = load_settings()
+    with _headless_failure(output_format if print_prompt is not None else "text", model):
+        check_lengths(ctx=ctx)
+        settings = load_settings()
     catalog = load_catalog(settings.catalog)
     engine, url = engine_and_url(engine, settings, url)
     options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, remote_model=model, think=think != "off")
@@ -695,17 +716,18 @@ def chat(
             f"[yellow]notice:[/] the chats database was damaged; it was set aside as {store.set_aside} "
             "and the chat starts fresh"
         )
-    if continue_last and resume is not None:
-        store.close()
-        raise UsageError(
-            "--continue and --resume together", "give one: --continue (this project's last chat) or --resume N"
-        )
-    if resume is not None and store.chat(resume) is None:
-        known = ", ".join(str(c.id) for c in store.chats()[:10]) or "none yet"
-        store.close()
-        raise UsageError(
-            f"there is no saved chat {resume}", f"give one of the saved chats ({known}), or leave --resume out"
-        )
+    with _headless_failure(output_format if print_prompt is not None else "text", model):
+        if continue_last and resume is not None:
+            store.close()
+            raise UsageError(
+                "--continue and --resume together", "give one: --continue (this project's last chat) or --resume N"
+            )
+        if resume is not None and store.chat(resume) is None:
+            known = ", ".join(str(c.id) for c in store.chats()[:10]) or "none yet"
+            store.close()
+            raise UsageError(
+                f"there is no saved chat {resume}", f"give one of the saved chats ({known}), or leave --resume out"
+            )
     project = open_project(Path.cwd())
     if model is None and draft is None and engine != "remote" and (continue_last or resume is not None):
         model, draft = _saved_model(store, resume, str(project.root))
@@ -884,12 +906,11 @@ def _headless(
     from .agent.toolbox import Toolbox
     from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import ModelFiles, open_engine, resolve_files
-    from .run.inputs import check_prompt, read_stdin
+    from .run.inputs import check_prompt, read_stdin, with_piped
     from .run.think_default import starting_think
 
     try:
-        if prompt == "-":
-            prompt = read_stdin()
+        prompt = read_stdin() if prompt == "-" else with_piped(prompt)
         check_prompt(prompt, "-p", "give the prompt after -p, or - and the prompt on standard input")
         try:
             decider = Decider([Rule.parse(r) for r in allow], [Rule.parse(r) for r in deny])
@@ -1405,6 +1426,10 @@ def tune(
     assert files.target is not None
     records = TuneRecords(settings.tune_file)
     key = tune_key(running, files.target, files.drafter)
+    # The command again, for the hints below: the model named as it was (a file's path too).
+    again = controls_shown(f"dspine tune {shlex.quote(chosen)}") if chosen else "dspine tune"
+    if show and reset:
+        raise UsageError("--show and --reset together", "give one: --show prints the tune, --reset forgets it")
     if reset:
         gone = records.reset(key)
         out.print(f"forgot the tune for {escape(files.label)} ({running})" if gone else "there was no tune to forget")
@@ -1412,13 +1437,13 @@ def tune(
     if show:
         saved = records.get(key)
         if saved is None:
-            out.print(f"no tune for {escape(files.label)} on the {running} engine yet: `dspine tune` makes one")
+            out.print(f"no tune for {escape(files.label)} on the {running} engine yet: `{escape(again)}` makes one")
             return
         _tune_table(f"tune of {files.label}, {running}, {saved.when}", [_row(r) for r in saved.table])
         out.print(f"picked {escape(saved.summary)}", markup=True)
         changed = saved.conditions.changed(conditions_now(running, files, settings))
         if changed:
-            out.print(f"[yellow]stale:[/] measured with {changed}; run `dspine tune` again")
+            out.print(f"[yellow]stale:[/] measured with {escape(changed)}; run `{escape(again)}` again")
         return
     columns = (*Progress.get_default_columns(), TimeRemainingColumn(compact=True, elapsed_when_finished=True))
     with Progress(*columns, console=err, transient=True) as progress:
@@ -1429,9 +1454,10 @@ def tune(
             on_run=lambda: progress.advance(task),
         )
         outcome = tune_and_save(files, running, settings, said, rounds=rounds, max_tokens=max_tokens)
-    _tune_table(f"dspine tune: {files.label}, {running}, {max_tokens} tokens a prompt, {rounds} rounds", outcome.rows)
+    said_rounds = f"{rounds} round{'s' if rounds != 1 else ''}"
+    _tune_table(f"dspine tune: {files.label}, {running}, {max_tokens} tokens a prompt, {said_rounds}", outcome.rows)
     out.print(f"picked {escape(outcome.tune.summary)}")
-    out.print(f"[dim]saved: chat, run and serve on {running} use it; `dspine tune --reset` forgets it[/]")
+    out.print(f"[dim]saved: chat, run and serve on {running} use it; `{escape(again)} --reset` forgets it[/]")
 
 
 def _row(saved: dict):

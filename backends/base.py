@@ -72,6 +72,8 @@ class Engine(Protocol):
 
 def check_model_file(path: str | Path, role: str = "model") -> Path:
     path = Path(path)
+    if path.is_dir():
+        raise EngineError(f"the {role} {path} is a folder, not a GGUF file", "give the path of a .gguf file")
     if not path.is_file():
         raise EngineError(f"the {role} file {path} does not exist", "check the path, or pull it with `dspine pull`")
     return path

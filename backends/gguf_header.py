@@ -293,7 +293,7 @@ def parse_header(source: ByteSource, copy: Callable[[str], bool] = _nothing) -> 
     magic = cursor.take(4, "the magic number")
     if magic != MAGIC:
         raise GgufError(
-            f"{source.name} is not a GGUF file (it starts with {magic!r}, not b'GGUF')",
+            f"{source.name} is not a GGUF file (a GGUF file starts with the letters GGUF; this one does not)",
             "give a .gguf model file",
         )
     version = cursor.unpack("<I", "the version")

@@ -86,8 +86,9 @@ def find_binary(explicit: str | None = None, build: Path | None = None) -> Path:
         if path.is_file() and os.access(path, os.X_OK):
             return path
         if where == "setting llama_server":
+            missing = "is not a program (not executable)" if path.is_file() else "not found"
             raise EngineError(
-                f"llama-server not found at {explicit} (setting llama_server / DSPINE_LLAMA_SERVER)",
+                f"llama-server {missing} at {explicit} (setting llama_server / DSPINE_LLAMA_SERVER)",
                 "fix the path, or unset it to use the llama-server dspine finds by itself",
             )
     raise EngineError(

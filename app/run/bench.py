@@ -349,17 +349,38 @@ def verdict(rows: list[Row]) -> str:
     for members in by_setup.values():
         speedups = [r.speedup for r in members if r.speedup is not None]
         scored.append((statistics.median(speedups), min(speedups), max(speedups), members))
-    best, low, high, members = max(scored, key=lambda item: item[0])
+    # A setup that drafted nothing did plain decoding's work: its "speedup" is how much the
+    # machine's load moved between runs, never a reason to pick it (nor a figure to show).
+    idle = [item for item in scored if all(r.drafted_nothing for r in item[3])]
+    drafting = [item for item in scored if item not in idle]
+    noise = _noise_note(idle)
+    if not drafting:
+        names = ", ".join(label(item[3]) for item in idle)
+        return f"verdict: plain decoding; {names} drafted nothing here{noise}"
+    best, low, high, members = max(drafting, key=lambda item: item[0])
     samples = min(r.runs for r in members)
     spread = f"{low:.2f}-{high:.2f}x over {len(members)} row{'s' if len(members) != 1 else ''}"
-    if all(r.drafted_nothing for r in members):
-        return f"verdict: plain decoding; {label(members)} drafted nothing here ({best:.2f}x plain, {spread})"
     if low > 1.0 and samples >= 3:
-        return f"verdict: {label(members)} pays here: {best:.2f}x plain ({spread}, {samples} samples a row)"
+        return f"verdict: {label(members)} pays here: {best:.2f}x plain ({spread}, {samples} samples a row){noise}"
     if high < 1.0:
-        return f"verdict: plain decoding; no drafter setup beat it (best {label(members)} {best:.2f}x, {spread})"
+        return f"verdict: plain decoding; no drafter setup beat it (best {label(members)} {best:.2f}x, {spread}){noise}"
     sure = "" if samples >= 3 else f"; only {samples} sample{'s' if samples != 1 else ''} a row: --repeat 3 says more"
-    return f"verdict: too close to call: {label(members)} {best:.2f}x plain ({spread}){sure}"
+    return f"verdict: too close to call: {label(members)} {best:.2f}x plain ({spread}){sure}{noise}"
+
+
+def _noise_note(idle: list[tuple[float, float, float, list[Row]]]) -> str:
+    """Where a setup that drafted nothing (plain decoding's work) still ran well off plain's
+    speed, the timings were noisy (another program busy): said, so no figure is taken as read."""
+    if not idle:
+        return ""
+    low = min(item[1] for item in idle)
+    high = max(item[2] for item in idle)
+    if low >= 0.85 and high <= 1.15:
+        return ""
+    return (
+        f"; timings were noisy: a setup that drafted nothing ran {low:.2f}-{high:.2f}x plain"
+        " (something else busy? run again on a quiet machine)"
+    )
 
 
 COLUMNS = (

@@ -64,6 +64,11 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
     draft_file = Path(draft) if draft and draft.lower().endswith(".gguf") else None
     if draft_file is not None and not draft_file.is_file():
         raise UsageError(f"the drafter file {draft_file} does not exist", "check the path")
+    for given, role in ((name, "model"), (draft or "", "drafter")):
+        # Written as a path (a repository's name, owner/name, may also be a folder here)
+        as_path = given.lower().endswith(".gguf") or given.startswith(("/", "./", "../", "~"))
+        if as_path and Path(given).expanduser().is_dir():
+            raise UsageError(f"the {role} {given} is a folder, not a GGUF file", "give the path of a .gguf file")
     if name.lower().endswith(".gguf") or Path(name).is_file():
         target = Path(name)
         if not target.is_file():

@@ -69,3 +69,31 @@ def read_stdin() -> str:
     """The prompt piped in (`-`): bytes that are not UTF-8 kept as lone surrogates, so that
     `check_prompt` says where, rather than the read failing."""
     return sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+
+
+def piped_stdin() -> str | None:
+    """What was piped or redirected into a command that got its prompt as an argument
+    (`git diff | dspine run M "review this"`): read, to go after the prompt, as `claude -p`
+    and `llm` take it, rather than dropped without a word. None where standard input is a
+    terminal, is empty, or has nothing to read yet (a script's inherited pipe is not waited on)."""
+    import select
+
+    stream = sys.stdin
+    try:
+        if stream is None or stream.isatty():
+            return None
+        ready, _, _ = select.select([stream.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return None  # no file descriptor (a test's stand-in), or one select cannot watch (Windows)
+    if not ready:
+        return None
+    text = stream.buffer.read().decode("utf-8", "surrogateescape")
+    return text if text.strip() else None
+
+
+def with_piped(prompt: str) -> str:
+    """The prompt and, after it, what was piped in (see piped_stdin)."""
+    if prompt == "-":
+        return prompt
+    piped = piped_stdin()
+    return f"{prompt}\n\n{piped}" if piped is not None else prompt

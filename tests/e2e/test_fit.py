@@ -96,6 +96,8 @@ def test_fit_without_a_gpu_reads_as_one_cpu_line_not_a_table_of_zeros(dspine, he
     assert "on the CPU (no NVIDIA GPU found)" in result.stdout and "in system RAM" in result.stdout
     assert "on the GPU" not in result.stdout and "headroom" not in result.stdout
     assert result.stdout.count("No NVIDIA GPU found") == 0  # said once, in the verdict's own words
+    negative = dspine("fit", str(headers["Qwen3.8-27B-Q4_K_M.gguf"]), "--gpu", "-1", "--no-measure")
+    assert negative.returncode == 2 and "--gpu -1 is not a GPU's number" in negative.stderr  # was taken silently
 
 
 def test_fit_on_a_small_card_spills_to_ram_and_says_so(dspine, headers):

@@ -108,3 +108,16 @@ def test_the_chat_without_a_terminal_or_with_headless_options_and_no_p_says_what
     for extra in (("--output-format", "json"), ("--allow", "edit_file"), ("--deny", "run_command")):
         refused = dspine("chat", "--model", target, *extra)
         assert refused.returncode == 2 and f"{extra[0]} only apply to a headless run (-p)" in refused.stderr
+
+
+def test_a_refusal_before_the_run_starts_still_ends_in_the_json_result(dspine, models):
+    """`chat -p ... --ctx 0 --output-format stream-json` wrote nothing on standard output: a
+    script reading the result found none."""
+    target = str(models["dense"]["target"])
+    for form in ("json", "stream-json"):
+        done = dspine("chat", "--model", target, "-p", "hi", "--ctx", "0", "--output-format", form)
+        result = json.loads(done.stdout.splitlines()[-1])
+        assert done.returncode == 2 == result["exit_code"] and result["is_error"], done.stdout
+        assert "--ctx 0" in result["error"]["message"]
+    gone = dspine("chat", "--model", target, "-p", "hi", "--resume", "999", "--output-format", "json")
+    assert gone.returncode == 2 and "no saved chat 999" in json.loads(gone.stdout)["error"]["message"]

@@ -127,3 +127,27 @@ def test_a_folder_dspine_cannot_write_is_named_with_the_setting_that_moves_it(ds
     assert "unexpected" not in done.stderr and "Traceback" not in done.stderr
     debug = dspine("run", str(tmp_path / "missing.gguf"), "hi", "--debug")
     assert debug.returncode == 2 and "No such option" not in debug.stderr and "Traceback" in debug.stderr
+
+
+def test_a_folder_given_as_the_model_is_called_a_folder(dspine, tmp_path):
+    """`run dir.gguf` said the file "does not exist"; `run /some/folder` called it "not a
+    repository name"."""
+    for folder in (tmp_path / "dir.gguf", tmp_path / "somedir"):
+        folder.mkdir()
+        done = dspine("run", str(folder), "hi")
+        assert done.returncode == 2 and f"the model {folder} is a folder, not a GGUF file" in done.stderr
+
+
+def test_text_piped_in_with_a_prompt_goes_after_the_prompt(dspine, env, models):
+    """`git diff | dspine run M "review this"` answered as if nothing were piped: the piped
+    text was dropped without a word. It goes after the prompt, as `claude -p` and `llm` take it."""
+    target = str(models["dense"]["target"])
+    base = ("run", target, "summarize", "-n", "1", "--engine", "inproc", "--json", "--temp", "0")
+    alone = dspine(*base)
+    assert alone.returncode == 0, alone.stderr
+    piped = subprocess.run(
+        dspine_cmd(*base), env=env, input=b"EXTRA CONTEXT " * 20, capture_output=True, timeout=120
+    )
+    assert piped.returncode == 0, piped.stderr.decode()
+    before = json.loads(alone.stdout)["stats"]["prompt_tokens"]
+    assert json.loads(piped.stdout)["stats"]["prompt_tokens"] >= before + 20

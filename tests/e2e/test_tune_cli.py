@@ -16,7 +16,9 @@ def test_tune_then_run_show_stale_and_reset(dspine, tmp_path):
 
     tuned = dspine("tune", str(model), *inproc, "--rounds", "1", "--max-tokens", "8", timeout=300)
     assert tuned.returncode == 0, tuned.stderr[-2000:]
-    assert "dspine tune: chat.gguf, inproc" in tuned.stdout
+    assert "dspine tune: chat.gguf, inproc" in tuned.stdout and "1 rounds" not in tuned.stdout
+    # The hint names the model as it was given (a bare `dspine tune --reset` tunes the default).
+    assert f"`dspine tune {model} --reset` forgets it" in tuned.stdout
     assert "n-gram" in tuned.stdout and "plain" in tuned.stdout  # both rows measured
     picked = next(line for line in tuned.stdout.splitlines() if line.startswith("picked "))
     saved = json.loads((tmp_path / "data" / "dspine" / "tunes.json").read_text())
@@ -56,3 +58,11 @@ def test_a_model_file_name_is_never_markup_in_the_tune_table(dspine, tmp_path):
     assert "m[bold]x.gguf" in tuned.stdout
     shown = dspine("tune", str(model), "--engine", "inproc", "--show")
     assert shown.returncode == 0 and "m[bold]x.gguf" in shown.stdout, shown.stderr[-2000:]
+
+
+def test_tune_show_names_the_command_for_this_model_and_show_with_reset_is_refused(dspine, tmp_path):
+    model = write_model(tmp_path / "chat.gguf", chat_model(n_layer=1, n_embd=64))
+    shown = dspine("tune", str(model), "--engine", "inproc", "--show")
+    assert shown.returncode == 0 and f"`dspine tune {model}` makes one" in shown.stdout, shown.stdout
+    both = dspine("tune", str(model), "--engine", "inproc", "--show", "--reset")
+    assert both.returncode == 2 and "--show and --reset together" in both.stderr

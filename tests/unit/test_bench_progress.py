@@ -185,3 +185,22 @@ def test_each_round_samples_with_its_own_seed_every_setup_the_same():
     prompts = [Prompt("code", [{"role": "user", "content": "a"}])]
     run_bench(opened, [Setup(PLAIN, None), Setup("q4_1", 4)], prompts, [False], 3, 4, seed=5)
     assert sorted(seeds) == sorted([(PLAIN, 5), ("q4_1", 5), (PLAIN, 6), ("q4_1", 6), (PLAIN, 7), ("q4_1", 7)])
+
+
+def test_a_setup_that_drafted_nothing_is_never_the_verdicts_pick_and_noise_is_said():
+    """A busy machine made `n-gram drafted nothing here (15.81x plain, 0.26-31.35x over 2 rows)`:
+    a speedup for a setup that did plain decoding's work. It is never picked, shows no figure,
+    and a spread like that is said to be noise."""
+    from app.run.bench import Row
+
+    def row(drafter, speedup, drafted_nothing, category="code"):
+        counts = {"drafted": 0 if drafted_nothing else 40}
+        rate = {"median": 1.0, "min": 1.0, "max": 1.0}
+        return Row(category, False, drafter, 8, rate, speedup, None, None, None, counts, runs=3)
+
+    noisy = [row(PLAIN, 1.0, False), row("n-gram", 31.35, True), row("n-gram", 0.26, True, "prose")]
+    said = verdict(noisy)
+    assert said.startswith("verdict: plain decoding; n-gram") and "drafted nothing here" in said
+    assert "31.35x" not in said.split(";")[1] and "timings were noisy" in said
+    mixed = [*noisy, row("dspine", 1.4, False), row("dspine", 1.3, False, "prose")]
+    assert verdict(mixed).startswith("verdict: dspine at n_max 8 pays here: 1.35x plain")
