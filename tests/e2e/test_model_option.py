@@ -145,9 +145,7 @@ def test_text_piped_in_with_a_prompt_goes_after_the_prompt(dspine, env, models):
     base = ("run", target, "summarize", "-n", "1", "--engine", "inproc", "--json", "--temp", "0")
     alone = dspine(*base)
     assert alone.returncode == 0, alone.stderr
-    piped = subprocess.run(
-        dspine_cmd(*base), env=env, input=b"EXTRA CONTEXT " * 20, capture_output=True, timeout=120
-    )
+    piped = subprocess.run(dspine_cmd(*base), env=env, input=b"EXTRA CONTEXT " * 20, capture_output=True, timeout=120)
     assert piped.returncode == 0, piped.stderr.decode()
     before = json.loads(alone.stdout)["stats"]["prompt_tokens"]
     assert json.loads(piped.stdout)["stats"]["prompt_tokens"] >= before + 20
