@@ -112,8 +112,6 @@ def main_options(
     ),
 ) -> None:
     _debug["on"] = _debug["on"] or debug
-    if debug:  # what runs on past this call (serve's request errors) reads the setting
-        os.environ["DSPINE_DEBUG"] = "1"
 
 
 @app.command()
@@ -1638,8 +1636,9 @@ def serve(
     if remote_api_key is not None and engine != "remote":
         raise UsageError("--remote-api-key is for --engine remote", "leave it out, or give --url")
     options = ServeOptions(
-        model, draft, ctx, host, port, api_key, parallel, think, n_max, log, engine, url, remote_api_key
-    )
+        model, draft, ctx, host, port, api_key, parallel, think, n_max, log, engine, url, remote_api_key,
+        debug=_debug["on"],
+    )  # fmt: skip
     settings = load_settings()
     if print_config is not None:
         if print_config.lower() not in (*TOOLS, "plain"):

@@ -365,8 +365,9 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
     # What each drafter leaves for context with the first target: the trade-off in words.
     ceilings = {id(d): max_context(first, d, kv_order[0], wishes) for d in drafter_order}
     trade = [
-        f"{_name(d)} {'leaves' if ceilings[id(d)] else 'does not fit, even at 1K'}"
-        + (f" {_k(ceilings[id(d)])}" if ceilings[id(d)] else "")
+        # ("no drafter does not fit" read as a drafter that does not: the target alone is meant)
+        f"{_name(d) if d is not None or ceilings[id(d)] else 'the target alone'} "
+        + (f"leaves {_k(ceilings[id(d)])}" if ceilings[id(d)] else "does not fit, even at 1K")
         for d in drafter_order
     ]
 

@@ -49,6 +49,7 @@ class ServeOptions:
     engine: str = "server"  # server (llama-server started here) or remote (--url)
     url: str | None = None  # the remote server's OpenAI base
     remote_api_key: str | None = None  # its key: @FILE (None: DSPINE_API_KEY)
+    debug: bool = False  # --debug: a request aiohttp could not handle shows its traceback
 
 
 def model_id(label: str) -> str:
@@ -219,7 +220,9 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         )
         live = out.is_terminal
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(run_until_stopped(proxy_config, sock, info, out, log, live, engine, settings.speculation))
+            debug = options.debug or wants_traceback()
+            stopped = run_until_stopped(proxy_config, sock, info, out, log, live, engine, settings.speculation, debug)
+            asyncio.run(stopped)
     finally:
         sock.close()
         if engine is not None:
@@ -250,6 +253,7 @@ async def run_until_stopped(
     live: bool,
     engine,
     speculation: Speculation = "auto",
+    debug: bool = False,
 ) -> None:
     from .gpu_status import GpuWatch
 
@@ -268,7 +272,7 @@ async def run_until_stopped(
     from backends.break_even import BreakEven
 
     proxy = Proxy(config, board, on_done=done, break_even=BreakEven(setting=speculation), on_note=note)
-    app_runner = runner(proxy.app(), debug=wants_traceback())
+    app_runner = runner(proxy.app(), debug=debug)
     await app_runner.setup()
     server = await listen(app_runner, sock)
     stop = asyncio.Event()

@@ -71,6 +71,9 @@ def test_12gb_spills_layers_and_drops_the_drafter(options):
     assert chosen.drafter is None and 0 < chosen.gpu_layers < 65
     assert chosen.ram["target_weights"] > targets[0].shape.token_embd_bytes
     assert any("does not fit whole" in r for r in chosen.reasons)
+    # The target alone is what does not fit ("no drafter does not fit" read as a drafter).
+    trade = next(r for r in chosen.reasons if r.startswith("With Q4_K_M"))
+    assert "the target alone does not fit, even at 1K" in trade and "no drafter does not fit" not in trade
 
 
 def test_32gb_goal_context_reaches_the_trained_context(options):
