@@ -525,5 +525,6 @@ def next_step(settings: Settings, catalog: Catalog) -> str:
     if not hardware.gpus:
         # Without a GPU the chat drafts copies on edits, not with the drafter (app/run/drafting_choice):
         # the drafter's reason would promise what this machine does not run.
-        return f"{pull_command(bundle, chosen)} (a small model that runs on this CPU; no GPU found)"
-    return f"{pull_command(bundle, chosen)} ({chosen.why})"
+        return f"{pull_command(bundle, chosen)}  # a small model that runs on this CPU; no GPU found"
+    # The reason after a shell comment sign: the line runs as it is, pasted or in $(...) (sh, PowerShell).
+    return f"{pull_command(bundle, chosen)}  # {chosen.why}"

@@ -68,7 +68,7 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
     # The last line is dspine's own recommendation: on this CPU the small model the first screen
     # offers here; with a GPU, the 27B bundle with DSpine, which the server built with dspine's
     # patch runs (an upstream server would get DFlash2: tests/e2e/test_drafter_recommendation.py).
-    assert "done. Next: dspine pull smollm2-135m (a small model that runs on this CPU" in first.stdout
+    assert "done. Next: dspine pull smollm2-135m  # a small model that runs on this CPU" in first.stdout
     with_gpu = subprocess.run(
         [str(tmp_path / "bin" / "dspine"), "doctor", "--next-step"],
         capture_output=True,
@@ -76,7 +76,7 @@ def test_cpu_install_twice_changes_nothing_the_second_time(tmp_path, patched_ser
         env={**os.environ, **user, **nvml_env(RTX_3090)},
     )
     # DSpine is the bundle's own default: a plain pull takes it, no flag to read.
-    assert with_gpu.stdout.startswith("dspine pull qwen3.8-27b (DSpine"), with_gpu.stdout
+    assert with_gpu.stdout.startswith("dspine pull qwen3.8-27b  # DSpine"), with_gpu.stdout
     assert "--spec-type draft-dspine" in with_gpu.stdout
     doctor = subprocess.run(
         [str(tmp_path / "bin" / "dspine"), "doctor", "--json", "--quick"],
