@@ -322,17 +322,22 @@ def rm(
 def _headless_failure(form: str, model: str | None) -> Iterator[None]:
     """chat -p with a JSON output: a refusal before the run starts (a bad option, a chat that
     is not there) ends in the `result` object a script reads, as a failed start does."""
-    from .agent.headless_output import OutputFormat, startup_failure
-
     try:
         yield
     except DspineError as exc:
         if form == "text":
             raise
-        code = _report(exc, exc.exit_code, exc.cause, exc.fix)
-        result = startup_failure(cast("OutputFormat", form), exc.cause, exc.fix, code, model)
-        sys.stdout.write(json.dumps(result) + "\n")
-        raise typer.Exit(code) from None
+        raise typer.Exit(_failed_start(exc, form, model)) from None
+
+
+def _failed_start(exc: DspineError | BackendError, form: str, model: str | None) -> int:
+    """A headless run that never started, said on standard error and, for a script reading
+    JSON, as its `result` object on standard output; returns the exit code."""
+    from .agent.headless_output import OutputFormat, startup_failure
+
+    code = _report(exc, exc.exit_code, exc.cause, exc.fix)
+    sys.stdout.write(json.dumps(startup_failure(cast("OutputFormat", form), exc.cause, exc.fix, code, model)) + "\n")
+    return code
 
 
 def _has_terminal() -> bool:
@@ -897,7 +902,7 @@ def _headless(
     from datetime import date
 
     from .agent.headless import Decider, Rule, RuleError
-    from .agent.headless_output import HeadlessOutput, startup_failure
+    from .agent.headless_output import HeadlessOutput
     from .agent.project import system_prompt
     from .agent.session import Compacted, Notice, ReplyEnded, Session, ToolFinished
     from .agent.todos import from_json, to_json
@@ -944,9 +949,7 @@ def _headless(
         if form == "text":
             raise
         # A script reading JSON gets its result object for a run that never started, too.
-        code = _report(exc, exc.exit_code, exc.cause, exc.fix)
-        sys.stdout.write(json.dumps(startup_failure(form, exc.cause, exc.fix, code, model)) + "\n")
-        return code
+        return _failed_start(exc, form, model)
     except BaseException:
         store.close()
         raise

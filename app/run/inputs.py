@@ -87,7 +87,7 @@ def piped_stdin() -> str | None:
         return None  # no file descriptor (a test's stand-in), or one select cannot watch (Windows)
     if not ready:
         return None
-    text = stream.buffer.read().decode("utf-8", "surrogateescape")
+    text = read_stdin()
     return text if text.strip() else None
 
 
