@@ -45,7 +45,7 @@ def remote_checks(url: str, api_key: str | None, model: str | None) -> list[Chec
 
 
 def _described(server: RemoteServer) -> list[Check]:
-    served = f"{server.kind} at {server.url}, serving {server.model}"
+    served = f"{server.kind} at {server.shown_url}, serving {server.model}"
     if len(server.models) > 1:
         served += f" (of {len(server.models)}: {', '.join(server.models[:6])})"
     window = (

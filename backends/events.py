@@ -12,13 +12,35 @@ from .stats import Stats
 STATS_INTERVAL_S = 0.05
 
 
+def valid_text(text: str) -> str:
+    """Text as it may go on: a lone surrogate (JSON's `"\\ud800"` from a server) is U+FFFD, so
+    nothing that saves or draws it later (SQLite, a terminal, a JSON line) fails on it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+    return text
+
+
+def _made_valid(event: object, *names: str) -> None:
+    for name in names:
+        value = getattr(event, name)
+        if isinstance(value, str):
+            object.__setattr__(event, name, valid_text(value))
+
+
 @dataclass(frozen=True)
 class Delta:
+    """Text as it enters dspine from an engine or a server: made valid here (`valid_text`)."""
+
     text: str
     kind: Literal["answer", "thinking"] = "answer"
     # How many of its tokens were accepted drafts; 0 also when the engine cannot tell.
     # Engines send a delta per token, so a delta with drafted > 0 is drafted text.
     drafted: int = 0
+
+    def __post_init__(self) -> None:
+        _made_valid(self, "text")
 
 
 @dataclass(frozen=True)
@@ -28,6 +50,9 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # a JSON object, as the model wrote it (it may not parse)
+
+    def __post_init__(self) -> None:
+        _made_valid(self, "id", "name", "arguments")
 
     def as_message_part(self) -> dict:
         """The entry of an assistant message's `tool_calls`."""
@@ -69,6 +94,9 @@ class Error:
     # The prompt did not fit in the context (llama-server's exceed_context_size_error, a
     # llama.cpp decode failure, a remote's 400 about the context): shorten it and try again.
     overflow: bool = False
+
+    def __post_init__(self) -> None:
+        _made_valid(self, "message", "fix")
 
 
 Event = Delta | ToolCall | StatsUpdate | End | Error

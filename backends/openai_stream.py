@@ -46,6 +46,48 @@ class StreamMalformed(ValueError):
     """The server sent something an OpenAI-compatible stream never holds."""
 
 
+class StreamStalled(Exception):
+    """The server kept the stream open with nothing in it (comments, empty deltas) too long."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"nothing but keep-alives for {seconds:g} s")
+        self.seconds = seconds
+
+
+# What a stream may hold, whatever a server sends: one line (an SSE event; a whole reply's
+# chunk is kilobytes), one tool call's arguments (a file written whole is at most megabytes).
+MAX_LINE_BYTES = 8 * 2**20
+MAX_ARGUMENTS_CHARS = 8 * 2**20
+MAX_ERROR_BYTES = 4096  # of an error answer's body, read for its message
+
+
+def read_bounded(response: httpx2.Response, limit: int = MAX_ERROR_BYTES) -> bytes:
+    """At most `limit` bytes of a body (an error answer's, which a hostile server sends without end)."""
+    kept = bytearray()
+    for chunk in response.iter_bytes():
+        kept += chunk[: limit - len(kept)]
+        if len(kept) >= limit:
+            break
+    return bytes(kept)
+
+
+def bounded_lines(chunks: Iterator[bytes], limit: int = MAX_LINE_BYTES) -> Iterator[str]:
+    """The lines of a byte stream, none over `limit` bytes (StreamMalformed past it): a line
+    without end must not take the memory."""
+    pending = bytearray()
+    for chunk in chunks:
+        start = len(pending)  # what was pending holds no line break: only the new bytes are searched
+        pending += chunk
+        while (cut := pending.find(b"\n", start)) >= 0:
+            yield pending[:cut].decode("utf-8", "replace")
+            del pending[: cut + 1]
+            start = 0
+        if len(pending) > limit:
+            raise StreamMalformed(f"it sent a line of over {limit // 2**20} MiB")
+    if pending:
+        yield pending.decode("utf-8", "replace")
+
+
 def _text(value: Any, where: str) -> str:
     if value is None or isinstance(value, str):
         return value or ""
@@ -123,6 +165,8 @@ def gather_call(calls: dict[int, dict[str, str]], part: dict[str, Any]) -> None:
     function = part.get("function") or {}
     call["name"] += function.get("name") or ""
     call["arguments"] += function.get("arguments") or ""
+    if len(call["arguments"]) > MAX_ARGUMENTS_CHARS:
+        raise StreamMalformed(f"a tool call's arguments ran past {MAX_ARGUMENTS_CHARS // 2**20} MiB")
 
 
 def finished_calls(calls: dict[int, dict[str, str]]) -> Iterator[ToolCall]:
@@ -188,6 +232,7 @@ def stream_chat(
     max_tokens: int | None = None,
     check_counts_at_end: bool = False,
     ngram_above: int | None = None,
+    stall_s: float | None = None,
 ) -> Iterator[Event]:
     """The events of one streamed completion; a cancel stops it within one line.
 
@@ -196,7 +241,9 @@ def stream_chat(
     sends its final figures in between): tokens are counted as streamed chunks (one token each from llama-server,
     SGLang and vLLM) or the server's own count when its timings give one.
     `check_counts_at_end`: final draft counts that cannot be are an error (an unknown
-    server; the managed llama-server's are trusted). `ngram_above`: see StepPositions."""
+    server; the managed llama-server's are trusted). `ngram_above`: see StepPositions.
+    `stall_s`: StreamStalled when that long passes with no text, tool call or end (a server's
+    comments and empty deltas keep a read timeout from ever firing)."""
     import httpx2  # loaded already: the response is one of its objects
 
     splitter = ThinkSplitter()
@@ -208,8 +255,11 @@ def stream_chat(
     first_at: float | None = None
     calls: dict[int, dict[str, str]] = {}
     chunks_with_text = 0
-    lines = response.iter_lines()
+    lines = bounded_lines(response.iter_bytes())
+    progress_at = time.monotonic()
     while not cancelled.is_set():
+        if stall_s is not None and time.monotonic() - progress_at > stall_s:
+            raise StreamStalled(stall_s)
         try:
             line = next(lines, None)
         except (OSError, ValueError, RuntimeError, httpx2.HTTPError, httpx2.StreamError):
@@ -260,6 +310,8 @@ def stream_chat(
                 yield from splitter.feed(content, drafted)
             for part in delta.get("tool_calls") or []:
                 gather_call(calls, part)
+            if thinking or content or delta.get("tool_calls") or choice.get("finish_reason"):
+                progress_at = time.monotonic()
             if choice.get("finish_reason"):
                 finish = end_reason(str(choice["finish_reason"]))
         if chunk.get("timings"):

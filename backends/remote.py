@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from .base import estimate_tokens
 from .events import End, Error, Event
-from .openai_stream import StreamBroken, StreamMalformed, chat_body, stream_chat
+from .openai_stream import StreamBroken, StreamMalformed, StreamStalled, chat_body, read_bounded, stream_chat
 from .openai_stream import interrupt as _interrupt
 from .remote_info import RemoteServer, sglang_accept_length
-from .remote_probe import PROBE_TIMEOUT_S, Prober, check_url, probe
+from .remote_probe import PROBE_TIMEOUT_S, Prober, check_url, probe, shown_url
 from .sampling import Sampling, preset
 from .spec_metrics import Counters, apply, fits_one_reply
 from .stats import Stats
@@ -148,21 +148,30 @@ class RemoteEngine:
             ) as response:
                 self._response_in_use = response
                 if response.status_code != 200:
-                    detail = response.read().decode(errors="replace")[:500]
+                    detail = read_bounded(response).decode(errors="replace")[:500]
                     status = response.status_code
                     fix = "check the API key" if status in (401, 403) else "check the URL and the server's log"
-                    yield Error(f"{self.url} answered {status}: {detail}", fix, overflow=_overflow(status, detail))
+                    yield Error(
+                        f"{shown_url(self.url)} answered {status}: {detail}", fix, overflow=_overflow(status, detail)
+                    )
                     return
                 limit = body.get("max_tokens")
-                for event in stream_chat(response, self._cancel, started, limit, check_counts_at_end=True):
+                stall = self.read_timeout_s
+                for event in stream_chat(response, self._cancel, started, limit, True, stall_s=stall):
                     if isinstance(event, End):
                         self._account(event.stats, before)
                     yield event
+        except StreamStalled as exc:
+            yield Error(
+                f"{shown_url(self.url)} sent nothing but keep-alives for {exc.seconds:g} s",
+                "check that the server is not stuck or overloaded; a slower server needs a longer read "
+                "timeout (dspine setting read_timeout_s); the conversation is kept",
+            )
         except StreamBroken:
-            yield Error(f"{self.url} closed the stream mid-reply", "the conversation is kept; try again")
+            yield Error(f"{shown_url(self.url)} closed the stream mid-reply", "the conversation is kept; try again")
         except StreamMalformed as exc:
             yield Error(
-                f"{self.url} sent a reply that is not an OpenAI-compatible stream: {exc}",
+                f"{shown_url(self.url)} sent a reply that is not an OpenAI-compatible stream: {exc}",
                 "check that the URL is the server's OpenAI-compatible base (ending in /v1); the conversation is kept",
             )
         except httpx2.ReadTimeout:
@@ -170,7 +179,7 @@ class RemoteEngine:
                 yield End("cancelled", Stats())
             else:
                 yield Error(
-                    f"{self.url} sent nothing for {self.read_timeout_s:g} s",
+                    f"{shown_url(self.url)} sent nothing for {self.read_timeout_s:g} s",
                     "check that the server is not stuck or overloaded; a slower server needs a longer read "
                     "timeout (dspine setting read_timeout_s)",
                 )
@@ -178,7 +187,9 @@ class RemoteEngine:
             if self._cancel.is_set():
                 yield End("cancelled", Stats())
             else:
-                yield Error(f"cannot talk to {self.url}: {exc}", "check that the server runs and the URL is right")
+                yield Error(
+                    f"cannot talk to {shown_url(self.url)}: {exc}", "check that the server runs and the URL is right"
+                )
         finally:
             self._response_in_use = None
 

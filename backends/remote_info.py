@@ -20,8 +20,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
 from .terminal_text import one_line
+
+
+def shown_url(url: str) -> str:
+    """A URL as messages, logs and screens show it: a password in it (`http://me:pw@host/v1`,
+    sent as basic auth) is `***`."""
+    try:
+        parsed = urlparse(url)
+        password = parsed.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    user = parsed.username or ""
+    host = parsed.netloc.rpartition("@")[2]
+    return parsed._replace(netloc=f"{user}:***@{host}").geturl()
+
 
 KINDS = {"llamacpp": "llama-server", "vllm": "vLLM", "sglang": "SGLang"}
 SAID_MAX = 120  # characters of a server's own words kept for a readout
@@ -58,6 +75,11 @@ class RemoteServer:
     # Fields every request carries to have the reply's own figures back (SGLang >= 0.5.19).
     request_extra: tuple[tuple[str, object], ...] = ()
     server_average: bool = False  # only a server-wide running average of acceptance (older SGLang)
+
+    @property
+    def shown_url(self) -> str:
+        """`url` as messages show it: a password in it as `***`."""
+        return shown_url(self.url)
 
     @property
     def acceptance_source(self) -> str:

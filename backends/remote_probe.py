@@ -24,6 +24,7 @@ from .remote_info import (
     sglang_context,
     sglang_speculation,
     sglang_version,
+    shown_url,
     slots_speculative,
 )
 from .spec_metrics import Counters, parse
@@ -47,10 +48,12 @@ def check_url(url: str) -> None:
         parsed.port  # noqa: B018 - a port that is not a number raises here, not mid-request
     except ValueError as exc:
         raise RemoteBadUrl(
-            f"{url!r} is not a URL ({exc})", "give the server's base URL, e.g. http://host:8000/v1"
+            f"{shown_url(url)!r} is not a URL ({exc})", "give the server's base URL, e.g. http://host:8000/v1"
         ) from None
     if parsed.scheme not in ("http", "https") or not host:
-        raise RemoteBadUrl(f"{url!r} is not an http(s) URL", "give the server's base URL, e.g. http://host:8000/v1")
+        raise RemoteBadUrl(
+            f"{shown_url(url)!r} is not an http(s) URL", "give the server's base URL, e.g. http://host:8000/v1"
+        )
 
 
 def plain_http_warning(url: str) -> str | None:
@@ -94,6 +97,7 @@ class Prober:
         import httpx2
 
         self.url = url.rstrip("/")
+        self.shown = shown_url(self.url)
         self.root = root_of(url)
         self.api_key = api_key
         self.timeout_s = timeout_s
@@ -146,27 +150,27 @@ class Prober:
         that the URL, the key and the protocol are right."""
         import httpx2
 
-        where = f"{self.url}/models"
+        where = f"{self.shown}/models"
         try:
             answer = self.fetch(where)
         except httpx2.ConnectError as exc:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
                 raise RemoteUnreachable(
-                    f"{self.url}: its TLS certificate is not one this machine trusts ({_reason(exc)})",
+                    f"{self.shown}: its TLS certificate is not one this machine trusts ({_reason(exc)})",
                     "give its certificate authority with SSL_CERT_FILE=ca.pem, or reach it through a tunnel",
                 ) from exc
             raise RemoteUnreachable(
-                f"nothing answers at {self.url} ({_reason(exc)})",
+                f"nothing answers at {self.shown} ({_reason(exc)})",
                 "check that the server runs, and the host and port of --url",
             ) from exc
         except (httpx2.TimeoutException, TooSlow) as exc:
             raise RemoteUnreachable(
-                f"{self.url} did not answer within {self.timeout_s:g} s",
+                f"{self.shown} did not answer within {self.timeout_s:g} s",
                 "check that the server is up and not overloaded, and that a firewall lets the port through",
             ) from exc
         except TooLarge as exc:
             raise RemoteNotOpenAI(
-                f"{self.url} is not an OpenAI-compatible server: GET {where} sent more than "
+                f"{self.shown} is not an OpenAI-compatible server: GET {where} sent more than "
                 f"{MAX_ANSWER_BYTES // 2**20} MB",
                 f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
             ) from exc
@@ -174,32 +178,32 @@ class Prober:
             raise RemoteBadUrl(f"{self.url!r} is not a URL httpx can use ({exc})", "check --url") from exc
         except httpx2.HTTPError as exc:
             raise RemoteUnreachable(
-                f"cannot talk to {self.url}: {_reason(exc)}",
+                f"cannot talk to {self.shown}: {_reason(exc)}",
                 "check the URL: its scheme (http or https), host and port",
             ) from exc
         if answer.status in (401, 403):
             if self.api_key:
                 raise RemoteRefused(
-                    f"{self.url} refused the API key ({answer.status})", KEY_FIX.format(option=self.key_option)
+                    f"{self.shown} refused the API key ({answer.status})", KEY_FIX.format(option=self.key_option)
                 )
             raise RemoteRefused(
-                f"{self.url} needs an API key ({answer.status})", NO_KEY_FIX.format(option=self.key_option)
+                f"{self.shown} needs an API key ({answer.status})", NO_KEY_FIX.format(option=self.key_option)
             )
         if answer.status in (301, 302, 303, 307, 308):
             raise RemoteNotOpenAI(
-                f"{self.url}: GET {where} redirects to {answer.location or 'somewhere it does not say'}",
+                f"{self.shown}: GET {where} redirects to {answer.location or 'somewhere it does not say'}",
                 "give the URL it redirects to, if you trust it (dspine does not follow redirects with your key)",
             )
         if answer.status != 200:
             raise RemoteNotOpenAI(
-                f"{self.url} is not an OpenAI-compatible server: GET {where} answered {answer.status}",
+                f"{self.shown} is not an OpenAI-compatible server: GET {where} answered {answer.status}",
                 f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
             )
         try:
             return json.loads(answer.body)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise RemoteNotOpenAI(
-                f"{self.url} is not an OpenAI-compatible server: GET {where} did not answer JSON",
+                f"{self.shown} is not an OpenAI-compatible server: GET {where} did not answer JSON",
                 f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
             ) from exc
 
@@ -228,7 +232,7 @@ def probe(
             models = served_models(prober.models())
         except ValueError as exc:
             raise RemoteNotOpenAI(
-                f"{url} is not an OpenAI-compatible server: {exc}",
+                f"{shown_url(url)} is not an OpenAI-compatible server: {exc}",
                 f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
             ) from exc
         kind = kind_of(models)
@@ -237,7 +241,7 @@ def probe(
             if kind == "llama-server" and model is not None:
                 chosen = models[0]  # llama-server answers whatever model a request names
             else:
-                raise RemoteModelUnknown(f"{url}: {chosen}", "give --model one of the models it serves")
+                raise RemoteModelUnknown(f"{shown_url(url)}: {chosen}", "give --model one of the models it serves")
         context, context_from = chosen.window, "/v1/models"
         speculation = None
         per_reply = per_request = average = False

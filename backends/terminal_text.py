@@ -20,8 +20,14 @@ _SEQUENCES = re.compile(
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+# Bidirectional overrides, embeddings and isolates: they draw text in another order than it is
+# (a "Trojan Source" line of code reads one way and runs another), so a reply names them.
+_REORDERING = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
 def for_terminal(text: str) -> str:
-    return _CONTROLS.sub("", _SEQUENCES.sub("", text))
+    shown = _CONTROLS.sub("", _SEQUENCES.sub("", text))
+    return _REORDERING.sub(lambda m: f"<U+{ord(m.group()):04X}>", shown)
 
 
 def _symbol(match: re.Match[str]) -> str:

@@ -30,7 +30,7 @@ def plan(engine: RemoteEngine, lengths: list[int]) -> RemotePlan:
         return RemotePlan(
             [Setup(label, None)],
             label,
-            f"{server.kind} at {server.url} cannot turn speculation off per request: no plain row to "
+            f"{server.kind} at {server.shown_url} cannot turn speculation off per request: no plain row to "
             "compare with, its figures as they are (for a speedup, run it once without speculation and "
             "compare the tok/s)",
         )

@@ -101,7 +101,7 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
             model=one_line(name),
             drafter=one_line(server.speculation or "not said by the server"),
             plan=one_line(
-                f"remote {server.kind} at {server.url}, window {window} tokens ({server.context_from}); "
+                f"remote {server.kind} at {server.shown_url}, window {window} tokens ({server.context_from}); "
                 f"acceptance from {server.acceptance_source}"
             ),
             endpoint=endpoint_url(options.host, port),
@@ -129,7 +129,7 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
         out.print(
             Text(
                 f"serving {info.model} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic), "
-                f"from {server.kind} at {one_line(server.url)}; Ctrl-C stops"
+                f"from {server.kind} at {one_line(server.shown_url)}; Ctrl-C stops"
             )
         )
         with contextlib.suppress(KeyboardInterrupt):

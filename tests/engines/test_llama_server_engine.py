@@ -16,6 +16,7 @@ import pytest
 from backends.base import EngineError
 from backends.events import Delta, End, Error, StatsUpdate
 from backends.llama_server import LlamaServerEngine, ServerConfig, find_binary, probe
+from backends.openai_stream import bounded_lines
 from backends.sampling import Sampling
 from tests.conftest import ROOT, dspine_cmd, wait_for
 
@@ -361,12 +362,12 @@ def test_a_cancelled_reply_ends_with_what_it_had_come_to(server, monkeypatch):
         def __init__(self, response) -> None:
             self.response = response
 
-        def iter_lines(self):
-            for n, line in enumerate(self.response.iter_lines()):
+        def iter_bytes(self):
+            for n, line in enumerate(bounded_lines(self.response.iter_bytes())):
                 if n == 60:
                     engines[0].cancel()  # as the chat's thread does, while this read waits
                     raise httpx2.ReadError("the response was closed under the reader")
-                yield line
+                yield f"{line}\n".encode()
 
     monkeypatch.setattr(
         llama_server, "stream_chat", lambda response, *a, **k: real(CancelledDuringARead(response), *a, **k)

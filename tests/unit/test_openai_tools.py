@@ -15,8 +15,8 @@ class Lines:
     def __init__(self, chunks: list[dict]) -> None:
         self.lines = [f"data: {json.dumps(c)}" for c in chunks] + ["data: [DONE]"]
 
-    def iter_lines(self):
-        return iter(self.lines)
+    def iter_bytes(self):
+        return iter(f"{line}\n".encode() for line in self.lines)
 
 
 def test_streamed_tool_calls_are_assembled_from_their_fragments():
@@ -76,13 +76,13 @@ def test_a_stopped_reply_counts_what_it_streamed_also_when_the_cancel_closes_the
         def __init__(self, close_under_reader: bool) -> None:
             self.close_under_reader = close_under_reader
 
-        def iter_lines(self):
+        def iter_bytes(self):
             for n in range(5):
-                yield f"data: {json.dumps({'choices': [{'delta': {'content': f'word{n} '}}]})}"
+                yield f"data: {json.dumps({'choices': [{'delta': {'content': f'word{n} '}}]})}\n".encode()
             cancelled.set()
             if self.close_under_reader:
                 raise OSError("the response was closed")
-            yield f"data: {json.dumps({'choices': [{'delta': {'content': 'late'}}]})}"
+            yield f"data: {json.dumps({'choices': [{'delta': {'content': 'late'}}]})}\n".encode()
 
     for close in (False, True):
         cancelled.clear()
