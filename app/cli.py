@@ -24,6 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from backends.errors import BackendError, EngineError
+from backends.remote_info import shown_url
 
 from .choices import (
     BenchEngine,
@@ -482,7 +483,7 @@ def run_prompt(
     else:
         from .run.engines import ModelFiles
 
-        files = ModelFiles(model or url or "remote", None, None, None)
+        files = ModelFiles(model or shown_url(url or "") or "remote", None, None, None)
     thinking, for_the_model = starting_think(think, files.target)
     if for_the_model and not as_json:
         err.print(f"[dim]{escape(no_thinking_note(files.label))}[/]")
@@ -693,6 +694,12 @@ def chat(
     deny: list[str] | None = typer.Option(
         None, "--deny", help="With -p: a tool or command that never runs; repeatable."
     ),
+    allow_unsandboxed: bool = typer.Option(
+        False,
+        "--allow-unsandboxed",
+        help="With -p: where this system has no working sandbox (bubblewrap, sandbox-exec), let the commands "
+        "--allow covers run without one; else they are denied.",
+    ),
 ) -> None:
     """Open the coding chat on the project here: it reads, searches, edits and runs with your consent;
     streaming replies, think / no-think, live tok/s and acceptance."""
@@ -710,6 +717,9 @@ def chat(
     with _headless_failure(output_format if print_prompt is not None else "text", model):
         check_lengths(ctx=ctx)
         settings = load_settings()
+    from .agent import child_env
+
+    child_env.configure(settings.env_keep)  # what commands and hooks get of the environment
     catalog = load_catalog(settings.catalog)
     engine, url = engine_and_url(engine, settings, url)
     options = EngineOptions(engine=engine, ctx=ctx, url=url, api_key=api_key, remote_model=model, think=think != "off")
@@ -738,10 +748,15 @@ def chat(
         store_ = store
         code = _headless(
             print_prompt, output_format, allow or [], deny or [], mode or "ask", no_tools, continue_last, resume,
-            model, draft, engine, options, project, store_, catalog, settings, think,
+            model, draft, engine, options, project, store_, catalog, settings, think, allow_unsandboxed,
         )  # fmt: skip
         raise typer.Exit(code)
-    for_headless = {"--output-format": output_format != "text", "--allow": bool(allow), "--deny": bool(deny)}
+    for_headless = {
+        "--output-format": output_format != "text",
+        "--allow": bool(allow),
+        "--deny": bool(deny),
+        "--allow-unsandboxed": allow_unsandboxed,
+    }
     said_for_headless = [flag for flag, given in for_headless.items() if given]
     if said_for_headless:
         store.close()
@@ -758,7 +773,7 @@ def chat(
     first_run = None
     opened = None
     if engine == "remote":
-        files = ModelFiles(model or url or "remote", None, None, None)
+        files = ModelFiles(model or shown_url(url or "") or "remote", None, None, None)
     elif model is None and not Manifest(settings.manifest_path).records:
         first_run = _first_run(settings, catalog)
         files = None
@@ -895,7 +910,7 @@ def chat(
 
 def _headless(
     prompt, form, allow, deny, mode, no_tools, continue_last, resume, model, draft, engine, options, project, store,
-    catalog, settings, think,
+    catalog, settings, think, allow_unsandboxed=False,
 ) -> int:  # fmt: skip
     """`dspine chat -p`: the agent session on the project, no screen (app/agent/headless.py)."""
     import asyncio
@@ -917,6 +932,7 @@ def _headless(
         check_prompt(prompt, "-p", "give the prompt after -p, or - and the prompt on standard input")
         try:
             decider = Decider([Rule.parse(r) for r in allow], [Rule.parse(r) for r in deny])
+            decider.allow_unsandboxed = allow_unsandboxed or not settings.sandbox  # the user said so
         except RuleError as exc:
             raise UsageError(str(exc), "see `dspine chat --help`") from None
         # The settings' rules as well as the command line's (a deny from either wins).
@@ -929,7 +945,7 @@ def _headless(
             except RuleError as exc:
                 raise ConfigError(f"setting {name}: {exc}", f"fix the rule in {name}") from None
         if engine == "remote":
-            files = ModelFiles(model or options.url or "remote", None, None, None)
+            files = ModelFiles(model or shown_url(options.url or "") or "remote", None, None, None)
         elif model is None and not Manifest(settings.manifest_path).records:
             raise UsageError(
                 "nothing is pulled, and -p has no screen to offer a pull",
@@ -995,7 +1011,7 @@ def _headless(
             # files as they are now (in the chat): headless never asks, and never assumes.
             hooks = for_chat(project.root, settings.hooks)
             skills = discover(project.root)
-            for_project(
+            _, trust = for_project(
                 project.root,
                 settings.mcp_servers,
                 settings.mcp_switches_file,
@@ -1003,6 +1019,16 @@ def _headless(
                 hooks,
                 skills,
             )
+            if toolbox.unsafe_root:
+                asyncio.run(output.emit(Notice(f"read-only: {toolbox.unsafe_root}", "warning")))
+            if trust is not None:
+                toolbox.guard.name(trust.named)
+                try:
+                    _say_untrusted(trust, output)
+                except DspineError as exc:
+                    if form == "text":
+                        raise
+                    return _failed_start(exc, form, model)
             if skills.skills:
                 toolbox.add(skill_tool(skills))
             for problem in skills.problems:
@@ -1030,6 +1056,32 @@ def _headless(
     finally:
         engine_.close()
         store.close()
+
+
+def _say_untrusted(trust, output) -> None:
+    """-p never asks the trust question: what the project carries and did not run is said in every
+    output form, and a project trusted before whose files changed stops the run (its guard, a
+    PreToolUse hook, would be off)."""
+    import asyncio
+
+    from .agent.headless import EXIT_DENIED
+    from .agent.session import Notice
+
+    if trust.decision() is True:
+        return
+    what = ", ".join(trust.not_used())
+    if trust.changed_since_yes():
+        changed = DspineError(
+            f"this project's hooks, MCP servers or skills changed since you trusted them ({what}): "
+            "-p does not run without them, nor with them unseen",
+            "run `dspine chat` here once to see what changed and answer its question",
+        )
+        changed.exit_code = EXIT_DENIED
+        raise changed
+    why = "you declined them" if trust.decision() is False else "you have not trusted this project's files yet"
+    output.not_run.extend(f"{thing}: {why}" for thing in trust.not_used())
+    text = f"not used: the project's {what} ({why}; `dspine chat` here asks)"
+    asyncio.run(output.emit(Notice(text, "warning")))
 
 
 def _warn_tools_unseen(session, output) -> None:

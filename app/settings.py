@@ -219,6 +219,20 @@ def _rules(value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _env_names(value: Any) -> tuple[str, ...]:
+    """Environment variable names: a TOML array of strings (from the environment, a JSON array)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except ValueError:
+            raise ValueError('must be a list of variable names, e.g. ["GITHUB_TOKEN"]') from None
+    if not isinstance(value, list) or not all(isinstance(n, str) and n and "=" not in n for n in value):
+        raise ValueError('must be a list of variable names, e.g. ["GITHUB_TOKEN"]')
+    for name in value:
+        _no_control_characters(name)
+    return tuple(value)
+
+
 # servers -> server -> env or args -> a value: anything much deeper is not a server list.
 MAX_MCP_DEPTH = 16
 
@@ -385,6 +399,12 @@ class Settings:
         lambda _: None,
         "the server `dspine chat` and `dspine run` use with engine = remote when --url is not given "
         "(vLLM, SGLang or llama-server, e.g. http://gpu-box:8000/v1); its key comes from DSPINE_API_KEY",
+    )
+    env_keep: tuple[str, ...] = _setting(
+        _env_names,
+        lambda _: (),
+        "variables the chat's commands and hooks get although their names say they hold a secret "
+        '(KEY, SECRET, TOKEN, PASSWORD, ... and DSPINE_ names are left out), e.g. ["GITHUB_TOKEN"]',
     )
     sandbox: bool = _setting(
         parse_bool,

@@ -5,7 +5,11 @@ both alike. Prints each setup's median and its spread (min-max) over `--runs` ru
 the ratio of medians, with the ratio's spread over the pairs (one run inside over the
 run outside next to it). The runner looks at its command every 50 ms, so a second table
 times the shell alone (`/bin/sh -c true`, with and without the sandbox's argv in front),
-which shows what the sandbox itself costs.
+which shows what the sandbox itself costs. A third table times what guarding the places
+that run code later adds to a command's start: finding them (`Guard.read_only()`, a walk of
+a project with a nested repository and agent settings), the filtered environment
+(`child_environ()`) and one `--ro-bind-try` each, against the bare sandbox with the whole
+environment.
 
     .venv/bin/python benchmarks/sandbox_start.py [--runs 20]
 """
@@ -22,7 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.agent.child_env import child_environ
 from app.agent.commands import run_command
+from app.agent.guarded import Guard
 from app.agent.sandbox import find
 
 
@@ -41,10 +47,39 @@ def shell_alone(wrap: list[str] | None) -> float:
     return time.perf_counter() - started
 
 
-def report(label: str, inside: list[float], outside: list[float], kind: str) -> None:
+def guarded_start(root: Path, box, guard: Guard | None) -> float:  # type: ignore[no-untyped-def]
+    """The shell in the sandbox as the chat starts a command: the guard found, its read-only
+    binds, the filtered environment; `guard=None` is the sandbox as it was before them."""
+    started = time.perf_counter()
+    if guard is None:
+        subprocess.run([*box.wrap(root), "/bin/sh", "-c", "true"], check=True)
+    else:
+        guard.refresh()  # the chat walks again after each command (a new repository is named)
+        wrap = box.wrap(root, read_only=guard.read_only())
+        subprocess.run([*wrap, "/bin/sh", "-c", "true"], check=True, env=child_environ())
+    return time.perf_counter() - started
+
+
+def guarded_project(root: Path) -> None:
+    """A project as people have them: a repository with a nested one, agent settings, hooks
+    naming a script, and 200 source files in 20 folders for the walk to pass."""
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "init", "-q", str(root / "vendor" / "lib")], check=True)
+    (root / ".claude" / "hooks").mkdir(parents=True)
+    (root / ".claude" / "settings.json").write_text("{}")
+    (root / ".mcp.json").write_text("{}")
+    for folder in range(20):
+        (root / "src" / f"m{folder}").mkdir(parents=True)
+        for n in range(10):
+            (root / "src" / f"m{folder}" / f"f{n}.py").write_text("x = 1\n")
+
+
+def report(
+    label: str, inside: list[float], outside: list[float], kind: str, names: tuple[str, str] = ("inside", "outside")
+) -> None:
     ratios = [a / b for a, b in zip(inside, outside, strict=True)]
     print(label)
-    for name, times in (("inside", inside), ("outside", outside)):
+    for name, times in zip(names, (inside, outside), strict=True):
         print(
             f"  {name:8} {statistics.median(times) * 1000:6.1f} ms  ({min(times) * 1000:.1f}-{max(times) * 1000:.1f})"
         )
@@ -72,8 +107,24 @@ def main() -> int:
             for name, wrapped in order if run % 2 == 0 else reversed(order):
                 runner[name].append(timed(root, wrapped))
                 shell[name].append(shell_alone(wrapped))
+        guarded = Path(folder) / "project"
+        guarded_project(guarded)
+        guard = Guard(guarded, named=[guarded / ".claude" / "hooks" / "guard.py"])
+        timings: dict[str, list[float]] = {"guarded": [], "bare": []}
+        for run in range(args.runs):
+            pair = [("guarded", guard), ("bare", None)]
+            for name, which in pair if run % 2 == 0 else reversed(pair):
+                timings[name].append(guarded_start(guarded, box, which))
+        shown = len(guard.read_only())
     report("run_command (the chat's runner, `true`):", runner["inside"], runner["outside"], box.kind)
     report("the shell alone (`/bin/sh -c true`):", shell["inside"], shell["outside"], box.kind)
+    report(
+        f"guarded ({shown} read-only places, filtered environment) against the bare sandbox:",
+        timings["guarded"],
+        timings["bare"],
+        box.kind,
+        ("guarded", "bare"),
+    )
     return 0
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .capture import OutputCapture
+from .child_env import child_environ
 from .scratch import Scratch
 
 DEFAULT_TIMEOUT_S = 120
@@ -118,6 +119,7 @@ def run_command(
         argv,
         shell=through_shell,
         cwd=root,
+        env=child_environ(),  # no keys nor tokens of dspine's (app/agent/child_env.py)
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -74,6 +74,9 @@ class Decider:
     deny: list[Rule] = field(default_factory=list)
     denied: list[dict[str, str]] = field(default_factory=list)
     chain_stopped: bool = False
+    # Commands may run with no sandbox (this system has none, or it fails) where a rule allows
+    # them: the user said so with --allow-unsandboxed (or `sandbox = false`). Else refused.
+    allow_unsandboxed: bool = False
 
     def refuses(self, tool: str, command: str) -> bool:
         """A --deny rule covers this call (a hook's "allow" does not override it)."""
@@ -89,6 +92,25 @@ class Decider:
             # seen what the model would run with the network and the whole disk.
             self.denied.append(
                 {"tool": question.tool, "command": command, "why": "it asked to run outside the sandbox"}
+            )
+            return "no"
+        if question.guarded:
+            # A file that runs later outside the sandbox: the chat always asks, so no rule covers it.
+            self.denied.append(
+                {
+                    "tool": question.tool,
+                    "command": command,
+                    "why": f"it writes where code runs later ({question.guarded})",
+                }
+            )
+            return "no"
+        if question.unsandboxed and not self.allow_unsandboxed:
+            self.denied.append(
+                {
+                    "tool": question.tool,
+                    "command": command,
+                    "why": f"no sandbox: {question.unsandboxed} --allow-unsandboxed lets allowed commands run so",
+                }
             )
             return "no"
         if any(rule.covers(question.tool, command) for rule in self.deny):

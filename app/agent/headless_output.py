@@ -31,6 +31,7 @@ FORMATS: tuple[OutputFormat, ...] = ("text", "json", "stream-json")
 # What to do where a prompt did not go to the model (the chat's notice names /compact and /new).
 NOT_SENT_FIXES = {
     "too_large": "run again with a larger --ctx (as far as the model's window allows) or a shorter prompt",
+    "model_too_large": "the model wrote more than the context holds: ask for smaller steps, or run with a larger --ctx",
     "blocked": "the hook's reason says why: change the prompt, or the hook in the settings that hold it",
 }
 
@@ -50,6 +51,8 @@ class HeadlessOutput:
     first_ttft: float | None = None
     todos: Callable[[], list[Todo]] | None = None  # the model's todo list as it is now (the toolbox's)
     not_sent: str = ""  # why a prompt did not go to the model (session.Notice.not_sent), if one did not
+    not_run: list[str] = field(default_factory=list)  # the project's hooks and servers not used, and why
+    blocked: list[dict[str, str]] = field(default_factory=list)  # calls a PreToolUse hook blocked, and why
 
     def _line(self, event_type: str, **fields: Any) -> None:
         # ASCII only: a lone surrogate or a U+2028 in model text never breaks a line reader.
@@ -82,13 +85,20 @@ class HeadlessOutput:
                 self.err.write(f"⚙ {controls_shown(event.call.name)} {controls_shown(event.call.arguments)[:200]}\n")
         elif isinstance(event, ToolFinished):
             record = {"id": event.call.id, "name": event.call.name, "decision": event.decision}
+            if event.unsandboxed:
+                record["unsandboxed"] = event.unsandboxed  # every form says a command ran with no sandbox
             self.tool_calls.append({**record, "arguments": event.call.arguments})
+            if event.decision == "blocked by a hook":
+                # A guard said no: the run did not do what was asked, and a script must be able to tell.
+                self.blocked.append({"tool": event.call.name, "why": event.result})
             if self.form == "stream-json":
                 self._line("tool_result", **record, result=event.result)
                 if event.call.name == "todo_write" and self.todos is not None:
                     self._line("todos", todos=[asdict(t) for t in self.todos()])
             elif self.form == "text":
                 self.err.write(f"  → {event.decision}\n")
+                if event.unsandboxed:
+                    self.err.write(f"  ⚠ ran with NO sandbox: {event.unsandboxed}\n")
         elif isinstance(event, Notice):
             if event.not_sent:
                 # The run failed, whatever came before: the error (and its exit code) a script sees.
@@ -118,7 +128,7 @@ class HeadlessOutput:
             return EXIT_DENIED
         if self.error is not None:
             return EXIT_ENGINE
-        return EXIT_DENIED if self.decider.denied else EXIT_OK
+        return EXIT_DENIED if self.decider.denied or self.blocked else EXIT_OK
 
     def result(self, session_id: int | None, model: str) -> dict[str, Any]:
         t = self.totals
@@ -141,7 +151,9 @@ class HeadlessOutput:
             },
             "tool_calls": self.tool_calls,
             "denied": self.decider.denied,
+            "blocked": self.blocked,
             "chain_stopped": self.decider.chain_stopped,
+            "not_run": self.not_run,
         }
 
     def finish(self, session_id: int | None, model: str) -> int:
@@ -158,7 +170,10 @@ class HeadlessOutput:
                 self.err.write(f"error: {for_terminal(self.error.message)}\nfix: {for_terminal(self.error.fix)}\n")
             for denied in self.decider.denied:
                 what = f"{denied['tool']} {denied['command']}".strip()
-                self.err.write(f"denied: {controls_shown(what)} ({denied['why']}; --allow lets it run)\n")
+                hint = "; --allow lets it run" if denied["why"] == "no --allow rule covers it" else ""
+                self.err.write(f"denied: {controls_shown(what)} ({denied['why']}{hint})\n")
+            for blocked in self.blocked:
+                self.err.write(f"blocked: {controls_shown(blocked['tool'])} ({for_terminal(blocked['why'])})\n")
             if self.decider.chain_stopped:
                 self.err.write("stopped: the model chained too many rounds of tool calls\n")
         self.out.flush()
@@ -183,5 +198,7 @@ def startup_failure(form: OutputFormat, message: str, fix: str, code: int, model
         "acceptance": {"drafted": 0, "accepted": 0, "rate": None, "length": None},
         "tool_calls": [],
         "denied": [],
+        "blocked": [],
         "chain_stopped": False,
+        "not_run": [],
     }

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .child_env import child_environ
+
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 DEFAULT_TIMEOUT_S = 60.0
@@ -65,6 +67,14 @@ class Hook:
     timeout_s: float
     source: str  # the file it was read from, as the user knows it
     project: bool  # the project's own (runs only once the project is trusted)
+    # `onFailure`: "block" or "allow"; "" is the default, which blocks for PreToolUse (a guard that
+    # crashed, timed out or could not start must not let the call through: a stated difference
+    # from Claude Code, whose default lets it) and allows for every other event.
+    on_failure: str = ""
+
+    @property
+    def fails_closed(self) -> bool:
+        return self.on_failure == "block" or (self.on_failure == "" and self.event == "PreToolUse")
 
     def matches(self, tool: str | None) -> bool:
         if self.event not in TOOL_EVENTS or self.matcher in ("", "*"):
@@ -122,7 +132,12 @@ def parse(data: Any, source: str, project: bool) -> tuple[list[Hook], list[str]]
                 timeout = entry.get("timeout", DEFAULT_TIMEOUT_S)
                 if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or timeout <= 0:
                     timeout = DEFAULT_TIMEOUT_S
-                hooks.append(Hook(event, matcher, command, min(float(timeout), MAX_TIMEOUT_S), source, project))
+                on_failure = entry.get("onFailure", "")
+                if on_failure not in ("", "block", "allow"):
+                    problems.append(f'{source}: a {event} hook\'s onFailure is not "block" or "allow"; it blocks')
+                    on_failure = "block"
+                timeout_s = min(float(timeout), MAX_TIMEOUT_S)
+                hooks.append(Hook(event, matcher, command, timeout_s, source, project, on_failure))
     return hooks, problems
 
 
@@ -186,6 +201,8 @@ class HookRun:
     def blocks(self) -> bool:
         if self.exit_code == BLOCK_EXIT:
             return True
+        if self.failed is not None and self.hook.fails_closed:
+            return True  # a guard that did not answer keeps the call back
         if self.answer is None:
             return False
         specific = self.answer.get("hookSpecificOutput")
@@ -204,6 +221,8 @@ class HookRun:
     @property
     def reason(self) -> str:
         """Why it blocked (or what it says): its JSON reason, else its error output, else its output."""
+        if self.failed is not None and self.hook.fails_closed:
+            return f'{self.failed} (a failed {self.hook.event} hook blocks; "onFailure": "allow" lets calls go)'
         if self.answer is not None:
             specific = self.answer.get("hookSpecificOutput")
             for value in (
@@ -269,7 +288,16 @@ def _feed(stream: Any, data: bytes) -> None:
 def run(hook: Hook, payload: Mapping[str, Any], root: Path) -> HookRun:
     """One hook, given the event as JSON on standard input, in the project, in its own process
     group (killed whole past its timeout), its output kept to MAX_OUTPUT."""
-    env = {**os.environ, "CLAUDE_PROJECT_DIR": str(root), "DSPINE_PROJECT_DIR": str(root)}
+    # dspine's environment without its secrets; Python finds no module in the script's folder or
+    # the project by accident (a `json.py` beside the hook would shadow the standard library's),
+    # and writes no bytecode there.
+    env = {
+        **child_environ(),
+        "CLAUDE_PROJECT_DIR": str(root),
+        "DSPINE_PROJECT_DIR": str(root),
+        "PYTHONSAFEPATH": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     try:
         process = subprocess.Popen(
             hook.command,
@@ -312,6 +340,25 @@ def run(hook: Hook, payload: Mapping[str, Any], root: Path) -> HookRun:
         except ValueError:
             answer = None
     return HookRun(hook, process.returncode, stdout, stderr, answer)
+
+
+# The fields Claude Code's tools take, from dspine's tool's own: hooks written for Claude Code
+# read `tool_input.file_path` (the common `.env` guard does); dspine's names stay beside them.
+_CLAUDE_FIELDS = {
+    "read_file": {"path": "file_path"},
+    "write_file": {"path": "file_path"},
+    "edit_file": {"path": "file_path", "old_text": "old_string", "new_text": "new_string"},
+}
+
+
+def claude_input(tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A tool call's arguments as a hook sees them: dspine's fields, and Claude Code's names for
+    the same values where its tool calls them otherwise."""
+    given = dict(arguments)
+    for ours, theirs in _CLAUDE_FIELDS.get(tool, {}).items():
+        if ours in given and theirs not in given:
+            given[theirs] = given[ours]
+    return given
 
 
 def claude_name(tool: str) -> str:

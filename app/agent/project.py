@@ -27,8 +27,13 @@ class Project:
 
 
 def find_root(cwd: Path) -> Path:
+    """The git root above `cwd`, but never the home folder or a folder above it: a dotfiles
+    repository in `~` is not the project of every folder beneath it (app/agent/guarded.py)."""
     cwd = cwd.resolve()
+    home = Path.home().resolve()
     for folder in (cwd, *cwd.parents):
+        if folder == home or home.is_relative_to(folder):
+            break
         if (folder / ".git").exists():
             return folder
     return cwd

@@ -1,7 +1,8 @@
 """Where run_command's commands run: in a sandbox where the system has one, as Codex does.
 
-Inside it a command reads the whole system but writes only in the project (its `.git`
-stays read-only) and a temporary folder of its own, and reaches no network, loopback
+Inside it a command reads the whole system but writes only in the project (every `.git` in
+it, the agents' configuration and what hooks name stay read-only: app/agent/guarded.py) and a
+temporary folder of its own, and reaches no network, loopback
 included. On Linux that is bubblewrap (`bwrap`: a mount and network namespace, and a
 PID namespace so nothing the command starts outlives it); on macOS `sandbox-exec` with
 a Seatbelt profile. Where neither works, there is no sandbox and the consent question
@@ -18,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -36,8 +38,10 @@ class Sandbox:
     def available(self) -> bool:
         return self.kind != "none"
 
-    def wrap(self, root: Path) -> list[str]:
-        """The argv to put in front of `/bin/sh -c COMMAND` for a command in `root`."""
+    def wrap(self, root: Path, read_only: Sequence[Path] = ()) -> list[str]:
+        """The argv to put in front of `/bin/sh -c COMMAND` for a command in `root`;
+        `read_only`: places inside it the command must not write (app/agent/guarded.py: every
+        `.git`, agents' configuration, what hooks name), existing paths, outermost first."""
         root = root.resolve()
         if self.kind == "bubblewrap":
             argv = [self.program, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
@@ -50,9 +54,11 @@ class Sandbox:
                     argv += ["--ro-bind-try", prefix, prefix]
             argv += ["--bind", str(root), str(root)]
             git = root / ".git"
-            if os.path.lexists(git) and not git.is_symlink():
+            if os.path.lexists(git) and not git.is_symlink() and git not in read_only:
                 # A folder or a worktree's `gitdir:` file: read-only either way (hooks, config).
                 argv += ["--ro-bind", str(git), str(git)]
+            for path in read_only:
+                argv += ["--ro-bind-try", str(path), str(path)]
             # No capabilities (as root, bubblewrap keeps them: a remount would make / writable),
             # no network, no processes left behind, no terminal to push keys into.
             argv += ["--cap-drop", "ALL", "--unshare-net", "--unshare-pid", "--unshare-ipc"]
@@ -64,13 +70,14 @@ class Sandbox:
                 argv += ["--unsetenv", name]
             return [*argv, "--setenv", "TMPDIR", SANDBOX_TMP, "--chdir", str(root), "--"]
         if self.kind == "seatbelt":
-            return [self.program, "-p", seatbelt_profile(root), "--"]
+            return [self.program, "-p", seatbelt_profile(root, read_only), "--"]
         raise ValueError("no sandbox to wrap a command in")
 
 
-def seatbelt_profile(root: Path) -> str:
+def seatbelt_profile(root: Path, read_only: Sequence[Path] = ()) -> str:
     """macOS: everything allowed but the network and writes outside the project, its
-    temporary folders and /dev/null (Codex's workspace-write policy, in Seatbelt's words)."""
+    temporary folders and /dev/null (Codex's workspace-write policy, in Seatbelt's words), and
+    writes to the project's `.git` and the other `read_only` places."""
 
     def literal(path: str) -> str:
         return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -78,7 +85,8 @@ def seatbelt_profile(root: Path) -> str:
     writable = [str(root), "/private/tmp", "/private/var/folders", os.environ.get("TMPDIR", "/private/tmp")]
     subpaths = " ".join(f"(subpath {literal(str(Path(p).resolve()))})" for p in dict.fromkeys(writable))
     git = root / ".git"
-    deny_git = f"(deny file-write* (subpath {literal(str(git))}))" if git.is_dir() else ""
+    denied = [*([git] if git.is_dir() else []), *read_only]
+    deny_git = "".join(f"(deny file-write* (subpath {literal(str(p))}))" for p in dict.fromkeys(denied))
     return (
         "(version 1)(allow default)(deny network*)"
         '(deny file-write*)(allow file-write* (literal "/dev/null") (literal "/dev/tty") '
@@ -126,8 +134,8 @@ def describe(box: Sandbox, where: Where, setting_off: bool = False) -> str:
     """What the consent question says about where the command runs."""
     if where == "sandbox":
         return (
-            f"Runs in a sandbox ({box.kind}): it writes only in the project (not .git) and a "
-            "temporary folder, and has no network."
+            f"Runs in a sandbox ({box.kind}): it writes only in the project (not in .git nor in the "
+            "agents' settings and hooks) and a temporary folder, and has no network."
         )
     anywhere = "it can write anywhere you can and use the network."
     if setting_off:

@@ -21,7 +21,7 @@ import contextvars
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
@@ -37,7 +37,7 @@ from .commands import run_command
 from .compaction import Compaction, compact, engine_summariser
 from .consent import Consent, shown_command
 from .context import Budget, Usage, is_overflow
-from .hooks import HookRun, Hooks, claude_name
+from .hooks import HookRun, Hooks, claude_input, claude_name
 from .paths import ToolRefused
 from .records import for_engine
 from .toolbox import DECLINED, Done, ProposedCall, ProposedChange, ProposedCommand, Step, Toolbox, parse_arguments
@@ -68,6 +68,10 @@ class Question:
     tool: str = ""  # the tool asking ("" for the chain limit)
     command: str = ""  # run_command's command, whole (what a headless rule matches word for word)
     outside_sandbox: bool = False  # the model asked to run it outside a sandbox that would hold it
+    # A write to a place that runs code later outside the sandbox (app/agent/guarded.py), and why:
+    # asked in every mode, never covered by "always" or a rule.
+    guarded: str = ""
+    unsandboxed: str = ""  # a command that runs with no sandbox: what the question says of it
 
 
 @dataclass(frozen=True)
@@ -99,12 +103,19 @@ class ToolOutput:
     text: str  # streamed command output
 
 
+def _message_chars(message: dict) -> int:
+    """A message's size as sent: its text and the arguments of its tool calls."""
+    calls = message.get("tool_calls") or []
+    return len(message.get("content") or "") + sum(len(c.get("function", {}).get("arguments") or "") for c in calls)
+
+
 @dataclass(frozen=True)
 class ToolFinished:
     call: ToolCall
     result: str  # what the model gets
     decision: str  # "auto", "yes", "always (this chat)", "accept edits", "no", "stopped", "refused (plan mode)"
     shown: str = ""  # what the user sees beside the result: the diff of a change applied
+    unsandboxed: str = ""  # a command that ran outside any sandbox: why (every output form says so)
 
 
 @dataclass(frozen=True)
@@ -128,7 +139,7 @@ class Notice:
     severity: Literal["information", "warning", "error"] = "information"
     # Set where the prompt did not go to the model: too large for the context even after
     # compacting, or kept back by a UserPromptSubmit hook. A headless run ends in an error.
-    not_sent: Literal["", "too_large", "blocked"] = ""
+    not_sent: Literal["", "too_large", "model_too_large", "blocked"] = ""
 
 
 SessionEvent = (
@@ -292,6 +303,7 @@ class Session:
         self._pending_meter: ContextMeter | None = None
         self._round_calls = 1  # tool calls in the round running: they share the results' room
         self._tool_running = False
+        self._ran_unsandboxed = ""  # why the command of the tool call running ran with no sandbox
         self._streaming = False
         self.tool_sources = list(tool_sources or [])
         self.mode: PermissionMode = mode
@@ -558,24 +570,33 @@ class Session:
             if fixed >= counted - fixed:
                 await self._too_large_system_prompt(fixed)
                 return False
-            newest = max(self.history[-1:], key=lambda m: len(m.get("content") or ""), default={})
-            await self.emit(
-                Notice(
-                    f"The conversation needs {counted:,} tokens but only {self.budget.available:,} are available "
-                    f"(context {self.budget.n_ctx:,}, {self.budget.reserve:,} kept for the reply), even after "
-                    f"compacting: the newest message ({len(newest.get('content') or ''):,} characters) is too large "
-                    "to send. Nothing was sent. Try /compact with a focus, a shorter message, /new for a fresh "
-                    "chat, or a larger --ctx.",
-                    "error",
-                    not_sent="too_large",
-                )
-            )
+            await self.emit(self._too_large_notice(counted))
             return False
         self.requests.append(counted)
         self.budget.counted_request(counted)
         self._meter(counted)
         await self._flush_meter()
         return True
+
+    def _too_large_notice(self, counted: int) -> Notice:
+        """The conversation cannot be made to fit: name the message that is too large, the user's
+        or the model's (a tool call it wrote, a tool's result), since the last prompt."""
+        since = next((i for i in range(len(self.history) - 1, -1, -1) if self.history[i].get("role") == "user"), 0)
+        largest = max(self.history[since:] or [{}], key=_message_chars)
+        role = largest.get("role")
+        what = {
+            "assistant": "the model's reply, with its tool calls,",
+            "tool": "a tool's result",
+        }.get(str(role), "the newest message")
+        return Notice(
+            f"The conversation needs {counted:,} tokens but only {self.budget.available:,} are available "
+            f"(context {self.budget.n_ctx:,}, {self.budget.reserve:,} kept for the reply), even after "
+            f"compacting: {what} ({_message_chars(largest):,} characters) is too large to send. Nothing was "
+            "sent. Try /compact with a focus, a shorter message, /new for a fresh chat, or a larger --ctx.",
+            "error",
+            # The model's own output overflowing is not bad input from the user (headless exits 11).
+            not_sent="too_large" if role in (None, "user") else "model_too_large",
+        )
 
     async def _too_large_system_prompt(self, fixed: int) -> None:
         instructions = self.instructions_file
@@ -723,8 +744,13 @@ class Session:
         self._stopped.clear()
         self._tool_running = True
         toolbox.result_chars = self.result_cap()
+        self._ran_unsandboxed = ""
         arguments = _arguments_for_hooks(call.arguments)
-        hook_fields = {"tool_name": claude_name(call.name), "dspine_tool_name": call.name, "tool_input": arguments}
+        hook_fields = {
+            "tool_name": claude_name(call.name),
+            "dspine_tool_name": call.name,
+            "tool_input": claude_input(call.name, arguments),
+        }
         before = await self._hooks("PreToolUse", hook_fields, call.name)
         refused = next((r for r in before if r.blocks), None)
         try:
@@ -748,7 +774,7 @@ class Session:
                 result += "\n\nA PostToolUse hook says:\n" + "\n".join(feedback)
         result = await _thread(loop, lambda: self._fit_result(call, result, saved))
         self.history.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        await self.emit(ToolFinished(call, result, decision, shown))
+        await self.emit(ToolFinished(call, result, decision, shown, self._ran_unsandboxed))
 
     async def _tool_result(
         self, call: ToolCall, toolbox: Toolbox, loop: asyncio.AbstractEventLoop, allowed: bool = False
@@ -765,35 +791,48 @@ class Session:
         if isinstance(step, Done):
             return step.result, "auto", None, ""
         wrap: list[str] | None = None  # the sandbox a command runs in
+        unsandboxed = guarded = ""
         if isinstance(step, ProposedChange):
-            question = Question(f"{step.change.summary}?", step.change.diff, tool=call.name)
+            guarded = step.guarded
+            title = f"{step.change.summary}?"
+            body = step.change.diff
+            if guarded:
+                title = f"{step.change.summary}: a file that runs later OUTSIDE the sandbox?"
+                body = f"{guarded}: what is written there runs later as you, unsandboxed.\n\n{body}"
+            question = Question(title, body, tool=call.name, guarded=guarded)
             command = ""
         elif isinstance(step, ProposedCall):
             question = Question(step.title, step.body, tool=call.name)
             command = ""
         else:
             where, place, wrap = await _thread(loop, lambda: toolbox.command_place(step))
+            unsandboxed = place if where == "outside" else ""
             title = f"Run this in {toolbox.root}" + (" OUTSIDE the sandbox?" if where == "outside" else "?")
-            question = Question(title, f"{shown_command(step.command)}\n\n{place}", tool=call.name)
+            question = Question(
+                title, f"{shown_command(step.command)}\n\n{place}", tool=call.name, unsandboxed=unsandboxed
+            )
             command = step.command
         decision = "always (this chat)"
         # "Always" never covers a command the model asked to run outside a sandbox that exists.
         left_sandbox = isinstance(step, ProposedCommand) and step.outside and toolbox.sandbox_left(step)
-        if allowed and not left_sandbox and not (self.vetoed is not None and self.vetoed(call.name, command)):
+        vetoed = self.vetoed is not None and self.vetoed(call.name, command)
+        if allowed and not left_sandbox and not guarded and not vetoed:
             decision = "allowed by a hook"  # a PreToolUse hook the user has (or a trusted project's)
-        elif toolbox.needs_consent(call.name) and (left_sandbox or self.consent.must_ask(call.name, command)):
-            if modes.accepted(mode, spec) and isinstance(step, ProposedChange):
+        elif guarded or (
+            toolbox.needs_consent(call.name) and (left_sandbox or self.consent.must_ask(call.name, command))
+        ):
+            if modes.accepted(mode, spec) and isinstance(step, ProposedChange) and not guarded:
                 decision = "accept edits"  # the diff is shown in the chat, /undo reverts it
             else:
                 # A call elsewhere (an MCP server's tool) says itself what "always" covers.
                 always = (
                     step.always if isinstance(step, ProposedCall) else self.consent.always_label(call.name, command)
                 )
-                if left_sandbox:
+                if left_sandbox or guarded:
                     always = None
-                question = Question(question.title, question.body, always, call.name, command, left_sandbox)
+                question = replace(question, always_label=always, command=command, outside_sandbox=left_sandbox)
                 answer = await self.ask(question)
-                if not left_sandbox:
+                if not left_sandbox and not guarded:
                     self.consent.remember(call.name, answer, command)
                 decision = answer
         if decision == "no":
@@ -811,6 +850,7 @@ class Session:
             return (answered if answered is not None else STOPPED), decision, None, ""
         # A command stops itself when asked (its process group is killed), so it is awaited whole.
         self._stop.clear()
+        self._ran_unsandboxed = unsandboxed
 
         def show(text: str) -> None:
             _emit_from_thread(loop, self.emit, ToolOutput(call, text))
@@ -819,7 +859,12 @@ class Session:
             loop,
             lambda: run_command(toolbox.root, step.command, step.timeout_s, show, self._stop, toolbox.scratch, wrap),
         )
-        return ran.for_model(), decision, ran.saved, ""
+        result = ran.for_model()
+        made = await _thread(loop, toolbox.after_command)
+        if made:
+            result += "\n\n" + made
+            await self.emit(Notice(made, "warning"))
+        return result, decision, ran.saved, ""
 
     def _prepare(self, toolbox: Toolbox, call: ToolCall) -> Step | None:
         """The call made a Step; a tool that runs apart runs in a child process the user can stop."""

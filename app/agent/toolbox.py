@@ -21,6 +21,7 @@ from typing import Any
 from . import files, safe_files, todos
 from .changes import Change, Changes
 from .commands import DEFAULT_TIMEOUT_S
+from .guarded import Guard, unsafe_root
 from .paths import ToolRefused, resolve
 from .sandbox import Sandbox, Where, where_to_run
 from .sandbox import describe as describe_place
@@ -38,6 +39,7 @@ class Done:
 @dataclass(frozen=True)
 class ProposedChange:
     change: Change
+    guarded: str = ""  # why the file runs code later outside the sandbox (app/agent/guarded.py): it always asks
 
 
 @dataclass(frozen=True)
@@ -155,17 +157,24 @@ def _search(box: Toolbox, args: dict[str, Any]) -> Step:
     return search_in(box.root, args)
 
 
+def _proposed(box: Toolbox, change: Change) -> ProposedChange:
+    return ProposedChange(change, box.guard.why(change.path))
+
+
 def _edit_file(box: Toolbox, args: dict[str, Any]) -> Step:
-    return ProposedChange(
-        box.changes.propose_edit(_text(args, "path"), _text(args, "old_text"), _text(args, "new_text", False))
+    box.refuse_unsafe_root()
+    return _proposed(
+        box, box.changes.propose_edit(_text(args, "path"), _text(args, "old_text"), _text(args, "new_text", False))
     )
 
 
 def _write_file(box: Toolbox, args: dict[str, Any]) -> Step:
-    return ProposedChange(box.changes.propose_write(_text(args, "path"), _text(args, "content", False)))
+    box.refuse_unsafe_root()
+    return _proposed(box, box.changes.propose_write(_text(args, "path"), _text(args, "content", False)))
 
 
 def _run_command(box: Toolbox, args: dict[str, Any]) -> Step:
+    box.refuse_unsafe_root()
     command = _text(args, "command").strip()
     if not command:
         raise ToolRefused("the command is empty")
@@ -262,9 +271,13 @@ class Toolbox:
     sandbox_enabled: bool = True  # the user's `sandbox` setting: false runs every command as them
     sandbox: Sandbox | None = None  # the system's, found at the first command (None: not yet)
     todos: list[todos.Todo] = field(default_factory=list)  # the model's todo list (todo_write)
+    guard: Guard = field(init=False)  # the places that run code later (always asked, read-only in the sandbox)
+    unsafe_root: str = field(init=False)  # why the project root is never written ("" when it may be)
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
+        self.guard = Guard(self.root)
+        self.unsafe_root = unsafe_root(self.root)
         self.changes = Changes(self.root)
         self.scratch = Scratch(self.root)
         self.specs = {spec.name: spec for spec in BUILTIN}
@@ -310,7 +323,24 @@ class Toolbox:
             self.sandbox = find_sandbox()
         where = where_to_run(self.sandbox, self.sandbox_enabled, step.outside)
         said = describe_place(self.sandbox, where, setting_off=not self.sandbox_enabled)
-        return where, said, self.sandbox.wrap(self.root) if where == "sandbox" else None
+        return where, said, self.sandbox.wrap(self.root, self.guard.read_only()) if where == "sandbox" else None
+
+    def refuse_unsafe_root(self) -> None:
+        if self.unsafe_root:
+            raise ToolRefused(self.unsafe_root)
+
+    def after_command(self) -> str:
+        """What a command left that git would run later: a repository it made (its hooks and
+        fsmonitor run in git commands there), said to the model and the user; the sandbox's
+        read-only places follow it from the next command."""
+        made = self.guard.refresh()
+        if not made:
+            return ""
+        names = ", ".join(p.relative_to(self.root).as_posix() for p in made[:5])
+        return (
+            f"note: the command made {names}: git run in that folder would run its hooks and settings. "
+            "It is read-only to later commands; look at it before running git there."
+        )
 
     def sandbox_left(self, step: ProposedCommand) -> bool:
         """Whether this command runs outside a sandbox that would otherwise hold it."""

@@ -108,14 +108,44 @@ def hook_as_program(hook: Hook, root: Path | None = None) -> ServerSpec:
     return ServerSpec(f"{hook.event} hook", hook.source, "stdio", words[0] if words else "", tuple(words[1:]))
 
 
-def hook_files_digest(root: Path, hook: Hook) -> str:
-    """The project files a hook's command names, as they are now: checked before each run, so
-    a script changed since the user said yes (by the model, by a pull) does not run."""
-    digest = hashlib.sha256()
+def hook_reach(root: Path, hook: Hook) -> list[str]:
+    """What a hook really runs: the project files its command names and, for a named file, the
+    folder it lies in (a script imports or sources what lies beside it: `json.py` beside a Python
+    hook, the `lib.sh` a shell hook sources), unless that folder is the project itself."""
+    root = root.resolve()
+    reach: list[str] = []
     for name in named_paths(root, hook_as_program(hook, root)):
+        reach.append(name)
+        path = root / name
+        if name != "." and path.is_file() and path.parent != root:
+            folder = path.parent.relative_to(root).as_posix()
+            if folder not in reach:
+                reach.append(folder)
+    return reach
+
+
+def hook_files_digest(root: Path, hook: Hook) -> str:
+    """The project files a hook runs (`hook_reach`), as they are now: checked before each run, so
+    a script or a file beside it changed since the user said yes (by the model, by a pull) does
+    not run."""
+    digest = hashlib.sha256()
+    for name in hook_reach(root, hook):
         digest.update(name.encode() + b"\0")
         _digest_tree(root.resolve() / name, digest, top_only=name == ".")
     return digest.hexdigest()
+
+
+def named_by(root: Path, servers: Sequence[ServerSpec] = (), hooks: Sequence[Hook] = ()) -> list[Path]:
+    """The project's files and folders its servers and hooks run or read (absolute): the model's
+    tools ask before writing there, and the sandbox keeps them read-only (app/agent/guarded.py)."""
+    names = [n for spec in servers for n in named_paths(root, spec)]
+    names += [n for hook in hooks for n in hook_reach(root, hook)]
+    found: list[Path] = []
+    for name in names:
+        path = root.resolve() / name
+        if name != "." and path not in found:
+            found.append(path)
+    return found
 
 
 def fingerprint(
@@ -139,7 +169,8 @@ def fingerprint(
         digest.update(b"\3" + name.encode() + b"\0" + hashlib.sha256(data).digest())
     for hook in hooks:  # none: the same digest as before hooks were read, so answers stay valid
         digest.update(b"\2" + json.dumps([hook.event, hook.matcher, hook.command, hook.timeout_s]).encode())
-        programs.append(hook_as_program(hook, root))
+        if root is not None:
+            digest.update(b"\4" + hook_files_digest(root, hook).encode())
     if root is not None:
         for spec in programs:
             for name in named_paths(root, spec):
@@ -187,10 +218,11 @@ def question(
         on = f" on {one_line(hook.matcher)}" if hook.matcher not in ("", "*") else ""
         lines.append(f"- {hook.event} hook{on} ({one_line(hook.source)})")
         lines.append(f"  runs {one_line(hook.command)}")
-        named = named_paths(root, hook_as_program(hook, root))
+        named = hook_reach(root, hook)
         for name in named:
             what = "top folder's files" if name == "." else one_line(name)
             lines.append(f"  runs or reads the project's {what} (a change to it asks again)")
+        lines.append("  runs OUTSIDE the sandbox, as you, with the network")
         if not named:
             lines.append("  names no file of the project: what that command runs is not checked for changes")
         if hook.event == "PreToolUse":
@@ -229,6 +261,12 @@ class TrustStore:
         except (OSError, ValueError, RecursionError):
             return {}  # none yet, or damaged: every project asks again
         return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+    def once_trusted(self, root: Path) -> bool:
+        """Whether the user's last answer for this project was yes (for its files as they were
+        then, whatever they hold now)."""
+        entry = self._all().get(str(root.resolve()))
+        return entry is not None and entry.get("trusted") is True
 
     def decision(self, root: Path, files: str) -> bool | None:
         """True (trusted) or False (declined) for the project's files with this `fingerprint`;

@@ -166,3 +166,21 @@ def test_a_prompt_too_large_for_the_context_is_an_error_with_exit_code_2(repo, f
         result = json.loads(out.getvalue().splitlines()[-1] if form == "stream-json" else out.getvalue())
         assert result["is_error"] and result["exit_code"] == EXIT_BAD_INPUT
         assert "Nothing was sent" in result["error"]["message"] and "--ctx" in result["error"]["fix"]
+
+
+def test_a_tool_call_too_large_for_the_context_blames_the_model_not_the_prompt(repo):
+    """The model wrote a file larger than the context: the run ended with exit 2 (bad input)
+    blaming "the newest message (42 characters)", the tool's short result."""
+    huge = call("write_file", path="big.txt", content="word " * 3000)
+    decider = Decider([Rule.parse("write_file")])
+    out, err = io.StringIO(), io.StringIO()
+    output = HeadlessOutput("json", out, err, decider)
+    engine = ScriptedEngine(turns=[[huge], ["summary"], ["summary"], ["done"]], context_size=2048)
+    session = Session(engine, Toolbox(repo), decider.ask, output.emit, system=system_prompt(open_project(repo), True))
+    asyncio.run(session.send("write it"))
+    code = output.finish(None, "scripted")
+    result = json.loads(out.getvalue())
+    assert code == EXIT_ENGINE == result["exit_code"]
+    message = result["error"]["message"]
+    assert "the model's reply, with its tool calls," in message and "15,0" in message, message
+    assert "smaller steps" in result["error"]["fix"]

@@ -112,7 +112,8 @@ def test_a_posttooluse_hook_formats_after_an_edit_and_its_words_reach_the_model(
     assert "A PostToolUse hook says:\nformatted a.txt" in recorder.of(ToolFinished)[0].result
 
 
-def test_a_hook_that_hangs_is_killed_at_its_timeout_and_the_chat_goes_on(project, tmp_path):
+def test_a_pre_tool_hook_that_hangs_is_killed_at_its_timeout_and_blocks_the_call(project, tmp_path):
+    # A guard that did not answer is a guard that did not say yes: the call is blocked, the chat goes on.
     hang = script(tmp_path, "hang.py", "import time\ntime.sleep(60)\n")
     hooks = user_hooks(project, {"PreToolUse": [{"hooks": [{"command": hang, "timeout": 1}]}]})
     recorder = Recorder()
@@ -121,6 +122,15 @@ def test_a_hook_that_hangs_is_killed_at_its_timeout_and_the_chat_goes_on(project
     assert time.monotonic() - started < 20
     warnings = [n.text for n in recorder.of(Notice) if n.severity == "warning"]
     assert any("did not finish: stopped after its 1 s timeout" in w for w in warnings), warnings
+    assert (project / "a.txt").read_text() == "one\n"
+    assert "onFailure" in recorder.of(ToolFinished)[0].result
+
+
+def test_a_hook_that_fails_with_on_failure_allow_lets_the_call_go(project, tmp_path):
+    hang = script(tmp_path, "hang.py", "import time\ntime.sleep(60)\n")
+    hooks = user_hooks(project, {"PreToolUse": [{"hooks": [{"command": hang, "timeout": 1, "onFailure": "allow"}]}]})
+    recorder = Recorder()
+    asyncio.run(session_for(project, ScriptedEngine(turns=edit_turns()), hooks, recorder).send("change it"))
     assert (project / "a.txt").read_text() == "two\n"  # not a block: the edit went on (asked, and yes)
 
 

@@ -5,13 +5,14 @@ project's own servers and hooks yet (one question covers both)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...terminal_text import one_line
 from ..hooks import Hooks
 from ..skills import SkillSet
-from ..trust import TrustQuestion, TrustStore, fingerprint, hook_files_digest, question
+from ..trust import TrustQuestion, TrustStore, fingerprint, hook_files_digest, named_by, question
 from .config import discover
 from .manager import McpManager
 from .switches import Switches
@@ -28,9 +29,26 @@ class ProjectTrust:
     manager: McpManager | None
     hooks: Hooks | None = None
     skills: SkillSet | None = None
+    named: list[Path] = field(default_factory=list)  # what the servers and hooks run (app/agent/guarded.py)
 
     def decision(self) -> bool | None:
         return self.store.decision(self.root, self.files)
+
+    def not_used(self) -> list[str]:
+        """What the project carries that does not run until the user trusts it, each named (one
+        line a thing: a script reads which guard is off, not just how many)."""
+        servers = self.manager.project_servers if self.manager is not None else []
+        hooks = self.hooks.config.project_hooks if self.hooks is not None else []
+        skills = self.skills.project_skills if self.skills is not None else []
+        return [
+            *(f"MCP server {one_line(server.name)}" for server in servers),
+            *(f"{hook.event} hook `{one_line(hook.command)}` ({hook.source})" for hook in hooks),
+            *(f"skill {one_line(skill.name)} ({skill.shown})" for skill in skills),
+        ]
+
+    def changed_since_yes(self) -> bool:
+        """The user trusted this project, and its files changed since (a guard may be off)."""
+        return self.decision() is None and self.store.once_trusted(self.root)
 
     def question(self) -> TrustQuestion:
         servers = self.manager.project_servers if self.manager is not None else []
@@ -79,6 +97,7 @@ def for_project(
         manager,
         hooks if project_hooks else None,
         skills if project_skills else None,
+        named_by(root, servers, project_hooks),
     )
     trusted = trust.decision() is True
     if manager is not None:
