@@ -5,6 +5,7 @@ and the store saves the Reply as it grows."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
 import threading
@@ -12,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from datetime import date
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from textual import events, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -158,6 +159,11 @@ class ChatApp(App):
         A saved chat opens in the thinking mode it was left in, except the first one when
         `think_given` (the command line named a mode); so with the permission `mode`
         (app/agent/modes.py) and `mode_given`."""
+        # Toasts held while a question is on screen (none may cover it), and those shown lately
+        # with when they go (they come back after a question that cleared them).
+        self._questions_live = 0
+        self._held_notices: list[tuple[str, dict[str, Any]]] = []
+        self._shown_notices: list[tuple[float, tuple[str, dict[str, Any]]]] = []
         super().__init__()
         self.last_key_at: float | None = None  # when a key was last pressed (on_event)
         self.engine_problem: str | None = None  # why no model runs, once one failed to start
@@ -181,6 +187,8 @@ class ChatApp(App):
         self.mcp = mcp if self.toolbox is not None else None
         # The question about the project's own servers and hooks (None: it carries neither).
         self.mcp_trust = mcp_trust if self.toolbox is not None else None
+        if self.toolbox is not None and self.mcp_trust is not None:
+            self.toolbox.guard.name(self.mcp_trust.named)  # what its servers and hooks run: asked, read-only
         self.started_without_tools = not tools  # --no-tools: no MCP server starts either
         self.chain_limit = chain_limit
         self.open_chat = open_chat
@@ -261,8 +269,53 @@ class ChatApp(App):
         markup: bool = False,
     ) -> None:
         """A notification, as plain text unless asked: most carry words from elsewhere (a
-        command the user typed, a file name, an error), and `[/]` in them is not markup."""
+        command the user typed, a file name, an error), and `[/]` in them is not markup.
+        While a question is on screen it waits (a toast would cover the question's end while
+        its keys work), and shows once the question is answered."""
+        said = (message, {"title": title, "severity": severity, "timeout": timeout, "markup": markup})
+        if self._questions_live:
+            self._held_notices.append(said)
+            return
+        self._shown_notices.append((time.monotonic() + (timeout or 5.0), said))
         super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def _hold_notices(self) -> None:
+        """A question comes: the toasts on screen go (to come back after it), none covers it."""
+        now = time.monotonic()
+        self._held_notices = [said for until, said in self._shown_notices if until > now] + self._held_notices
+        self._shown_notices = []
+        self._questions_live += 1
+        self.clear_notifications()
+        # Toasts asked for just before are still on their way (as messages): cleared after them.
+        self.call_later(self.clear_notifications)
+
+    async def _toasts_gone(self) -> None:
+        """The screen drawn without its toasts before a question goes over it: under a modal
+        question the screen beneath still shows as it was last drawn, and a screen in the
+        background is not laid out again, so toasts removed after the push stayed drawn."""
+        from textual.widgets._toast import ToastRack
+
+        for rack in self.screen.query(ToastRack):
+            await rack.remove_children()
+        drawn = asyncio.Event()
+        self.screen.call_after_refresh(drawn.set)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(drawn.wait(), 1.0)
+
+    def _release_notices(self) -> None:
+        self._questions_live -= 1
+        if self._questions_live:
+            return
+        # After the question's screen is gone: shown while it is still on top, they went to its
+        # toast rack and left with it.
+        self.call_after_refresh(self._show_held_notices)
+
+    def _show_held_notices(self) -> None:
+        if self._questions_live:
+            return  # another question came first: they wait for it too
+        held, self._held_notices = self._held_notices, []
+        for message, options in held:
+            self.notify(message, **options)
 
     def action_help_quit(self) -> None:
         """Ctrl+C says how to quit, as Textual's own does, but as plain text: Textual's message
@@ -298,6 +351,10 @@ class ChatApp(App):
         if self.project is not None and self.project.instructions_file is not None:
             name = self.project.instructions_file.relative_to(self.project.root)
             self.notify(f"{name} in the system prompt ({self.project.instructions_size:,} bytes)")
+        if self.toolbox is not None and self.toolbox.unsafe_root:
+            self.notify(
+                for_terminal(f"Read-only: {self.toolbox.unsafe_root}."), severity="warning", timeout=30, markup=False
+            )
         if self.project is not None and self.project.refused:
             text = f"Not in the system prompt: {self.project.refused}"
             self.notify(for_terminal(text), severity="warning", timeout=20, markup=False)
@@ -1103,7 +1160,12 @@ class ChatApp(App):
     async def ask(self, screen: ConsentScreen) -> Answer:
         """A consent question; what the user was typing as it appeared goes back into the
         message box, where it was going."""
-        answer = await self.push_screen_wait(screen)
+        self._hold_notices()
+        try:
+            await self._toasts_gone()
+            answer = await self.push_screen_wait(screen)
+        finally:
+            self._release_notices()
         if screen.typed:
             with contextlib.suppress(NoMatches):
                 self.prompt_area.insert(screen.typed)
