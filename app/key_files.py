@@ -34,6 +34,13 @@ def read_key_file(given: str, path: Path, option: str = "--api-key") -> str:
             raise UsageError(f"{option} {given}: {path} is not a regular file", "give a file that holds the key")
         with path.open("rb") as file:
             head = file.read(KEY_FILE_MAX + 1)
+    except FileNotFoundError as exc:
+        # No such file: what followed the @ may be the key itself (`--api-key @sk-...`), so it is
+        # never echoed; a file that exists is named as it is.
+        raise UsageError(
+            f"{option} @FILE: no such file (what followed the @ is not shown, in case it was the key)",
+            "give the path of a file only you can read (chmod 600) that holds the key on its first line",
+        ) from exc
     except OSError as exc:
         raise UsageError(f"{option} {given}: cannot read {path} ({exc.strerror})", "check the path") from exc
     if len(head) > KEY_FILE_MAX:

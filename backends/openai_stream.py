@@ -96,8 +96,8 @@ def _text(value: Any, where: str) -> str:
 
 def _count(timings: dict, key: str, default: int) -> int:
     value = timings.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise StreamMalformed(f"its timings.{key} is {value!r}, not a count")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**53:
+        raise StreamMalformed(f"its {key} is {str(value)[:40]!r}, not a count")
     return int(value)
 
 
@@ -151,20 +151,57 @@ def apply_usage(stats: Stats, usage: dict, decode_s: float) -> None:
     # OpenAI's prompt_tokens counts the whole prompt; ours counts what was processed, so
     # the cached part (from llama-server's timings, when it sent them) comes off.
     if "prompt_tokens" in usage:
-        stats.prompt_tokens = max(int(usage["prompt_tokens"]) - stats.prompt_cached, 0)
-    stats.generated_tokens = int(usage.get("completion_tokens", stats.generated_tokens))
+        stats.prompt_tokens = max(_count(usage, "prompt_tokens", 0) - stats.prompt_cached, 0)
+    stats.generated_tokens = _count(usage, "completion_tokens", stats.generated_tokens)
     if not stats.decode_s:
         stats.decode_s = decode_s
     if not stats.verify_steps:
         stats.verify_steps = stats.generated_tokens
 
 
-def gather_call(calls: dict[int, dict[str, str]], part: dict[str, Any]) -> None:
-    call = calls.setdefault(int(part.get("index", len(calls))), {"id": "", "name": "", "arguments": ""})
-    call["id"] = part.get("id") or call["id"]
-    function = part.get("function") or {}
-    call["name"] += function.get("name") or ""
-    call["arguments"] += function.get("arguments") or ""
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise StreamMalformed(f"its {where} is {type(value).__name__}, not an object")
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise StreamMalformed(f"its {where} is {type(value).__name__}, not a list")
+    return value
+
+
+def parse_chunk(payload: str) -> dict[str, Any]:
+    """One `data:` line's chunk; what is not a JSON object is StreamMalformed, said in words
+    (Python's "Expecting value: line 1 column 1" reached the user before)."""
+    try:
+        chunk = json.loads(payload)
+    except RecursionError:
+        raise StreamMalformed("a data line nested too deeply to be a chunk") from None
+    except ValueError:
+        raise StreamMalformed("a data line that is not JSON") from None
+    if not isinstance(chunk, dict):
+        raise StreamMalformed(f"it sent {type(chunk).__name__} where a chunk object belongs")
+    for name in ("timings", "usage"):
+        if chunk.get(name) is not None:
+            _object(chunk[name], name)
+    return chunk
+
+
+def gather_call(calls: dict[int, dict[str, str]], part: Any) -> None:
+    part = _object(part, "delta.tool_calls entry")
+    index = part.get("index", len(calls))
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
+        raise StreamMalformed(f"its tool call index is {str(index)[:40]!r}, not a small whole number")
+    call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    call["id"] = _text(part.get("id"), "tool call id") or call["id"]
+    function = _object(part.get("function"), "tool call function")
+    call["name"] += _text(function.get("name"), "tool call name")
+    call["arguments"] += _text(function.get("arguments"), "tool call arguments")
     if len(call["arguments"]) > MAX_ARGUMENTS_CHARS:
         raise StreamMalformed(f"a tool call's arguments ran past {MAX_ARGUMENTS_CHARS // 2**20} MiB")
 
@@ -190,8 +227,8 @@ class DraftAttribution:
         """The accepted draft tokens among this chunk's; 0 without timings (other servers)."""
         if not timings:
             return 0
-        accepted = int(timings.get("draft_n_accepted", self.accepted))
-        predicted = int(timings.get("predicted_n", self.predicted))
+        accepted = _count(timings, "draft_n_accepted", self.accepted)
+        predicted = _count(timings, "predicted_n", self.predicted)
         self.pending += max(accepted - self.accepted, 0)
         tokens = max(predicted - self.predicted, 0)
         self.accepted, self.predicted = accepted, predicted
@@ -288,13 +325,12 @@ def stream_chat(
             yield from finished_calls(calls)
             yield End(finish, stats.copy())
             return
-        chunk = json.loads(payload)
-        if not isinstance(chunk, dict):
-            raise StreamMalformed(f"it sent {type(chunk).__name__} where a chunk object belongs")
+        chunk = parse_chunk(payload)
         drafted = attribution.drafted(chunk.get("timings"))
         positions.feed(stats, chunk.get("timings"))
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
+        for choice in _list(chunk.get("choices"), "choices"):
+            choice = _object(choice, "choice")
+            delta = _object(choice.get("delta"), "delta")
             thinking = _text(delta.get("reasoning_content") or delta.get("reasoning"), "delta.reasoning_content")
             content = _text(delta.get("content"), "delta.content")
             if thinking or content:
@@ -308,7 +344,7 @@ def stream_chat(
                 yield Delta(thinking, "thinking", drafted)
             if content:
                 yield from splitter.feed(content, drafted)
-            for part in delta.get("tool_calls") or []:
+            for part in _list(delta.get("tool_calls"), "delta.tool_calls"):
                 gather_call(calls, part)
             if thinking or content or delta.get("tool_calls") or choice.get("finish_reason"):
                 progress_at = time.monotonic()

@@ -482,6 +482,25 @@ def check_space(folder: Path, checkpoint_bytes: int, quant: str) -> None:
         )
 
 
+# The system's own folders: a GGUF has no business there, and as root a conversion would replace
+# what the system runs or reads (`-o /etc/passwd`, `-o /usr/local/bin/git`).
+SYSTEM_FOLDERS = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/proc", "/sbin", "/sys", "/usr")
+
+
+def check_output(final: Path) -> None:
+    """The file a conversion writes: a new file or a regular one it replaces, never a device,
+    a pipe, a folder or a system folder's file (checked before anything is read)."""
+    real = final.resolve()
+    if any(real == Path(top) or real.is_relative_to(top) for top in SYSTEM_FOLDERS if Path(top).exists()):
+        raise ConversionError(
+            f"{final} is in a system folder ({real.parent})",
+            "give -o a path among your own files (the models folder, your home folder); nothing was written",
+        )
+    if os.path.lexists(final) and not final.is_file():
+        what = "a folder" if final.is_dir() else "not a regular file (a device, a pipe or a socket)"
+        raise ConversionError(f"{final} is {what}", "give -o the path of a new .gguf file; nothing was written")
+
+
 def convert_checkpoint(
     config_path: Path,
     shards: list[Path],
@@ -494,6 +513,7 @@ def convert_checkpoint(
 ) -> Converted:
     """The whole conversion; FINAL appears only when it is whole and read back."""
     progress = progress or ConvertProgress()
+    check_output(final)
     # Reading a 248K-token tokenizer takes seconds: say what is happening meanwhile.
     progress.stage("checking the checkpoint against the target", 1)
     spec, tensors, plans, tokenizer, keys = prepare(config_path, shards, target)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,7 +60,11 @@ def _broken(path: Path, what: str) -> ConversionError:
 
 
 def read_header(path: Path) -> dict[str, TensorInfo]:
-    """Every tensor of one safetensors file, checked against the file's size."""
+    """Every tensor of one safetensors file, checked against the file's size and each other."""
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        # A FIFO would block the read for ever, a device feed it without end.
+        raise _broken(path, "it is not a regular file (a pipe, a device or a folder)")
     size = path.stat().st_size
     with path.open("rb") as handle:
         raw = handle.read(8)
@@ -102,8 +107,20 @@ def read_header(path: Path) -> dict[str, TensorInfo]:
         info = TensorInfo(name, dtype, shape, base + int(begin), int(end) - int(begin), path)
         if info.nbytes != info.count * DTYPES[dtype][1] or begin < 0 or info.start + info.nbytes > size:
             raise _broken(path, f"tensor {name!r} ({dtype} {list(shape)}) does not fit its byte range")
+        if 0 in shape:
+            # A weight with no values: no model's layer has one, and the GGUF it made would not load.
+            raise _broken(path, f"tensor {name!r} has no values (shape {list(shape)})")
         tensors[name] = info
+    _no_overlap(path, list(tensors.values()))
     return tensors
+
+
+def _no_overlap(path: Path, tensors: list[TensorInfo]) -> None:
+    """Two tensors sharing bytes: one was written over the other, so neither can be trusted."""
+    ordered = sorted(tensors, key=lambda t: t.start)
+    for before, after in zip(ordered, ordered[1:], strict=False):
+        if after.start < before.start + before.nbytes:
+            raise _broken(path, f"tensors {before.name!r} and {after.name!r} share bytes")
 
 
 def read_checkpoint(paths: list[Path]) -> dict[str, TensorInfo]:

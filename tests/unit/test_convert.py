@@ -450,6 +450,12 @@ def test_a_context_length_of_ten_to_the_thirty_is_refused():
         {"t": {"dtype": ["F32"], "shape": [2], "data_offsets": [0, 8]}},
         {"t": {"dtype": "F32", "shape": [2.5], "data_offsets": [0, 8]}},
         {"t": {"dtype": "F32", "shape": [2], "data_offsets": ["0", "8"]}},
+        # Two tensors over the same bytes, and a weight with no values: both converted before.
+        {
+            "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+            "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]},
+        },
+        {"t": {"dtype": "F32", "shape": [0, 4], "data_offsets": [0, 0]}},
     ],
 )
 def test_a_hostile_safetensors_header_is_a_refusal(tmp_path, header):
@@ -458,6 +464,16 @@ def test_a_hostile_safetensors_header_is_a_refusal(tmp_path, header):
     path.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0" * 16)
     with pytest.raises(ConversionError):
         read_header(path)
+
+
+def test_a_shard_that_is_a_pipe_is_refused_at_once(tmp_path):
+    """A FIFO named model.safetensors hung `dspine convert` for ever on its first read."""
+    import os
+
+    pipe = tmp_path / "model.safetensors"
+    os.mkfifo(pipe)
+    with pytest.raises(ConversionError, match="not a regular file"):
+        read_header(pipe)
 
 
 def test_a_safetensors_header_nested_without_end_is_a_refusal(tmp_path):

@@ -25,6 +25,19 @@ def _chunk(delta: dict, finish: str | None = None) -> bytes:
     return f"data: {json.dumps(body)}\n\n".encode()
 
 
+MALFORMED = {
+    "not_json": b"{not json",
+    "choices_text": b'{"choices": "abc"}',
+    "choice_number": b'{"choices": [7]}',
+    "delta_list": b'{"choices": [{"delta": [1, 2]}]}',
+    "call_text": b'{"choices": [{"delta": {"tool_calls": ["x"]}}]}',
+    "call_index": b'{"choices": [{"delta": {"tool_calls": [{"index": "zero"}]}}]}',
+    "call_function": b'{"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": 5}}]}}]}',
+    "timings_text": b'{"choices": [], "timings": "fast"}',
+    "usage_list": b'{"choices": [], "usage": [1]}',
+}
+
+
 def hostile(mode: str, stop: threading.Event):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -37,6 +50,9 @@ def hostile(mode: str, stop: threading.Event):
 
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
+            if mode in MALFORMED:
+                send(self, 200, b"data: " + MALFORMED[mode] + b"\n\n" + b"data: [DONE]\n\n", "text/event-stream")
+                return
             if mode == "surrogate":
                 raw = b'data: {"choices": [{"index": 0, "delta": {"content": "a\\ud800b"}}]}\n\n'
                 payload = raw + _chunk({}, "stop") + b"data: [DONE]\n\n"
@@ -115,3 +131,16 @@ def test_a_password_in_the_url_is_never_shown():
     with pytest.raises(Exception) as caught:
         RemoteEngine.connect("http://me:hunter2@127.0.0.1:9/v1", None, "m", read_timeout_s=2)
     assert "hunter2" not in str(caught.value) and "***" in str(caught.value)
+
+
+@pytest.mark.parametrize("mode", sorted(MALFORMED))
+def test_a_malformed_stream_is_said_in_words_not_pythons(mode):
+    """A data line that is not JSON said "cannot talk to ...: Expecting value: line 1 column 2
+    (char 1)"; a list where an object belongs ended the chat with a traceback."""
+    events, _ = reply_of(mode)
+    errors = [e for e in events if isinstance(e, Error)]
+    assert errors, events
+    message = errors[0].message
+    assert "not an OpenAI-compatible stream" in message, message
+    for python in ("Expecting", "object has no attribute", "invalid literal", "not subscriptable", "char "):
+        assert python not in message, message

@@ -35,3 +35,14 @@ def test_the_environment_gives_the_key_and_a_blank_one_is_refused(tmp_path):
     empty.write_text("")
     with pytest.raises(UsageError, match="is empty"):
         remote_key(f"@{empty}", environ={})
+
+
+def test_a_key_typed_after_the_at_sign_is_not_echoed():
+    """`--api-key @sk-...` (the key itself after the @) printed the key in "cannot read"."""
+    from app.serve.access import resolve_access
+
+    for refuse in (lambda: remote_key("@sk-typed-secret", environ={}), lambda: resolve_access("127.0.0.1", "@sk-x9")):
+        with pytest.raises(UsageError) as refused:
+            refuse()
+        said = refused.value.cause + refused.value.fix
+        assert "no such file" in said and "sk-typed-secret" not in said and "sk-x9" not in said
