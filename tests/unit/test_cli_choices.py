@@ -29,7 +29,7 @@ def no_user_settings(tmp_path, monkeypatch):
         (["chat", "--engine", "cloud"], "'--engine'", "'auto', 'server', 'inproc', 'remote'"),
         (["chat", "--think", "1"], "'--think'", "'on', 'off'"),
         (["chat", "--mode", "auto"], "'--mode'", "'ask', 'accept-edits', 'plan'"),
-        (["bench", "--engine", "cloud"], "'--engine'", "'server', 'inproc', 'remote'"),
+        (["bench", "--engine", "cloud"], "'--engine'", "'auto', 'server', 'inproc', 'remote'"),
         (["tune", "m", "--engine", "remote"], "'--engine'", "'server', 'inproc'"),
         (["bench", "--think", "all"], "'--think'", "'on', 'off', 'both'"),
         (["fit", "m", "--goal", "fastest"], "'--goal'", "'speed', 'context'"),
