@@ -455,6 +455,7 @@ def run_prompt(
     from rich.markup import escape
 
     from backends.events import Delta, End, Error, StatsUpdate
+    from backends.reply_guard import guarded, reply_cap
 
     from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import EngineOptions, engine_and_url, open_engine, resolve_files
@@ -514,9 +515,8 @@ def run_prompt(
     thoughts: list[str] = []
     last: End | None = None
     try:
-        for event in opened.stream(
-            [{"role": "user", "content": prompt}], think=thinking, sampling=sampling, n_max=n_max
-        ):
+        events = opened.stream([{"role": "user", "content": prompt}], think=thinking, sampling=sampling, n_max=n_max)
+        for event in guarded(events, opened.cancel, reply_cap(thinking, settings.max_reply_tokens)):
             if isinstance(event, Delta):
                 (thoughts if event.kind == "thinking" else text).append(event.text)
                 if not as_json:
@@ -544,6 +544,7 @@ def run_prompt(
             "text": "".join(text),
             "thinking": "".join(thoughts),
             "finish_reason": last.reason if last else None,
+            "finish_note": last.note or None if last else None,
             "stats": {
                 **(stats.to_json() if stats else {}),
                 "engine": opened.name,
@@ -555,6 +556,8 @@ def run_prompt(
         out.print_json(json.dumps(payload))
     else:
         out.print()
+        if last is not None and last.note:
+            err.print(f"[yellow]{escape(last.note)}[/]")
         if stats:
             how = f"{opened.name}, {drafting.label}" if drafting is not None and drafting.label else opened.name
             err.print(f"[dim]{escape(how)}: {escape(stats.summary())}[/]", soft_wrap=True)
@@ -884,6 +887,7 @@ def chat(
             project=project,
             tools=not no_tools,
             chain_limit=max(1, settings.tool_chain_limit),
+            reply_limit=settings.max_reply_tokens,
             n_ctx=ctx,
             open_chat=resume,
             continue_last=continue_last,
@@ -1045,6 +1049,7 @@ def _headless(
             mode=mode,
             hooks=hooks,
             vetoed=decider.refuses,
+            reply_limit=settings.max_reply_tokens,
         )
         session.restore(store.context(chat.id))
         if tools_on:

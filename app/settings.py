@@ -326,6 +326,12 @@ class Settings:
         lambda _: 10,
         "rounds of tool calls in one chat reply before the chat asks whether to go on",
     )
+    max_reply_tokens: int = _setting(
+        _positive_int,
+        lambda _: 0,
+        "the most tokens one reply of `dspine chat`, `chat -p` and `dspine run` may run to; 0: by think mode "
+        "(32,768 with thinking, 16,384 without), always within the room the context leaves",
+    )
     llama_server: str | None = _setting(
         _program,
         lambda _: None,

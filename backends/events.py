@@ -64,9 +64,10 @@ class StatsUpdate:
     stats: Stats
 
 
-# Why a reply ended: the model stopped, it reached max_tokens, the user cancelled it, or it
-# asked for tools (the reply goes on once their results are in).
-EndReason = Literal["stop", "length", "cancelled", "tool_calls"]
+# Why a reply ended: the model stopped, it reached max_tokens, the user cancelled it, it
+# asked for tools (the reply goes on once their results are in), or dspine stopped a loop
+# (backends/reply_guard.py).
+EndReason = Literal["stop", "length", "cancelled", "tool_calls", "loop"]
 END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
 
 
@@ -76,7 +77,7 @@ def end_reason(finish: str) -> EndReason:
     if finish == "function_call":
         return "tool_calls"
     for reason in END_REASONS:
-        if finish == reason:
+        if finish == reason and reason != "loop":  # dspine's own word, never a server's
             return reason
     return "stop"
 
@@ -85,6 +86,7 @@ def end_reason(finish: str) -> EndReason:
 class End:
     reason: EndReason
     stats: Stats
+    note: str = ""  # said to the user where dspine ended the reply (a loop, the reply limit)
 
 
 @dataclass(frozen=True)

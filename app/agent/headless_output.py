@@ -138,6 +138,7 @@ class HeadlessOutput:
             "is_error": self.error is not None,
             "error": {"message": self.error.message, "fix": self.error.fix} if self.error else None,
             "stop_reason": self.end.reason if self.end else None,
+            "stop_note": self.end.note or None if self.end else None,  # why dspine ended it (a loop)
             "exit_code": self.exit_code,
             "session_id": session_id,
             "model": model,
@@ -190,6 +191,7 @@ def startup_failure(form: OutputFormat, message: str, fix: str, code: int, model
         "is_error": True,
         "error": {"message": message, "fix": fix},
         "stop_reason": None,
+        "stop_note": None,
         "exit_code": code,
         "session_id": None,
         "model": model,

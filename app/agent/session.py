@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
+from backends.reply_guard import guarded, reply_cap
 from backends.sampling import Sampling
 from backends.stats import Stats
 
@@ -273,6 +274,7 @@ class Session:
         mode: PermissionMode = modes.DEFAULT_MODE,
         hooks: Hooks | None = None,
         vetoed: Callable[[str, str], bool] | None = None,
+        reply_limit: int = 0,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
         bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
@@ -292,6 +294,7 @@ class Session:
         self.instructions_file = instructions_file
         self.tools_on = tools_on and toolbox is not None
         self.chain_limit = chain_limit
+        self.reply_limit = reply_limit  # the max_reply_tokens setting (0: by think mode)
         self.history: list[dict[str, Any]] = list(history or [])
         self.sampling = sampling
         self.budget = Budget(engine, think, n_ctx, sampling.max_tokens if sampling else None)
@@ -464,8 +467,8 @@ class Session:
         stop_hooks = 0
         while True:
             reply = await self._reply()
-            if reply is None or reply.end is None or reply.end.reason == "cancelled":
-                return
+            if reply is None or reply.end is None or reply.end.reason in ("cancelled", "loop"):
+                return  # a loop ends the turn too: its tool calls and Stop hooks would only go on with it
             if not reply.tool_calls:
                 # The model is done: a Stop hook may send it on, with its words (twice at most a turn).
                 said = [r for r in await self._hooks("Stop", {"stop_hook_active": stop_hooks > 0}) if r.blocks]
@@ -695,7 +698,9 @@ class Session:
                 extra: dict[str, Any] = {"tools": tools} if tools else {}
                 if self.sampling is not None:
                     extra["sampling"] = self.sampling
-                events = self.engine.stream(messages, think=think, **extra)
+                # Where a reply ends when the model does not end it: backends/reply_guard.py.
+                cap = reply_cap(think, self.reply_limit)
+                events = guarded(self.engine.stream(messages, think=think, **extra), self.engine.cancel, cap)
                 for event in events:
                     if isinstance(event, Error) and not reply.started and not batch and is_overflow(event):
                         reply.overflow = True
@@ -719,6 +724,8 @@ class Session:
             self._streaming = False
         if reply.started:
             await self.emit(ReplyEnded(reply.answer, list(reply.tool_calls), reply.end, reply.error))
+        if reply.end is not None and reply.end.note:
+            await self.emit(Notice(reply.end.note, "warning"))
         return reply
 
     # -- tools ---------------------------------------------------------------------------

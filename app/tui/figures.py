@@ -88,5 +88,9 @@ def readout_line(stats: Stats | None) -> str:
 def final_line(stats: Stats | None, reason: str | None) -> str:
     if stats is None:
         return ""
-    tail = {"cancelled": " · cancelled", "length": " · stopped at the token limit"}.get(reason or "", "")
+    tail = {
+        "cancelled": " · cancelled",
+        "length": " · stopped at the token limit",
+        "loop": " · stopped: it looped",
+    }.get(reason or "", "")
     return f"{stats.generated_tokens} tokens · " + readout_line(stats) + tail

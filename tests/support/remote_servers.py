@@ -37,9 +37,12 @@ class Shaped:
     endless_metrics: bool = False
     others_per_reply: int = 0
     chat_404_text: bool = False
+    looping: bool = False  # a reply of one line and then `#` lines without end, until the client goes
     per_request: bool = False  # vLLM's --per-request-spec-decode-metrics
     counters: bool = True  # /metrics with the speculation counters
     replies: int = 0
+    looped: int = 0  # pieces of a looping reply sent
+    hung_up: bool = False  # the client closed a looping reply
     bodies: list[dict] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)  # set when the server stops
 
@@ -156,6 +159,9 @@ def shaped_server(**options) -> Iterator[Shaped]:
                 error = {"error": {"message": message, "type": "NotFoundError", "param": None, "code": 404}}
                 self._send(404, json.dumps(error).encode())
                 return
+            if served.looping:
+                self._loop()
+                return
             events = [_chunk({"role": "assistant", "content": ""})]
             events += [_chunk({"content": word}) for word in WORDS]
             events.append(_chunk({}, "stop"))
@@ -178,6 +184,24 @@ def shaped_server(**options) -> Iterator[Shaped]:
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             self.wfile.write(payload)
+
+        def _loop(self) -> None:
+            """What a small model did to a new user's first prompt: a function, then `#` lines
+            until the client hangs up (counted in `served.looped`)."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            try:
+                for piece in ["def reverse(head):\n", "    return head\n", *["#", "\n"] * 100_000]:
+                    if served.stop.is_set():
+                        return
+                    self.wfile.write(f"data: {json.dumps(_chunk({'content': piece}))}\n\n".encode())
+                    self.wfile.flush()
+                    served.looped += 1
+            except (BrokenPipeError, ConnectionResetError):
+                served.hung_up = True
 
     with serving(Handler) as served.url:
         try:

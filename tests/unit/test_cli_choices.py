@@ -71,9 +71,9 @@ def _options(command: str) -> dict[str, object]:
 
 SHARED = {  # option -> the commands that take the same option (serve's --api-key is its own key)
     "--draft": ("run", "chat", "serve"),
-    "--engine": ("run", "chat"),
-    "--url": ("run", "chat"),
-    "--api-key": ("run", "chat"),
+    "--engine": ("run", "chat", "bench"),
+    "--url": ("run", "chat", "bench"),
+    "--api-key": ("run", "chat", "bench"),
     "--model": ("chat", "bench"),
 }
 
@@ -85,9 +85,10 @@ def test_shared_options_are_one_declaration():
 
 
 def test_end_reasons_are_a_closed_set():
-    assert END_REASONS == ("stop", "length", "cancelled", "tool_calls")
-    for reason in END_REASONS:
+    assert END_REASONS == ("stop", "length", "cancelled", "tool_calls", "loop")
+    for reason in END_REASONS[:-1]:
         assert end_reason(reason) == reason
+    assert end_reason("loop") == "stop"  # dspine's own word (a loop it stopped), never a server's
     assert end_reason("function_call") == "tool_calls"  # OpenAI's older name
     assert end_reason("content_filter") == "stop"
 

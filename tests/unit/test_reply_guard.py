@@ -1,0 +1,105 @@
+"""Where a reply ends when the model does not end it (issue 68): a loop is noticed and the
+reply stopped with a note; a cap per think mode; what a coding answer repeats on purpose is
+never taken for a loop."""
+
+from __future__ import annotations
+
+from backends.events import Delta, End, Error, StatsUpdate
+from backends.reply_guard import DEFAULT_CAP, LINE_REPEATS, RUN_CHARS, LoopWatch, guarded, reply_cap
+from backends.stats import Stats
+
+
+class Script:
+    """An engine's stream that goes on until it is cancelled, then ends as engines do."""
+
+    def __init__(self, pieces: list[str], forever: bool = True) -> None:
+        self.pieces = pieces
+        self.forever = forever
+        self.cancelled = False
+        self.sent = 0
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def events(self):
+        i = 0
+        while not self.cancelled and (self.forever or i < len(self.pieces)):
+            self.sent += 1
+            yield Delta(self.pieces[i % len(self.pieces)])
+            i += 1
+        yield End("cancelled" if self.cancelled else "stop", Stats(generated_tokens=self.sent))
+
+
+def feed_all(text: str, step: int = 3):
+    watch = LoopWatch()
+    for i in range(0, len(text), step):
+        found = watch.feed(text[i : i + step])
+        if found is not None:
+            return found, i + step
+    return None, len(text)
+
+
+def test_lines_of_hashes_are_a_loop_stopped_within_a_bounded_number_of_repeats():
+    """The new user's first reply: a function, then line after line of `#`."""
+    script = Script(["def reverse(head):\n", "    return head\n"] + ["#\n"] * 5000, forever=False)
+    events = list(guarded(script.events(), script.cancel, cap=None))
+    end = events[-1]
+    assert isinstance(end, End) and end.reason == "loop" and script.cancelled
+    assert "'#'" in end.note and f"{LINE_REPEATS} times" in end.note
+    assert script.sent <= 2 + LINE_REPEATS + 1  # stopped at once, not after thousands
+    assert end.stats.generated_tokens == script.sent
+
+
+def test_a_cycle_of_lines_and_a_run_inside_one_line_are_loops():
+    found, _ = feed_all("Here:\n" + "x = 1\ny = 2\nprint(x + y)\n" * 40)
+    assert found is not None and found.span == "x = 1\ny = 2\nprint(x + y)"
+    found, at = feed_all("the answer is " + "na" * 5000)
+    assert found is not None and found.span in ("na", "an") and at < len("the answer is ") + RUN_CHARS + 200
+
+
+def test_what_code_repeats_on_purpose_is_not_a_loop():
+    code = (
+        "def f():\n"
+        + "    }\n" * (LINE_REPEATS - 1)
+        + "=" * 80
+        + "\n"
+        + "| a | b |\n|---|---|\n"
+        + "".join(f"| {i} | {i * i} |\n" for i in range(200))
+        + "\n\n\n"
+        + "    pass\n" * 5
+        + "x" * 300
+        + "\n"
+        + "".join(f"assert f({i}) == {i}\n" for i in range(100))
+    )
+    assert feed_all(code)[0] is None
+    assert feed_all(code, step=1)[0] is None
+
+
+def test_the_cap_ends_the_reply_as_length_with_a_note_and_thinking_counts():
+    script = Script(["word "])
+    events = list(guarded(script.events(), script.cancel, cap=50))
+    end = events[-1]
+    assert isinstance(end, End) and end.reason == "length" and "50 tokens" in end.note
+    assert sum(isinstance(e, Delta) for e in events) == 50
+    thinking = Script(["hmm "])
+    stream = (Delta(e.text, "thinking") if isinstance(e, Delta) else e for e in thinking.events())
+    assert list(guarded(stream, thinking.cancel, cap=20))[-1].reason == "length"
+
+
+def test_a_reply_that_ends_by_itself_passes_untouched():
+    script = Script(["a\n", "b\n"], forever=False)
+    events = list(guarded(script.events(), script.cancel, cap=1000))
+    assert not script.cancelled and events[-1] == End("stop", Stats(generated_tokens=2))
+    error = [Delta("x"), Error("boom")]
+    assert list(guarded(iter(error), lambda: None)) == error
+
+
+def test_statistics_count_tokens_where_deltas_carry_several():
+    stream = iter([StatsUpdate(Stats(generated_tokens=99)), Delta("x"), End("stop", Stats(generated_tokens=100))])
+    events = list(guarded(stream, lambda: None, cap=100))
+    assert events[-1].reason == "length"
+
+
+def test_the_cap_by_think_mode_and_the_setting():
+    assert reply_cap(True) == DEFAULT_CAP[True] > reply_cap(False) == DEFAULT_CAP[False]
+    assert reply_cap(False, 500) == reply_cap(True, 500) == 500
