@@ -1460,13 +1460,12 @@ def tune(
 ) -> None:
     """Measure which drafting pays on this machine (plain, n-gram, the drafter, both) and use it from now on."""
     from rich.markup import escape
-    from rich.progress import Progress, TimeRemainingColumn
 
     from .run.drafting_choice import conditions_now
     from .run.engines import engine_for, resolve_files
     from .run.inputs import check_lengths
     from .run.tune_record import TuneRecords, tune_key
-    from .run.tune_run import TuneProgress, tune_and_save
+    from .run.tune_run import TuneUnsteady
 
     check_lengths(max_tokens=max_tokens)
     if rounds < 1:
@@ -1499,19 +1498,52 @@ def tune(
         if changed:
             out.print(f"[yellow]stale:[/] measured with {escape(changed)}; run `{escape(again)}` again")
         return
+    said_rounds = f"{rounds} round{'s' if rounds != 1 else ''}"
+    title = f"dspine tune: {files.label}, {running}, {max_tokens} tokens a prompt, {said_rounds}"
+    try:
+        outcome = _tune_with_progress(files, running, settings, rounds, max_tokens)
+    except TuneUnsteady as refused:
+        _tune_table(title + " (not saved: the speeds wandered)", refused.rows)  # what ran, and how far apart
+        raise
+    _tune_table(title, outcome.rows)
+    out.print(f"picked {escape(outcome.tune.summary)}")
+    out.print(f"[dim]saved: chat, run and serve on {running} use it; `{escape(again)} --reset` forgets it[/]")
+
+
+def _tune_with_progress(files, running: str, settings, rounds: int, max_tokens: int):
+    """A tune with its progress on standard error: a bar on a terminal; elsewhere (a log, a
+    pipe, CI) a line a run, so a long tune is never silent for minutes."""
+    from rich.markup import escape
+    from rich.progress import Progress, TimeRemainingColumn
+
+    from .run.tune_run import TuneProgress, tune_and_save
+
+    if not err.is_terminal:
+
+        def say(line: str) -> None:
+            err.print(controls_shown(line), markup=False, highlight=False)  # labels are file names: data
+
+        lines = TuneProgress(
+            on_plan=lambda total: say(f"tuning: {total} runs"),
+            on_start=lambda what: say(f"run {lines.done + 1}/{lines.planned}: {what}"),
+            on_retry=lambda why: say(f"the speeds wandered ({why}): measuring again"),
+        )
+        return tune_and_save(files, running, settings, lines, rounds=rounds, max_tokens=max_tokens)
     columns = (*Progress.get_default_columns(), TimeRemainingColumn(compact=True, elapsed_when_finished=True))
     with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task("tuning", total=None)
+
+        def retry(why: str) -> None:
+            progress.reset(task)
+            progress.console.print(f"[yellow]the speeds wandered ({escape(why)}): measuring again[/]")
+
         said = TuneProgress(
             on_plan=lambda total: progress.update(task, total=total),
             on_start=lambda what: progress.update(task, description=f"run {said.done + 1}: {escape(what)}"),
             on_run=lambda: progress.advance(task),
+            on_retry=retry,
         )
-        outcome = tune_and_save(files, running, settings, said, rounds=rounds, max_tokens=max_tokens)
-    said_rounds = f"{rounds} round{'s' if rounds != 1 else ''}"
-    _tune_table(f"dspine tune: {files.label}, {running}, {max_tokens} tokens a prompt, {said_rounds}", outcome.rows)
-    out.print(f"picked {escape(outcome.tune.summary)}")
-    out.print(f"[dim]saved: chat, run and serve on {running} use it; `{escape(again)} --reset` forgets it[/]")
+        return tune_and_save(files, running, settings, said, rounds=rounds, max_tokens=max_tokens)
 
 
 def _row(saved: dict):

@@ -194,6 +194,15 @@ def no_server(drafter_kind: str | None, hardware: Hardware | None) -> list[Check
     return [Check("llama-server", True, detail)]
 
 
+def check_threads(settings: Settings) -> Check:
+    """What llama.cpp would run on now, and why (backends/threads.py): a build beside the chat
+    leaves fewer cores free, and every thread waits for the slowest."""
+    from backends.threads import choose
+
+    chosen = choose(settings.threads)
+    return Check("threads", True, f"{chosen.threads} CPU thread{'' if chosen.threads == 1 else 's'}: {chosen.why}")
+
+
 def check_gpus(hardware: Hardware) -> list[Check]:
     if not hardware.gpus:
         notes = "; ".join(hardware.notes)
@@ -506,6 +515,7 @@ def run_checks(
         check_llama_cpp_python(hardware),
         *check_weight_repacking(settings),
         *check_servers(settings, drafter_kind, hardware),
+        check_threads(settings),
         *check_gpus(hardware),
         *check_models(settings, verify, model, progress, first_pull, catalog),
         *drafter_checks,

@@ -332,6 +332,12 @@ class Settings:
         "the most tokens one reply of `dspine chat`, `chat -p` and `dspine run` may run to; 0: by think mode "
         "(32,768 with thinking, 16,384 without), always within the room the context leaves",
     )
+    threads: int = _setting(
+        _positive_int,
+        lambda _: 0,
+        "CPU threads llama.cpp runs on, in process and on llama-server (chat, run, serve, bench, tune); 0: the "
+        "physical cores other programs leave free, looked at when the engine starts (and, in process, between replies)",
+    )
     llama_server: str | None = _setting(
         _program,
         lambda _: None,

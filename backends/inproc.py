@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 
 from . import cpu_repack
 from .adaptive import AdaptiveDraft
@@ -64,6 +63,7 @@ from .stats import Stats, count_ngram_step
 from .stats import count_positions as _count_positions
 from .template_choice import TemplateChoice, choose
 from .thinking import ThinkSplitter
+from .threads import SAMPLE_S, LoadWatch, ThreadChoice, physical_cores, pick
 from .tool_call_text import ToolCallParser
 from .turn_kind import TurnDrafting
 
@@ -149,7 +149,14 @@ class _Model:
     conversation sequence holds, token for token."""
 
     def __init__(
-        self, path: str, n_ctx: int, gpu_layers: int, n_batch: int, rollback: int, drafts: bool = False
+        self,
+        path: str,
+        n_ctx: int,
+        gpu_layers: int,
+        n_batch: int,
+        rollback: int,
+        drafts: bool = False,
+        threads: int | None = None,
     ) -> None:
         llama = _llama()
         _init_backend()
@@ -167,8 +174,8 @@ class _Model:
         cparams.n_ctx = n_ctx
         cparams.n_batch = n_batch
         cparams.n_ubatch = min(n_batch, 512)
-        # llama.cpp's library default is 4 threads; llama-server uses the physical cores.
-        threads = psutil.cpu_count(logical=False) or os.cpu_count() or 4
+        # llama.cpp's library default is 4 threads; the engine sets what backends/threads.py picks.
+        threads = threads or physical_cores()
         cparams.n_threads = cparams.n_threads_batch = threads
         if self.recurrent:
             cparams.n_rs_seq = rollback  # per-token snapshots of the last batch: a verify pass can be cut back
@@ -336,6 +343,9 @@ class _Model:
         self.cached = []
         self.saved = None
 
+    def set_threads(self, threads: int) -> None:
+        _llama().llama_set_n_threads(self.ctx, threads, threads)
+
     def free(self) -> None:
         llama = _llama()
         if self.ctx:
@@ -436,6 +446,11 @@ class InprocEngine:
     # (None: timed when the engine loads, where the lookup is on and weighs its copies).
     copy_costs: PassCosts | None = None
     name: str = "inproc"
+    # CPU threads: the `threads` setting, 0 = the cores others leave free, looked at again
+    # before each reply (backends/threads.py); what it runs on now is `thread_choice`.
+    threads: int = 0
+    thread_choice: ThreadChoice | None = field(default=None, init=False)
+    _load: LoadWatch | None = field(default=None, init=False, repr=False)
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
     _template: str | None = field(default=None, init=False, repr=False)
@@ -461,6 +476,7 @@ class InprocEngine:
         return f"n-gram + {name}" if name and self.ngram is not None else name
 
     def load(self) -> InprocEngine:
+        self._load = LoadWatch() if self.threads <= 0 else None  # others' load, sampled while it loads
         target = check_model_file(self.model_path, "model")
         if self.draft_path:
             check_same_vocabulary(target, check_model_file(self.draft_path, "drafter"))
@@ -484,6 +500,7 @@ class InprocEngine:
                     "this llama.cpp cannot roll back the target's state (a recurrent model without "
                     "snapshots): running without the drafter"
                 )
+        self._follow_load(settle=True)
         if self.copy_costs is None:
             try:
                 self.copy_costs = self._time_copies()
@@ -491,6 +508,19 @@ class InprocEngine:
                 self.close()
                 raise
         return self
+
+    def _follow_load(self, settle: bool = False) -> None:
+        """The thread count for the load others put on the machine now; `settle`: the first look,
+        given its whole sample window (loading a small model takes less)."""
+        if self._load is None:
+            self.thread_choice = pick(physical_cores(), -1.0, self.threads)
+        else:
+            if settle:
+                self._load.settle(SAMPLE_S)
+            self.thread_choice = pick(physical_cores(), self._load.busy())
+        for model in (self._target, self._drafter):
+            if model is not None:
+                model.set_threads(self.thread_choice.threads)
 
     def close(self) -> None:
         if self.on_close is not None:
@@ -770,6 +800,8 @@ class InprocEngine:
             yield Error("the in-process engine is not loaded", "open it again")
             return
         self._cancel.clear()
+        if self._load is not None:
+            self._follow_load()  # a build that started (or ended) since the last reply
         sampling = sampling or self.presets.for_mode(think)
         if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
             n_max = 0

@@ -168,6 +168,7 @@ class ServerConfig:
     # for a table read by token id: no VRAM, each draft gathers on the CPU); a llama.cpp buffer
     # name such as CUDA0 puts it on that device (vocab x rank bytes of VRAM, no host round trip).
     code_table_device: str | None = None
+    threads: int | None = None  # -t (batch threads follow it); None: llama-server's own (every core)
 
 
 def spec_type_for(kind: str, caps: Capabilities, binary: Path) -> str:
@@ -198,6 +199,8 @@ def server_args(config: ServerConfig, caps: Capabilities | None = None, binary: 
     if has("-fa"):
         args += ["-fa", "on" if config.flash_attn else "off"]
     args += ["-ub", str(config.n_ubatch)]
+    if config.threads:
+        args += ["-t", str(config.threads)]  # backends/threads.py: the cores others leave free
     if caps is not None:
         if caps.has("--jinja"):
             args += ["--jinja"]

@@ -25,19 +25,33 @@ def _text(content: Any) -> str:
     return ""
 
 
+# A follow-up that asks for a change to code already in the conversation ("now rename the
+# function to rev", "change x to y", "keep everything else"): its reply copies that code.
+_CHANGE_ASKED = re.compile(
+    r"\b(rename|change|replace|swap|refactor|fix|update|modify|edit|rewrite|remove|delete|add|"
+    r"keep (?:everything|all|the rest)|instead of)\b",
+    re.I,
+)
+
+
+def _holds_code(message: dict[str, Any]) -> bool:
+    """A block of code of EDIT_LINES lines or more: a fenced block, or a tool's output."""
+    text = _text(message.get("content"))
+    if message.get("role") == "tool":
+        return text.count("\n") + 1 >= EDIT_LINES
+    return any(block.count("\n") + 1 >= EDIT_LINES for block in _FENCE.findall(text))
+
+
 def is_edit_turn(messages: Sequence[dict[str, Any]]) -> bool:
-    """The newest user message, or a tool result after it, holds a block of code (a fenced
-    block, or a tool's output) of EDIT_LINES lines or more."""
+    """The newest user message, or a tool result after it, holds a block of code; or the
+    newest user message asks for a change and code is earlier in the conversation."""
     last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=None)
     if last_user is None:
         return False
-    for message in messages[last_user:]:
-        text = _text(message.get("content"))
-        if message.get("role") == "tool" and text.count("\n") + 1 >= EDIT_LINES:
-            return True
-        if message.get("role") == "user" and any(block.count("\n") + 1 >= EDIT_LINES for block in _FENCE.findall(text)):
-            return True
-    return False
+    if any(_holds_code(m) for m in messages[last_user:] if m.get("role") in ("user", "tool")):
+        return True
+    asked = _text(messages[last_user].get("content"))
+    return bool(_CHANGE_ASKED.search(asked)) and any(_holds_code(m) for m in messages[:last_user])
 
 
 @dataclass(frozen=True)

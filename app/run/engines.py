@@ -180,6 +180,9 @@ def open_engine(
     if options.engine == "server":
         from backends.llama_server import LlamaServerEngine, ServerConfig
         from backends.server_draft import honoured_by_binary
+        from backends.threads import SAMPLE_S, LoadWatch, physical_cores, pick
+
+        load = LoadWatch() if settings.threads <= 0 else None  # sampled while the plan is made
 
         plan = _fit_plan(files, options, settings)
         # The launch length, as `dspine fit` counted it: on a hybrid target each step of it is
@@ -220,7 +223,10 @@ def open_engine(
             code_table_device=settings.code_table_device,
             ngram=NGRAM if _ngram_on(options, settings, files) else None,
         )
-        config = _planned(config, plan)
+        if load is not None:
+            load.settle(SAMPLE_S)
+        threads = pick(physical_cores(), load.busy() if load is not None else -1.0, settings.threads)
+        config = replace(_planned(config, plan), threads=threads.threads)
         if config.ngram is not None:
             # Its copies' match by where the target's passes run (a long pass costs more on a CPU)
             config = replace(config, ngram=config.ngram.on_device(gpu=_target_on_gpu(config, plan)))
@@ -271,6 +277,7 @@ def open_engine(
         ngram_break_even=_ngram_break_even(options, settings, files),
         turn_drafting=options.turn_drafting,
         presets=files.sampling,
+        threads=settings.threads,
     ).load()
 
 

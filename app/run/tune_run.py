@@ -24,6 +24,19 @@ class TuneStopped(Exception):
     """The user stopped the tune (Esc in the chat) between two runs."""
 
 
+class TuneUnsteady(UsageError):
+    """The speeds wandered too much to choose from, twice: nothing saved. `rows` are the last
+    measurement's, for the table the user is shown anyway (what ran, how far apart)."""
+
+    def __init__(self, cause: str, fix: str, rows: list) -> None:
+        super().__init__(cause, fix)
+        self.rows = rows
+
+
+# A measurement a load spike disturbed is made again this many times before the tune gives up.
+UNSTEADY_RETRIES = 1
+
+
 @dataclass
 class TuneProgress:
     """What a tune tells whoever shows it, from the tune's thread. `stop` set: the tune ends
@@ -32,6 +45,7 @@ class TuneProgress:
     on_plan: Callable[[int], None] = lambda total: None
     on_start: Callable[[str], None] = lambda what: None  # the run starting, in words
     on_run: Callable[[], None] = lambda: None  # one run done
+    on_retry: Callable[[str], None] = lambda why: None  # the speeds wandered (why): measured again
     stop: threading.Event = field(default_factory=threading.Event)
     planned: int = 0
     done: int = 0
@@ -80,30 +94,37 @@ def tune_and_save(
         progress.done += 1
         progress.on_run()
 
-    try:
-        tuned, rows, ran = measure(
-            files,
-            engine,
-            settings,
-            rounds=rounds or ROUNDS,
-            max_tokens=max_tokens or MAX_TOKENS,
-            on_start=on_start,
-            on_run=on_run,
-            on_plan=on_plan,
-        )
-    except TuneStopped:
-        rows, ran = [], progress.done
-    if not rows or ran < progress.planned:
-        raise UsageError(
-            f"the tune was stopped after {ran} of {progress.planned} runs: nothing saved",
-            "run `dspine tune` (or /tune in the chat) again",
-        )
-    wandered = unsteady(rows)
-    if wandered is not None:
-        raise UsageError(
-            f"the speeds wandered too much to choose from ({wandered}): something else kept this "
+    for attempt in range(UNSTEADY_RETRIES + 1):
+        progress.done = 0
+        try:
+            tuned, rows, ran = measure(
+                files,
+                engine,
+                settings,
+                rounds=rounds or ROUNDS,
+                max_tokens=max_tokens or MAX_TOKENS,
+                on_start=on_start,
+                on_run=on_run,
+                on_plan=on_plan,
+            )
+        except TuneStopped:
+            rows, ran = [], progress.done
+        if not rows or ran < progress.planned:
+            raise UsageError(
+                f"the tune was stopped after {ran} of {progress.planned} runs: nothing saved",
+                "run `dspine tune` (or /tune in the chat) again",
+            )
+        wandered = unsteady(rows)
+        if wandered is None:
+            break
+        if attempt < UNSTEADY_RETRIES:
+            progress.on_retry(wandered)  # a load spike: measured once more before giving up
+            continue
+        raise TuneUnsteady(
+            f"the speeds wandered too much to choose from, twice ({wandered}): something else kept this "
             "machine busy; nothing saved",
             "run `dspine tune` (or /tune in the chat) again when the machine is quiet",
+            rows,
         )
     TuneRecords(settings.tune_file).put(tune_key(engine, files.target, files.drafter), tuned)
     return TuneOutcome(tuned, rows)

@@ -579,6 +579,10 @@ class ChatApp(App):
         self.set_mode(modes.after(self.mode))
 
     def action_toggle_think(self) -> None:
+        if not self.think and self.engine is not None and self.thinks is not None and not self.thinks(self.engine):
+            # Its template has no thinking mode: "on" would only sample with the think preset.
+            self.notify(f"{self.model or 'this model'} has no thinking mode: thinking stays off", markup=False)
+            return
         self.think = not self.think
         self._show_mode()
         self.notify(f"thinking {'on' if self.think else 'off'}")
@@ -862,7 +866,12 @@ class ChatApp(App):
             assert self.tune_progress is not None
             readout.show_state(progress_line(self.tune_progress, what))
 
-        self.tune_progress = TuneProgress(on_start=lambda what: self.call_from_thread(said, what))
+        self.tune_progress = TuneProgress(
+            on_start=lambda what: self.call_from_thread(said, what),
+            on_retry=lambda why: self.call_from_thread(
+                self.notify, f"the speeds wandered ({why}): measuring again", markup=False
+            ),
+        )
         readout.show_state("tuning: closing the model…")
         await self._post_note(started_note(self.model or "the model"))
         self._run_tune(engine, self.tune_progress)

@@ -36,6 +36,20 @@ def test_an_edit_turn_holds_code_its_reply_will_copy():
     assert TurnDrafting().plain_on(NEW) is None and TurnDrafting(new_text=False).plain_on(EDIT) is None
 
 
+def test_a_follow_up_that_asks_for_a_change_to_code_in_the_conversation_is_an_edit():
+    """Issue 68: "now rename the function to rev" after the model wrote the function was new
+    text (only pasted code counted), so a tune's edits-only drafting did not draft its copy."""
+    wrote = [
+        {"role": "user", "content": "write a python function that reverses a linked list"},
+        {"role": "assistant", "content": f"Here it is:\n\n{FILE}"},
+    ]
+    for asked in ("now rename the function to rev", "change x to y", "Keep everything else, add a docstring"):
+        assert is_edit_turn([*wrote, {"role": "user", "content": asked}]), asked
+    assert not is_edit_turn([*wrote, {"role": "user", "content": "thanks! what is a linked list for?"}])
+    no_code = [NEW[0], {"role": "assistant", "content": "The sea, the sea."}]
+    assert not is_edit_turn([*no_code, {"role": "user", "content": "change the last line"}])
+
+
 def test_the_in_process_engine_drafts_on_edits_only_when_told(tmp_path):
     model = write_model(tmp_path / "m.gguf", chat_model(n_layer=1, n_embd=64))
     engine = InprocEngine(

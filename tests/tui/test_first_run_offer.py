@@ -189,6 +189,14 @@ async def test_a_model_pulled_from_the_first_screen_without_a_thinking_mode_star
             assert app.think is expected
             mode = str(app.query_one(Readout).query_one("#mode").render())
             assert ("think on" if expected else "think off") in mode, mode
+            # Ctrl+T said "think on" for a model with no thinking mode (issue 68): it stays off.
+            await pilot.press("ctrl+t")
+            await pilot.pause()
+            mode = str(app.query_one(Readout).query_one("#mode").render())
+            assert app.think is False and "think off" in mode, mode
+            if not expected:
+                shown = [str(n.message) for n in app._notifications]
+                assert any("has no thinking mode: thinking stays off" in text for text in shown), shown
 
 
 async def test_enter_on_the_first_screen_pulls_and_after_a_failed_pull_pulls_again(store):

@@ -1,0 +1,92 @@
+"""How many threads llama.cpp runs on: the cores other programs leave free (issue 68).
+
+llama.cpp's threads meet at a barrier after every operation of a pass: one thread that the
+kernel parks behind another program holds all of them up. Measured here (2 cores, SmolLM2,
+beside one busy process at nice 0): llama-server at `-t 2` fell from 80.0 to 7.3 tok/s while
+`-t 1` kept 54.1. So the count is the physical cores minus those others keep busy, sampled
+over a short window; never more than the physical cores (hyper-threads share a core's units).
+A niced program (a build at nice 10, an indexer) yields its core to ours and is not counted.
+The `threads` setting (0: this rule) fixes the count."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import psutil
+
+SAMPLE_S = 0.25  # the window a start samples (between replies the time since the last reply is)
+# Others' use of a core counts once it passes this share of it: a desktop's background
+# (a browser tab, a terminal) stays below; a compiler, a test run or a spinning loop does not.
+TAKEN_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    threads: int
+    physical: int
+    busy: float  # cores other programs kept busy in the sample (None-like -1: not sampled)
+    why: str
+
+
+def physical_cores() -> int:
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 4
+
+
+def pick(physical: int, busy: float, setting: int = 0) -> ThreadChoice:
+    """Pure: the count for `physical` cores of which others keep `busy` busy."""
+    if setting > 0:
+        return ThreadChoice(setting, physical, busy, "the threads setting")
+    taken = min(physical - 1, int(busy + 1 - TAKEN_SHARE)) if busy >= 0 else 0
+    threads = max(1, physical - taken)
+    if taken <= 0:
+        return ThreadChoice(threads, physical, busy, f"every physical core ({physical}): the others are idle")
+    return ThreadChoice(
+        threads,
+        physical,
+        busy,
+        f"{threads} of {physical} physical cores: other programs kept {busy:.1f} busy "
+        "(a thread parked behind them would hold every other one up)",
+    )
+
+
+class LoadWatch:
+    """Others' load since the last look: the whole machine's busy time less this process's own
+    (its llama.cpp threads included), over the wall time between. Non-blocking after the first."""
+
+    def __init__(self) -> None:
+        self._me = psutil.Process()
+        self._mark = self._now()
+
+    def _now(self) -> tuple[float, float, float]:
+        times = psutil.cpu_times()
+        idle = times.idle + getattr(times, "iowait", 0.0) + getattr(times, "nice", 0.0)
+        busy = sum(times) - idle - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
+        own = self._me.cpu_times()
+        return time.monotonic(), busy, own.user + own.system
+
+    def settle(self, window_s: float) -> None:
+        """Wait out what is left of a `window_s` sample since the last look."""
+        left = window_s - (time.monotonic() - self._mark[0])
+        if left > 0:
+            time.sleep(left)
+
+    def busy(self) -> float:
+        """Cores others kept busy since the last call (or since this watch was made)."""
+        then, busy_then, own_then = self._mark
+        self._mark = now = self._now()
+        wall = now[0] - then
+        if wall <= 0:
+            return 0.0
+        return max(0.0, (now[1] - busy_then) - (now[2] - own_then)) / wall
+
+
+def choose(setting: int = 0, sample_s: float = SAMPLE_S) -> ThreadChoice:
+    """The count to start an engine with: sampled over `sample_s` (no sample where the setting fixes it)."""
+    physical = physical_cores()
+    if setting > 0:
+        return pick(physical, -1.0, setting)
+    watch = LoadWatch()
+    watch.settle(sample_s)
+    return pick(physical, watch.busy())

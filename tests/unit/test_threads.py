@@ -1,0 +1,54 @@
+"""Threads that follow the machine (issue 68): the physical cores others leave free, the
+`threads` setting over it, llama-server launched with the count, the in-process engine
+looking again before each reply, doctor saying what it picked."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from backends.llama_server import ServerConfig, server_args
+from backends.threads import LoadWatch, pick
+
+
+@pytest.mark.parametrize(
+    ("physical", "busy", "threads"),
+    [(2, 0.0, 2), (2, 0.3, 2), (2, 0.6, 1), (2, 1.0, 1), (2, 2.0, 1), (8, 0.2, 8), (8, 1.0, 7), (8, 2.7, 5)],
+)
+def test_the_count_is_the_cores_others_leave_free(physical, busy, threads):
+    chosen = pick(physical, busy)
+    assert chosen.threads == threads
+    assert ("idle" in chosen.why) == (threads == physical)
+
+
+def test_the_setting_fixes_the_count_whatever_the_load():
+    assert pick(2, 1.9, setting=4).threads == 4 and pick(2, 1.9, setting=4).why == "the threads setting"
+
+
+def test_llama_server_is_launched_with_the_count():
+    args = server_args(ServerConfig("m.gguf", threads=1))
+    assert args[args.index("-t") + 1] == "1"
+    assert "-t" not in server_args(ServerConfig("m.gguf"))  # None: llama-server's own
+
+
+def test_the_watch_sees_another_program_and_not_this_one():
+    """A spinning process beside us counts; our own spinning does not (bounded, killed by PID)."""
+    watch = LoadWatch()
+    deadline = time.monotonic() + 0.4
+    while time.monotonic() < deadline:
+        pass  # this process busy: not counted
+    assert watch.busy() < 0.6
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
+    try:
+        watch.busy()
+        watch.settle(0.3)  # the spinner's start (Python loading) is not the load measured
+        watch.busy()
+        watch.settle(0.6)
+        seen = watch.busy()
+    finally:
+        spinner.kill()
+        spinner.wait(timeout=30)
+    assert seen > 0.6
