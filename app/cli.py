@@ -161,7 +161,8 @@ def convert(
         "BF16",
         "--quant",
         "-q",
-        help="BF16 or F16: not quantized (the checkpoint's half type); or a llama-quantize type such as Q8_0.",
+        help="BF16, F16 or F32: not quantized (BF16/F16: the checkpoint's half type); or Q8_0, Q6_K, Q5_K_M, "
+        "Q4_K_M or Q4_0 (llama-quantize; a DSpine code table stays Q8_0).",
     ),
 ) -> None:
     """Convert a DFlash, DFlash2, DSpark or DSpine drafter on disk to GGUF (every check first)."""

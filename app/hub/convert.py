@@ -449,8 +449,7 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
         if value is not None and (name != "final_logit_softcapping" or _float(value, name, where) > 0):
             add(key, "f32", _float(value, name, where))
     add("target_layers", "arr", [i + 1 for i in layer_ids])  # upstream taps layer *inputs*
-    use_swa = bool(config.get("use_sliding_window", False) or dflash.get("use_swa", False))
-    window = dflash.get("swa_window_size") or config.get("sliding_window")
+    use_swa, window = _sliding(config, dflash, where)
     if use_swa and window:
         if dflash.get("use_swa", False):
             pattern = [True] * n_layer
@@ -472,7 +471,7 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
         add("attention.causal", "bool", bool(causal))
     if family == "dspark":
         add("sample_from_anchor", "bool", sample_from_anchor)
-    dspine_values = _dspine_keys(dspine, where, add) if family == "dspine" else {}
+    dspine_values = _dspine_keys(dspine, where, add, hidden, vocab) if family == "dspine" else {}
     return DrafterSpec(
         family=family,
         n_layer=n_layer,
@@ -488,9 +487,41 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
     )
 
 
-def _dspine_keys(dspine: dict[str, Any], where: str, add: Any) -> dict[str, int]:
+def _sliding(config: dict[str, Any], dflash: dict[str, Any], where: str) -> tuple[bool, Any]:
+    """Whether the drafter's attention slides, and its window. What the reference reads or
+    refuses is refused here too, naming the key, so nothing converts that loses its window or
+    that llama-server then refuses to load: sliding layers with `use_sliding_window` false (the
+    reference refuses it), and a window with no `layer_types` to say which layers slide."""
+    use_swa = bool(config.get("use_sliding_window", False) or dflash.get("use_swa", False))
+    window = dflash.get("swa_window_size") or config.get("sliding_window")
+    if dflash.get("use_swa", False):
+        return use_swa, window
+    sliding = [t for t in config.get("layer_types") or [] if t == "sliding_attention"]
+    if sliding and not config.get("use_sliding_window", False):
+        raise _refuse(
+            f"{where}: layer_types names {len(sliding)} sliding_attention layers but use_sliding_window is "
+            f"{config.get('use_sliding_window')!r}",
+            "the reference refuses this config: set use_sliding_window true (with sliding_window), or make "
+            "those layers full_attention",
+        )
+    if use_swa and window and not config.get("layer_types"):
+        raise _refuse(
+            f"{where}: use_sliding_window is true with sliding_window {window!r} but layer_types is missing",
+            "layer_types says which layers slide (sliding_attention or full_attention, one a layer); add it",
+        )
+    if use_swa and sliding and not window:
+        raise _refuse(
+            f"{where}: use_sliding_window is true and layer_types has sliding layers, but sliding_window is not set",
+            "give sliding_window (the window in tokens)",
+        )
+    return use_swa, window
+
+
+def _dspine_keys(dspine: dict[str, Any], where: str, add: Any, hidden: int, vocab: int) -> dict[str, int]:
     """transfer_rank and message_size (the tensors' shapes are checked against them) and top_k
-    (`dflash.dspine.top_k`: the candidates per position the refinement keeps)."""
+    (`dflash.dspine.top_k`: the candidates per position the refinement keeps), refused where the
+    patched server refuses it: the refinement's lattice of top_k x (top_k + 1) scores is laid in
+    one hidden-sized row."""
     inner = f"{where}: dspine_config"
     values = {
         "transfer_rank": _int(dspine, "transfer_rank", inner),
@@ -500,7 +531,15 @@ def _dspine_keys(dspine: dict[str, Any], where: str, add: Any) -> dict[str, int]
     for name, value in values.items():
         if not 0 < value <= 1 << 16:
             raise _refuse(f"{inner}.{name} is {value}, not in 1..65536", "check the checkpoint's config.json")
-    add("dspine.top_k", "u32", values["top_k"])
+    top_k = values["top_k"]
+    if top_k > vocab or hidden < top_k * (top_k + 1):
+        given = "is" if "top_k" in dspine else f"is not given, so the reference's default {DSPINE_TOP_K_DEFAULT},"
+        raise _refuse(
+            f"{inner}.top_k {given} {top_k}: it does not fit the refinement lattice (hidden_size {hidden} is less "
+            f"than top_k x (top_k + 1) = {top_k * (top_k + 1)})",
+            "dspine's llama-server would refuse to load it; a checkpoint of this size needs a smaller top_k",
+        )
+    add("dspine.top_k", "u32", top_k)
     return values
 
 

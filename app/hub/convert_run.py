@@ -60,6 +60,15 @@ QUANT_BITS = {
 }
 
 
+def check_quant(quant: str) -> None:
+    """A quant the converter makes (QUANT_BITS), refused before anything is read or written."""
+    if quant.upper() not in QUANT_BITS:
+        raise ConfigError(
+            f"--quant {quant!r} is not a type the converter makes",
+            f"give one of {', '.join(QUANT_BITS)} (BF16, F16 and F32 are not quantized)",
+        )
+
+
 class ConvertProgress:
     """What a conversion reports: the CLI draws it, tests record it."""
 
@@ -513,6 +522,7 @@ def convert_checkpoint(
 ) -> Converted:
     """The whole conversion; FINAL appears only when it is whole and read back."""
     progress = progress or ConvertProgress()
+    check_quant(quant)
     check_output(final)
     # Reading a 248K-token tokenizer takes seconds: say what is happening meanwhile.
     progress.stage("checking the checkpoint against the target", 1)

@@ -279,6 +279,42 @@ def test_a_dspine_config_the_target_cannot_serve_is_refused(tmp_path, golden_tgt
     assert spec.family == "dspine" and spec.dspine == {"transfer_rank": 16, "message_size": 8, "top_k": 4}
 
 
+def test_what_the_server_or_the_reference_refuses_is_refused_at_convert_naming_the_key(tmp_path, golden_tgt):
+    """Issue 67: a top_k the refinement lattice cannot hold converted and then llama-server
+    refused to load it; a window with no layer_types converted and the server refused it; sliding
+    layers with use_sliding_window false (the reference refuses it) lost the window silently."""
+    folder = golden_copy(tmp_path)
+    raw = json.loads((folder / "config.json").read_text())
+
+    def with_config(change) -> ConversionError:
+        config = json.loads(json.dumps(raw))
+        change(config)
+        (folder / "config.json").write_text(json.dumps(config))
+        return golden_refused(tmp_path, golden_tgt, folder)
+
+    wide = with_config(lambda c: c["dspine_config"].update(top_k=8))  # hidden 64 < 8 x 9
+    assert "dspine_config.top_k is 8" in wide.cause and "refinement lattice" in wide.cause and "64" in wide.cause
+    default = with_config(lambda c: c["dspine_config"].pop("top_k"))
+    assert "reference's default 16" in default.cause
+    n_layer = raw["num_hidden_layers"]
+    no_types = with_config(lambda c: (c.update(use_sliding_window=True, sliding_window=8), c.pop("layer_types")))
+    assert "layer_types is missing" in no_types.cause and "sliding_window 8" in no_types.cause
+    sliding = ["sliding_attention"] * n_layer
+    off = with_config(lambda c: c.update(use_sliding_window=False, sliding_window=8, layer_types=sliding))
+    assert f"layer_types names {n_layer} sliding_attention layers but use_sliding_window is False" in off.cause
+    no_window = with_config(lambda c: c.update(use_sliding_window=True, layer_types=sliding))
+    assert "sliding_window is not set" in no_window.cause
+    config = json.loads(json.dumps(raw))
+    config.update(use_sliding_window=True, sliding_window=8, layer_types=sliding)
+    (folder / "config.json").write_text(json.dumps(config))
+    spec, *_ = prepare(folder / "config.json", [folder / "model.safetensors"], golden_tgt)
+    keys = {k.name: k.value for k in spec.keys}
+    assert (
+        keys["dflash.attention.sliding_window"] == 8
+        and keys["dflash.attention.sliding_window_pattern"] == [True] * n_layer
+    )
+
+
 def test_old_guessed_dspine_names_are_no_longer_read():
     for old in ("layers.0.injection.read.weight", "injection.gates.0.weight", "injection.norms.0.weight"):
         assert convert.gguf_name(old) is None
@@ -529,3 +565,22 @@ def test_two_code_tables_that_disagree_or_two_codes_files_are_refused(tmp_path, 
     write_safetensors(folder / "transfer.safetensors", {"codes": ("F32", codes)})
     write_safetensors(folder / "transfer_codes.safetensors", {"codes": ("F32", codes)})
     assert "2 files hold a DSpine code table" in golden_refused(tmp_path, golden_tgt, folder).cause
+
+
+def test_every_quant_the_converter_makes_is_listed_and_another_is_refused_first(tmp_path, golden_tgt):
+    """Issue 67: F32 worked and --help did not list it; an unknown quant failed only after the
+    whole conversion, in llama-quantize."""
+    from typer.main import get_command
+
+    from app.cli import app
+    from app.errors import ConfigError
+    from app.hub.convert_run import QUANT_BITS, convert_checkpoint
+
+    option = next(p for p in get_command(app).commands["convert"].params if p.name == "quant")  # type: ignore[attr-defined]
+    assert all(name in (option.help or "") for name in QUANT_BITS)
+    folder = golden_copy(tmp_path)
+    with pytest.raises(ConfigError, match="--quant 'Q3_K_S' is not a type the converter makes") as caught:
+        convert_checkpoint(
+            folder / "config.json", [folder / "model.safetensors"], golden_tgt, tmp_path / "o.gguf", "Q3_K_S"
+        )
+    assert "Q4_K_M" in caught.value.fix and not list(tmp_path.glob("o.gguf*"))
