@@ -27,7 +27,7 @@ from .download import FetchReport, fetch, sha256_file, verify_present
 from .locks import held
 from .orphans import left_behind
 from .package_index import IndexFile, find_wheel, index_urls, normalized
-from .pull import PlannedFile, PullProgress, PullResult, Request, check_disk
+from .pull_plan import PlannedFile, PullProgress, PullResult, Request, check_disk
 from .store import Manifest, PullRecord, StoredFile, check_writable, local_path, partial_bytes, record_status
 from .wheel_gguf import extract, is_as_shipped, output_name, quantize, quantize_command, quantizer_name
 

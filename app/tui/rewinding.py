@@ -9,7 +9,8 @@ is named and left alone unless the user says to put it back anyway.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..agent.changes import Change
 from ..agent.rewind import OtherProject, changed_since, plan, put_back
@@ -18,7 +19,38 @@ from .screens.consent import ConsentScreen
 from .screens.rewind import Prompt, Rewind, RewindScreen
 
 if TYPE_CHECKING:
-    from .app import ChatApp
+    from ..agent.project import Project
+    from ..agent.toolbox import Toolbox
+    from .history import Chat, ChatStore
+    from .widgets.prompt_area import PromptArea
+
+
+class ChatApp(Protocol):
+    """What a rewind needs of the chat (app.py's ChatApp): named here, so this module does not
+    import the app that imports it."""
+
+    @property
+    def chat(self) -> Chat | None: ...
+    @property
+    def prompt_id(self) -> int | None: ...
+    @property
+    def project(self) -> Project | None: ...
+    @property
+    def store(self) -> ChatStore: ...
+    @property
+    def toolbox(self) -> Toolbox | None: ...
+    @property
+    def streaming(self) -> bool: ...
+    @property
+    def prompt_area(self) -> PromptArea: ...
+    @property
+    def notify(self) -> Callable[..., None]: ...
+    @property
+    def push_screen_wait(self) -> Callable[..., Awaitable[Any]]: ...
+    @property
+    def show_chat(self) -> Callable[[], Awaitable[None]]: ...
+    @property
+    def ask(self) -> Callable[[ConsentScreen], Awaitable[Any]]: ...
 
 
 def record(app: ChatApp, applied: list[Change]) -> None:

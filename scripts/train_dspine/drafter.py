@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import injection as inj
+from .norms import rms_norm
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,6 @@ class DrafterShape:
     message_size: int
     top_k: int
     injection: bool
-
-
-def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
-    """Qwen3RMSNorm: eps inside the root, the weight after."""
-    x = x.astype(jnp.float32)
-    return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + eps) * weight
 
 
 def rope(x: jax.Array, positions: jax.Array, theta: float) -> jax.Array:

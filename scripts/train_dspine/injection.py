@@ -17,6 +17,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .norms import rms_norm
+
 
 def l2_normalise(x: jax.Array) -> jax.Array:
     return x / jnp.maximum(jnp.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
@@ -59,8 +61,6 @@ def inject(shape, p: dict, layer: int, h: jax.Array, anchor_code, true_codes=Non
 def _refined(shape, p: dict, codes, pre_write: jax.Array, predecessor_ids: jax.Array) -> jax.Array:
     """final_norm(last write on pre_write with p = code(predecessor)): pre_write [..., H] broadcast
     against predecessor_ids [...]."""
-    from .drafter import rms_norm
-
     last = shape.n_layer - 1
     receiver = feature(p, last, pre_write, shape.transfer_rank)
     predecessor = code(codes, predecessor_ids, shape.transfer_rank)
