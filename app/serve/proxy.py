@@ -20,6 +20,7 @@ from aiohttp import web
 
 from backends.break_even import BreakEven
 from backends.message_order import MERGE, SystemRule
+from backends.reply_guard import LoopWatch
 from backends.sampling import QWEN_CARD, SamplingPresets
 
 from . import guards
@@ -32,6 +33,7 @@ from .modes import draft_length_for, prepare, split_model_name, with_draft_lengt
 from .overflow import translate_error
 from .reply_limit import with_reply_limit
 from .stopping import STOPPING, Stopping, end_stream
+from .streamed_text import StreamedText
 from .system_messages import SystemMessageError
 from .system_messages import apply as order_system_messages
 from .validate import NotJson, body_problem, parse_body
@@ -360,6 +362,7 @@ class Proxy:
             )
             at_boundary = True  # whether the bytes sent so far end with a whole event
             tail = b""  # the last bytes written, to see the stream's own last event go out
+            answer, watch = StreamedText(), LoopWatch()  # a reply that loops ends as in the chat
             try:
                 await response.prepare(request)
                 async for piece in reply.aiter_raw():
@@ -367,6 +370,11 @@ class Proxy:
                     at_boundary = piece.endswith(b"\n\n")
                     await response.write(piece)
                     tail = (tail + piece)[-TAIL_BYTES:]
+                    loop = next((found for text in answer.feed(piece) if (found := watch.feed(text))), None)
+                    if loop is not None:
+                        figures.finish(DONE)
+                        await end_stream(response, request.path, at_boundary, loop.note(), "reply_looped")
+                        return response  # closing the upstream stream stops its generation
             except asyncio.CancelledError:
                 if _ended(tail):
                     # The client read the last event ([DONE], message_stop) and hung up before the

@@ -48,23 +48,25 @@ class Stopping:
             await asyncio.wait(handlers, timeout=grace_s)
 
 
-def final_event(path: str, message: str) -> bytes:
+def final_event(path: str, message: str, code: str = "server_stopping") -> bytes:
     """The error event each streaming API's clients read as an error."""
     if path == "/v1/messages":
         data = {"type": "error", "error": {"type": "api_error", "message": message}}
         return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
     if path == "/v1/responses":
-        data = {"type": "error", "code": "server_stopping", "message": message}
+        data = {"type": "error", "code": code, "message": message}
         return b"event: error\ndata: " + json.dumps(data).encode() + b"\n\n"
-    data = {"error": {"message": message, "type": "server_error", "code": "server_stopping"}}
+    data = {"error": {"message": message, "type": "server_error", "code": code}}
     return b"data: " + json.dumps(data).encode() + b"\n\n"
 
 
-async def end_stream(response: web.StreamResponse, path: str, at_event_boundary: bool, message: str) -> None:
+async def end_stream(
+    response: web.StreamResponse, path: str, at_event_boundary: bool, message: str, code: str = "server_stopping"
+) -> None:
     """Close a stream the client is reading: its last event (only where an event
     ended, so that it is not glued to half of one), then the end of the body."""
     with contextlib.suppress(ConnectionError, TimeoutError, RuntimeError):
         async with asyncio.timeout(END_WRITE_S):
             if at_event_boundary:
-                await response.write(final_event(path, message))
+                await response.write(final_event(path, message, code))
             await response.write_eof()

@@ -40,3 +40,32 @@ def test_headless_stops_a_looping_reply_in_every_output_form(dspine):
     lines = [json.loads(line) for line in stream.stdout.splitlines()]
     assert any(line["type"] == "notice" and "(a loop)" in line["text"] for line in lines)
     assert lines[-1]["type"] == "result" and lines[-1]["stop_reason"] == "loop"
+
+
+def test_serve_ends_a_looping_reply_with_an_error_its_client_reads(env):
+    """`dspine serve` in front of a server whose reply loops: the client's stream ends with an
+    error event naming the loop, and the upstream stream is closed (its generation stops)."""
+    import httpx2
+
+    from tests.conftest import wait_for
+    from tests.support.serve_harness import ServeProcess
+
+    with shaped_server(kind="generic", looping=True) as upstream:
+        served = ServeProcess(env, "--url", upstream.url)
+        try:
+            body = {"messages": [{"role": "user", "content": "reverse a linked list"}], "stream": True}
+            events = []
+            with httpx2.stream("POST", served.url + "/chat/completions", json=body, timeout=60) as reply:
+                for line in reply.iter_lines():
+                    if line.startswith("data: "):
+                        events.append(json.loads(line[6:]) if line[6:].startswith("{") else line[6:])
+            last = events[-1]
+            assert last["error"]["code"] == "reply_looped" and "(a loop)" in last["error"]["message"]
+            text = "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-1] if e.get("choices"))
+            # What arrived in the same read as the 20th repeat went on before the check: a few reads.
+            assert LINE_REPEATS <= text.count("#") < 500
+            wait_for(lambda: upstream.hung_up, timeout=30, what="the upstream stream closed")
+            assert upstream.looped < 10_000
+            assert served.stop() == 0
+        finally:
+            served.process.kill()

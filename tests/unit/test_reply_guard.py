@@ -103,3 +103,20 @@ def test_statistics_count_tokens_where_deltas_carry_several():
 def test_the_cap_by_think_mode_and_the_setting():
     assert reply_cap(True) == DEFAULT_CAP[True] > reply_cap(False) == DEFAULT_CAP[False]
     assert reply_cap(False, 500) == reply_cap(True, 500) == 500
+
+
+def test_serve_reads_the_answer_text_of_every_api_it_passes_on():
+    from app.serve.streamed_text import StreamedText
+
+    stream = (
+        b'data: {"choices": [{"delta": {"content": "chat "}}]}\n\n'
+        b'data: {"choices": [{"delta": {"reasoning_content": "thinking"}}]}\n\n'
+        b'event: content_block_delta\ndata: {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "anth'
+        b'ropic "}}\n\n'
+        b'data: {"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": "{}"}}\n\n'
+        b'event: response.output_text.delta\ndata: {"type": "response.output_text.delta", "delta": "responses"}\n\n'
+        b"data: [DONE]\n\ndata: not json\n\n"
+    )
+    reader = StreamedText()
+    pieces = [stream[i : i + 7] for i in range(0, len(stream), 7)]  # events split across reads
+    assert "".join(text for piece in pieces for text in reader.feed(piece)) == "chat anthropic responses"
