@@ -111,8 +111,8 @@ def test_serve_reads_the_answer_text_of_every_api_it_passes_on():
     stream = (
         b'data: {"choices": [{"delta": {"content": "chat "}}]}\n\n'
         b'data: {"choices": [{"delta": {"reasoning_content": "thinking"}}]}\n\n'
-        b'event: content_block_delta\ndata: {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "anth'
-        b'ropic "}}\n\n'
+        b'event: content_block_delta\ndata: {"type": "content_block_delta", '
+        b'"delta": {"type": "text_delta", "text": "anthropic "}}\n\n'
         b'data: {"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": "{}"}}\n\n'
         b'event: response.output_text.delta\ndata: {"type": "response.output_text.delta", "delta": "responses"}\n\n'
         b"data: [DONE]\n\ndata: not json\n\n"
