@@ -138,10 +138,15 @@ def reply_note(
     seconds: float,
     drafter_asked: bool,
     copies_used: bool | None,
+    disturbed: bool = False,
 ) -> str | None:
     """A finished reply told to both judges (the model drafter's, the copies'); what the readout
     says about drafting, or None. Both engines ask this: one wording, one order.
-    `copies_used`: the reply looked copies up (None: the copies' judge does not judge it)."""
+    `copies_used`: the reply looked copies up (None: the copies' judge does not judge it).
+    `disturbed`: another program's load came while it ran (backends/threads.py): its speed is
+    the load's, not drafting's, so neither judge hears of it and drafting is not switched off."""
+    if disturbed:
+        return "a load came while this reply ran: not counted for drafting"
     notes = []
     if drafter is not None:
         notes.append(drafter.observed(think, drafter_asked, tokens, seconds) or drafter.note(think))

@@ -63,7 +63,7 @@ from .stats import Stats, count_ngram_step
 from .stats import count_positions as _count_positions
 from .template_choice import TemplateChoice, choose
 from .thinking import ThinkSplitter
-from .threads import SAMPLE_S, LoadWatch, ThreadChoice, physical_cores, pick
+from .threads import SAMPLE_S, LoadWatch, ThreadChoice, disturbed, physical_cores, pick
 from .tool_call_text import ToolCallParser
 from .turn_kind import TurnDrafting
 
@@ -451,6 +451,7 @@ class InprocEngine:
     threads: int = 0
     thread_choice: ThreadChoice | None = field(default=None, init=False)
     _load: LoadWatch | None = field(default=None, init=False, repr=False)
+    _judge_load: LoadWatch | None = field(default=None, init=False, repr=False)
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
     _template: str | None = field(default=None, init=False, repr=False)
@@ -802,6 +803,10 @@ class InprocEngine:
         self._cancel.clear()
         if self._load is not None:
             self._follow_load()  # a build that started (or ended) since the last reply
+        # Others' load before this reply and while it runs: a load that came mid-reply (a spike)
+        # makes it slow for a reason that is not drafting's, and it is not judged.
+        self._judge_load = self._judge_load or LoadWatch()
+        busy_before = self._judge_load.busy()
         sampling = sampling or self.presets.for_mode(think)
         if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
             n_max = 0
@@ -910,6 +915,7 @@ class InprocEngine:
                 drafter_asked=stats.draft_asked,
                 # Against the replies without the lookup (the draft model alone, or plain).
                 copies_used=bool(lookup) if reason != "cancelled" else None,
+                disturbed=disturbed(busy_before, self._judge_load.busy()),
             )
             yield End(reason, stats.copy())
         except EngineError as exc:

@@ -40,6 +40,7 @@ from .server_log import cause_line
 from .stats import Stats
 from .template_choice import TemplateChoice, choose, for_original
 from .terminal_text import one_line
+from .threads import LoadWatch, disturbed
 from .turn_kind import TurnDrafting
 
 if TYPE_CHECKING:
@@ -389,6 +390,8 @@ class LlamaServerEngine:
     _response_in_use: httpx2.Response | None = field(default=None, init=False, repr=False)
     _slot_ctx: int | None = field(default=None, init=False, repr=False)
     _ngram_runs: bool = field(default=False, init=False, repr=False)
+    # Others' load (the server is ours): a reply a load came into is not judged for drafting.
+    _load: LoadWatch | None = field(default=None, init=False, repr=False)
 
     @property
     def drafter(self) -> str | None:
@@ -722,6 +725,9 @@ class LlamaServerEngine:
         if self.template_choice is not None:
             messages = normalise(messages, self.template_choice.rule)
         body = chat_body(messages, think, sampling or self.presets.for_mode(think), extra, tools)
+        if judged is not None or judge_ngram is not None:
+            self._load = self._load or LoadWatch(also_ours=(self._running.process.pid,))
+            busy_before = self._load.busy()
         started = time.monotonic()
         import httpx2
 
@@ -753,6 +759,7 @@ class LlamaServerEngine:
                             drafter_asked=bool(self._drafts) and n_max != 0,
                             # Long copies against the replies drafting at the model drafter's length.
                             copies_used=bool(long_copies) if n_max != 0 else None,
+                            disturbed=self._load is not None and disturbed(busy_before, self._load.busy()),
                         )
                     yield event
         except StreamBroken:

@@ -10,6 +10,7 @@ The `threads` setting (0: this rule) fixes the count."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -53,18 +54,29 @@ def pick(physical: int, busy: float, setting: int = 0) -> ThreadChoice:
 
 class LoadWatch:
     """Others' load since the last look: the whole machine's busy time less this process's own
-    (its llama.cpp threads included), over the wall time between. Non-blocking after the first."""
+    (its llama.cpp threads), over the wall time between. Non-blocking after the first."""
 
-    def __init__(self) -> None:
-        self._me = psutil.Process()
+    def __init__(self, also_ours: tuple[int, ...] = ()) -> None:
+        """`also_ours`: other processes whose use counts as this one's (the llama-server it
+        runs); a command the chat runs is load like any other program's."""
+        self._mine = [psutil.Process()]
+        for pid in also_ours:
+            with contextlib.suppress(psutil.Error):  # gone already: nothing of it to count
+                self._mine.append(psutil.Process(pid))
         self._mark = self._now()
 
     def _now(self) -> tuple[float, float, float]:
         times = psutil.cpu_times()
         idle = times.idle + getattr(times, "iowait", 0.0) + getattr(times, "nice", 0.0)
         busy = sum(times) - idle - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
-        own = self._me.cpu_times()
-        return time.monotonic(), busy, own.user + own.system
+        used = 0.0
+        for process in self._mine:
+            try:
+                own = process.cpu_times()
+            except psutil.Error:
+                continue  # gone (a server that stopped)
+            used += own.user + own.system
+        return time.monotonic(), busy, used
 
     def settle(self, window_s: float) -> None:
         """Wait out what is left of a `window_s` sample since the last look."""
@@ -90,3 +102,9 @@ def choose(setting: int = 0, sample_s: float = SAMPLE_S) -> ThreadChoice:
     watch = LoadWatch()
     watch.settle(sample_s)
     return pick(physical, watch.busy())
+
+
+def disturbed(busy_before: float, busy_during: float) -> bool:
+    """Whether a load came while a reply ran that was not there when its thread count was
+    chosen (a build that started mid-reply): its speed says nothing about drafting."""
+    return busy_during - busy_before >= TAKEN_SHARE

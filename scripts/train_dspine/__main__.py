@@ -2,7 +2,8 @@
 DFlash twin, on the CPU.
 
     python -m train_dspine check     # the JAX forward against the reference's golden files
-    python -m train_dspine data      # greedy continuations of corpus.py's prompts + target features
+    python -m train_dspine continuations  # the next chunk(s) of greedy continuations, kept in the repo
+    python -m train_dspine data      # the continuations (made where missing) + target features
     python -m train_dspine features  # only the feature shards of what is generated so far
     python -m train_dspine train     # each variant; stops after --minutes, resumes next time
     python -m train_dspine evaluate  # held-out acceptance: DSpine (refined, base) and the twin
@@ -52,6 +53,36 @@ def _objective(args):
     )  # fmt: skip
 
 
+def _continuations(args, target: Path, chunks: int | None) -> None:
+    """The chunks of the first --prompts prompts not in the repository yet (at most `chunks`),
+    each written whole as it finishes; needs no JAX."""
+    from . import continuations as kept
+    from .corpus import build
+    from .generate import Server
+
+    prompts = build(args.seed)
+    made = kept.header(kept.sha256_file(target), kept.server_version(args.server), args.seed, args.n_predict)
+    try:
+        todo = kept.missing(prompts, args.prompts, kept.FOLDER, made)
+    except kept.Mismatch as exc:
+        _fail(str(exc))
+    todo = todo[:chunks] if chunks is not None else todo
+    print(f"continuations: {len(todo)} chunk(s) of {kept.CHUNK} prompts to make", flush=True)
+    if not todo:
+        return
+    if not args.server.is_file():
+        _fail(f"no llama-server at {args.server}: pass --server")
+    server = Server(args.server, target, slots=args.slots, threads=args.threads)
+    try:
+        for index in todo:
+            records = kept.make_chunk(prompts, index, server.tokenize, server.greedy, args.n_predict, args.slots)
+            path = kept.chunk_path(kept.FOLDER, index)
+            kept.write_chunk(path, made, records)
+            print(f"  wrote {path.name} ({len(records)} prompts)", flush=True)
+    finally:
+        server.stop()
+
+
 def _fail(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -62,12 +93,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="train_dspine", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     add = parser.add_argument
-    add("command", choices=["check", "data", "features", "train", "evaluate", "export"])
+    add("command", choices=["check", "continuations", "data", "features", "train", "evaluate", "export"])
     add("--runs", type=Path, default=DEFAULT_RUNS, help="where data, checkpoints and exports go")
     add("--target", type=Path, help="the target GGUF (default: RUNS/target/smollm2-135m-q8_0.gguf)")
     add("--server", type=Path, default=DEFAULT_SERVER, help="the patched llama-server binary")
     add("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     add("--n-predict", type=int, default=128)
+    add("--prompts", type=int, default=1000, help="continuations: of the corpus's first N prompts")
+    add("--chunks", type=int, help="continuations: make at most this many chunks in this call")
     add("--slots", type=int, default=4)
     add("--threads", type=int, default=1, help="llama-server's threads (the machine is shared)")
     add("--layers", type=int, default=3)
@@ -112,6 +145,10 @@ def main(argv: list[str] | None = None) -> None:
         _fail(f"no target GGUF at {target}: make it with `llama-quantize --allow-requantize "
               f"SmolLM2-135M-Instruct.Q4_1.gguf {target} Q8_0` or pass --target")  # fmt: skip
     data_dir = args.runs / "data"
+    if args.command in ("continuations", "data"):
+        _continuations(args, target, args.chunks if args.command == "continuations" else None)
+        if args.command == "continuations":
+            return
 
     from .target import default_taps, load_target
 
@@ -119,17 +156,12 @@ def main(argv: list[str] | None = None) -> None:
     args.taps = default_taps(tshape.n_layer)
 
     if args.command in ("data", "features"):
+        from .continuations import sequences
         from .features import extract
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        if args.command == "data":
-            from .corpus import build
-            from .generate import generate
-
-            if not args.server.is_file():
-                _fail(f"no llama-server at {args.server}: pass --server (the patched build)")
-            generate(build(args.seed), data_dir / "sequences.jsonl", args.server, target, args.n_predict,
-                     slots=args.slots, threads=args.threads)  # fmt: skip
+        count = sequences(data_dir / "sequences.jsonl")  # from the repository's chunks
+        print(f"sequences.jsonl: {count} continuations from scripts/train_dspine/continuations/")
         report = extract(data_dir / "sequences.jsonl", target, data_dir, args.taps, final=args.command == "data")
         print(f"greedy agreement with llama-server: {report['greedy_agreement']:.4f} over "
               f"{report['positions_checked']} positions {report['greedy_agreement_per_category']}")  # fmt: skip

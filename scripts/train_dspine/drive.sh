@@ -1,8 +1,10 @@
 #!/bin/sh
-# The whole run of issue 48, resumable: rerun it after a stop (or on a new machine, after the
-# venv and the target GGUF of docs/training-dspine.md) and it goes on from the checkpoints.
-# Continuations (`data`, in the background: it keeps what it has), then, until STEPS: the feature
-# shards of what is generated so far, and both variants CHUNK more steps on the same data and
+# The whole run of issues 48 and 70, resumable: rerun it after a stop (or on a new machine, after
+# the venv and the target GGUF of docs/training-dspine.md) and it goes on from the checkpoints.
+# Continuations in the background, one chunk of 100 prompts at a time, each committed to the
+# repository as it finishes (scripts/train_dspine/continuations/: a new machine starts from them,
+# never generates them twice; PROMPTS of the corpus's first prompts). Then, until STEPS: the
+# feature shards of what is there so far, and both variants CHUNK more steps on the same data and
 # seeds; then the last shards, `evaluate` and `export`. One thread each: the machine is shared.
 #   RUNS=/work/train-runs SERVER=.../llama-server nohup sh scripts/train_dspine/drive.sh > RUNS/drive.log &
 RUNS=${RUNS:-/work/train-runs}
@@ -12,8 +14,15 @@ PYTHON=${PYTHON:-/work/train-venv/bin/python}
 cd "$(dirname "$0")/.." || exit 1
 export XLA_FLAGS=--xla_cpu_multi_thread_eigen=false OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 run() { nice -n 19 "$PYTHON" -m train_dspine "$@" --runs "$RUNS"; }
+PROMPTS=${PROMPTS:-1000}
 if [ -n "$SERVER" ]; then
-  run data --server "$SERVER" > "$RUNS/data.log" 2>&1 &
+  (
+    while run continuations --server "$SERVER" --prompts "$PROMPTS" --chunks 1 | tee -a "$RUNS/data.log" |
+        grep -q "wrote chunk-"; do
+      git add train_dspine/continuations && git commit -q -m "train_dspine: a chunk of continuations" \
+        -- train_dspine/continuations
+    done
+  ) &
 fi
 while :; do
   done_steps=$("$PYTHON" -c "import json, sys

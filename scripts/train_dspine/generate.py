@@ -1,8 +1,6 @@
-"""The target's own greedy continuations of the prompts, from the patched llama-server.
-
-One JSON line a prompt in `sequences.jsonl`: the prompt's tokens (ChatML, as the server
-tokenizes it) and the continuation's tokens. Lines already written are kept, so a stopped
-run goes on where it stopped.
+"""llama-server for the target's own greedy continuations of the prompts (continuations.py
+keeps them, chunk by chunk, in the repository): the prompt's tokens (ChatML, as the server
+tokenizes it) and the continuation's tokens.
 
 The server runs with LLAMA_ARG_REPACK=false (the CPU's AMX repack crashes on the machines
 this ran on) and, by default, one thread: the trainer shares a 2-core machine."""
@@ -15,10 +13,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from .corpus import Prompt, chat
 
 
 def _free_port() -> int:
@@ -72,34 +67,3 @@ class Server:
         body = {"prompt": tokens, "n_predict": n_predict, "temperature": 0.0, "top_k": 1,
                 "cache_prompt": False, "return_tokens": True, "samplers": ["top_k"]}  # fmt: skip
         return list(_post(self.url + "/completion", body)["tokens"])
-
-
-def generate(
-    prompts: list[Prompt], out: Path, binary: Path, model: Path, n_predict: int, slots: int = 4, threads: int = 1
-) -> None:
-    done = set()
-    if out.exists():
-        done = {json.loads(line)["text"] for line in out.read_text().splitlines() if line.strip()}
-    todo = [p for p in prompts if p.text not in done]
-    print(f"continuations: {len(done)} done, {len(todo)} to go ({n_predict} tokens each)", flush=True)
-    if not todo:
-        return
-    server = Server(binary, model, slots=slots, threads=threads)
-    start = time.monotonic()
-    try:
-
-        def one(prompt: Prompt) -> dict:
-            tokens = server.tokenize(chat(prompt.messages))
-            return {"category": prompt.category, "family": prompt.family, "held_out": prompt.held_out,
-                    "text": prompt.text, "prompt": tokens,
-                    "continuation": server.greedy(tokens, n_predict)}  # fmt: skip
-
-        with out.open("a") as sink, ThreadPoolExecutor(slots) as pool:
-            for i, record in enumerate(pool.map(one, todo), 1):
-                sink.write(json.dumps(record) + "\n")
-                sink.flush()
-                if i % 20 == 0 or i == len(todo):
-                    rate = i / (time.monotonic() - start)
-                    print(f"  {i}/{len(todo)} prompts, {(len(todo) - i) / rate:.0f} s left", flush=True)
-    finally:
-        server.stop()

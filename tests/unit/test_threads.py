@@ -52,3 +52,21 @@ def test_the_watch_sees_another_program_and_not_this_one():
         spinner.kill()
         spinner.wait(timeout=30)
     assert seen > 0.6
+
+
+def test_a_reply_a_load_came_into_is_not_judged_and_drafting_stays_on():
+    """Issue 68: break-even switched drafting off on replies that ran beside a load spike."""
+    from backends.break_even import BreakEven, reply_note
+    from backends.threads import disturbed
+
+    assert disturbed(0.0, 1.0) and disturbed(0.2, 0.9) and not disturbed(1.0, 1.1) and not disturbed(0.0, 0.3)
+    judge = BreakEven()
+    for _ in range(4):  # plain replies at 100 tok/s, as the judge asks for them
+        judge.observed(False, False, 100, 1.0)
+    for _ in range(6):  # drafting replies at a tenth of that, each with a build beside it
+        note = reply_note(judge, None, False, 100, 10.0, drafter_asked=True, copies_used=None, disturbed=True)
+        assert note == "a load came while this reply ran: not counted for drafting"
+    assert judge.drafting(False)
+    for _ in range(3):  # the same replies undisturbed: drafting is slower here, and stops
+        reply_note(judge, None, False, 100, 10.0, drafter_asked=True, copies_used=None)
+    assert not judge.drafting(False)
