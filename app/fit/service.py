@@ -17,8 +17,8 @@ from backends.gguf_header import GgufError, read_local
 from ..choices import Goal, KvType
 from ..errors import NetworkError, NotFoundError, UsageError
 from ..hub import client as hub
-from ..hub.store import Manifest, listing_from_hf_cache, record_status
-from ..models.catalog import NO_DRAFTER, Bundle, Catalog, parse_repo_ref
+from ..hub.store import Manifest, converted_path, listing_from_hf_cache, record_status
+from ..models.catalog import NO_DRAFTER, Bundle, Catalog, Drafter, parse_repo_ref
 from ..models.selection import RemoteFile, select_by_glob, select_by_quant
 from ..settings import Settings
 from ..units import format_bytes
@@ -172,9 +172,10 @@ def _pulled_options(
 
 def _bundle_options(
     bundle: Bundle, request: FitRequest, settings: Settings, notes: list[str]
-) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path]]]:
+) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path | None]]]:
     if bundle.index is not None:
-        return _pulled_options(bundle, request, settings)
+        pulled_targets, pulled_drafters = _pulled_options(bundle, request, settings)
+        return pulled_targets, list(pulled_drafters)
     listings: dict[str, list[RemoteFile]] = {}
 
     def first_file(repo: str, pattern: str) -> RemoteFile:
@@ -205,7 +206,7 @@ def _bundle_options(
     if request.draft and request.draft.lower().endswith(".gguf"):
         return targets, [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
     variants = [bundle.drafter(request.draft)] if request.draft else list(bundle.drafters.values())
-    drafters = []
+    drafters: list[tuple[Option, Path | None]] = []
     main_target, main_path = targets[0]
     for drafter in variants:
         if drafter is None:
@@ -217,6 +218,12 @@ def _bundle_options(
                 notes.append(f"{drafter.variant}: the {main_target.label} file carries no MTP head.")
             continue
         assert drafter.repo is not None and drafter.pattern is not None
+        if drafter.source == "safetensors":
+            # A checkpoint converted at pull has no GGUF header on the hub: the catalog's figures.
+            planned = _catalog_drafter(drafter, settings, notes)
+            if planned is not None:
+                drafters.append((planned, None))
+            continue
         try:
             remote = first_file(drafter.repo, drafter.pattern)
             header, openable, named = local_or_remote(remote, settings)
@@ -273,14 +280,26 @@ def _catalog_options(
             if main.shape is not None and main.shape.has_mtp:
                 drafters.append((Option(drafter.variant, main.path, None, kind=drafter.kind), None))
             continue
-        if drafter.shape is None or drafter.size is None:
-            notes.append(f"{drafter.variant} left out: the catalog gives no shape and size for it.")
-            continue
-        assert drafter.repo is not None and drafter.pattern is not None
-        shape = shape_from_figures(drafter.shape, drafter.size, drafter.variant, f"the catalog's {drafter.variant}")
-        path = settings.models_dir / drafter.repo / drafter.pattern
-        drafters.append((Option(drafter.variant, str(path), shape, kind=drafter.kind), None))
+        planned = _catalog_drafter(drafter, settings, notes)
+        if planned is not None:
+            drafters.append((planned, None))
     return targets, drafters
+
+
+def _catalog_drafter(drafter: Drafter, settings: Settings, notes: list[str]) -> Option | None:
+    """A drafter planned from the catalog's shape and size, at the path a pull gives it."""
+    if drafter.shape is None or drafter.size is None:
+        notes.append(f"{drafter.variant} left out: the catalog gives no shape and size for it.")
+        return None
+    assert drafter.repo is not None and drafter.pattern is not None
+    # A checkpoint converted at pull is the type it is converted to, whatever its variant is called.
+    label = drafter.convert_to or drafter.variant
+    shape = shape_from_figures(drafter.shape, drafter.size, label, f"the catalog's {drafter.variant}")
+    if drafter.convert_to is not None:
+        path = converted_path(settings.models_dir, drafter.repo, drafter.convert_to)
+    else:
+        path = settings.models_dir / drafter.repo / drafter.pattern
+    return Option(drafter.variant, str(path), shape, kind=drafter.kind)
 
 
 def _options(request: FitRequest, catalog: Catalog, settings: Settings, notes: list[str]):

@@ -88,12 +88,22 @@ def _refusal(bundle: Bundle, drafter: Drafter, spec_types: tuple[str, ...] | Non
     return None
 
 
+def _pulled_first(bundle: Bundle, pulled: Pulled) -> list[Drafter]:
+    """The order, with the pulled drafter first where it is of the kind the first choice is: where
+    it runs here a second pull fetches nothing; where it does not, why is said first."""
+    order = ordered(bundle)
+    mine = bundle.drafters.get(pulled.drafter or "")
+    if not order or mine is None or mine.kind != order[0].kind:
+        return order
+    return [mine] + [d for d in order if d is not mine]
+
+
 def recommend(bundle: Bundle, spec_types: tuple[str, ...] | None, pulled: Pulled | None = None) -> Recommendation:
     """The drafter to use with `bundle` on a llama-server whose --spec-type knows `spec_types`
     (None: no llama-server found; only what the in-process engine runs then)."""
     pulled = pulled or Pulled()
     passed: list[str] = []
-    for drafter in ordered(bundle):
+    for drafter in _pulled_first(bundle, pulled):
         refusal = _refusal(bundle, drafter, spec_types, pulled)
         if refusal is not None:
             passed.append(f"{drafter.variant}: {refusal}")

@@ -34,7 +34,7 @@ def test_bad_config_file_is_a_message_not_a_traceback(dspine, tmp_path):
 def test_list_and_rm_round_trip(dspine, models_dir):
     assert "nothing pulled yet" in dspine("list").stdout
     assert "dspine pull smollm2-135m" in dspine("list").stdout  # no GPU here: the small model first
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     assert dspine("pull", f"{TARGET_REPO}:Q4_K_M").returncode == 0  # shares the target file
 
     table = dspine("list")

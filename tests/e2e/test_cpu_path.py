@@ -55,7 +55,7 @@ def test_doctor_without_a_server_warns_beside_a_gpu_and_fails_for_a_drafter_that
     beside_gpu = dspine("doctor", "--json", extra_env=with_gpus(no_server, RTX_3090))
     server = {c["name"]: c for c in json.loads(beside_gpu.stdout)}["llama-server"]
     assert not server["ok"] and not server["required"] and "--with-server" in server["fix"]
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4", extra_env=no_server).returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf", extra_env=no_server).returncode == 0
     needs = dspine("doctor", "--model", "qwen3.8-27b", "--json", extra_env=with_gpus(no_server, []))
     assert needs.returncode == 1
     server = {c["name"]: c for c in json.loads(needs.stdout)}["llama-server"]

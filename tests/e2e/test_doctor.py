@@ -44,7 +44,7 @@ def test_doctor_without_a_gpu_warns_but_passes(dspine):
 
 
 def test_doctor_fails_when_the_chosen_model_needs_what_is_missing(dspine, models_dir):
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     fine = dspine("doctor", "--json")
     assert fine.returncode == 0 and checks_of(fine)["model qwen3.8-27b"]["ok"]
     # DSpine pulled: upstream llama-server cannot run it.

@@ -79,7 +79,7 @@ def test_the_installers_next_step_and_doctor_name_the_same_drafter(dspine, hub, 
     doctor = checks_of(dspine("doctor", "--json", "--quick", extra_env=gpu))
     assert doctor["models"]["fix"] == "dspine pull qwen3.8-27b --drafter dflash2-q4"
     advice = doctor["drafter for qwen3.8-27b"]
-    assert advice["detail"].startswith("dflash2-q4, DFlash2") and "dspine-q4: " in advice["detail"]
+    assert advice["detail"].startswith("dflash2-q4, DFlash2") and "dspine: " in advice["detail"]
     # With no GPU both name the small model the first screen offers there.
     no_gpu = nvml_env([])
     small = dspine("doctor", "--next-step", extra_env=no_gpu).stdout
@@ -96,7 +96,7 @@ def test_the_installers_next_step_and_doctor_name_the_same_drafter(dspine, hub, 
 
 def test_doctor_names_each_tensor_the_server_here_does_not_know_in_a_pulled_dspine_file(dspine, hub, files):
     serve(hub, files)
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     result = dspine("doctor", "--model", "qwen3.8-27b", "--json", "--quick")
     assert result.returncode == 1
     checks = checks_of(result)
@@ -106,12 +106,12 @@ def test_doctor_names_each_tensor_the_server_here_does_not_know_in_a_pulled_dspi
     assert "draft-dspine" in file_check["fix"]
     advice = checks["drafter for qwen3.8-27b"]
     assert not advice["ok"] and advice["fix"] == "dspine pull qwen3.8-27b --drafter dflash2-q4"
-    assert "dspine-q4 is pulled" in advice["detail"]
+    assert "dspine-gguf is pulled" in advice["detail"]
 
 
 def test_doctor_on_a_dspine_file_missing_a_tensor_names_it(dspine, hub, files):
     serve(hub, files, dspine="dspine-missing")
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     checks = checks_of(dspine("doctor", "--model", "qwen3.8-27b", "--json", "--quick"))
     detail = checks["drafter file of qwen3.8-27b"]["detail"]
     assert "tensors a DSpine file needs that it lacks: blk.2.dspine_write.weight" in detail
@@ -121,21 +121,22 @@ def test_on_the_patched_server_a_pulled_dspine_file_is_run_and_picked(env, dspin
     """The llama-server with draft-dspine is the DSpine patch's (another part, not here yet):
     its --spec-type names are data, handed to the same functions doctor and pull call."""
     serve(hub, files)
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     settings = load_settings()
     record = Manifest(settings.manifest_path).records["qwen3.8-27b"]
     pulled = read_pulled(record, PATCHED)
     [check] = check_pulled_drafter(record, pulled, "qwen3.8-27b")
     assert check.ok and "runs it (--spec-type draft-dspine)" in check.detail
     bundle = load_catalog().find("qwen3.8-27b")
-    assert choose_for(bundle, settings, PATCHED).drafter == "dspine-q4"
+    assert choose_for(bundle, settings, PATCHED).drafter == "dspine-gguf"  # pulled and runs: kept
     assert choose_for(bundle, settings, UPSTREAM).drafter == "dflash2-q4"
-    # The same file, a tensor short: the patched server refuses it too, and the choice falls back.
+    # The same file, a tensor short: the patched server refuses it too, and the choice is the
+    # authors' checkpoint, converted at pull (issue 67), saying why the pulled file is not used.
     serve(hub, files, dspine="dspine-missing")
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     fallback = choose_for(bundle, settings, PATCHED)
-    assert fallback.drafter == "dflash2-q4"
-    assert any("blk.2.dspine_write.weight" in p for p in fallback.passed_over)
+    assert fallback.drafter == "dspine"
+    assert any(p.startswith("dspine-gguf: ") and "blk.2.dspine_write.weight" in p for p in fallback.passed_over)
 
 
 def test_doctor_reads_the_mtp_head_from_the_pulled_target(env, dspine, hub, files, tmp_path):

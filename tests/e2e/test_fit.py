@@ -57,7 +57,7 @@ def test_fit_catalog_bundle_over_http_range_before_pull(dspine, gguf_hub, header
     assert data["budget"] == 23 * GiB
     assert data["reasons"][0].startswith("GPU 0: NVIDIA GeForce RTX 3090")
     assert data["settings"]["target_quant"] == "Q4_K_M"
-    assert data["settings"]["drafter"] in {"dspine-bf16", "dspine-q4"}
+    assert data["settings"]["drafter"] in {"dspine-bf16", "dspine", "dspine-gguf"}
     assert any("dflash2-q4 left out" in r for r in data["reasons"])  # not in the test hub: skipped, said
     # Only headers travelled, each with Range requests.
     gets = [(path, r) for method, path, r in gguf_hub.requests if method == "GET" and "/resolve/" in path]
@@ -137,7 +137,7 @@ def test_fit_measures_compute_with_llama_cpp(dspine, tmp_path):
 
 
 def test_fit_after_pull_works_offline_from_the_files_on_disk(dspine, gguf_hub, models_dir):
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-bf16").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     gguf_hub.reset_counts()
     result = dspine(
         "fit", "qwen3.8-27b", "--vram", "24GiB", "--json", "--no-measure", extra_env={"HF_HUB_OFFLINE": "1"}
@@ -146,7 +146,7 @@ def test_fit_after_pull_works_offline_from_the_files_on_disk(dspine, gguf_hub, m
     data = json.loads(result.stdout)
     assert gguf_hub.requests == []
     assert data["settings"]["target_file"] == str(models_dir / TARGET_REPO / "Qwen3.8-27B-Q4_K_M.gguf")
-    assert data["settings"]["drafter"] == "dspine-bf16"
+    assert data["settings"]["drafter"] == "dspine-gguf"
     assert any("planned from the files" in r for r in data["reasons"])
 
 

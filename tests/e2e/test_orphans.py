@@ -46,7 +46,7 @@ def test_another_quant_leaves_the_old_target_listed_and_removable(dspine, hub, m
 
 
 def test_another_drafter_leaves_the_old_drafter_and_rm_takes_its_file_name(dspine, hub, models_dir):
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     assert dspine("pull", "qwen3.8-27b", "--drafter", "dflash2-q4").returncode == 0
     old = models_dir / DSPINE_REPO / DRAFTER_Q4
     assert [o["file"] for o in _orphans(dspine)] == [DRAFTER_Q4]

@@ -20,7 +20,7 @@ def sha(path: Path) -> str:
 
 
 def test_pull_bundle_fetches_target_and_drafter_and_verifies(dspine, hub, models_dir):
-    result = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4")
+    result = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf")
     assert result.returncode == 0, result.stderr
     target = models_dir / TARGET_REPO / TARGET_Q4
     drafter = models_dir / DSPINE_REPO / DRAFTER_Q4
@@ -29,11 +29,11 @@ def test_pull_bundle_fetches_target_and_drafter_and_verifies(dspine, hub, models
     # The plain Q4_K_M file, not the UD variant, the Q8_0 or the projector.
     assert hub.served_bytes(TARGET_REPO) == target.stat().st_size
     assert hub.served_bytes(DSPINE_REPO) == drafter.stat().st_size
-    assert "pulled qwen3.8-27b (Q4_K_M, drafter dspine-q4 (dspine))" in result.stdout
+    assert "pulled qwen3.8-27b (Q4_K_M, drafter dspine-gguf (dspine))" in result.stdout
     assert not list(models_dir.rglob("*.part"))
 
     hub.reset_counts()
-    again = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4")
+    again = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf")
     assert again.returncode == 0, again.stderr
     assert hub.served_bytes() == 0
     assert "already here" in again.stderr
@@ -110,7 +110,7 @@ def test_server_ignoring_range_restarts_the_file_and_still_verifies(dspine, hub,
 
 def test_corrupted_byte_is_caught_set_aside_and_refetched(dspine, hub, models_dir):
     hub.misbehave.corrupt_at[DRAFTER_Q4] = 4242
-    result = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4")
+    result = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf")
     assert result.returncode == 7
     assert "failed its checksum" in result.stderr
     assert "set aside" in result.stderr
@@ -120,7 +120,7 @@ def test_corrupted_byte_is_caught_set_aside_and_refetched(dspine, hub, models_di
     assert "Traceback" not in result.stderr
 
     hub.misbehave.corrupt_at.clear()
-    again = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4")
+    again = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf")
     assert again.returncode == 0, again.stderr
     assert sha(final) == hub.repos[DSPINE_REPO].sha256(DRAFTER_Q4)
 
@@ -141,7 +141,7 @@ def test_missing_quant_lists_what_the_repository_has(dspine):
 
 def test_catalog_pattern_matching_nothing_lists_the_files(dspine, hub):
     del hub.repos[DSPINE_REPO].files[DRAFTER_Q4]
-    result = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4")
+    result = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf")
     assert result.returncode == 3
     assert "no file in aj9o9/Qwen3.8-27B-DSpine-b16-GGUF matches" in result.stderr
     assert "Qwen3.8-27B-DSpine-b16-BF16.gguf" in result.stderr

@@ -57,7 +57,7 @@ def test_two_pulls_of_different_models_at_once_both_reach_the_manifest(env, hub,
     for _ in range(ROUNDS):
         manifest.unlink(missing_ok=True)
         pulls = [
-            _start(env, "pull", "qwen3.8-27b", "--drafter", "dspine-q4"),
+            _start(env, "pull", "qwen3.8-27b", "--drafter", "dspine-gguf"),
             _start(env, "pull", f"{DFLASH_REPO}:Q4_K_M"),
         ]
         for code, stderr in (_finish(p) for p in pulls):
@@ -67,13 +67,13 @@ def test_two_pulls_of_different_models_at_once_both_reach_the_manifest(env, hub,
 
 
 def test_a_damaged_file_of_the_right_size_is_rehashed_and_fetched_again(dspine, hub, models_dir):
-    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4").returncode == 0
+    assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     drafter = models_dir / DSPINE_REPO / DRAFTER_Q4
     data = bytearray(drafter.read_bytes())
     data[1000] ^= 0xFF
     drafter.write_bytes(bytes(data))
     hub.reset_counts()
-    again = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-q4")
+    again = dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf")
     assert again.returncode == 0, again.stderr
     assert sha(drafter) == hub.repos[DSPINE_REPO].sha256(DRAFTER_Q4)
     assert hub.served_bytes(DSPINE_REPO) == len(data)

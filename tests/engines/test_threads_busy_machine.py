@@ -62,6 +62,9 @@ def opener(kind: str, model: Path, logs: Path):
 @pytest.mark.parametrize("kind", ["inproc", "server"])
 def test_auto_threads_keep_the_speed_every_core_loses_beside_busy_programs(real, tmp_path, kind):
     physical = physical_cores()
+    quiet_now = choose()
+    if quiet_now.threads < physical:  # a test run is not always alone on its machine
+        pytest.skip(f"other programs keep {quiet_now.busy:.1f} cores busy before the test: no quiet speed")
     open_with = opener(kind, real["target"], tmp_path)
     every = open_with(physical)
     engines = [every]

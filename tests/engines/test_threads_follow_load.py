@@ -27,7 +27,9 @@ def test_the_engine_gives_a_core_up_beside_a_busy_program_and_takes_it_back(mode
     engine = InprocEngine(str(models["dense"]["target"]), n_ctx=512).load()
     try:
         physical = physical_cores()
-        assert engine.thread_choice is not None and engine.thread_choice.threads == physical
+        assert engine.thread_choice is not None
+        if engine.thread_choice.threads < physical:  # a test run is not always alone on its machine
+            pytest.skip(f"other programs keep {engine.thread_choice.busy:.1f} cores busy before the test")
         spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
         try:
             reply(engine)  # what ran since the load: the spinner's start, partly

@@ -177,9 +177,9 @@ async def test_first_run_shows_the_fit_pulls_with_progress_then_chats(store, hub
     from app.tui.screens.first_run import FirstRun, FirstRunScreen
 
     settings = load_settings()
-    request = make_request("qwen3.8-27b", load_catalog(), None, "dspine-q4")
+    request = make_request("qwen3.8-27b", load_catalog(), None, "dspine-gguf")
     first_run = FirstRun(
-        "qwen3.8-27b", lambda: "Fits: Q4_K_M + dspine-q4 on this test GPU", lambda p: pull(request, settings, p)
+        "qwen3.8-27b", lambda: "Fits: Q4_K_M + dspine-gguf on this test GPU", lambda p: pull(request, settings, p)
     )
     engine = ScriptedEngine()
     app = ChatApp(None, store, first_run=first_run, open_engine=lambda model: engine)

@@ -24,9 +24,9 @@ def card(gib: int) -> Hardware:
 def test_a_card_too_small_for_the_target_is_offered_no_drafter_and_pulls_none(gguf_hub, env, models_dir):
     settings = load_settings()
     catalog = load_catalog()
-    offer = plan_offer(Offer("qwen3.8-27b", "dspine-q4"), catalog, settings, card(12))
+    offer = plan_offer(Offer("qwen3.8-27b", "dspine"), catalog, settings, card(12))
     assert offer.drafter == "none" and offer.name == "qwen3.8-27b (drafter none)"
-    assert "dspine-q4 is left out" in offer.text
+    assert "dspine is left out" in offer.text
     gguf_hub.reset_counts()
     pull(make_request("qwen3.8-27b", catalog, None, offer.drafter), settings)
     assert gguf_hub.served_bytes(TARGET_REPO) > 0
@@ -34,13 +34,13 @@ def test_a_card_too_small_for_the_target_is_offered_no_drafter_and_pulls_none(gg
 
 
 def test_a_card_that_holds_both_keeps_the_recommended_drafter(gguf_hub, env):
-    offer = plan_offer(Offer("qwen3.8-27b", "dspine-q4"), load_catalog(), load_settings(), card(24))
-    assert offer.drafter == "dspine-q4" and "dspine-q4 is left out" not in offer.text
+    offer = plan_offer(Offer("qwen3.8-27b", "dspine"), load_catalog(), load_settings(), card(24))
+    assert offer.drafter == "dspine" and "dspine is left out" not in offer.text
 
 
 async def test_the_screen_shows_what_the_plan_offers(store):
     first_run = FirstRun(
-        "qwen3.8-27b (drafter dspine-q4)",
+        "qwen3.8-27b (drafter dspine)",
         lambda: ("qwen3.8-27b (drafter none)", "Fits: Q4_K_M + no drafter"),
         lambda progress: None,
     )
@@ -50,7 +50,7 @@ async def test_the_screen_shows_what_the_plan_offers(store):
         await until(pilot, lambda: "no drafter" in str(app.screen.query_one("#plan").render()), what="the plan")
         assert "drafter none" in str(app.screen.query_one("#welcome").render())
         assert "drafter none" in str(app.screen.query_one("#pull").label)
-        assert "dspine-q4" not in str(app.screen.query_one("#welcome").render())
+        assert "dspine" not in str(app.screen.query_one("#welcome").render())
 
 
 async def test_hub_unreachable_offers_the_small_bundle_from_the_package_index(store, env, monkeypatch, tmp_path):

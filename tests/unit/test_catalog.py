@@ -10,8 +10,9 @@ def test_builtin_catalog_has_the_promised_bundles():
     big = catalog.find("qwen3.8-27b")
     assert list(big.quants) == ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"]
     assert {v: d.kind for v, d in big.drafters.items()} == {
-        "dspine-q4": "dspine",
+        "dspine": "dspine",
         "dspine-bf16": "dspine",
+        "dspine-gguf": "dspine",
         "dflash2-q4": "dflash",
         "dspark": "dspark",
         "mtp": "mtp",
@@ -19,10 +20,17 @@ def test_builtin_catalog_has_the_promised_bundles():
     assert big.drafters["mtp"].builtin
     dspark = big.drafters["dspark"]
     assert dspark.converted and dspark.convert_to == "Q8_0" and dspark.repo == "RadixArk/Qwen3.8-27B-DSpark"
-    assert not big.drafters["dspine-q4"].converted
-    assert big.drafter(None).variant == "dspine-q4"
+    # Issue 67: the authors' own checkpoint, converted at pull, is the default; the community's
+    # GGUF port (made for its uploader's fork) is a variant that says so.
+    authors = big.drafter(None)
+    assert authors.variant == "dspine" and authors.converted and authors.convert_to == "Q4_K_M"
+    assert authors.repo == "tencent/Qwen3.8-27B-DSpine-b16" and authors.pattern == "*.safetensors"
+    bf16 = big.drafters["dspine-bf16"]
+    assert bf16.converted and bf16.convert_to == "BF16" and bf16.repo == authors.repo
+    assert not big.drafters["dspine-gguf"].converted and "fork" in big.drafters["dspine-gguf"].note
     small = catalog.find("qwen3:8b")
-    assert small.name == "qwen3-8b" and small.drafter(None).kind == "dspine"
+    assert small.name == "qwen3-8b" and small.drafter(None).kind == "dspine" and small.drafter(None).converted
+    assert small.drafter(None).repo == "tencent/Qwen3-8B-DSpine-b16" and small.drafters["dspine-bf16"].converted
     assert all(d.kind in KINDS for b in catalog.bundles.values() for d in b.drafters.values())
 
 

@@ -24,24 +24,31 @@ def test_upstream_gets_dflash2_not_the_dspine_drafter_it_refuses():
     chosen = recommend(bundle(), UPSTREAM)
     assert chosen.drafter == "dflash2-q4" and chosen.kind == "dflash"
     assert "DFlash2" in chosen.why and "draft-dflash" in chosen.why
-    assert any(p.startswith("dspine-q4: ") and "draft-dspine" in p for p in chosen.passed_over)
+    assert any(p.startswith("dspine: ") and "draft-dspine" in p for p in chosen.passed_over)
 
 
-def test_the_patched_server_gets_dspine():
+def test_the_patched_server_gets_the_authors_dspine():
     chosen = recommend(bundle(), PATCHED)
-    assert chosen.drafter == "dspine-q4" and chosen.kind == "dspine" and chosen.passed_over == ()
+    assert chosen.drafter == "dspine" and chosen.kind == "dspine" and chosen.passed_over == ()
 
 
 def test_a_pulled_dspine_file_in_a_layout_the_server_refuses_falls_back_and_says_why(tmp_path):
     broken = replace(qwen38_27b_drafter(QTYPE.Q4_K), n_vocab=1000, drop_tensors=("blk.1.dspine_write.weight",))
     check = check_file(read_local(write_header_only(tmp_path / "d.gguf", broken)), PATCHED)
-    chosen = recommend(bundle(), PATCHED, Pulled("dspine-q4", check))
-    assert chosen.drafter == "dflash2-q4"
-    assert any(p.startswith("dspine-q4: ") and "blk.1.dspine_write.weight" in p for p in chosen.passed_over)
-    assert any(p.startswith("dspine-bf16: ") and "same repository" in p for p in chosen.passed_over)
+    # The community's GGUF in its fork's layout: the authors' checkpoint (another repository) is
+    # what to pull instead (issue 67; it was DFlash2, as if no DSpine could run here).
+    chosen = recommend(bundle(), PATCHED, Pulled("dspine-gguf", check))
+    assert chosen.drafter == "dspine" and "already pulled" not in chosen.why
+    assert any(p.startswith("dspine-gguf: ") and "blk.1.dspine_write.weight" in p for p in chosen.passed_over)
     good = check_file(read_local(write_header_only(tmp_path / "g.gguf", qwen38_27b_drafter(QTYPE.Q4_K))), PATCHED)
-    kept = recommend(bundle(), PATCHED, Pulled("dspine-q4", good))
-    assert kept.drafter == "dspine-q4" and "already pulled" in kept.why
+    kept = recommend(bundle(), PATCHED, Pulled("dspine-gguf", good))
+    assert kept.drafter == "dspine-gguf" and "already pulled" in kept.why  # nothing fetched again
+    converted = recommend(bundle(), PATCHED, Pulled("dspine-bf16", good))
+    assert converted.drafter == "dspine-bf16" and "already pulled" in converted.why
+    # A converted file the server refuses: its sibling from the same checkpoint is passed over too.
+    refused = recommend(bundle(), PATCHED, Pulled("dspine-bf16", check))
+    assert refused.drafter == "dspine-gguf"
+    assert any(p.startswith("dspine: ") and "same repository" in p for p in refused.passed_over)
 
 
 def test_mtp_needs_a_target_that_carries_the_head():

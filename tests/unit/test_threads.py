@@ -35,12 +35,19 @@ def test_llama_server_is_launched_with_the_count():
 
 
 def test_the_watch_sees_another_program_and_not_this_one():
-    """A spinning process beside us counts; our own spinning does not (bounded, killed by PID)."""
+    """A spinning process beside us counts; our own spinning does not (bounded, killed by PID).
+    Measured against what the machine was doing just before (a test run may not be alone)."""
+    from backends.threads import physical_cores
+
     watch = LoadWatch()
+    watch.settle(0.3)
+    before = watch.busy()
     deadline = time.monotonic() + 0.4
     while time.monotonic() < deadline:
         pass  # this process busy: not counted
-    assert watch.busy() < 0.6
+    assert watch.busy() < before + 0.5
+    if before > physical_cores() - 1.2:
+        pytest.skip(f"other programs keep {before:.1f} cores busy: no core left to see a spinner on")
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
     try:
         watch.busy()
@@ -51,7 +58,7 @@ def test_the_watch_sees_another_program_and_not_this_one():
     finally:
         spinner.kill()
         spinner.wait(timeout=30)
-    assert seen > 0.6
+    assert seen > before + 0.6
 
 
 def test_a_reply_a_load_came_into_is_not_judged_and_drafting_stays_on():
