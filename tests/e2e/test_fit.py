@@ -140,8 +140,9 @@ def test_fit_after_pull_works_offline_from_the_files_on_disk(dspine, gguf_hub, m
     assert dspine("pull", "qwen3.8-27b", "--drafter", "dspine-gguf").returncode == 0
     gguf_hub.reset_counts()
     result = dspine(
-        "fit", "qwen3.8-27b", "--vram", "24GiB", "--json", "--no-measure", extra_env={"HF_HUB_OFFLINE": "1"}
-    )
+        "fit", "qwen3.8-27b", "--draft", "dspine-gguf", "--vram", "24GiB", "--json", "--no-measure",
+        extra_env={"HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert gguf_hub.requests == []

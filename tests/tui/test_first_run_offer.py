@@ -50,7 +50,7 @@ async def test_the_screen_shows_what_the_plan_offers(store):
         await until(pilot, lambda: "no drafter" in str(app.screen.query_one("#plan").render()), what="the plan")
         assert "drafter none" in str(app.screen.query_one("#welcome").render())
         assert "drafter none" in str(app.screen.query_one("#pull").label)
-        assert "dspine" not in str(app.screen.query_one("#welcome").render())
+        assert "drafter dspine" not in str(app.screen.query_one("#welcome").render())
 
 
 async def test_hub_unreachable_offers_the_small_bundle_from_the_package_index(store, env, monkeypatch, tmp_path):
