@@ -17,7 +17,10 @@ from dataclasses import dataclass
 
 import psutil
 
-SAMPLE_S = 0.25  # the window a start samples (between replies the time since the last reply is)
+# The window an engine's start samples, overlapping its model load or fit plan (between replies
+# the time since the last look is the window): ten of the kernel's 100 Hz ticks a core are
+# enough to tell a busy core from an idle one, and a start waits for no more than this.
+SAMPLE_S = 0.1
 # Others' use of a core counts once it passes this share of it: a desktop's background
 # (a browser tab, a terminal) stays below; a compiler, a test run or a spinning loop does not.
 TAKEN_SHARE = 0.5
