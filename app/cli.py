@@ -456,7 +456,7 @@ def run_prompt(
     from rich.markup import escape
 
     from backends.events import Delta, End, Error, StatsUpdate
-    from backends.reply_guard import guarded, reply_cap
+    from backends.reply_guard import cap_for, guarded
 
     from .run.drafting_choice import drafting_for, with_drafting
     from .run.engines import EngineOptions, engine_and_url, open_engine, resolve_files
@@ -517,7 +517,7 @@ def run_prompt(
     last: End | None = None
     try:
         events = opened.stream([{"role": "user", "content": prompt}], think=thinking, sampling=sampling, n_max=n_max)
-        for event in guarded(events, opened.cancel, reply_cap(thinking, settings.max_reply_tokens)):
+        for event in guarded(events, opened.cancel, cap_for(thinking, settings.max_reply_tokens, sampling.max_tokens)):
             if isinstance(event, Delta):
                 (thoughts if event.kind == "thinking" else text).append(event.text)
                 if not as_json:

@@ -63,7 +63,7 @@ from .stats import Stats, count_ngram_step
 from .stats import count_positions as _count_positions
 from .template_choice import TemplateChoice, choose
 from .thinking import ThinkSplitter
-from .threads import SAMPLE_S, LoadWatch, ThreadChoice, disturbed, physical_cores, pick
+from .threads import SAMPLE_S, LoadWatch, RecentLoad, ThreadChoice, disturbed, physical_cores, pick
 from .tool_call_text import ToolCallParser
 from .turn_kind import TurnDrafting
 
@@ -452,6 +452,7 @@ class InprocEngine:
     thread_choice: ThreadChoice | None = field(default=None, init=False)
     _load: LoadWatch | None = field(default=None, init=False, repr=False)
     _judge_load: LoadWatch | None = field(default=None, init=False, repr=False)
+    _recent: RecentLoad | None = field(default=None, init=False, repr=False)
     _target: _Model | None = field(default=None, init=False, repr=False)
     _drafter: _Model | None = field(default=None, init=False, repr=False)
     _template: str | None = field(default=None, init=False, repr=False)
@@ -512,13 +513,19 @@ class InprocEngine:
 
     def _follow_load(self, settle: bool = False) -> None:
         """The thread count for the load others put on the machine now; `settle`: the first look,
-        given its whole sample window (loading a small model takes less)."""
+        over the model's load, given its whole sample window (a small model loads in less);
+        later looks ask the last second's load (RecentLoad), kept while the engine is open."""
         if self._load is None:
             self.thread_choice = pick(physical_cores(), -1.0, self.threads)
-        else:
-            if settle:
-                self._load.settle(SAMPLE_S)
+        elif settle:
+            self._load.settle(SAMPLE_S)
             self.thread_choice = pick(physical_cores(), self._load.busy())
+            self._recent = RecentLoad()
+        else:
+            recent = self._recent.busy() if self._recent is not None else None
+            if recent is None:
+                return  # no look yet since the load's: its choice stands
+            self.thread_choice = pick(physical_cores(), recent)
         for model in (self._target, self._drafter):
             if model is not None:
                 model.set_threads(self.thread_choice.threads)
@@ -527,6 +534,9 @@ class InprocEngine:
         if self.on_close is not None:
             self.on_close()
             self.on_close = None
+        if self._recent is not None:
+            self._recent.close()
+            self._recent = None
         for model in (self._drafter, self._target):
             if model is not None:
                 model.free()

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from .events import Delta, End, EndReason, Error, Event, StatsUpdate
 
 # One line over and over, or a cycle of up to MAX_CYCLE lines over and over.
-LINE_REPEATS = 20  # a line the same this many times in a row
-CYCLE_REPEATS = 10  # a cycle of 2..MAX_CYCLE lines repeated this many times in a row
+# Code repeats a line on purpose (a 20-row zero matrix, a maze's wall rows): the counts sit well
+# above that, and a real loop passes them in a second or two.
+LINE_REPEATS = 64  # a line the same this many times in a row
+CYCLE_REPEATS = 24  # a cycle of 2..MAX_CYCLE lines repeated this many times in a row
 MAX_CYCLE = 8
 # Within one line that does not end: a span of up to MAX_SPAN characters repeated to fill RUN_CHARS.
-RUN_CHARS = 1200
+RUN_CHARS = 2000
 MAX_SPAN = 60
 # Lines kept to look back over: enough for the longest cycle's repeats.
 KEPT_LINES = MAX_CYCLE * CYCLE_REPEATS + LINE_REPEATS
@@ -115,13 +117,19 @@ def reply_cap(think: bool, setting: int = 0) -> int:
     return setting if setting > 0 else DEFAULT_CAP[think]
 
 
+def cap_for(think: bool, setting: int, asked: int | None) -> int | None:
+    """The cap `guarded` applies: none where the request set its own max_tokens (--max-tokens,
+    a fixed sampling's), which the user chose; else `reply_cap`."""
+    return None if asked else reply_cap(think, setting)
+
+
 def guarded(
     events: Iterator[Event], cancel: Callable[[], None], cap: int | None = None, loops: bool = True
 ) -> Iterator[Event]:
     """An engine's events, until the answer loops (`loops`) or the reply passes `cap` tokens:
     then the engine is cancelled, what it still sends is let go, and the reply ends with
-    End("loop") or End("length") and its statistics. A request's own max_tokens, where set,
-    is the engine's to keep (it ends with "length" by itself)."""
+    End("loop") or End("length") and its statistics. Where a request sets its own max_tokens the
+    caller gives no cap (`cap_for`): the engine keeps that limit and ends with "length" itself."""
     watch = LoopWatch() if loops else None
     tokens = 0
     stopped = False

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import psutil
@@ -76,6 +78,8 @@ class LoadWatch:
         for process in self._mine:
             try:
                 own = process.cpu_times()
+                if process.nice() > 0:
+                    continue  # run niced (`nice dspine chat`): its time is in `nice`, not in `busy`
             except psutil.Error:
                 continue  # gone (a server that stopped)
             used += own.user + own.system
@@ -105,6 +109,32 @@ def choose(setting: int = 0, sample_s: float = SAMPLE_S) -> ThreadChoice:
     watch = LoadWatch()
     watch.settle(sample_s)
     return pick(physical, watch.busy())
+
+
+class RecentLoad:
+    """Others' load over about the last second, kept by a daemon thread that looks every
+    `every_s`: what an engine asks before a reply, fresh (a build that just started or ended,
+    not an average since the last reply, which a long tool call would skew) and without waiting."""
+
+    def __init__(self, every_s: float = 0.25, kept: int = 4) -> None:
+        self._watch = LoadWatch()
+        self._samples: deque[float] = deque(maxlen=kept)
+        self._every = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dspine-load", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            self._samples.append(self._watch.busy())
+
+    def busy(self) -> float | None:
+        """The mean of the last looks (None before the first)."""
+        samples = list(self._samples)
+        return sum(samples) / len(samples) if samples else None
+
+    def close(self) -> None:
+        self._stop.set()
 
 
 def disturbed(busy_before: float, busy_during: float) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
-from backends.reply_guard import guarded, reply_cap
+from backends.reply_guard import cap_for, guarded
 from backends.sampling import Sampling
 from backends.stats import Stats
 
@@ -699,7 +699,7 @@ class Session:
                 if self.sampling is not None:
                     extra["sampling"] = self.sampling
                 # Where a reply ends when the model does not end it: backends/reply_guard.py.
-                cap = reply_cap(think, self.reply_limit)
+                cap = cap_for(think, self.reply_limit, self.sampling.max_tokens if self.sampling else None)
                 events = guarded(self.engine.stream(messages, think=think, **extra), self.engine.cancel, cap)
                 for event in events:
                     if isinstance(event, Error) and not reply.started and not batch and is_overflow(event):

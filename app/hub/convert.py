@@ -495,6 +495,11 @@ def _sliding(config: dict[str, Any], dflash: dict[str, Any], where: str) -> tupl
     use_swa = bool(config.get("use_sliding_window", False) or dflash.get("use_swa", False))
     window = dflash.get("swa_window_size") or config.get("sliding_window")
     if dflash.get("use_swa", False):
+        if not window:
+            raise _refuse(
+                f"{where}: dflash_config.use_swa is true but neither swa_window_size nor sliding_window is set",
+                "give the window in tokens (dflash_config.swa_window_size)",
+            )
         return use_swa, window
     sliding = [t for t in config.get("layer_types") or [] if t == "sliding_attention"]
     if sliding and not config.get("use_sliding_window", False):
@@ -534,9 +539,13 @@ def _dspine_keys(dspine: dict[str, Any], where: str, add: Any, hidden: int, voca
     top_k = values["top_k"]
     if top_k > vocab or hidden < top_k * (top_k + 1):
         given = "is" if "top_k" in dspine else f"is not given, so the reference's default {DSPINE_TOP_K_DEFAULT},"
+        why = (
+            f"more than the vocabulary's {vocab} tokens"
+            if top_k > vocab
+            else f"hidden_size {hidden} is less than top_k x (top_k + 1) = {top_k * (top_k + 1)}"
+        )
         raise _refuse(
-            f"{inner}.top_k {given} {top_k}: it does not fit the refinement lattice (hidden_size {hidden} is less "
-            f"than top_k x (top_k + 1) = {top_k * (top_k + 1)})",
+            f"{inner}.top_k {given} {top_k}: it does not fit the refinement lattice ({why})",
             "dspine's llama-server would refuse to load it; a checkpoint of this size needs a smaller top_k",
         )
     add("dspine.top_k", "u32", top_k)

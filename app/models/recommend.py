@@ -93,8 +93,8 @@ def _pulled_first(bundle: Bundle, pulled: Pulled) -> list[Drafter]:
     it runs here a second pull fetches nothing; where it does not, why is said first."""
     order = ordered(bundle)
     mine = bundle.drafters.get(pulled.drafter or "")
-    if not order or mine is None or mine.kind != order[0].kind:
-        return order
+    if not order or mine is None or mine.kind != order[0].kind or pulled.drafter_check is None:
+        return order  # not read (an interrupted pull, a header that did not parse): not "already pulled"
     return [mine] + [d for d in order if d is not mine]
 
 

@@ -56,6 +56,13 @@ TAIL_BYTES = 64  # enough for the last event's marker
 _LAST_EVENTS = (b"data: [DONE]", b"event: message_stop")
 
 
+def events_end(data: bytes) -> int:
+    """Where the last whole server-sent event in `data` ends (0: none is whole yet); events end
+    with a blank line, LF or CRLF."""
+    lf, crlf = data.rfind(b"\n\n"), data.rfind(b"\r\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
+
+
 def _ended(tail: bytes) -> bool:
     """Whether the bytes written end with the stream's own last event (OpenAI's `[DONE]`,
     Anthropic's `message_stop` and its data)."""
@@ -360,21 +367,30 @@ class Proxy:
                     "Cache-Control": "no-cache",
                 },
             )
-            at_boundary = True  # whether the bytes sent so far end with a whole event
+            # Whole events only go out (the start of one waits for its end), so a last event of
+            # dspine's own (stopping, a loop) never lands inside half of one.
+            at_boundary = True
+            pending = b""
             tail = b""  # the last bytes written, to see the stream's own last event go out
             answer, watch = StreamedText(), LoopWatch()  # a reply that loops ends as in the chat
             try:
                 await response.prepare(request)
                 async for piece in reply.aiter_raw():
                     figures.feed(piece)
-                    at_boundary = piece.endswith(b"\n\n")
-                    await response.write(piece)
-                    tail = (tail + piece)[-TAIL_BYTES:]
+                    data = pending + piece
+                    end = events_end(data)
+                    pending = data[end:]
+                    if end:
+                        await response.write(data[:end])
+                        tail = (tail + data[:end])[-TAIL_BYTES:]
                     loop = next((found for text in answer.feed(piece) if (found := watch.feed(text))), None)
                     if loop is not None:
-                        figures.finish(DONE)
+                        figures.finish(FAILED)  # ended with an error event; break-even does not judge it
                         await end_stream(response, request.path, at_boundary, loop.note(), "reply_looped")
                         return response  # closing the upstream stream stops its generation
+                if pending:
+                    await response.write(pending)  # a stream whose last event lacks its blank line
+                    tail = (tail + pending)[-TAIL_BYTES:]
             except asyncio.CancelledError:
                 if _ended(tail):
                     # The client read the last event ([DONE], message_stop) and hung up before the

@@ -61,7 +61,9 @@ def _continuations(args, target: Path, chunks: int | None) -> None:
     from .generate import Server
 
     prompts = build(args.seed)
-    made = kept.header(kept.sha256_file(target), kept.server_version(args.server), args.seed, args.n_predict)
+    # The server's version is recorded, not compared (greedy is greedy across builds of one llama.cpp).
+    server = kept.server_version(args.server) if args.server.is_file() else "?"
+    made = kept.header(kept.sha256_file(target), server, args.seed, args.n_predict)
     try:
         todo = kept.missing(prompts, args.prompts, kept.FOLDER, made)
     except kept.Mismatch as exc:

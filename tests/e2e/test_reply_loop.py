@@ -17,7 +17,7 @@ def test_run_stops_a_looping_reply_and_says_so(dspine):
         done = dspine("run", "reverse a linked list", "--url", upstream.url, *MODEL, "--think", "off", timeout=60)
         sent = upstream.looped
     assert done.returncode == 0, done.stderr
-    assert "stopped: the reply repeated '#' 20 times in a row (a loop)" in done.stderr
+    assert f"stopped: the reply repeated '#' {LINE_REPEATS} times in a row (a loop)" in done.stderr
     assert done.stdout.count("#") <= LINE_REPEATS + 1
     assert sent < 10_000  # the server was let go, not read to its end
     with shaped_server(kind="generic", looping=True) as upstream:

@@ -13,6 +13,7 @@ from backends.events import End
 from backends.inproc import InprocEngine
 from backends.sampling import Sampling
 from backends.threads import physical_cores
+from tests.conftest import wait_for
 
 pytestmark = pytest.mark.skipif(physical_cores() < 2, reason="one core: nothing to leave free")
 
@@ -32,17 +33,16 @@ def test_the_engine_gives_a_core_up_beside_a_busy_program_and_takes_it_back(mode
             pytest.skip(f"other programs keep {engine.thread_choice.busy:.1f} cores busy before the test")
         spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"], stdin=subprocess.DEVNULL)
         try:
-            reply(engine)  # what ran since the load: the spinner's start, partly
-            assert engine._load is not None
-            engine._load.settle(0.5)
+            # The engine's last second of load (its daemon looks four times a second) shows it.
+            assert engine._recent is not None
+            wait_for(lambda: (engine._recent.busy() or 0) > 0.9, timeout=10, what="the spinner in the load")
             reply(engine)
             busy = engine.thread_choice
         finally:
             spinner.kill()
             spinner.wait(timeout=30)
         assert busy is not None and busy.threads == physical - 1 and "other programs kept" in busy.why
-        engine._load.busy()  # the look that covered the spinner's last moments
-        engine._load.settle(0.5)
+        wait_for(lambda: (engine._recent.busy() or 0) < 0.3, timeout=10, what="the load to go")
         reply(engine)
         assert engine.thread_choice.threads == physical
         fixed = InprocEngine(str(models["dense"]["target"]), n_ctx=512, threads=1).load()

@@ -1,6 +1,6 @@
 """A reply that loops, in a real terminal (issue 68): the model writes a function and then
 lines of `#` without end (what SmolLM2 did to a new user's first prompt). The chat stops it
-after a bounded number of repeats, its figures say "stopped: it looped", a note names what
+after a bounded number of repeats (LINE_REPEATS), its figures say "stopped: it looped", a note names what
 repeated, and the prompt is free again for the next message."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from backends.reply_guard import LINE_REPEATS
 from tests.conftest import wait_for
 from tests.support.repos import scratch_repo
 from tests.support.stand_in import StandIn, choice, stand_in
@@ -44,8 +45,8 @@ def test_the_chat_stops_a_looping_reply_and_says_so(env, model, tmp_path):
         shown = screen(session)
         print("\n--- the screen after the loop ---\n" + shown)
         # The note (a toast, its words wrapped over two lines) and the stopped reply's figures.
-        assert "stopped: the reply repeated '#' 20 times in a row" in shown and "(a loop)" in shown
-        assert "22 tokens" in shown  # the function's 2 lines and 20 repeats: the rest never came
+        assert f"stopped: the reply repeated '#' {LINE_REPEATS} times in a row" in shown and "(a loop)" in shown
+        assert f"{LINE_REPEATS + 2} tokens" in shown  # the function's 2 lines and the repeats: no more came
         keys(session, "thanks", "Enter")  # the prompt is free again: a second request goes out
         wait_for(lambda: len(model.requests) == 2, timeout=30, what="the next message to be sent")
         keys(session, "C-q")

@@ -304,6 +304,10 @@ def test_what_the_server_or_the_reference_refuses_is_refused_at_convert_naming_t
     assert f"layer_types names {n_layer} sliding_attention layers but use_sliding_window is False" in off.cause
     no_window = with_config(lambda c: c.update(use_sliding_window=True, layer_types=sliding))
     assert "sliding_window is not set" in no_window.cause
+    swa = with_config(lambda c: c["dflash_config"].update(use_swa=True))
+    assert "use_swa is true but neither swa_window_size nor sliding_window is set" in swa.cause
+    huge = with_config(lambda c: c["dspine_config"].update(top_k=300))  # the golden vocabulary is 256
+    assert "more than the vocabulary's 256 tokens" in huge.cause
     config = json.loads(json.dumps(raw))
     config.update(use_sliding_window=True, sliding_window=8, layer_types=sliding)
     (folder / "config.json").write_text(json.dumps(config))

@@ -43,6 +43,8 @@ def test_a_pulled_dspine_file_in_a_layout_the_server_refuses_falls_back_and_says
     good = check_file(read_local(write_header_only(tmp_path / "g.gguf", qwen38_27b_drafter(QTYPE.Q4_K))), PATCHED)
     kept = recommend(bundle(), PATCHED, Pulled("dspine-gguf", good))
     assert kept.drafter == "dspine-gguf" and "already pulled" in kept.why  # nothing fetched again
+    unread = recommend(bundle(), PATCHED, Pulled("dspine-gguf", None))  # an interrupted pull: not "already"
+    assert unread.drafter == "dspine" and "already pulled" not in unread.why
     converted = recommend(bundle(), PATCHED, Pulled("dspine-bf16", good))
     assert converted.drafter == "dspine-bf16" and "already pulled" in converted.why
     # A converted file the server refuses: its sibling from the same checkpoint is passed over too.

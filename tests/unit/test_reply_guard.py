@@ -120,3 +120,23 @@ def test_serve_reads_the_answer_text_of_every_api_it_passes_on():
     reader = StreamedText()
     pieces = [stream[i : i + 7] for i in range(0, len(stream), 7)]  # events split across reads
     assert "".join(text for piece in pieces for text in reader.feed(piece)) == "chat anthropic responses"
+
+
+def test_rows_code_repeats_on_purpose_and_a_users_own_limit_are_kept():
+    """From review: a 20-row zero matrix and a maze's wall rows were cut as loops; `run -n 40000`
+    was cut at the mode's cap although the user set the limit."""
+    from backends.reply_guard import cap_for
+
+    matrix = "grid = [\n" + "    [0, 0, 0, 0, 0, 0, 0, 0],\n" * 40 + "]\n"
+    maze = "#####\n" + "#   #\n" * 40 + "#####\n"
+    assert feed_all(matrix)[0] is None and feed_all(maze)[0] is None
+    assert cap_for(False, 0, 40000) is None and cap_for(False, 0, None) == DEFAULT_CAP[False]
+    assert cap_for(True, 500, None) == 500
+
+
+def test_serve_passes_on_whole_events_only():
+    from app.serve.proxy import events_end
+
+    assert events_end(b'data: {"a": 1}\n\ndata: {"b"') == len(b'data: {"a": 1}\n\n')
+    assert events_end(b"event: x\r\ndata: 1\r\n\r\nda") == len(b"event: x\r\ndata: 1\r\n\r\n")
+    assert events_end(b"data: half") == 0 and events_end(b"") == 0
