@@ -41,7 +41,9 @@ def test_the_chat_stops_a_looping_reply_and_says_so(env, model, tmp_path):
     with dspine_in_tmux(env, tmp_path, *args, cwd=repo, name="loop") as session:
         wait_for(lambda: "Ask about code" in screen(session), timeout=60, what="the chat to open")
         keys(session, "write a python function that reverses a linked list", "Enter")
+        # The figures line first, then the note (a toast, drawn a frame later).
         wait_for(lambda: "stopped: it looped" in screen(session), timeout=60, what="the loop to be stopped")
+        wait_for(lambda: "(a loop)" in screen(session), timeout=30, what="the note")
         shown = screen(session)
         print("\n--- the screen after the loop ---\n" + shown)
         # The note (a toast, its words wrapped over two lines) and the stopped reply's figures.
