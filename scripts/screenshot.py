@@ -34,7 +34,7 @@ async def shoot(out: Path) -> None:
     import app.tui.app as chat_app
     from app.agent.project import open_project
     from app.fit.hardware import Hardware
-    from app.tui.history import ChatStore
+    from app.chat.store import ChatStore
     from backends.events import ToolCall
     from tests.support.scripted_engine import ScriptedEngine
 

@@ -10,9 +10,10 @@ recommends a drafter it then does not use, and the pull never downloads one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from backends.gguf_header import GgufError, read_local
 
@@ -22,6 +23,9 @@ from ..hub.store import PullRecord, record_status
 from ..models.catalog import NO_DRAFTER, Catalog
 from ..settings import Settings
 from ..units import format_bytes
+
+if TYPE_CHECKING:
+    from ..hub.pull import PullProgress, PullResult
 
 # Offered beside the default bundle: it needs neither a GPU nor the hub.
 SMALL_MODEL = "smollm2-135m"
@@ -89,3 +93,21 @@ def plan_offer(offer: Offer, catalog: Catalog, settings: Settings, hardware: Har
         lines.append(f"The drafter {offer.wished} is left out here (see below), so it is not pulled.")
     offer.text = "\n".join(lines + [f"• {r}" for r in plan.reasons])
     return offer
+
+
+@dataclass
+class FirstRun:
+    """What the screen needs, as callables so the screen stays free of I/O details."""
+
+    name: str  # the bundle to offer
+    # What fits here, in words (may be slow: runs in a thread); or (name, words) when the
+    # plan changes what is offered (a drafter it drops is not offered).
+    describe: Callable[[], str | tuple[str, str]]
+    pull: Callable[[PullProgress], PullResult]
+    # A small bundle that needs neither a GPU nor the hub (its files come from the package
+    # index): its name and what it is, in words, and how to pull it.
+    small: tuple[str, str] | None = None
+    pull_small: Callable[[PullProgress], PullResult] | None = None
+    # A GGUF file the user has: the path as typed -> the file to open (raises a DspineError
+    # that says what is wrong with it).
+    local_file: Callable[[str], str] | None = None

@@ -64,6 +64,15 @@ class TuneOutcome:
     rows: list  # bench's Row, as measured
 
 
+@dataclass
+class Tuner:
+    """`model`: what reopens the chat's model (the name the first screen pulled, or None: the
+    one the chat started with)."""
+
+    offer: Callable[[str | None], TuneOffer | None]  # the once-only offer (None: not now, not again)
+    run: Callable[[str | None, TuneProgress], TuneOutcome]  # measure and save; UsageError when stopped
+
+
 def tune_and_save(
     files: ModelFiles,
     engine: str,

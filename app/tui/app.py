@@ -28,18 +28,13 @@ from backends.stats import Stats
 
 from ..agent import modes
 from ..agent.changes import Change
-from ..agent.command_files import LoadedCommands
 from ..agent.consent import Consent
 from ..agent.context import TOOLS_UNSEEN_NOTE
-from ..agent.hooks import Hooks
-from ..agent.mcp.manager import McpManager
-from ..agent.mcp.setup import ProjectTrust
 from ..agent.mcp.tools import McpTools
 from ..agent.mcp.view import describe as describe_mcp
 from ..agent.paths import ToolRefused
-from ..agent.project import Project, system_prompt
+from ..agent.project import system_prompt
 from ..agent.session import (
-    DEFAULT_CHAIN_LIMIT,
     Answer,
     Compacted,
     ContextMeter,
@@ -54,9 +49,11 @@ from ..agent.session import (
     ToolOutput,
     ToolStarted,
 )
-from ..agent.skills import SkillSet, skill_tool
+from ..agent.skills import skill_tool
 from ..agent.todos import from_json, to_json
 from ..agent.toolbox import Toolbox
+from ..chat.setup import ChatSetup
+from ..chat.store import Chat, ChatStore
 from ..choices import PermissionMode
 from ..errors import ERRORS_FOR_PEOPLE
 from ..fit.hardware import detect
@@ -67,14 +64,13 @@ from .custom_slash import with_custom
 from .diff_note import diff_note
 from .figures import final_line, stats_from
 from .full_gc import FullCollections
-from .history import Chat, ChatStore
 from .reply import Reply
 from .rewinding import record, rewind
 from .screens.chat_list import ChatList
 from .screens.consent import ConsentScreen
-from .screens.first_run import FirstRun, FirstRunScreen, OpenFile
+from .screens.first_run import FirstRunScreen, OpenFile
 from .slash_commands import SlashCommand, by_name, help_markdown
-from .tuning import Tuner, failed_note, offer_note, outcome_note, progress_line, started_note
+from .tuning import failed_note, offer_note, outcome_note, progress_line, started_note
 from .widgets.compaction_note import CompactionNote, note_title, saved_note_title
 from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
@@ -112,71 +108,77 @@ class ChatApp(App):
         Binding("ctrl+q", "quit", "Quit"),
     ]
 
-    def __init__(
-        self,
-        engine: Engine | None,
-        store: ChatStore,
-        model: str = "",
-        think: bool = True,
-        first_run: FirstRun | None = None,
-        # A pulled name or a GGUF path -> its engine; None: the model the chat started with again.
-        open_engine: Callable[[str | None], Engine] | None = None,
-        fit_summary: Callable[[], str] | None = None,
-        project: Project | None = None,
-        tools: bool = True,
-        chain_limit: int = DEFAULT_CHAIN_LIMIT,
-        reply_limit: int = 0,
-        show_drafts: bool = False,
-        n_ctx: int | None = None,
-        open_chat: int | None = None,
-        continue_last: bool = False,
-        mcp: McpManager | None = None,
-        think_given: bool = False,
-        mcp_trust: ProjectTrust | None = None,
-        model_files: str = "",
-        commands: LoadedCommands | None = None,
-        mode: PermissionMode = modes.DEFAULT_MODE,
-        mode_given: bool = False,
-        sandbox: bool = True,
-        drafting_label: Callable[[Engine], str | None] | None = None,
-        hooks: Hooks | None = None,
-        skills: SkillSet | None = None,
-        tuner: Tuner | None = None,
-        thinks: Callable[[Engine], bool] | None = None,
-    ) -> None:
-        """`project`: the folder the tools work on (None: a plain chat); `tools` False starts
-        with them off (/tools on switches them on). `n_ctx`: the context when the engine cannot
-        say (a remote server). `open_chat`: the saved chat to resume; `continue_last`: the last
-        chat of this project (else the same, without a word when there is none). `mcp`: the
-        project's MCP servers, not started yet (the chat starts them once it is on screen and
-        stops them when it ends); `mcp_trust`: the question about the project's own servers,
-        asked once the chat is on screen when it has no remembered answer (until then none of
-        them starts). `model_files`: what reopens the model (saved with each new chat).
-        `thinks`: whether an engine's model has a thinking mode (one the first screen opened
-        without one starts with thinking off, as `--model` does).
-        `tuner`: /tune and its once-only offer (None: nothing to tune here, a remote server).
-        `commands`: the custom commands read from the command files (app/agent/command_files.py),
-        registered after the built-ins, whose names they cannot take.
+    def __init__(self, setup: ChatSetup | Engine | None, store: ChatStore | None = None, **fields: Any) -> None:
+        """`setup`: the chat as `app/chat/setup.py` assembles it (what each field means is said
+        there). An engine (or None), a store and ChatSetup's fields by name make one here: a
+        chat on a stand-in engine, as the tests and benchmarks run it.
         A saved chat opens in the thinking mode it was left in, except the first one when
         `think_given` (the command line named a mode); so with the permission `mode`
         (app/agent/modes.py) and `mode_given`."""
+        if not isinstance(setup, ChatSetup):
+            if store is None:
+                raise TypeError("ChatApp(engine, store, ...) needs a store")
+            setup = ChatSetup(setup, store, **fields)
         # Toasts held while a question is on screen (none may cover it), and those shown lately
         # with when they go (they come back after a question that cleared them).
         self._questions_live = 0
         self._held_notices: list[tuple[str, dict[str, Any]]] = []
         self._shown_notices: list[tuple[float, tuple[str, dict[str, Any]]]] = []
         super().__init__()
+        self.setup = setup
         self.last_key_at: float | None = None  # when a key was last pressed (on_event)
         self.engine_problem: str | None = None  # why no model runs, once one failed to start
         self._sent_unattached: set[str] = set()  # command files' prompts sent as written (send_prompt)
-        self.project = project
-        self.tools_on = project is not None and tools
         self.tools_unseen: bool | None = None  # whether the template leaves tools out, once counted
         # What drafting an engine was started with when the user did not say (a tune's pick, the
         # no-GPU default): named in the mode line instead of the drafter (app/run/drafting_choice.py).
-        self.drafting_label = drafting_label
+        self.drafting_label = setup.drafting_label
+        self._set_tools(setup)
+        self.chain_limit = setup.chain_limit
+        self.open_chat = setup.open_chat
+        self.continue_last = setup.continue_last
+        self._think_given = setup.think_given  # for the first chat shown: the command line's mode wins
+        self._think_on_command_line = setup.think_given  # and over a pulled model's lack of a thinking mode
+        self._mode_given = setup.mode_given
+        # A saved permission mode comes back only where the user asked for that chat (--resume,
+        # --continue, the list): a plain start that shows the project's last chat starts in ask,
+        # not in an accept-edits left on from another day.
+        self._mode_restorable = setup.open_chat is not None or setup.continue_last
+        self.session = self._new_session(setup)
+        self._live: tuple[Reply, MessageView, int] | None = None  # the reply streaming now
+        self._tool_lines: dict[str, ToolLine] = {}
+        self.engine = setup.engine
+        self.first_run = setup.first_run
+        self.open_engine = setup.open_engine
+        # What reopens the model running now: the name the first screen pulled or the file it
+        # opened; None: the one the chat started with.
+        self.engine_model: str | None = None
+        self.tuner = setup.tuner
+        self.thinks = setup.thinks
+        self._think_from_model = False  # set by a pull: the next engine's model decides thinking
+        self.tune_progress: TuneProgress | None = None  # while /tune runs
+        self.fit_summary = setup.fit_summary
+        self.store = setup.store
+        self.model = setup.model
+        self.model_files = setup.model_files
+        self.chat: Chat | None = None
+        self.streaming = False
+        self.last_end: End | None = None
+        self.show_drafts = setup.show_drafts  # tint text that came from accepted draft tokens
+        self.full_collections = FullCollections()  # held while a reply streams (lag spikes)
+        # The one slash-command table of this chat: the built-ins, then the custom commands.
+        commands = setup.commands
+        self.slash_commands, clashes = with_custom(self.SLASH_COMMANDS, commands.commands if commands else [])
+        self._command_notices = (commands.notices if commands else []) + clashes
+
+    def _set_tools(self, setup: ChatSetup) -> None:
+        """The project's tools and what comes with them: MCP servers, their trust question,
+        skills (none of them without a project)."""
+        project = setup.project
+        self.project = project
+        self.tools_on = project is not None and setup.tools
         # `sandbox`: the user's setting (app/agent/sandbox.py): false runs commands as the user.
-        self.toolbox = Toolbox(project.root, sandbox_enabled=sandbox) if project is not None else None
+        self.toolbox = Toolbox(project.root, sandbox_enabled=setup.sandbox) if project is not None else None
         # The edits and writes the tools applied (told from their worker thread), kept in the
         # store under the prompt they answered once the tool is over: /rewind's records.
         self._applied: list[Change] = []
@@ -185,73 +187,42 @@ class ChatApp(App):
         self.prompt_id: int | None = None  # the user message the current turn answers
         self._last_escape = 0.0
         self.consent = Consent()
-        self.mcp = mcp if self.toolbox is not None else None
+        self.mcp = setup.mcp if self.toolbox is not None else None
         # The question about the project's own servers and hooks (None: it carries neither).
-        self.mcp_trust = mcp_trust if self.toolbox is not None else None
+        self.mcp_trust = setup.mcp_trust if self.toolbox is not None else None
         if self.toolbox is not None and self.mcp_trust is not None:
             self.toolbox.guard.name(self.mcp_trust.named)  # what its servers and hooks run: asked, read-only
-        self.started_without_tools = not tools  # --no-tools: no MCP server starts either
-        self.chain_limit = chain_limit
-        self.open_chat = open_chat
-        self.continue_last = continue_last
-        self._think_given = think_given  # for the first chat shown: the command line's mode wins
-        self._think_on_command_line = think_given  # and over a pulled model's lack of a thinking mode
-        self._mode_given = mode_given
-        # A saved permission mode comes back only where the user asked for that chat (--resume,
-        # --continue, the list): a plain start that shows the project's last chat starts in ask,
-        # not in an accept-edits left on from another day.
-        self._mode_restorable = open_chat is not None or continue_last
+        self.started_without_tools = not setup.tools  # --no-tools: no MCP server starts either
         # Skills: their names and descriptions in the system prompt, read_skill to read one.
-        self.skills = skills if self.toolbox is not None and skills is not None else None
+        self.skills = setup.skills if self.toolbox is not None and setup.skills is not None else None
         if self.toolbox is not None and self.skills is not None and self.skills.skills:
             self.toolbox.add(skill_tool(self.skills))
-        # The system prompt is made once: the same bytes every request keep the prefix cache warm
-        # (a yes to the project's trust question adds its skills: once).
-        self.session = Session(
-            engine,
+
+    def _new_session(self, setup: ChatSetup) -> Session:
+        """The system prompt is made once: the same bytes every request keep the prefix cache
+        warm (a yes to the project's trust question adds its skills: once)."""
+        project = setup.project
+        return Session(
+            setup.engine,
             self.toolbox,
             self._ask,
             self._on_session_event,
             consent=self.consent,
             system=self._system_prompt(),
             tools_on=self.tools_on,
-            think=think,
-            chain_limit=chain_limit,
-            reply_limit=reply_limit,
-            n_ctx=n_ctx,
-            mode=mode,
+            think=setup.think,
+            chain_limit=setup.chain_limit,
+            reply_limit=setup.reply_limit,
+            n_ctx=setup.n_ctx,
+            mode=setup.mode,
             tool_sources=[McpTools(self.mcp)] if self.mcp is not None else None,
-            hooks=hooks if self.toolbox is not None else None,
+            hooks=setup.hooks if self.toolbox is not None else None,
             instructions_file=(
                 str(project.instructions_file.relative_to(project.root))
                 if project is not None and project.instructions_file is not None
                 else None
             ),
         )
-        self._live: tuple[Reply, MessageView, int] | None = None  # the reply streaming now
-        self._tool_lines: dict[str, ToolLine] = {}
-        self.engine = engine
-        self.first_run = first_run
-        self.open_engine = open_engine
-        # What reopens the model running now: the name the first screen pulled or the file it
-        # opened; None: the one the chat started with.
-        self.engine_model: str | None = None
-        self.tuner = tuner
-        self.thinks = thinks
-        self._think_from_model = False  # set by a pull: the next engine's model decides thinking
-        self.tune_progress: TuneProgress | None = None  # while /tune runs
-        self.fit_summary = fit_summary
-        self.store = store
-        self.model = model
-        self.model_files = model_files
-        self.chat: Chat | None = None
-        self.streaming = False
-        self.last_end: End | None = None
-        self.show_drafts = show_drafts  # tint text that came from accepted draft tokens
-        self.full_collections = FullCollections()  # held while a reply streams (lag spikes)
-        # The one slash-command table of this chat: the built-ins, then the custom commands.
-        self.slash_commands, clashes = with_custom(self.SLASH_COMMANDS, commands.commands if commands else [])
-        self._command_notices = (commands.notices if commands else []) + clashes
 
     def compose(self) -> ComposeResult:
         yield Header()

@@ -21,7 +21,7 @@ from .screens.rewind import Prompt, Rewind, RewindScreen
 if TYPE_CHECKING:
     from ..agent.project import Project
     from ..agent.toolbox import Toolbox
-    from .history import Chat, ChatStore
+    from ..chat.store import Chat, ChatStore
     from .widgets.prompt_area import PromptArea
 
 

@@ -8,23 +8,11 @@ so it is never markup."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from ..run.bench import PLAIN
 from ..run.tune import NGRAM_LABEL
 from ..run.tune_run import TuneOffer, TuneOutcome, TuneProgress
 from ..terminal_text import controls_shown
 from .plain import markdown_code
-
-
-@dataclass
-class Tuner:
-    """`model`: what reopens the chat's model (the name the first screen pulled, or None: the
-    one the chat started with)."""
-
-    offer: Callable[[str | None], TuneOffer | None]  # the once-only offer (None: not now, not again)
-    run: Callable[[str | None, TuneProgress], TuneOutcome]  # measure and save; UsageError when stopped
 
 
 def offer_note(offer: TuneOffer) -> str:

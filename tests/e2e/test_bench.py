@@ -137,7 +137,7 @@ def test_bench_end_to_end(dspine, models, tmp_path, engine):
 
 
 def test_chat_history_exports_to_bench_prompts(tmp_path):
-    from app.tui.history import ChatStore
+    from app.chat.store import ChatStore
 
     store = ChatStore(tmp_path / "chats.db")
     chat = store.new_chat("work")

@@ -160,7 +160,7 @@ def test_doctor_reads_the_mtp_head_from_the_pulled_target(env, dspine, hub, file
 
 
 def test_the_chats_first_run_offers_the_recommended_drafter(env, hub, files, monkeypatch):
-    from app.cli import _first_run
+    from app.run.first_screen import first_run as _first_run
 
     serve(hub, files)
     fake_pynvml(monkeypatch, RTX_3090)

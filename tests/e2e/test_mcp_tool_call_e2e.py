@@ -18,8 +18,8 @@ import pytest
 
 from app.agent.mcp.setup import for_project
 from app.agent.project import open_project
+from app.chat.store import ChatStore
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.screens.consent import ConsentScreen
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.tool_line import ToolLine

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from app.agent.project import open_project
+from app.chat.store import ChatStore
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.widgets.tool_line import ToolLine
 from backends.events import Delta, End, ToolCall
 from tests.support.local_engines import KINDS, Recorded, open_local

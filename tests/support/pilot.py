@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:  # the chat's modules load Textual: not for every layer's collection
-    from app.tui.history import ChatStore
+    from app.chat.store import ChatStore
     from app.tui.widgets.message_view import MessageView
 
 
@@ -75,7 +75,7 @@ def assistant_views(app) -> list[MessageView]:
 
 @pytest.fixture
 def store(tmp_path: Path) -> Iterator[ChatStore]:
-    from app.tui.history import ChatStore
+    from app.chat.store import ChatStore
 
     chats = ChatStore(tmp_path / "chats.db")
     yield chats

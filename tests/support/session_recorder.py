@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from app.agent.session import Compacted, Question, ReplyEnded, ToolFinished
 
 if TYPE_CHECKING:
-    from app.tui.history import ChatStore
+    from app.chat.store import ChatStore
 
 
 class Recorder:

@@ -145,7 +145,7 @@ def test_resume_of_a_chat_that_does_not_exist_is_a_clear_error(dspine):
 
 
 def test_the_start_says_the_context_and_what_the_fit_plan_allows(tmp_path, monkeypatch):
-    from app.cli import _context_note
+    from app.cli.chat import _context_note
     from app.fit.hardware import Gpu, Hardware
     from app.run.engines import ModelFiles
     from app.settings import load_settings

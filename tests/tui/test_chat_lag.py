@@ -101,7 +101,7 @@ class ThresholdAtTheEnd(ScriptedEngine):
 
 
 async def test_the_chat_holds_full_collections_only_while_a_reply_streams(tmp_path):
-    from app.tui.history import ChatStore
+    from app.chat.store import ChatStore
 
     before = gc.get_threshold()
     store = ChatStore(tmp_path / "chats.db")

@@ -226,6 +226,7 @@ async def test_a_chat_without_tools_shows_no_mode_and_shift_tab_leaves_it(repo, 
 
 def test_dspine_chat_mode_reaches_the_chat(tmp_path, monkeypatch):
     from app import cli
+    from app.cli import chat as chat_command
 
     (tmp_path / "config.toml").write_text(f'data_dir = "{tmp_path / "data"}"\n')
     monkeypatch.setenv("DSPINE_CONFIG", str(tmp_path / "config.toml"))
@@ -233,7 +234,7 @@ def test_dspine_chat_mode_reaches_the_chat(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     started: list[ChatApp] = []
     monkeypatch.setattr(ChatApp, "run", lambda self: started.append(self))
-    monkeypatch.setattr(cli, "_has_terminal", lambda: True)  # the screen is stood in for
+    monkeypatch.setattr(chat_command, "_has_terminal", lambda: True)  # the screen is stood in for
     from tests.support.stand_in import stand_in
 
     with stand_in(lambda messages: []) as served:  # the remote engine asks the server what it serves first

@@ -79,8 +79,8 @@ def test_a_pulled_model_is_remembered_by_its_name(tmp_path):
 def test_going_on_with_a_chat_comes_back_on_its_local_model(tmp_path, how):
     """The CLI picks the saved chat's model before it starts an engine: a file that is gone
     says so and falls back, rather than showing the pull screen."""
-    from app.cli import _saved_model
-    from app.tui.history import ChatStore
+    from app.chat.store import ChatStore
+    from app.cli.chat import _saved_model
 
     target = tmp_path / "mine.gguf"
     target.write_bytes(b"GGUF")

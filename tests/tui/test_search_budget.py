@@ -14,8 +14,8 @@ import pytest
 from app.agent import files
 from app.agent.project import open_project
 from app.agent.toolbox import Done, Toolbox
+from app.chat.store import ChatStore
 from app.tui.app import ChatApp
-from app.tui.history import ChatStore
 from backends.events import ToolCall
 from tests.support.scripted_engine import ScriptedEngine
 

@@ -10,9 +10,8 @@ from dataclasses import dataclass
 
 from app.errors import UsageError
 from app.run.tune_record import TuneRecords
-from app.run.tune_run import TuneOffer, TuneProgress
+from app.run.tune_run import TuneOffer, TuneProgress, Tuner
 from app.tui.app import ChatApp
-from app.tui.tuning import Tuner
 from app.tui.widgets.prompt_area import PromptArea
 from app.tui.widgets.readout import Readout
 from tests.support.pilot import assistant_views, send, until

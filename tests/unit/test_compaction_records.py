@@ -17,7 +17,7 @@ from app.agent.project import open_project, system_prompt
 from app.agent.records import ENTRY_CHARS, FACTS_KEY, LIST_ENTRIES, Facts, for_engine
 from app.agent.session import Compacted, Notice, Session, ToolFinished
 from app.agent.toolbox import DECLINED, Toolbox
-from app.tui.history import ChatStore
+from app.chat.store import ChatStore
 from backends.base import estimate_tokens
 from backends.events import End, ToolCall
 from backends.stats import Stats

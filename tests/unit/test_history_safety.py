@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from app.chat.store import ChatStore
 from app.errors import ConfigError
-from app.tui.history import ChatStore
 
 
 def test_chats_are_private(tmp_path):

@@ -63,6 +63,7 @@ FLOORS = [
     {"doctor_remote"},  # doctor --url: the remote checks, over doctor's Check
     {"cli_views", "doctor"},
     {"tui", "serve"},
+    {"chat"},  # a chat assembled for the screen and for -p, its store
     {"agent"},
     {"run"},
     {"fit"},

@@ -192,7 +192,7 @@ def test_always_answers_keep_working_in_every_mode(repo):
 
 
 def test_the_chats_store_keeps_a_chats_mode(tmp_path):
-    from app.tui.history import SCHEMA, ChatStore
+    from app.chat.store import SCHEMA, ChatStore
 
     store = ChatStore(tmp_path / "chats.db")
     try:

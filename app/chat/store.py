@@ -7,9 +7,10 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from backends.private import make_private, private_dir
 
@@ -21,7 +22,27 @@ from ..errors import ConfigError
 from .file_locks import lock_holders, locked_by_others
 
 if TYPE_CHECKING:
-    from .reply import Reply
+    from backends.stats import Stats
+
+
+class SavedReply(Protocol):
+    """What the store keeps of a reply as it streams (the screen's Reply, app/tui/reply.py)."""
+
+    @property
+    def answer(self) -> str: ...
+    @property
+    def thinking(self) -> str: ...
+    @property
+    def complete(self) -> bool: ...
+    @property
+    def stats(self) -> Stats | None: ...
+    @property
+    def answer_drafted(self) -> Sequence[object]: ...
+    @property
+    def thinking_drafted(self) -> Sequence[object]: ...
+    @property
+    def drafted(self) -> dict: ...
+
 
 SCHEMA = [
     # version 1
@@ -491,7 +512,7 @@ class ChatStore:
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
-    def save_reply(self, message_id: int, reply: Reply) -> None:
+    def save_reply(self, message_id: int, reply: SavedReply) -> None:
         """A reply as it stands: its text so far, its latest figures, whether it ended."""
         stats = reply.stats.to_json() if reply.stats is not None else None
         drafted = reply.drafted if reply.answer_drafted or reply.thinking_drafted else None
