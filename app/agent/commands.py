@@ -102,6 +102,59 @@ def _has_exited(process: subprocess.Popen) -> bool:
         return True
 
 
+class _ShownOutput:
+    """A command's output as it comes, decoded for `on_output` (at most the last
+    MAX_SHOWN_CHARS not shown yet), and all of it to the capture."""
+
+    def __init__(self, on_output: Callable[[str], None] | None) -> None:
+        self.on_output = on_output
+        self.pending: list[str] = []  # decoded output not yet handed to on_output
+        self.lock = threading.Lock()
+
+    def read_all(self, fd: int, capture: OutputCapture) -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while data := os.read(fd, READ_BYTES):
+            capture.feed(data)
+            if self.on_output is not None:
+                text = decoder.decode(data)
+                with self.lock:
+                    self.pending.append(text)
+                    if sum(map(len, self.pending)) > MAX_SHOWN_CHARS:
+                        self.pending[:] = ["".join(self.pending)[-MAX_SHOWN_CHARS:]]
+
+    def show(self) -> None:
+        if self.on_output is None:
+            return
+        with self.lock:
+            text = "".join(self.pending)
+            self.pending.clear()
+        if text:
+            self.on_output(text)
+
+
+def _wait(
+    process: subprocess.Popen, stop: threading.Event | None, deadline: float, show: Callable[[], None]
+) -> tuple[bool, bool]:
+    """Until the command exits, is stopped or runs out of time (then its group is ended):
+    (stopped, timed out)."""
+    timed_out = stopped = False
+    while not _has_exited(process):
+        if stop is not None and stop.is_set():
+            stopped = True
+        elif time.monotonic() >= deadline:
+            timed_out = True
+        if stopped or timed_out:
+            _stop_all(process)
+            break
+        show()
+        # Wake at once when asked to stop; otherwise look at the process every 50 ms.
+        if stop is not None:
+            stop.wait(0.05)
+        else:
+            time.sleep(0.05)
+    return stopped, timed_out
+
+
 def run_command(
     root: Path,
     command: str,
@@ -127,56 +180,16 @@ def run_command(
     )
     assert process.stdout is not None
     capture = OutputCapture(scratch, "command")
-    shown: list[str] = []  # decoded output not yet handed to on_output
-    shown_lock = threading.Lock()
-
-    def read() -> None:
-        assert process.stdout is not None
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        fd = process.stdout.fileno()
-        while data := os.read(fd, READ_BYTES):
-            capture.feed(data)
-            if on_output is not None:
-                text = decoder.decode(data)
-                with shown_lock:
-                    shown.append(text)
-                    if sum(map(len, shown)) > MAX_SHOWN_CHARS:
-                        joined = "".join(shown)[-MAX_SHOWN_CHARS:]
-                        shown[:] = [joined]
-
-    def show() -> None:
-        if on_output is None:
-            return
-        with shown_lock:
-            text = "".join(shown)
-            shown.clear()
-        if text:
-            on_output(text)
-
-    reader = threading.Thread(target=read, daemon=True)
+    output = _ShownOutput(on_output)
+    reader = threading.Thread(target=output.read_all, args=(process.stdout.fileno(), capture), daemon=True)
     reader.start()
-    deadline = time.monotonic() + timeout_s
-    timed_out = stopped = False
-    while not _has_exited(process):
-        if stop is not None and stop.is_set():
-            stopped = True
-        elif time.monotonic() >= deadline:
-            timed_out = True
-        if stopped or timed_out:
-            _stop_all(process)
-            break
-        show()
-        # Wake at once when asked to stop; otherwise look at the process every 50 ms.
-        if stop is not None:
-            stop.wait(0.05)
-        else:
-            time.sleep(0.05)
+    stopped, timed_out = _wait(process, stop, time.monotonic() + timeout_s, output.show)
     # The command ended: what it left in the background ends too (its group; the reaper has
     # already ended the rest), before the pid is reaped and could be reused.
     _kill_group(process)
     process.wait()
     reader.join(timeout=2)
-    show()
+    output.show()
     capture.close()
     saved = scratch.shown(capture.path) if scratch is not None and capture.path is not None else None
     code = None if (stopped or timed_out) else process.returncode

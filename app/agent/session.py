@@ -254,6 +254,18 @@ def _arguments_for_hooks(arguments: str | dict) -> dict[str, Any]:
         return {"raw": str(arguments)}
 
 
+@dataclass
+class _Asked:
+    """A step's question, and what sets it apart: the command it runs (its sandbox wrap, where it
+    runs outside one), a guarded file it writes."""
+
+    question: Question
+    command: str = ""
+    wrap: list[str] | None = None  # the sandbox a command runs in
+    unsandboxed: str = ""
+    guarded: str = ""
+
+
 class Session:
     def __init__(
         self,
@@ -285,6 +297,7 @@ class Session:
         instructions file in the system prompt (AGENTS.md), for the error when it does not fit;
         `mode`: the permission mode (app/agent/modes.py), which the chat may change between
         requests: which tools are offered, and which calls go through without a question."""
+        # One piece: one assignment a field, each with its why.
         self.engine = engine
         self.toolbox = toolbox
         self.ask = ask
@@ -789,7 +802,7 @@ class Session:
         """The result for the model, the user's decision, where a command's whole output was saved,
         and what the user is shown beside the result (an applied change's diff)."""
         spec = toolbox.spec(call.name)
-        mode = self.mode
+        mode = self.mode  # as the call came: a switch while it is prepared does not change its answer
         if modes.refused(mode, spec):
             return modes.PLAN_REFUSAL, "refused (plan mode)", None, ""  # never prepared: nothing runs
         step = await self._until_stopped(_thread(loop, lambda: self._prepare(toolbox, call)))
@@ -797,8 +810,16 @@ class Session:
             return STOPPED, "stopped", None, ""
         if isinstance(step, Done):
             return step.result, "auto", None, ""
-        wrap: list[str] | None = None  # the sandbox a command runs in
-        unsandboxed = guarded = ""
+        asked = await self._question(step, call, toolbox, loop)
+        decision = await self._decision(step, call, toolbox, asked, allowed, mode)
+        if decision == "no":
+            return DECLINED, decision, None, ""
+        result, saved, shown = await self._carried_out(step, call, toolbox, loop, asked)
+        return result, decision, saved, shown
+
+    async def _question(self, step: Step, call: ToolCall, toolbox: Toolbox, loop) -> _Asked:
+        """What the user would be asked before the step runs (a change's diff, a call's words, a
+        command and where it runs), and what sets it apart (a guarded file, no sandbox)."""
         if isinstance(step, ProposedChange):
             guarded = step.guarded
             title = f"{step.change.summary}?"
@@ -806,62 +827,67 @@ class Session:
             if guarded:
                 title = f"{step.change.summary}: a file that runs later OUTSIDE the sandbox?"
                 body = f"{guarded}: what is written there runs later as you, unsandboxed.\n\n{body}"
-            question = Question(title, body, tool=call.name, guarded=guarded)
-            command = ""
-        elif isinstance(step, ProposedCall):
-            question = Question(step.title, step.body, tool=call.name)
-            command = ""
-        else:
-            where, place, wrap = await _thread(loop, lambda: toolbox.command_place(step))
-            unsandboxed = place if where == "outside" else ""
-            title = f"Run this in {toolbox.root}" + (" OUTSIDE the sandbox?" if where == "outside" else "?")
-            question = Question(
-                title, f"{shown_command(step.command)}\n\n{place}", tool=call.name, unsandboxed=unsandboxed
-            )
-            command = step.command
-        decision = "always (this chat)"
+            return _Asked(Question(title, body, tool=call.name, guarded=guarded), guarded=guarded)
+        if isinstance(step, ProposedCall):
+            return _Asked(Question(step.title, step.body, tool=call.name))
+        assert isinstance(step, ProposedCommand)
+        where, place, wrap = await _thread(loop, lambda: toolbox.command_place(step))
+        unsandboxed = place if where == "outside" else ""
+        title = f"Run this in {toolbox.root}" + (" OUTSIDE the sandbox?" if where == "outside" else "?")
+        question = Question(title, f"{shown_command(step.command)}\n\n{place}", tool=call.name, unsandboxed=unsandboxed)
+        return _Asked(question, command=step.command, wrap=wrap, unsandboxed=unsandboxed)
+
+    async def _decision(
+        self, step: Step, call: ToolCall, toolbox: Toolbox, asked: _Asked, allowed: bool, mode: PermissionMode
+    ) -> str:
+        """Whether the step runs: a hook's allow, the mode, a remembered "always", or the
+        user's answer (asked here)."""
+        command, guarded = asked.command, asked.guarded
         # "Always" never covers a command the model asked to run outside a sandbox that exists.
         left_sandbox = isinstance(step, ProposedCommand) and step.outside and toolbox.sandbox_left(step)
         vetoed = self.vetoed is not None and self.vetoed(call.name, command)
         if allowed and not left_sandbox and not guarded and not vetoed:
-            decision = "allowed by a hook"  # a PreToolUse hook the user has (or a trusted project's)
-        elif guarded or (
+            return "allowed by a hook"  # a PreToolUse hook the user has (or a trusted project's)
+        if not guarded and not (
             toolbox.needs_consent(call.name) and (left_sandbox or self.consent.must_ask(call.name, command))
         ):
-            if modes.accepted(mode, spec) and isinstance(step, ProposedChange) and not guarded:
-                decision = "accept edits"  # the diff is shown in the chat, /undo reverts it
-            else:
-                # A call elsewhere (an MCP server's tool) says itself what "always" covers.
-                always = (
-                    step.always if isinstance(step, ProposedCall) else self.consent.always_label(call.name, command)
-                )
-                if left_sandbox or guarded:
-                    always = None
-                question = replace(question, always_label=always, command=command, outside_sandbox=left_sandbox)
-                answer = await self.ask(question)
-                if not left_sandbox and not guarded:
-                    self.consent.remember(call.name, answer, command)
-                decision = answer
-        if decision == "no":
-            return DECLINED, decision, None, ""
+            return "always (this chat)"
+        if modes.accepted(mode, toolbox.spec(call.name)) and isinstance(step, ProposedChange) and not guarded:
+            return "accept edits"  # the diff is shown in the chat, /undo reverts it
+        # A call elsewhere (an MCP server's tool) says itself what "always" covers.
+        always = step.always if isinstance(step, ProposedCall) else self.consent.always_label(call.name, command)
+        if left_sandbox or guarded:
+            always = None
+        question = replace(asked.question, always_label=always, command=command, outside_sandbox=left_sandbox)
+        answer = await self.ask(question)
+        if not left_sandbox and not guarded:
+            self.consent.remember(call.name, answer, command)
+        return answer
+
+    async def _carried_out(
+        self, step: Step, call: ToolCall, toolbox: Toolbox, loop, asked: _Asked
+    ) -> tuple[str, str | None, str]:
+        """The step done: (the result for the model, where a command's output was saved, the diff shown)."""
         if isinstance(step, ProposedChange):
             change = step.change
             applied = await self._until_stopped(_thread(loop, lambda: toolbox.apply(change)))
             if applied is None:
-                return STOPPED, decision, None, ""
-            return applied, decision, None, (change.diff if applied.startswith(APPLIED) else "")
+                return STOPPED, None, ""
+            return applied, None, (change.diff if applied.startswith(APPLIED) else "")
         if isinstance(step, ProposedCall):
             self._stop.clear()
             run = step.run
             answered = await self._until_stopped(_thread(loop, lambda: run(self._stop)))
-            return (answered if answered is not None else STOPPED), decision, None, ""
+            return (answered if answered is not None else STOPPED), None, ""
+        assert isinstance(step, ProposedCommand)
         # A command stops itself when asked (its process group is killed), so it is awaited whole.
         self._stop.clear()
-        self._ran_unsandboxed = unsandboxed
+        self._ran_unsandboxed = asked.unsandboxed
 
         def show(text: str) -> None:
             _emit_from_thread(loop, self.emit, ToolOutput(call, text))
 
+        wrap = asked.wrap
         ran = await _thread(
             loop,
             lambda: run_command(toolbox.root, step.command, step.timeout_s, show, self._stop, toolbox.scratch, wrap),
@@ -871,7 +897,7 @@ class Session:
         if made:
             result += "\n\n" + made
             await self.emit(Notice(made, "warning"))
-        return result, decision, ran.saved, ""
+        return result, ran.saved, ""
 
     def _prepare(self, toolbox: Toolbox, call: ToolCall) -> Step | None:
         """The call made a Step; a tool that runs apart runs in a child process the user can stop."""

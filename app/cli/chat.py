@@ -125,6 +125,7 @@ def chat(
 ) -> None:
     """Open the coding chat on the project here: it reads, searches, edits and runs with your consent;
     streaming replies, think / no-think, live tok/s and acceptance."""
+    # One piece: Typer's option list; the body is under 60 lines.
     from ..agent.project import open_project
     from ..chat.setup import ChatRequest, Tell, assemble
     from ..run.engines import EngineOptions, engine_and_url

@@ -69,6 +69,7 @@ def serve(
     ),
 ) -> None:
     """Serve the fitted engine to coding agents and editors (OpenAI and Anthropic APIs), with a live readout."""
+    # One piece: Typer's option list; the body is under 60 lines.
     from ..serve.client_config import TOOLS, snippet
     from ..serve.service import ServeOptions, check_options, client_endpoint
     from ..serve.service import serve as run_server

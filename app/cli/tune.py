@@ -42,7 +42,6 @@ def tune(
     """Measure which drafting pays on this machine (plain, n-gram, the drafter, both) and use it from now on."""
     from rich.markup import escape
 
-    from ..run.drafting_choice import conditions_now
     from ..run.engines import engine_for, resolve_files
     from ..run.inputs import check_lengths
     from ..run.tune_record import TuneRecords, tune_key
@@ -69,15 +68,7 @@ def tune(
         out.print(f"forgot the tune for {escape(files.label)} ({running})" if gone else "there was no tune to forget")
         return
     if show:
-        saved = records.get(key)
-        if saved is None:
-            out.print(f"no tune for {escape(files.label)} on the {running} engine yet: `{escape(again)}` makes one")
-            return
-        _tune_table(f"tune of {files.label}, {running}, {saved.when}", [_row(r) for r in saved.table])
-        out.print(f"picked {escape(saved.summary)}", markup=True)
-        changed = saved.conditions.changed(conditions_now(running, files, settings))
-        if changed:
-            out.print(f"[yellow]stale:[/] measured with {escape(changed)}; run `{escape(again)}` again")
+        _show_tune(records.get(key), files, running, settings, again)
         return
     said_rounds = f"{rounds} round{'s' if rounds != 1 else ''}"
     title = f"dspine tune: {files.label}, {running}, {max_tokens} tokens a prompt, {said_rounds}"
@@ -89,6 +80,22 @@ def tune(
     _tune_table(title, outcome.rows)
     out.print(f"picked {escape(outcome.tune.summary)}")
     out.print(f"[dim]saved: chat, run and serve on {running} use it; `{escape(again)} --reset` forgets it[/]")
+
+
+def _show_tune(saved, files, running: str, settings, again: str) -> None:
+    """The saved tune's table and pick, and whether what it was measured with changed since."""
+    from rich.markup import escape
+
+    from ..run.drafting_choice import conditions_now
+
+    if saved is None:
+        out.print(f"no tune for {escape(files.label)} on the {running} engine yet: `{escape(again)}` makes one")
+        return
+    _tune_table(f"tune of {files.label}, {running}, {saved.when}", [_row(r) for r in saved.table])
+    out.print(f"picked {escape(saved.summary)}", markup=True)
+    changed = saved.conditions.changed(conditions_now(running, files, settings))
+    if changed:
+        out.print(f"[yellow]stale:[/] measured with {escape(changed)}; run `{escape(again)}` again")
 
 
 def _tune_with_progress(files, running: str, settings, rounds: int, max_tokens: int):

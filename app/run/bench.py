@@ -262,41 +262,23 @@ def run_bench(
     plain first and each drafter after, which turned one slow minute into a "speedup"."""
     at_depths = depths or {0: lambda messages: messages}
     runs: list[Run] = []
-    engines: dict[Setup, Any] = {}  # open engines, oldest first
-
-    def engine_for(setup: Setup) -> Any:
-        if setup in engines:
-            engines[setup] = engines.pop(setup)  # the newest now
-            return engines[setup]
-        while max_open is not None and engines and len(engines) >= max_open:
-            oldest = next(iter(engines))
-            engines.pop(oldest).close()
-        engines[setup] = open_engine(setup)
-        return engines[setup]
+    engines = _OpenEngines(open_engine, max_open)
 
     def one(setup: Setup, think: bool, depth: int, index: int, round_: int) -> None:
         # `round_prompts`: other prompts each round (as many), so no engine sees a prompt twice:
         # llama-server's n-gram drafter remembers replies across requests and would draft a
         # repeated greedy reply whole.
         prompt = round_prompts[round_ % len(round_prompts)][index] if round_prompts else prompts[index]
-        deepen = at_depths[depth]
         # `tokens_for`: a prompt's own length (tune: an edit must run long enough to reach its copy)
         # Each round its own seed: under sampling a round's replies are other texts, so a
         # speedup does not rest on one text a prompt (one that happens to copy, or not).
         sampling = preset(think, presets).with_(
             seed=seed + round_, max_tokens=tokens_for(prompt) if tokens_for else max_tokens
         )
-        engine = engine_for(setup)
+        engine = engines.get(setup)
         if on_start:
             on_start(setup, prompt.category, think)
-        end = None
-        for event in engine.stream(
-            deepen(prompt.messages), think=think, sampling=sampling, n_max=setup.n_max, tools=prompt.tools
-        ):
-            if isinstance(event, End):
-                end = event
-            elif isinstance(event, Error):
-                raise UsageError(f"{setup.drafter}: {event.message}", event.fix)
+        end = _measured(engine, setup, at_depths[depth](prompt.messages), think, sampling, prompt.tools)
         if end is not None:
             run = Run(prompt.category, think, setup, end.stats, depth, round_, index)
             runs.append(run)
@@ -307,27 +289,68 @@ def run_bench(
     try:
         for round_ in range(repeat):
             if fresh_rounds:
-                while engines:
-                    engines.pop(next(iter(engines))).close()
-            order = setups if round_ % 2 == 0 else list(reversed(setups))
-            if interleave:
-                for think in thinks:
-                    for depth in at_depths:
-                        for index in range(len(prompts)):
-                            for setup in order:
-                                one(setup, think, depth, index, round_)
-            else:
-                for setup in order:
-                    for think in thinks:
-                        for depth in at_depths:
-                            for index in range(len(prompts)):
-                                one(setup, think, depth, index, round_)
+                engines.close_all()
+            for setup, think, depth, index in _turns(setups, thinks, list(at_depths), len(prompts), round_, interleave):
+                one(setup, think, depth, index, round_)
     except KeyboardInterrupt:
         pass
     finally:
-        for engine in engines.values():
-            engine.close()
+        engines.close_all()
     return runs
+
+
+class _OpenEngines:
+    """The setups' engines, opened on first use; at most `max_open` at once (the oldest used
+    closed first; None: no limit)."""
+
+    def __init__(self, open_engine: Callable[[Setup], Any], max_open: int | None) -> None:
+        self.open_engine = open_engine
+        self.max_open = max_open
+        self.engines: dict[Setup, Any] = {}  # oldest used first
+
+    def get(self, setup: Setup) -> Any:
+        engines = self.engines
+        if setup in engines:
+            engines[setup] = engines.pop(setup)  # the newest now
+            return engines[setup]
+        while self.max_open is not None and engines and len(engines) >= self.max_open:
+            engines.pop(next(iter(engines))).close()
+        engines[setup] = self.open_engine(setup)
+        return engines[setup]
+
+    def close_all(self) -> None:
+        while self.engines:
+            self.engines.pop(next(iter(self.engines))).close()
+
+
+def _turns(setups: list[Setup], thinks: list[bool], depths: list[int], count: int, round_: int, interleave: bool):
+    """One round's runs in order: (setup, think, depth, prompt index). Interleaved, each prompt
+    runs on every setup back to back; else each setup runs all of them in turn. Every other
+    round the setups go in the opposite order."""
+    order = setups if round_ % 2 == 0 else list(reversed(setups))
+    if interleave:
+        for think in thinks:
+            for depth in depths:
+                for index in range(count):
+                    for setup in order:
+                        yield setup, think, depth, index
+    else:
+        for setup in order:
+            for think in thinks:
+                for depth in depths:
+                    for index in range(count):
+                        yield setup, think, depth, index
+
+
+def _measured(engine: Any, setup: Setup, messages: list[dict], think: bool, sampling, tools) -> End | None:
+    """One reply streamed to its end (its End, with the figures); an engine error stops the bench."""
+    end = None
+    for event in engine.stream(messages, think=think, sampling=sampling, n_max=setup.n_max, tools=tools):
+        if isinstance(event, End):
+            end = event
+        elif isinstance(event, Error):
+            raise UsageError(f"{setup.drafter}: {event.message}", event.fix)
+    return end
 
 
 def verdict(rows: list[Row]) -> str:

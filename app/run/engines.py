@@ -175,82 +175,103 @@ def open_engine(
             warn=on_warning,
         )
     assert files.target is not None
-    gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999
-    hybrid = files.drafter_kind is not None and is_hybrid(files.target)
     if options.engine == "server":
-        from backends.llama_server import LlamaServerEngine, ServerConfig
-        from backends.server_draft import honoured_by_binary
-        from backends.threads import SAMPLE_S, LoadWatch, physical_cores, pick
+        return _open_server(files, options, settings, on_progress)
+    return _open_inproc(files, options, settings, on_progress)
 
-        load = LoadWatch() if settings.threads <= 0 else None  # sampled while the plan is made
 
-        plan = _fit_plan(files, options, settings)
-        # The launch length, as `dspine fit` counted it: on a hybrid target each step of it is
-        # one more copy of the recurrent state, so it is bounded by the kind's and the plan's.
-        launch = launch_draft_length(
-            files.drafter_kind, hybrid, memory_cap=plan.draft_n_max if plan is not None else None
-        )
-        adaptive, on_close = _learned_draft(files, settings, "server:") if options.n_max is None else (None, None)
-        n_max = options.n_max or launch or None
-        if adaptive is not None:
-            # Honoured per request: launch with the longest length it may choose. Not: launch with
-            # the one learned for the mode the session starts in (a mode switch keeps it), or,
-            # before anything was learned, the plan's.
-            honoured = honoured_by_binary(llama_server_binary(settings))
-            longest = launch_draft_length(
-                files.drafter_kind, hybrid, longest=MAX_K, memory_cap=plan.draft_n_max if plan is not None else None
-            )
-            adaptive.max_k = longest
-            n_max = longest if honoured else min(adaptive.learned(options.think) or launch, longest)
-            if honoured and _ngram_on(options, settings, files) and files.drafter is not None:
-                # Chained, the per-request length also caps the n-gram drafter's copies, and a
-                # request wanting long copies asks for theirs: the draft model then drafts at its
-                # launch length, so launch it at the one learned for the starting mode.
-                n_max = min(adaptive.learned(options.think) or launch, longest)
-            if not honoured:
-                adaptive, on_close = None, None
-        config = ServerConfig(
-            model=str(files.target),
-            draft_model=str(files.drafter) if files.drafter else None,
-            drafter_kind=files.drafter_kind,
-            n_ctx=options.ctx,
-            gpu_layers=gpu_layers,
-            draft_gpu_layers=gpu_layers,
-            n_max=n_max,
-            n_parallel=options.parallel,
-            alias=options.served_name,
-            draft_p_min=settings.draft_p_min,
-            code_table_device=settings.code_table_device,
-            ngram=NGRAM if _ngram_on(options, settings, files) else None,
-        )
-        if load is not None:
-            load.settle(SAMPLE_S)
-        threads = pick(physical_cores(), load.busy() if load is not None else -1.0, settings.threads)
-        config = replace(_planned(config, plan), threads=threads.threads)
-        if config.ngram is not None:
-            # Its copies' match by where the target's passes run (a long pass costs more on a CPU)
-            config = replace(config, ngram=config.ngram.on_device(gpu=_target_on_gpu(config, plan)))
-        settle_repacking(settings, "server", on_progress)
-        return LlamaServerEngine(
-            config,
-            log_dir=settings.log_dir,
-            binary=settings.llama_server,
-            build=settings.llama_server_build,
-            on_progress=on_progress,
-            adaptive=adaptive,
-            on_close=on_close,
-            break_even=_break_even(settings) if options.break_even else None,
-            ngram_break_even=_ngram_break_even(options, settings, files),
-            turn_drafting=options.turn_drafting,
-            presets=files.sampling,
-        ).start()
+def _server_draft_length(files: ModelFiles, options: EngineOptions, settings: Settings, plan):
+    """The draft length llama-server launches with, and the learner of lengths per mode where
+    the engine adapts (None, None where it cannot: the user's --n-max, or a server that does not
+    honour a per-request length)."""
+    from backends.server_draft import honoured_by_binary
+
+    assert files.target is not None
+    hybrid = files.drafter_kind is not None and is_hybrid(files.target)
+    # The launch length, as `dspine fit` counted it: on a hybrid target each step of it is
+    # one more copy of the recurrent state, so it is bounded by the kind's and the plan's.
+    memory_cap = plan.draft_n_max if plan is not None else None
+    launch = launch_draft_length(files.drafter_kind, hybrid, memory_cap=memory_cap)
+    adaptive, on_close = _learned_draft(files, settings, "server:") if options.n_max is None else (None, None)
+    n_max = options.n_max or launch or None
+    if adaptive is None:
+        return n_max, None, None
+    # Honoured per request: launch with the longest length it may choose. Not: launch with
+    # the one learned for the mode the session starts in (a mode switch keeps it), or,
+    # before anything was learned, the plan's.
+    honoured = honoured_by_binary(llama_server_binary(settings))
+    longest = launch_draft_length(files.drafter_kind, hybrid, longest=MAX_K, memory_cap=memory_cap)
+    adaptive.max_k = longest
+    n_max = longest if honoured else min(adaptive.learned(options.think) or launch, longest)
+    if honoured and _ngram_on(options, settings, files) and files.drafter is not None:
+        # Chained, the per-request length also caps the n-gram drafter's copies, and a
+        # request wanting long copies asks for theirs: the draft model then drafts at its
+        # launch length, so launch it at the one learned for the starting mode.
+        n_max = min(adaptive.learned(options.think) or launch, longest)
+    if not honoured:
+        return n_max, None, None
+    return n_max, adaptive, on_close
+
+
+def _open_server(
+    files: ModelFiles, options: EngineOptions, settings: Settings, on_progress: Callable[[str], None] | None
+) -> Engine:
+    from backends.llama_server import LlamaServerEngine, ServerConfig
+    from backends.threads import SAMPLE_S, LoadWatch, physical_cores, pick
+
+    load = LoadWatch() if settings.threads <= 0 else None  # sampled while the plan is made
+    plan = _fit_plan(files, options, settings)
+    n_max, adaptive, on_close = _server_draft_length(files, options, settings, plan)
+    gpu_layers = options.gpu_layers if options.gpu_layers is not None else 999
+    config = ServerConfig(
+        model=str(files.target),
+        draft_model=str(files.drafter) if files.drafter else None,
+        drafter_kind=files.drafter_kind,
+        n_ctx=options.ctx,
+        gpu_layers=gpu_layers,
+        draft_gpu_layers=gpu_layers,
+        n_max=n_max,
+        n_parallel=options.parallel,
+        alias=options.served_name,
+        draft_p_min=settings.draft_p_min,
+        code_table_device=settings.code_table_device,
+        ngram=NGRAM if _ngram_on(options, settings, files) else None,
+    )
+    if load is not None:
+        load.settle(SAMPLE_S)
+    threads = pick(physical_cores(), load.busy() if load is not None else -1.0, settings.threads)
+    config = replace(_planned(config, plan), threads=threads.threads)
+    if config.ngram is not None:
+        # Its copies' match by where the target's passes run (a long pass costs more on a CPU)
+        config = replace(config, ngram=config.ngram.on_device(gpu=_target_on_gpu(config, plan)))
+    settle_repacking(settings, "server", on_progress)
+    return LlamaServerEngine(
+        config,
+        log_dir=settings.log_dir,
+        binary=settings.llama_server,
+        build=settings.llama_server_build,
+        on_progress=on_progress,
+        adaptive=adaptive,
+        on_close=on_close,
+        break_even=_break_even(settings) if options.break_even else None,
+        ngram_break_even=_ngram_break_even(options, settings, files),
+        turn_drafting=options.turn_drafting,
+        presets=files.sampling,
+    ).start()
+
+
+def _open_inproc(
+    files: ModelFiles, options: EngineOptions, settings: Settings, on_progress: Callable[[str], None] | None
+) -> Engine:
     from backends.inproc import InprocEngine
 
+    assert files.target is not None
     if files.drafter_kind is not None and not (files.drafter_kind in KINDS and KINDS[files.drafter_kind].in_process):
         raise EngineError(
             f"the in-process engine runs plain draft models, not a {files.drafter_kind} drafter",
             "use --engine server for DSpine, DFlash and MTP drafters",
         )
+    hybrid = files.drafter_kind is not None and is_hybrid(files.target)
     adaptive, on_close = _learned_draft(files, settings) if options.n_max is None else (None, None)
     # With adaptive lengths this is the longest draft it may choose: state snapshots (for
     # hybrid models' rollback) are made for it, so on a hybrid it stays at the kind's length.
@@ -268,7 +289,7 @@ def open_engine(
         str(files.target),
         draft_path=str(files.drafter) if files.drafter else None,
         n_ctx=options.ctx,
-        gpu_layers=gpu_layers,
+        gpu_layers=options.gpu_layers if options.gpu_layers is not None else 999,
         n_max=n_max,
         adaptive=adaptive,
         on_close=on_close,

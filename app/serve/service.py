@@ -125,12 +125,10 @@ def client_endpoint(options: ServeOptions, settings: Settings, access_has_key: b
 
 
 def serve(options: ServeOptions, settings: Settings, out: Console, err: Console) -> None:
-    from backends.llama_server import LlamaServerEngine
-
     from ..models.catalog import load_catalog
-    from ..run.drafting_choice import drafting_for, with_drafting
-    from ..run.engines import EngineOptions, open_engine, resolve_files
-    from ..run.think_default import model_has_thinking, no_thinking_note, starting_think
+    from ..run.drafting_choice import drafting_for
+    from ..run.engines import resolve_files
+    from ..run.think_default import no_thinking_note, starting_think
 
     access = check_options(options)
     drafting = drafting_for(
@@ -156,66 +154,16 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
 
             log = RequestLog(options.log)
         err.print(f"starting llama-server for {files.label} ...", markup=False)
-        engine = open_engine(
-            files,
-            with_drafting(
-                EngineOptions(
-                    engine="server",
-                    ctx=options.ctx,
-                    n_max=options.n_max,
-                    parallel=options.parallel,
-                    think=think,
-                    served_name=model_id(files.label),
-                ),
-                drafting,
-            ),
-            settings,
-        )
-        assert isinstance(engine, LlamaServerEngine) and engine.base_url and engine.api_key
-        config = engine.config
-        name = model_id(files.label)
-        info = ServeInfo(
-            model=name,
-            drafter=(f"{files.drafter.name} ({files.drafter_kind})" if files.drafter else (drafting.label or "none")),
-            plan=(
-                f"context {config.n_ctx} ({config.n_ctx // config.n_parallel} a slot, {config.n_parallel} slots), "
-                f"{layers_said(config.gpu_layers)}, KV {config.kv}, draft length "
-                f"{config.n_max or 'server default'}"
-            ),
-            endpoint=endpoint_url(options.host, port),
-            think=think,
-        )
-        learned = engine.adaptive if engine.per_request_draft else None
-        lengths = {True: learned.choose(True), False: learned.choose(False)} if learned else None
-        if engine.ngram_chained and engine.per_request_draft and engine.config.ngram is not None:
-            # Agents' requests are mostly edits: every one asks for the n-gram drafter's long copies
-            # (one per-request length caps both drafters; the model drafter keeps its launch length).
-            copies = engine.config.ngram.n_max
-            lengths = {mode: max(copies, (lengths or {}).get(mode, 0)) for mode in (True, False)}
-        proxy_config = ProxyConfig(
-            engine.base_url,
-            engine.api_key,
-            name,
-            config.n_ctx,
-            think,
-            options.parallel,
-            access.key,
-            lengths,
-            bind_host=options.host,
-            origins=settings.serve_origins,
-            system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
-            window=slot_context(config.n_ctx, config.n_parallel, trained_context(files.target)),
-            sampling=files.sampling,
-            thinks=files.target is None or model_has_thinking(files.target),
-            upstream_extra=engine.request_extra,
-        )
+        engine = _open_served(options, settings, drafting, think)
+        info = _serve_info(engine, files, drafting, endpoint_url(options.host, port), think)
+        proxy_config = _proxy_config(engine, options, settings, access, files, think)
         if engine.template_choice is not None:
             err.print(f"chat template: {engine.template_choice.summary}", markup=False, highlight=False, soft_wrap=True)
         if engine.draft_length_note:
             err.print(engine.draft_length_note)
         say_window_and_access(err, proxy_config, access)
         out.print(
-            f"serving {name} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops",
+            f"serving {info.model} on {info.endpoint} (OpenAI) and {info.endpoint}/messages (Anthropic); Ctrl-C stops",
             markup=False,
         )
         live = out.is_terminal
@@ -230,6 +178,73 @@ def serve(options: ServeOptions, settings: Settings, out: Console, err: Console)
         if log is not None:
             log.close()
     err.print("stopped")
+
+
+def _open_served(options: ServeOptions, settings: Settings, drafting, think: bool):
+    """llama-server for the served model, named as clients will ask for it."""
+    from backends.llama_server import LlamaServerEngine
+
+    from ..run.drafting_choice import with_drafting
+    from ..run.engines import EngineOptions, open_engine
+
+    files = drafting.files
+    asked = EngineOptions(
+        engine="server",
+        ctx=options.ctx,
+        n_max=options.n_max,
+        parallel=options.parallel,
+        think=think,
+        served_name=model_id(files.label),
+    )
+    engine = open_engine(files, with_drafting(asked, drafting), settings)
+    assert isinstance(engine, LlamaServerEngine) and engine.base_url and engine.api_key
+    return engine
+
+
+def _serve_info(engine, files, drafting, endpoint: str, think: bool) -> ServeInfo:
+    """What the live readout names: the model, its drafter, the plan it runs with."""
+    config = engine.config
+    return ServeInfo(
+        model=model_id(files.label),
+        drafter=(f"{files.drafter.name} ({files.drafter_kind})" if files.drafter else (drafting.label or "none")),
+        plan=(
+            f"context {config.n_ctx} ({config.n_ctx // config.n_parallel} a slot, {config.n_parallel} slots), "
+            f"{layers_said(config.gpu_layers)}, KV {config.kv}, draft length "
+            f"{config.n_max or 'server default'}"
+        ),
+        endpoint=endpoint,
+        think=think,
+    )
+
+
+def _proxy_config(engine, options: ServeOptions, settings: Settings, access: Access, files, think: bool) -> ProxyConfig:
+    from ..run.think_default import model_has_thinking
+
+    config = engine.config
+    learned = engine.adaptive if engine.per_request_draft else None
+    lengths = {True: learned.choose(True), False: learned.choose(False)} if learned else None
+    if engine.ngram_chained and engine.per_request_draft and engine.config.ngram is not None:
+        # Agents' requests are mostly edits: every one asks for the n-gram drafter's long copies
+        # (one per-request length caps both drafters; the model drafter keeps its launch length).
+        copies = engine.config.ngram.n_max
+        lengths = {mode: max(copies, (lengths or {}).get(mode, 0)) for mode in (True, False)}
+    return ProxyConfig(
+        engine.base_url,
+        engine.api_key,
+        model_id(files.label),
+        config.n_ctx,
+        think,
+        options.parallel,
+        access.key,
+        lengths,
+        bind_host=options.host,
+        origins=settings.serve_origins,
+        system_rule=engine.template_choice.rule if engine.template_choice else MERGE,
+        window=slot_context(config.n_ctx, config.n_parallel, trained_context(files.target)),
+        sampling=files.sampling,
+        thinks=files.target is None or model_has_thinking(files.target),
+        upstream_extra=engine.request_extra,
+    )
 
 
 def say_window_and_access(err: Console, config: ProxyConfig, access: Access) -> None:

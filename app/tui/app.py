@@ -109,12 +109,10 @@ class ChatApp(App):
     ]
 
     def __init__(self, setup: ChatSetup | Engine | None, store: ChatStore | None = None, **fields: Any) -> None:
-        """`setup`: the chat as `app/chat/setup.py` assembles it (what each field means is said
-        there). An engine (or None), a store and ChatSetup's fields by name make one here: a
-        chat on a stand-in engine, as the tests and benchmarks run it.
-        A saved chat opens in the thinking mode it was left in, except the first one when
-        `think_given` (the command line named a mode); so with the permission `mode`
-        (app/agent/modes.py) and `mode_given`."""
+        """`setup`: the chat as `app/chat/setup.py` assembles it (each field is said there); an
+        engine (or None), a store and its fields by name make one here (tests, benchmarks). A saved
+        chat opens in the thinking and permission mode it was left in, unless the command line
+        named one (`think_given`, `mode_given`)."""
         if not isinstance(setup, ChatSetup):
             if store is None:
                 raise TypeError("ChatApp(engine, store, ...) needs a store")

@@ -408,43 +408,43 @@ class McpManager:
             if ended["eof"]:
                 tail = await self._stderr_tail(run, spec)
                 raise _Failed("left out: it exited at start" + (f" · it said: {tail}" if tail else ""))
-            tools = [
-                McpTool(
-                    tool_name(server.name, t.name),
-                    server.name,
-                    t.name,
-                    t.description or "",
-                    _parameters(t.input_schema),
-                )
-                for t in listed
-            ]
             if server._run is not run:
                 return
-            tools = _unique(tools)
-            cost = estimate_tokens(definitions_text(tools))
-            self._notice(server, f"ready, {len(tools)} tools (~{cost:,} tokens of definitions; /mcp counts them)")
-            with self._lock:
-                server._session, server.tools, server.status = session, tools, "ready"
-                info = init.server_info
-                server.server_info = f"{info.name} {info.version}" if info else ""
-            self.on_change()
+            self._ready(server, session, init, listed)
             if not run.stopping:
                 await wake.wait()
             with self._lock:
                 if server._run is run:
                     server._session = None
             if not run.stopping and server._run is run:
-                what = (
-                    f"it wrote something that is not MCP on stdout: {ended['garbage']}"
-                    if ended["garbage"]
-                    else "the server exited"
-                )
-                tail = await self._stderr_tail(run, spec)
-                reason = what + (f" · it said: {tail}" if tail else "")
-                self._notice(server, f"stopped: {reason}; its tools are left out from the next turn", True)
-                with self._lock:
-                    server.status, server.tools, server.reason = "stopped", [], reason
-                self.on_change()
+                await self._ended(server, run, spec, str(ended["garbage"]))
+
+    def _ready(self, server: Server, session, init, listed) -> None:
+        """The server answered: its tools, named for the chat, and what they cost in tokens."""
+        tools = [
+            McpTool(
+                tool_name(server.name, t.name), server.name, t.name, t.description or "", _parameters(t.input_schema)
+            )
+            for t in listed
+        ]
+        tools = _unique(tools)
+        cost = estimate_tokens(definitions_text(tools))
+        self._notice(server, f"ready, {len(tools)} tools (~{cost:,} tokens of definitions; /mcp counts them)")
+        with self._lock:
+            server._session, server.tools, server.status = session, tools, "ready"
+            info = init.server_info
+            server.server_info = f"{info.name} {info.version}" if info else ""
+        self.on_change()
+
+    async def _ended(self, server: Server, run: _Run, spec: ServerSpec, garbage: str) -> None:
+        """A ready server that went away on its own: said, and its tools left out from the next turn."""
+        what = f"it wrote something that is not MCP on stdout: {garbage}" if garbage else "the server exited"
+        tail = await self._stderr_tail(run, spec)
+        reason = what + (f" · it said: {tail}" if tail else "")
+        self._notice(server, f"stopped: {reason}; its tools are left out from the next turn", True)
+        with self._lock:
+            server.status, server.tools, server.reason = "stopped", [], reason
+        self.on_change()
 
     def _fail(self, server: Server, run: _Run, reason: str) -> None:
         if run.stopping or server._run is not run:
