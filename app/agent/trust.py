@@ -185,6 +185,41 @@ class TrustQuestion:
     body: str
 
 
+def _server_lines(root: Path, spec: ServerSpec) -> list[str]:
+    """An MCP server as the trust question shows it: what it connects to or runs, with what."""
+    lines = [f"- {one_line(spec.name)} ({one_line(Path(spec.source).name)})"]
+    if spec.transport == "http":
+        lines.append(f"  connects to {one_line(spec.url)}")
+        lines += [f"  header {one_line(key)}: {one_line(value)}" for key, value in spec.headers.items()]
+    else:
+        lines.append(f"  runs {one_line(shlex.join([spec.command, *spec.args]))}")
+        lines += [f"  with {one_line(key)}={one_line(value)}" for key, value in spec.env.items()]
+        for name in named_paths(root, spec):
+            what = "top folder's files" if name == "." else one_line(name)
+            lines.append(f"  runs or reads the project's {what} (a change to it asks again)")
+    given = variables(spec)
+    lines.append("  gets your variables: " + ", ".join(given) if given else "  gets none of your variables by name")
+    if not spec.enabled:
+        lines.append("  (switched off in the file: starts only with /mcp on)")
+    return lines
+
+
+def _hook_lines(root: Path, hook: Hook) -> list[str]:
+    """A hook as the trust question shows it: its command, what of the project it reaches."""
+    on = f" on {one_line(hook.matcher)}" if hook.matcher not in ("", "*") else ""
+    lines = [f"- {hook.event} hook{on} ({one_line(hook.source)})", f"  runs {one_line(hook.command)}"]
+    named = hook_reach(root, hook)
+    for name in named:
+        what = "top folder's files" if name == "." else one_line(name)
+        lines.append(f"  runs or reads the project's {what} (a change to it asks again)")
+    lines.append("  runs OUTSIDE the sandbox, as you, with the network")
+    if not named:
+        lines.append("  names no file of the project: what that command runs is not checked for changes")
+    if hook.event == "PreToolUse":
+        lines.append("  may block a tool call, or let one run without asking you")
+    return lines
+
+
 def question(
     root: Path,
     servers: Sequence[ServerSpec],
@@ -195,38 +230,8 @@ def question(
     """What the project would start or reach, as the user is asked it: nothing expanded,
     nothing left out (every argument, every environment entry), each field one line with its
     line breaks and control characters made visible, so no name can draw lines of its own."""
-    lines = []
-    for spec in servers:
-        where = Path(spec.source).name
-        lines.append(f"- {one_line(spec.name)} ({one_line(where)})")
-        if spec.transport == "http":
-            lines.append(f"  connects to {one_line(spec.url)}")
-            for key, value in spec.headers.items():
-                lines.append(f"  header {one_line(key)}: {one_line(value)}")
-        else:
-            lines.append(f"  runs {one_line(shlex.join([spec.command, *spec.args]))}")
-            for key, value in spec.env.items():
-                lines.append(f"  with {one_line(key)}={one_line(value)}")
-            for name in named_paths(root, spec):
-                what = "top folder's files" if name == "." else one_line(name)
-                lines.append(f"  runs or reads the project's {what} (a change to it asks again)")
-        given = variables(spec)
-        lines.append("  gets your variables: " + ", ".join(given) if given else "  gets none of your variables by name")
-        if not spec.enabled:
-            lines.append("  (switched off in the file: starts only with /mcp on)")
-    for hook in hooks:
-        on = f" on {one_line(hook.matcher)}" if hook.matcher not in ("", "*") else ""
-        lines.append(f"- {hook.event} hook{on} ({one_line(hook.source)})")
-        lines.append(f"  runs {one_line(hook.command)}")
-        named = hook_reach(root, hook)
-        for name in named:
-            what = "top folder's files" if name == "." else one_line(name)
-            lines.append(f"  runs or reads the project's {what} (a change to it asks again)")
-        lines.append("  runs OUTSIDE the sandbox, as you, with the network")
-        if not named:
-            lines.append("  names no file of the project: what that command runs is not checked for changes")
-        if hook.event == "PreToolUse":
-            lines.append("  may block a tool call, or let one run without asking you")
+    lines = [line for spec in servers for line in _server_lines(root, spec)]
+    lines += [line for hook in hooks for line in _hook_lines(root, hook)]
     for name, where, description in skills:
         lines.append(f"- skill {one_line(name)} ({one_line(where)})")
         lines.append(f"  {one_line(description)}")

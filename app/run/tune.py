@@ -205,6 +205,22 @@ def describe(s: Score) -> str:
     return f"{s.overall:.2f}x plain overall ({s.low:.2f}-{s.high:.2f}), {s.new_text:.2f}x on new text{edit}"
 
 
+def _candidates_for(files, engine: str, on_cpu: bool) -> list[Candidate]:
+    """What the tune weighs on this engine: plain, n-gram copies, the drafter at the lengths
+    worth trying here, both chained (the in-process engine runs draft models only)."""
+    from backends.drafters import KINDS, default_n_max
+
+    drafter = files.drafter
+    if (
+        drafter is not None
+        and engine == "inproc"
+        and not (files.drafter_kind in KINDS and KINDS[files.drafter_kind].in_process)
+    ):
+        drafter = None  # the in-process engine runs draft models only: its candidates are the rest
+    lengths = lengths_to_try(default_n_max(files.drafter_kind, unknown=4), gpu=not on_cpu)
+    return candidates(drafter.name if drafter is not None else None, lengths)
+
+
 def measure(
     files,
     engine: str,
@@ -219,7 +235,6 @@ def measure(
     `on_plan(total_runs)` is told how many runs come, before the first."""
     from datetime import UTC, datetime
 
-    from backends.drafters import KINDS, default_n_max
     from backends.server_draft import honoured_by_binary
 
     from ..fit.hardware import detect
@@ -229,16 +244,8 @@ def measure(
     from .think_default import starting_think
     from .tune_record import Tune
 
-    drafter = files.drafter
-    if (
-        drafter is not None
-        and engine == "inproc"
-        and not (files.drafter_kind in KINDS and KINDS[files.drafter_kind].in_process)
-    ):
-        drafter = None  # the in-process engine runs draft models only: its candidates are the rest
     on_cpu = not detect().gpus
-    lengths = lengths_to_try(default_n_max(files.drafter_kind, unknown=4), gpu=not on_cpu)
-    found = candidates(drafter.name if drafter is not None else None, lengths)
+    found = _candidates_for(files, engine, on_cpu)
     by_label = {c.setup.drafter: c for c in found}
     every = load_prompts(builtin_prompt_files())
     prompts = short_set(every)
@@ -270,11 +277,6 @@ def measure(
     # Drafting switched per turn needs a per-request length: in process, or dspine's patched server.
     per_turn = engine == "inproc" or (engine == "server" and honoured_by_binary(llama_server_binary(settings)))
     pick, why = choose(found, rows, per_turn)
-    tune = Tune(
-        pick=pick,
-        conditions=conditions_now(engine, files, settings),
-        summary=why,
-        table=[r.to_json() for r in rows],
-        when=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
+    when = datetime.now(UTC).isoformat(timespec="seconds")
+    tune = Tune(pick, conditions_now(engine, files, settings), why, [r.to_json() for r in rows], when)
     return tune, rows, len(runs)

@@ -73,22 +73,9 @@ class Tuner:
     run: Callable[[str | None, TuneProgress], TuneOutcome]  # measure and save; UsageError when stopped
 
 
-def tune_and_save(
-    files: ModelFiles,
-    engine: str,
-    settings: Settings,
-    progress: TuneProgress | None = None,
-    rounds: int | None = None,
-    max_tokens: int | None = None,
-) -> TuneOutcome:
-    """Measure every drafting setup on `engine` and save the pick for this model pair.
-    A run stopped part way (Ctrl-C, Esc, `progress.stop`) saves nothing and says so."""
+def _told(progress: TuneProgress) -> dict[str, Callable]:
+    """The tune's hooks that keep `progress` up to date (and stop it between two runs)."""
     from .bench import row_label
-    from .tune import MAX_TOKENS, ROUNDS, measure, unsteady
-
-    progress = progress or TuneProgress()
-    if engine not in LOCAL_ENGINES or files.target is None:
-        raise UsageError(f"tune measures an engine on this machine, not {engine}", "give --engine server or inproc")
 
     def on_plan(total: int) -> None:
         progress.planned = total
@@ -103,19 +90,32 @@ def tune_and_save(
         progress.done += 1
         progress.on_run()
 
+    return {"on_plan": on_plan, "on_start": on_start, "on_run": on_run}
+
+
+def tune_and_save(
+    files: ModelFiles,
+    engine: str,
+    settings: Settings,
+    progress: TuneProgress | None = None,
+    rounds: int | None = None,
+    max_tokens: int | None = None,
+) -> TuneOutcome:
+    """Measure every drafting setup on `engine` and save the pick for this model pair.
+    A run stopped part way (Ctrl-C, Esc, `progress.stop`) saves nothing and says so."""
+    from .tune import MAX_TOKENS, ROUNDS, measure, unsteady
+
+    progress = progress or TuneProgress()
+    if engine not in LOCAL_ENGINES or files.target is None:
+        raise UsageError(f"tune measures an engine on this machine, not {engine}", "give --engine server or inproc")
+
     for attempt in range(UNSTEADY_RETRIES + 1):
         progress.done = 0
         try:
             tuned, rows, ran = measure(
-                files,
-                engine,
-                settings,
-                rounds=rounds or ROUNDS,
-                max_tokens=max_tokens or MAX_TOKENS,
-                on_start=on_start,
-                on_run=on_run,
-                on_plan=on_plan,
-            )
+                files, engine, settings, rounds=rounds or ROUNDS, max_tokens=max_tokens or MAX_TOKENS,
+                **_told(progress),
+            )  # fmt: skip
         except TuneStopped:
             rows, ran = [], progress.done
         if not rows or ran < progress.planned:

@@ -63,6 +63,36 @@ def events_end(data: bytes) -> int:
     return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
 
 
+class _Relay:
+    """A streamed reply passed on as it comes, whole events only (the start of one waits for its
+    end), so a last event of dspine's own (stopping, a loop) never lands inside half of one; the
+    reply's text watched for a loop, which ends it as in the chat."""
+
+    def __init__(self) -> None:
+        self.pending = b""
+        self.tail = b""  # the last bytes written, to see the stream's own last event go out
+        self.answer = StreamedText()
+        self.watch = LoopWatch()
+
+    async def copy(self, reply, response: web.StreamResponse, figures: RequestFigures):
+        """Every event written; the loop found, where the reply loops (then it stops there)."""
+        async for piece in reply.aiter_raw():
+            figures.feed(piece)
+            data = self.pending + piece
+            end = events_end(data)
+            self.pending = data[end:]
+            if end:
+                await response.write(data[:end])
+                self.tail = (self.tail + data[:end])[-TAIL_BYTES:]
+            loop = next((found for text in self.answer.feed(piece) if (found := self.watch.feed(text))), None)
+            if loop is not None:
+                return loop
+        if self.pending:
+            await response.write(self.pending)  # a stream whose last event lacks its blank line
+            self.tail = (self.tail + self.pending)[-TAIL_BYTES:]
+        return None
+
+
 def _ended(tail: bytes) -> bool:
     """Whether the bytes written end with the stream's own last event (OpenAI's `[DONE]`,
     Anthropic's `message_stop` and its data)."""
@@ -367,44 +397,26 @@ class Proxy:
                     "Cache-Control": "no-cache",
                 },
             )
-            # Whole events only go out (the start of one waits for its end), so a last event of
-            # dspine's own (stopping, a loop) never lands inside half of one.
-            at_boundary = True
-            pending = b""
-            tail = b""  # the last bytes written, to see the stream's own last event go out
-            answer, watch = StreamedText(), LoopWatch()  # a reply that loops ends as in the chat
+            relay = _Relay()
             try:
                 await response.prepare(request)
-                async for piece in reply.aiter_raw():
-                    figures.feed(piece)
-                    data = pending + piece
-                    end = events_end(data)
-                    pending = data[end:]
-                    if end:
-                        await response.write(data[:end])
-                        tail = (tail + data[:end])[-TAIL_BYTES:]
-                    loop = next((found for text in answer.feed(piece) if (found := watch.feed(text))), None)
-                    if loop is not None:
-                        figures.finish(FAILED)  # ended with an error event; break-even does not judge it
-                        await end_stream(response, request.path, at_boundary, loop.note(), "reply_looped")
-                        return response  # closing the upstream stream stops its generation
-                if pending:
-                    await response.write(pending)  # a stream whose last event lacks its blank line
-                    tail = (tail + pending)[-TAIL_BYTES:]
+                loop = await relay.copy(reply, response, figures)
+                if loop is not None:
+                    figures.finish(FAILED)  # ended with an error event; break-even does not judge it
+                    await end_stream(response, request.path, True, loop.note(), "reply_looped")
+                    return response  # closing the upstream stream stops its generation
             except asyncio.CancelledError:
-                if _ended(tail):
+                if _ended(relay.tail):
                     # The client read the last event ([DONE], message_stop) and hung up before the
                     # upstream's stream closed: every event was delivered, so the request is done.
                     figures.finish(DONE)
                     raise
                 if not (response.prepared and self.stopping.caught_stop()):
                     raise  # the client went away
-                await end_stream(response, request.path, at_boundary, STOPPING)
+                await end_stream(response, request.path, True, STOPPING)
                 return response
             except httpx2.HTTPError as exc:
-                await end_stream(
-                    response, request.path, at_boundary, f"{self.config.upstream_name} stopped mid-reply ({exc})"
-                )
+                await end_stream(response, request.path, True, f"{self.config.upstream_name} stopped mid-reply ({exc})")
                 return response
             figures.finish(DONE)  # every byte is written; the client may hang up during write_eof
             await response.write_eof()

@@ -71,6 +71,43 @@ def remote_endpoint(
         engine.close()
 
 
+def _remote_info(server, window: int, endpoint: str, think: bool, counters) -> ServeInfo:
+    """What the live readout names; what the server says of itself is shown as text: one
+    visible line, never markup."""
+    return ServeInfo(
+        model=one_line(served_name(server.model)),
+        drafter=one_line(server.speculation or "not said by the server"),
+        plan=one_line(
+            f"remote {server.kind} at {server.shown_url}, window {window} tokens ({server.context_from}); "
+            f"acceptance from {server.acceptance_source}"
+        ),
+        endpoint=endpoint,
+        think=think,
+        server_figures=counters.line if counters is not None else None,
+    )
+
+
+def _remote_proxy_config(engine, options: ServeOptions, settings: Settings, access, window: int, think: bool):
+    server = engine.server
+    return ProxyConfig(
+        root_of(server.url),
+        engine.api_key,
+        served_name(server.model),
+        window * options.parallel,
+        think,
+        options.parallel,
+        access.key,
+        None,  # a remote server keeps its own draft length
+        bind_host=options.host,
+        origins=settings.serve_origins,
+        system_rule=MERGE,
+        window=window,
+        upstream_model=server.model,
+        upstream_extra=server.request_extra,  # SGLang 0.5.19+: each reply's own figures
+        upstream_name="the remote server",  # clients see it: never its URL (it may hold a user:password)
+    )
+
+
 def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: Console) -> None:
     access = check_options(options)
 
@@ -95,36 +132,8 @@ def serve_remote(options: ServeOptions, settings: Settings, out: Console, err: C
             log = RequestLog(Path(options.log))
         think = options.think != "off"
         window = window_of(engine, options)
-        name = served_name(server.model)
-        # What the server says of itself is shown as text: one visible line, never markup.
-        info = ServeInfo(
-            model=one_line(name),
-            drafter=one_line(server.speculation or "not said by the server"),
-            plan=one_line(
-                f"remote {server.kind} at {server.shown_url}, window {window} tokens ({server.context_from}); "
-                f"acceptance from {server.acceptance_source}"
-            ),
-            endpoint=endpoint_url(options.host, port),
-            think=think,
-            server_figures=counters.line if counters is not None else None,
-        )
-        proxy_config = ProxyConfig(
-            root_of(server.url),
-            engine.api_key,
-            name,
-            window * options.parallel,
-            think,
-            options.parallel,
-            access.key,
-            None,  # a remote server keeps its own draft length
-            bind_host=options.host,
-            origins=settings.serve_origins,
-            system_rule=MERGE,
-            window=window,
-            upstream_model=server.model,
-            upstream_extra=server.request_extra,  # SGLang 0.5.19+: each reply's own figures
-            upstream_name="the remote server",  # clients see it: never its URL (it may hold a user:password)
-        )
+        info = _remote_info(server, window, endpoint_url(options.host, port), think, counters)
+        proxy_config = _remote_proxy_config(engine, options, settings, access, window, think)
         say_window_and_access(err, proxy_config, access)
         out.print(
             Text(
