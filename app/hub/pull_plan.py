@@ -110,3 +110,21 @@ def check_disk(planned: list[PlannedFile], models_dir: Path, converting: int = 0
             f"({format_bytes(needed - free)} missing)",
             "free some space, or set DSPINE_MODELS_DIR (or models_dir in `dspine config`) to a bigger disk",
         )
+
+
+def fetch_planned(item: PlannedFile, settings, progress: PullProgress, url: str | None = None) -> FetchReport:
+    """One planned file fetched (resumed where a part is on disk), its progress told."""
+    from functools import partial
+
+    from .download import fetch
+
+    return fetch(
+        item.remote,
+        item.local,
+        on_bytes=partial(progress.advance, item),
+        on_start=partial(progress.resume_from, item),
+        on_rehash=partial(progress.rehash, item),
+        retries=settings.download_retries,
+        read_timeout_s=settings.read_timeout_s,
+        url=url,
+    )

@@ -244,28 +244,13 @@ def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
     kind = _require(table, "kind", where)
     if kind not in KINDS:
         raise ConfigError(f"{where}: kind {kind!r} is unknown", f"use one of {', '.join(KINDS)}")
-    if "asset" in table:
-        return Drafter(
-            variant=variant,
-            kind=kind,
-            repo=None,
-            pattern=None,
-            description=table.get("description", ""),
-            note=table.get("note", ""),
-            asset=_parse_asset(table, where),
-        )
+    words = {"description": table.get("description", ""), "note": table.get("note", "")}
+    if "asset" in table:  # a file shipped with dspine
+        return Drafter(variant, kind, None, None, **words, asset=_parse_asset(table, where))
     index = _parse_index(table, where)
-    if index is not None:
-        return Drafter(
-            variant=variant,
-            kind=kind,
-            repo=None,
-            pattern=None,
-            description=table.get("description", ""),
-            note=table.get("note", ""),
-            index=index,
-            quant=str(_require(table, "quant", where)),
-        )
+    if index is not None:  # from a package index
+        quant = str(_require(table, "quant", where))
+        return Drafter(variant, kind, None, None, **words, index=index, quant=quant)
     builtin = bool(table.get("builtin", False))
     repo = None if builtin else _require_repo(table, where)
     pattern = None if builtin else _require(table, "pattern", where)
@@ -276,12 +261,11 @@ def _parse_drafter(variant: str, table: dict[str, Any], where: str) -> Drafter:
     if convert_to is not None and (not isinstance(convert_to, str) or not _QUANT_NAME.match(convert_to)):
         raise ConfigError(f"{where}: convert_to {convert_to!r} is not a quant name", "write one like Q8_0 or BF16")
     return Drafter(
-        variant=variant,
-        kind=kind,
-        repo=repo,
-        pattern=pattern,
-        description=table.get("description", ""),
-        note=table.get("note", ""),
+        variant,
+        kind,
+        repo,
+        pattern,
+        **words,
         shape=parse_figures(table.get("shape"), where),
         size=parse_size(table["size"], f"{where}.size") if "size" in table else None,
         source=source,
