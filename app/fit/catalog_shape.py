@@ -44,18 +44,7 @@ def shape_from_figures(figures: Figures, size: int, label: str, source: str) -> 
     value_length = figures.get("attention.value_length", key_length)
     n_vocab = figures.get("vocab_size")
 
-    recurrent: tuple[int, ...] = ()
-    rs_per_row = 0
-    if arch in GDN_HYBRIDS:
-        interval = figures.get("full_attention_interval", 4)
-        recurrent = tuple(i for i in range(n_layer) if (i + 1) % interval != 0)
-        state, groups, inner = (
-            figures.get("ssm.state_size"),
-            figures.get("ssm.group_count"),
-            figures.get("ssm.inner_size"),
-        )
-        conv = 4 * (figures.get("ssm.conv_kernel") - 1) * (inner + 2 * groups * state)
-        rs_per_row = (conv + 4 * state * inner) * len(recurrent)
+    recurrent, rs_per_row = _recurrent(figures, n_layer)
     kv_layers = tuple(i for i in range(n_layer) if i not in set(recurrent))
 
     matrix_type = weight_type(label)
@@ -94,3 +83,19 @@ def shape_from_figures(figures: Figures, size: int, label: str, source: str) -> 
         # The catalog lists nextn layers only for files that carry the head (the pull checks it).
         mtp_head=n_nextn > 0,
     )
+
+
+def _recurrent(figures: Figures, n_layer: int) -> tuple[tuple[int, ...], int]:
+    """The Gated-DeltaNet blocks of a hybrid, and their recurrent state in bytes for one
+    sequence row (f32), as shape.py reads them from a header; none in any other model."""
+    if figures.architecture not in GDN_HYBRIDS:
+        return (), 0
+    interval = figures.get("full_attention_interval", 4)
+    recurrent = tuple(i for i in range(n_layer) if (i + 1) % interval != 0)
+    state, groups, inner = (
+        figures.get("ssm.state_size"),
+        figures.get("ssm.group_count"),
+        figures.get("ssm.inner_size"),
+    )
+    conv = 4 * (figures.get("ssm.conv_kernel") - 1) * (inner + 2 * groups * state)
+    return recurrent, (conv + 4 * state * inner) * len(recurrent)

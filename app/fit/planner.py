@@ -16,7 +16,17 @@ from backends.rollback import INPROC_TARGET_SEQUENCES, costs_state_rows, launch_
 
 from ..choices import Goal, KvType
 from ..units import format_bytes
-from .memory import KV_TYPES, Curves, Runtime, compute_estimate, footprint, is_measured, kv_bytes_per_cell, padded
+from .memory import (
+    KV_TYPES,
+    Curves,
+    Footprint,
+    Runtime,
+    compute_estimate,
+    footprint,
+    is_measured,
+    kv_bytes_per_cell,
+    padded,
+)
 from .shape import ModelShape
 
 CTX_STEP = 1024
@@ -238,22 +248,6 @@ def assess(
     )
     used = footprint(shape, runtime, target.curves)
     on_gpu = wishes.budget > 0 and ngl > 0
-    memory = {
-        "target_weights": used.weights.gpu,
-        "target_kv": used.kv.gpu,
-        "recurrent_state": used.recurrent.gpu,
-        "compute": used.compute if on_gpu else 0,
-        "overhead": wishes.overhead if on_gpu else 0,
-        # A drafter only pays when target and drafter both sit on the GPU.
-        **_drafter_usage(target, drafter if on_gpu else None, runtime, n_max, wishes.code_table_device),
-        "margin": wishes.margin if on_gpu else 0,
-    }
-    ram = {
-        "target_weights": used.weights.cpu,
-        "target_kv": used.kv.cpu,
-        "recurrent_state": used.recurrent.cpu,
-        "compute": 0 if on_gpu else used.compute,
-    }
     plan = Plan(
         target=target,
         drafter=drafter if on_gpu else None,
@@ -261,8 +255,8 @@ def assess(
         kv=kv,
         gpu_layers=ngl if on_gpu else 0,
         drafter_gpu_layers=(drafter.shape.n_layer + 1) if (on_gpu and drafter and drafter.shape) else 0,
-        memory=memory,
-        ram=ram,
+        memory=_gpu_memory(used, on_gpu, target, drafter, runtime, n_max, wishes),
+        ram=_ram(used, on_gpu),
         budget=wishes.budget,
         fits=False,
         n_ubatch=wishes.n_ubatch,
@@ -279,8 +273,41 @@ def assess(
     if on_gpu:
         plan.fits = plan.total <= wishes.budget
     else:
-        plan.fits = wishes.ram_available is None or sum(ram.values()) <= wishes.ram_available
+        plan.fits = wishes.ram_available is None or sum(plan.ram.values()) <= wishes.ram_available
     return plan
+
+
+def _gpu_memory(
+    used: Footprint,
+    on_gpu: bool,
+    target: Option,
+    drafter: Option | None,
+    runtime: Runtime,
+    n_max: int,
+    wishes: Wishes,
+) -> dict[str, int]:
+    """Bytes on the GPU, by MEMORY_KEYS plus the margin: compute, overhead, the drafter and the
+    margin count only when the plan uses the GPU."""
+    return {
+        "target_weights": used.weights.gpu,
+        "target_kv": used.kv.gpu,
+        "recurrent_state": used.recurrent.gpu,
+        "compute": used.compute if on_gpu else 0,
+        "overhead": wishes.overhead if on_gpu else 0,
+        # A drafter only pays when target and drafter both sit on the GPU.
+        **_drafter_usage(target, drafter if on_gpu else None, runtime, n_max, wishes.code_table_device),
+        "margin": wishes.margin if on_gpu else 0,
+    }
+
+
+def _ram(used: Footprint, on_gpu: bool) -> dict[str, int]:
+    """Bytes in system RAM: what is not on the GPU, and the compute buffer of a CPU plan."""
+    return {
+        "target_weights": used.weights.cpu,
+        "target_kv": used.kv.cpu,
+        "recurrent_state": used.recurrent.cpu,
+        "compute": 0 if on_gpu else used.compute,
+    }
 
 
 def max_context(target: Option, drafter: Option | None, kv: str, wishes: Wishes, n_max: int | None = None) -> int:
@@ -356,82 +383,122 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
     assert first.shape is not None
 
     if wishes.budget <= 0:
-        n_ctx = wishes.ctx or min(first.shape.n_ctx_train, 8192)
-        cpu = assess(first, None, n_ctx, kv_order[0], wishes, gpu_layers=0)
-        cpu.reasons.append("No NVIDIA GPU found: this is a CPU plan (everything in system RAM, no drafter).")
-        cpu.reasons.append("Plan for a GPU you do not have here with --vram, e.g. --vram 24GiB.")
-        return cpu
+        return _cpu_plan(first, kv_order, wishes)
 
-    # What each drafter leaves for context with the first target: the trade-off in words.
+    trade = _trade_off(first, drafter_order, kv_order, wishes)
+    if wishes.goal == "speed" or wishes.ctx:
+        chosen = _plan_for_speed(targets, drafter_order, kv_order, wishes)
+    else:
+        chosen = _plan_for_context(first, drafter_order, kv_order, wishes)
+    if chosen is None:
+        chosen = _partial_plan(first, kv_order, wishes)
+    chosen.reasons.append("With " + first.label + ": " + "; ".join(trade) + " of context.")
+    _explain(chosen, kv_order, wishes)
+    return chosen
+
+
+def _cpu_plan(first: Option, kv_order: list[str], wishes: Wishes) -> Plan:
+    """No GPU: the first target in system RAM, without a drafter."""
+    assert first.shape is not None
+    n_ctx = wishes.ctx or min(first.shape.n_ctx_train, 8192)
+    cpu = assess(first, None, n_ctx, kv_order[0], wishes, gpu_layers=0)
+    cpu.reasons.append("No NVIDIA GPU found: this is a CPU plan (everything in system RAM, no drafter).")
+    cpu.reasons.append("Plan for a GPU you do not have here with --vram, e.g. --vram 24GiB.")
+    return cpu
+
+
+def _trade_off(first: Option, drafter_order: list[Option | None], kv_order: list[str], wishes: Wishes) -> list[str]:
+    """What each drafter leaves for context with the first target: the trade-off in words."""
     ceilings = {id(d): max_context(first, d, kv_order[0], wishes) for d in drafter_order}
-    trade = [
+    return [
         # ("no drafter does not fit" read as a drafter that does not: the target alone is meant)
         f"{_name(d) if d is not None or ceilings[id(d)] else 'the target alone'} "
         + (f"leaves {_k(ceilings[id(d)])}" if ceilings[id(d)] else "does not fit, even at 1K")
         for d in drafter_order
     ]
 
-    chosen: Plan | None = None
-    if wishes.goal == "speed" or wishes.ctx:
-        for target in targets:
-            assert target.shape is not None
-            needed = min(wishes.ctx or wishes.min_ctx, target.shape.n_ctx_train)
-            for drafter in drafter_order:
-                for kv in kv_order:
-                    top = max_context(target, drafter, kv, wishes)
-                    if top >= needed:
-                        chosen = assess(target, drafter, wishes.ctx or top, kv, wishes)
-                        break
-                # Memory short: one step of draft length less is one state copy less.
-                for kv in kv_order if not chosen else ():
-                    shorter = shorter_draft(target, drafter, kv, wishes, needed)
-                    if shorter:
-                        n_max, top = shorter
-                        chosen = assess(target, drafter, wishes.ctx or top, kv, wishes, n_max=n_max)
-                        full = draft_length(target, drafter, wishes)
-                        chosen.reasons.append(_shortened(chosen, full, max_context(target, drafter, kv, wishes)))
-                        break
-                if chosen:
-                    break
-            if chosen:
-                break
-        if chosen:
-            assert chosen.target.shape is not None
-            trained = chosen.target.shape.n_ctx_train
-            why = (
-                f"the best drafter that fits at {_k(wishes.ctx)} context"
-                if wishes.ctx
-                else f"the best drafter that leaves at least {_k(min(wishes.min_ctx, trained))} "
-                f"of context; then the largest context that fits ({_k(chosen.n_ctx)})"
-            )
-            chosen.reasons.append(f"Goal speed: {chosen.target.label} with {_name(chosen.drafter)}, {why}.")
-    else:
-        # Context comes from the KV type and the drafter, not from a worse quant.
-        tops = [
-            (max_context(first, drafter, kv, wishes), rank, precision, drafter, kv)
-            for rank, drafter in enumerate(drafter_order)
-            for precision, kv in enumerate(kv_order)
-        ]
-        longest = max(top for top, *_ in tops)
-        if longest:
-            # Within 5% of the longest context, a better drafter and a finer KV cache win.
-            top, _, _, drafter, kv = min((t for t in tops if t[0] >= 0.95 * longest), key=lambda t: (t[1], t[2]))
-            chosen = assess(first, drafter, top, kv, wishes)
-            chosen.reasons.append(
-                f"Goal context: the longest context that fits is {_k(longest)}; {_k(top)} with {_name(drafter)} "
-                f"and a {kv} KV cache is within 5% of it."
-            )
 
-    if chosen is None:
-        n_ctx = wishes.ctx or min(first.shape.n_ctx_train, 8192)
-        layers = _max_partial_layers(first, n_ctx, kv_order[-1], wishes)
-        chosen = assess(first, None, n_ctx, kv_order[-1], wishes, gpu_layers=layers)
-        chosen.reasons.append(
-            f"{first.label} does not fit whole: {max(layers - 1, 0)} of {first.shape.n_layer} blocks on the GPU, "
-            "the rest run from system RAM. That costs more than any drafter gains, so the drafter is off."
-        )
-    chosen.reasons.append("With " + first.label + ": " + "; ".join(trade) + " of context.")
-    _explain(chosen, kv_order, wishes)
+def _plan_for_speed(
+    targets: list[Option], drafter_order: list[Option | None], kv_order: list[str], wishes: Wishes
+) -> Plan | None:
+    """Goal speed (or a context the user fixed): the first target, then the best drafter, that
+    leave the context needed; None when no pair does."""
+    for target in targets:
+        assert target.shape is not None
+        needed = min(wishes.ctx or wishes.min_ctx, target.shape.n_ctx_train)
+        for drafter in drafter_order:
+            chosen = _pair_plan(target, drafter, kv_order, wishes, needed)
+            if chosen is not None:
+                chosen.reasons.append(_speed_reason(chosen, wishes))
+                return chosen
+    return None
+
+
+def _speed_reason(chosen: Plan, wishes: Wishes) -> str:
+    assert chosen.target.shape is not None
+    trained = chosen.target.shape.n_ctx_train
+    why = (
+        f"the best drafter that fits at {_k(wishes.ctx)} context"
+        if wishes.ctx
+        else f"the best drafter that leaves at least {_k(min(wishes.min_ctx, trained))} "
+        f"of context; then the largest context that fits ({_k(chosen.n_ctx)})"
+    )
+    return f"Goal speed: {chosen.target.label} with {_name(chosen.drafter)}, {why}."
+
+
+def _pair_plan(target: Option, drafter: Option | None, kv_order: list[str], wishes: Wishes, needed: int) -> Plan | None:
+    """This target with this drafter at `needed` context or more: the first KV type that
+    leaves it at the full draft length, else the first with a shorter draft; None if neither."""
+    for kv in kv_order:
+        top = max_context(target, drafter, kv, wishes)
+        if top >= needed:
+            return assess(target, drafter, wishes.ctx or top, kv, wishes)
+    # Memory short: one step of draft length less is one state copy less.
+    for kv in kv_order:
+        shorter = shorter_draft(target, drafter, kv, wishes, needed)
+        if shorter:
+            n_max, top = shorter
+            chosen = assess(target, drafter, wishes.ctx or top, kv, wishes, n_max=n_max)
+            full = draft_length(target, drafter, wishes)
+            chosen.reasons.append(_shortened(chosen, full, max_context(target, drafter, kv, wishes)))
+            return chosen
+    return None
+
+
+def _plan_for_context(
+    first: Option, drafter_order: list[Option | None], kv_order: list[str], wishes: Wishes
+) -> Plan | None:
+    """Goal context: the longest context the first target reaches with any drafter and KV type;
+    None when not even 1K fits."""
+    # Context comes from the KV type and the drafter, not from a worse quant.
+    tops = [
+        (max_context(first, drafter, kv, wishes), rank, precision, drafter, kv)
+        for rank, drafter in enumerate(drafter_order)
+        for precision, kv in enumerate(kv_order)
+    ]
+    longest = max(top for top, *_ in tops)
+    if not longest:
+        return None
+    # Within 5% of the longest context, a better drafter and a finer KV cache win.
+    top, _, _, drafter, kv = min((t for t in tops if t[0] >= 0.95 * longest), key=lambda t: (t[1], t[2]))
+    chosen = assess(first, drafter, top, kv, wishes)
+    chosen.reasons.append(
+        f"Goal context: the longest context that fits is {_k(longest)}; {_k(top)} with {_name(drafter)} "
+        f"and a {kv} KV cache is within 5% of it."
+    )
+    return chosen
+
+
+def _partial_plan(first: Option, kv_order: list[str], wishes: Wishes) -> Plan:
+    """Nothing fits whole: as many of the first target's blocks on the GPU as fit, no drafter."""
+    assert first.shape is not None
+    n_ctx = wishes.ctx or min(first.shape.n_ctx_train, 8192)
+    layers = _max_partial_layers(first, n_ctx, kv_order[-1], wishes)
+    chosen = assess(first, None, n_ctx, kv_order[-1], wishes, gpu_layers=layers)
+    chosen.reasons.append(
+        f"{first.label} does not fit whole: {max(layers - 1, 0)} of {first.shape.n_layer} blocks on the GPU, "
+        "the rest run from system RAM. That costs more than any drafter gains, so the drafter is off."
+    )
     return chosen
 
 

