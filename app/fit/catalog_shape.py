@@ -13,7 +13,7 @@ from __future__ import annotations
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from ..models.figures import Figures
-from .shape import GDN_HYBRIDS, ModelShape
+from .shape import GDN_HYBRIDS, ModelShape, recurrent_state_bytes
 
 # The matrix type a quant's name stands for (K-quant mixes keep some tensors finer).
 _QUANT_TYPE = {"Q4_K_M": "Q4_K", "Q4_K_S": "Q4_K", "Q5_K_M": "Q5_K", "Q5_K_S": "Q5_K", "Q6_K": "Q6_K", "Q8_0": "Q8_0"}
@@ -92,10 +92,8 @@ def _recurrent(figures: Figures, n_layer: int) -> tuple[tuple[int, ...], int]:
         return (), 0
     interval = figures.get("full_attention_interval", 4)
     recurrent = tuple(i for i in range(n_layer) if (i + 1) % interval != 0)
-    state, groups, inner = (
-        figures.get("ssm.state_size"),
-        figures.get("ssm.group_count"),
+    per_block = recurrent_state_bytes(
+        figures.get("ssm.conv_kernel"), figures.get("ssm.state_size"), figures.get("ssm.group_count"),
         figures.get("ssm.inner_size"),
-    )
-    conv = 4 * (figures.get("ssm.conv_kernel") - 1) * (inner + 2 * groups * state)
-    return recurrent, (conv + 4 * state * inner) * len(recurrent)
+    )  # fmt: skip
+    return recurrent, per_block * len(recurrent)

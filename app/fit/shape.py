@@ -193,9 +193,14 @@ def _recurrent(header: GgufHeader, arch: str, n_layer: int) -> tuple[tuple[int, 
     state = int(_require(header, "ssm.state_size"))
     groups = int(_require(header, "ssm.group_count"))
     inner = int(_require(header, "ssm.inner_size"))
+    return recurrent, recurrent_state_bytes(conv_kernel, state, groups, inner) * len(recurrent)
+
+
+def recurrent_state_bytes(conv_kernel: int, state: int, groups: int, inner: int) -> int:
+    """One Gated-DeltaNet block's state for one sequence row, in f32: its convolution's last
+    kernel-1 inputs and its delta-rule state."""
     conv = 4 * (conv_kernel - 1) * (inner + 2 * groups * state)
-    delta = 4 * state * inner
-    return recurrent, (conv + delta) * len(recurrent)
+    return conv + 4 * state * inner
 
 
 def _sliding_layers(header: GgufHeader, kv_layers: tuple[int, ...]) -> tuple[int, ...]:
