@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from app.agent.compaction import is_summary_request  # noqa: E402
-from app.tui.app import ChatApp  # noqa: E402
 from app.chat.store import ChatStore  # noqa: E402
+from app.tui.app import ChatApp  # noqa: E402
 from app.tui.widgets.conversation import Conversation  # noqa: E402
 from app.tui.widgets.markdown_segment import MarkdownSegment  # noqa: E402
 from app.tui.widgets.message_view import MessageView  # noqa: E402

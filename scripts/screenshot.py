@@ -33,8 +33,8 @@ async def shoot(out: Path) -> None:
     sys.path.insert(0, str(ROOT))
     import app.tui.app as chat_app
     from app.agent.project import open_project
-    from app.fit.hardware import Hardware
     from app.chat.store import ChatStore
+    from app.fit.hardware import Hardware
     from backends.events import ToolCall
     from tests.support.scripted_engine import ScriptedEngine
 
