@@ -76,7 +76,14 @@ def _small_pull(settings: Settings, catalog: Catalog) -> Callable[[PullProgress]
 def _first_run_small(settings: Settings, catalog: Catalog) -> FirstRun:
     """The first screen on a machine with no GPU: the small bundle first, in words a new user knows."""
 
+    words = f"{SMALL_MODEL}: {SMALL_WORDS}. No GPU was found here, so this is the one to start with."
+    if any(d.kind == "dspine" for d in catalog.find(SMALL_MODEL).drafters.values()):
+        words += (
+            " It drafts with its own Q4_1 copy; a DSpine drafter trained for it ships with dspine too "
+            "(`dspine pull smollm2-135m --draft dspine`; it runs on dspine's llama-server)."
+        )
+
     def describe() -> tuple[str, str]:
-        return SMALL_MODEL, f"{SMALL_MODEL}: {SMALL_WORDS}. No GPU was found here, so this is the one to start with."
+        return SMALL_MODEL, words
 
     return FirstRun(SMALL_MODEL, describe, _small_pull(settings, catalog), None, None, local_model)

@@ -88,26 +88,13 @@ def test_interrupted_pull_resumes_verifies_and_makes_the_bundle(index, models_di
 
 
 def test_a_drafter_shipped_inside_dspine_is_copied_verified(index, models_dir, tmp_path, monkeypatch):
-    """A drafter can ship inside dspine (assets/drafters/; none does today: the SmolLM2 DSpine
-    drafter had the old layout and went, issue 46): the pull copies it beside the target after
-    checking its sha256; a catalog whose sha256 does not match the file is refused before
-    anything is made."""
+    """The SmolLM2 DSpine drafter ships inside dspine (assets/drafters/, issue 70): the pull
+    copies it beside the target after checking its sha256; a catalog whose sha256 does not match
+    the file is refused before anything is made."""
     import app.models.catalog as catalog_module
-    from tests.support.block_drafters import BlockDrafter, write_block_drafter
-
-    assets = tmp_path / "assets"
-    (assets / "drafters").mkdir(parents=True)
-    shipped = write_block_drafter(assets / "drafters" / "tiny-dspine.gguf", BlockDrafter(transfer_rank=16), 1)
-    digest = hashlib.sha256(shipped.read_bytes()).hexdigest()
-    builtin = catalog_module.builtin_catalog_path().read_text(encoding="utf-8")
-    entry = (
-        '\n[bundles."smollm2-135m".drafters.dspine]\nkind = "dspine"\n'
-        'asset = "drafters/tiny-dspine.gguf"\nsha256 = "{}"\ndescription = "a shipped drafter"\n'
-    )
-    (assets / "catalog.toml").write_text(builtin + entry.format(digest), encoding="utf-8")
-    monkeypatch.setattr(catalog_module, "builtin_catalog_path", lambda: assets / "catalog.toml")
 
     catalog = load_catalog()
+    shipped = catalog_module.asset_path(catalog.find("smollm2-135m").drafters["dspine"].asset)
     result = pull(make_request("smollm2-135m", catalog, None, "dspine"), load_settings())
     files = {f.role: Path(f.local) for f in result.record.files}
     assert files["drafter"].name == shipped.name and files["drafter"].parent == folder(models_dir)
@@ -115,7 +102,13 @@ def test_a_drafter_shipped_inside_dspine_is_copied_verified(index, models_dir, t
     assert result.record.drafter == "dspine" and result.record.drafter_kind == "dspine"
 
     files["drafter"].unlink()
-    (assets / "catalog.toml").write_text(builtin + entry.format("0" * 64), encoding="utf-8")
+    builtin = catalog_module.builtin_catalog_path()
+    wrong = tmp_path / "catalog.toml"
+    digest = hashlib.sha256(shipped.read_bytes()).hexdigest()
+    wrong.write_text(builtin.read_text(encoding="utf-8").replace(digest, "0" * 64), encoding="utf-8")
+    (tmp_path / "drafters").mkdir()
+    (tmp_path / "drafters" / shipped.name).symlink_to(shipped)
+    monkeypatch.setattr(catalog_module, "builtin_catalog_path", lambda: wrong)
     with pytest.raises(ChecksumError, match="does not match the sha256 the catalog gives"):
         pull(make_request("smollm2-135m", load_catalog(), None, "dspine"), load_settings())
     assert not files["drafter"].exists()
