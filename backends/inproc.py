@@ -391,16 +391,46 @@ def _verify(
     return verdict, spent
 
 
+def _propose(
+    drafter: _Model, feed: list[int], room: int, sampling: Sampling, history: History, rng: np.random.Generator
+) -> tuple[list[int], list[np.ndarray]]:
+    """Draft `room` tokens, one at a time, with the sampler the target uses (the drafted
+    tokens count as generated for the ones after them); their distributions too."""
+    logits = drafter.decode(feed, all_logits=False)[-1]
+    forked = drafter.recurrent
+    if forked:
+        drafter.fork()
+    pos = drafter.n_past
+    draft: list[int] = []
+    probs: list[np.ndarray] = []
+    try:
+        for j in range(room):
+            q = distribution(logits, sampling, history.after(draft))
+            token = sample(q, rng)
+            draft.append(token)
+            probs.append(q)
+            if j + 1 < room:
+                logits = drafter.decode_fork([token], pos + j)[-1] if forked else drafter.decode([token], False)[-1]
+    finally:
+        if forked:
+            drafter.drop_fork()
+    return draft, probs
+
+
 @dataclass
 class _Decided:
     """What a reply has decided so far, for `generate_tokens`' steps: the tokens taken, the
-    history the samplers see, the context copies come from, the decode clock."""
+    history the samplers see, the context copies come from, the decode clock; and what the
+    steps decide with (the sampler, its random generator, the pass costs a copy is weighed on)."""
 
     target: _Model
     history: History
     context: PromptLookup | None
     stats: Stats
     limit: int
+    sampling: Sampling
+    rng: np.random.Generator
+    costs: PassCosts | None
     produced: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -422,6 +452,75 @@ class _Decided:
         """The figures after a step; whether the reply reached its length."""
         self.stats.generated_tokens, self.stats.decode_s = self.produced, time.monotonic() - self.started
         return self.produced >= self.limit
+
+    def copy_after(self, cur: int, room: int, longer_than: int) -> list[int]:
+        """The context's copy to verify after `cur`; [] without the lookup or a copy."""
+        if self.context is None:
+            return []
+        self.context.extend([cur])
+        return self.context.draft(room, longer_than=longer_than)
+
+    def verify_copy(self, cur: int, copied: list[int]) -> Verdict:
+        """The draft is the context's own: verified like a model's, with a point mass as q."""
+        assert self.context is not None
+        stats = self.stats
+        verdict, spent = _verify(self.target, cur, copied, None, self.sampling, self.history, self.rng, stats)
+        stats.ngram_verify_s += spent
+        if self.costs is not None:
+            self.costs.observe(len(copied) + 1, spent)
+        _count_positions(stats, len(copied), verdict.accepted)
+        count_ngram_step(stats, len(copied), verdict.accepted)
+        self.context.observe(len(copied), verdict.accepted)
+        return verdict
+
+    def plain_step(self, cur: int) -> int:
+        """The target's own token after `cur`, from a pass of `cur` alone."""
+        stepping = time.monotonic()
+        logits = self.target.decode([cur], all_logits=False)[-1]
+        self.stats.verify_steps += 1
+        token = sample(distribution(logits, self.sampling, self.history.seen), self.rng)
+        if self.costs is not None:
+            self.costs.observe(1, time.monotonic() - stepping)  # what a copy's pass is weighed against
+        return token
+
+    def verify_model_draft(
+        self, drafter: _Model, unread: list[int], cur: int, room: int, copy_room: int
+    ) -> tuple[Verdict, list[int]]:
+        """The draft model reads what it has not yet and `cur`, drafts `room` tokens, a copy that
+        agrees with all of them rides along, the target verifies: the verdict and the kept drafts."""
+        stats = self.stats
+        drafting = time.monotonic()
+        draft, draft_probs = _propose(drafter, unread + [cur], room, self.sampling, self.history, self.rng)
+        stats.draft_s += time.monotonic() - drafting
+        # Where the copy being followed agrees with the whole of the model's draft, its
+        # tokens after it ride along (point masses, as a copy's): a step keeps at least
+        # what the model's draft alone would.
+        modelled = len(draft)
+        extra = self.context.extension(draft, copy_room) if self.context is not None else []
+        if extra:
+            draft, draft_probs = [*draft, *extra], [*draft_probs, *point_masses(extra, self.target.n_vocab)]
+        verdict, spent = _verify(self.target, cur, draft, draft_probs, self.sampling, self.history, self.rng, stats)
+        # The tokens that rode along: their share of the pass is the copies' (the draft
+        # model's own cost, which adaptive lengths learn from, leaves them out).
+        stats.ngram_verify_s += spent * len(extra) / (1 + len(draft))
+        # Positions are the model's; the tokens that rode along count as copies.
+        _count_positions(stats, modelled, min(verdict.accepted, modelled))
+        stats.ngram_drafted += len(extra)
+        stats.ngram_accepted += max(0, verdict.accepted - modelled)
+        if self.context is not None:
+            self.context.observe_model(min(verdict.accepted, modelled))
+        return verdict, draft[: verdict.accepted]
+
+
+def _drafter_unread(drafter: _Model, base: int, verdict: Verdict, kept: list[int]) -> list[int]:
+    """After a model-drafted step verified from `base`: the kept drafts the drafter has still to
+    read, its cache brought back to what was kept."""
+    if drafter.recurrent:
+        return kept  # its own sequence read only cur: the kept drafts come next
+    # It read cur and draft[:-1]: keep what was accepted, catch up on the rest next step.
+    if not drafter.rollback(min(base + 1 + verdict.accepted, drafter.n_past)):
+        raise EngineError("the drafter cannot roll back its draft", "use another drafter or --draft none")
+    return kept[drafter.n_past - base - 1 :]
 
 
 @dataclass
@@ -649,38 +748,14 @@ class InprocEngine:
         stats = stats if stats is not None else Stats()
         rng = np.random.default_rng(sampling.seed)
         limit = sampling.max_tokens or (self.n_ctx - len(prompt))
-        k = max(1, n_max or self.n_max)
-        if target.rollback_limit is not None:
-            k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
         drafter = None if n_max == 0 else self._drafter  # 0: no drafting (as llama-server's request field)
-        use_lookup = self.ngram is not None and n_max != 0 and lookup is not False
-        costs = self.copy_costs
-        context = (
-            PromptLookup(self.ngram, prompt, costs, target.is_number) if use_lookup and self.ngram is not None else None
-        )
-        ngram_k = self.ngram.n_max if self.ngram is not None else 0
-        if target.rollback_limit is not None:
-            ngram_k = min(ngram_k, target.rollback_limit)
-        # Chained before the draft model, a copy goes first only when it is longer than the
-        # model's draft; where the rollback cap holds both to the same length (a hybrid
-        # target), a copy of that whole length goes first (it costs no drafter decodes).
-        chained_past = min(k, ngram_k - 1) if drafter is not None else 0
+        k, ngram_k, chained_past = self._step_lengths(target, n_max, drafter is not None)
+        context = self._copy_context(target, prompt, n_max, lookup)
         history = History(target.n_vocab)
-
-        started = time.monotonic()
-        try:
-            logits, stats.prompt_cached = target.load_prompt(prompt, save_at)
-            if drafter is not None:
-                # The drafter reads the last prompt token with the first token it drafts after.
-                drafter.load_prompt(prompt[:-1], save_at)
-        except BaseException:
-            self._forget()
-            raise
-        assert logits is not None
-        stats.prompt_tokens, stats.prompt_s = len(prompt) - stats.prompt_cached, time.monotonic() - started
+        logits = self._read_prompt(prompt, save_at, drafter, stats)
         cur = sample(distribution(logits, sampling, history.seen), rng)
-        pending_draft = [prompt[-1]] if drafter is not None else []  # tokens the drafter still has to read
-        reply = _Decided(target, history, context, stats, limit)
+        unread = [prompt[-1]] if drafter is not None else []  # tokens the drafter still has to read
+        reply = _Decided(target, history, context, stats, limit, sampling, rng, self.copy_costs)
         try:
             while True:
                 history.add([cur])
@@ -689,71 +764,20 @@ class InprocEngine:
                 if target.is_eog(cur) or reply.produced >= limit or self._cancel.is_set():
                     return
                 space = min(limit - reply.produced, target.n_ctx - target.n_past - 2)
-                if context is not None:
-                    context.extend([cur])
-                    copied = context.draft(min(ngram_k, space), longer_than=chained_past)
-                    if copied:
-                        # The draft is the context's own: verified like a model's, with a point mass as q.
-                        verdict, spent = _verify(target, cur, copied, None, sampling, history, rng, stats)
-                        stats.ngram_verify_s += spent
-                        if costs is not None:
-                            costs.observe(len(copied) + 1, spent)
-                        _count_positions(stats, len(copied), verdict.accepted)
-                        count_ngram_step(stats, len(copied), verdict.accepted)
-                        context.observe(len(copied), verdict.accepted)
-                        kept = copied[: verdict.accepted]
-                        if drafter is not None:
-                            pending_draft = [*pending_draft, cur, *kept]  # the draft model read none of them
-                        decided, ended = reply.take(kept)
-                        if decided:
-                            yield decided
-                        if ended:
-                            return
-                        cur = verdict.next_token
-                        if reply.step_done():
-                            return
-                        continue
-                room = min(k, space)
-                if drafter is None or room < 1:
-                    stepping = time.monotonic()
-                    logits = target.decode([cur], all_logits=False)[-1]
-                    stats.verify_steps += 1
-                    cur = sample(distribution(logits, sampling, history.seen), rng)
-                    if costs is not None:
-                        costs.observe(1, time.monotonic() - stepping)  # what a copy's pass is weighed against
+                copied = reply.copy_after(cur, min(ngram_k, space), chained_past)
+                if copied:
+                    verdict = reply.verify_copy(cur, copied)
+                    kept = copied[: verdict.accepted]
+                    if drafter is not None:
+                        unread = [*unread, cur, *kept]  # the draft model read none of them
+                elif drafter is None or min(k, space) < 1:
+                    cur = reply.plain_step(cur)
                     reply.step_done()
                     continue
-                drafting = time.monotonic()
-                base = target.n_past
-                draft, draft_probs = self._propose(drafter, pending_draft + [cur], room, sampling, history, rng)
-                stats.draft_s += time.monotonic() - drafting
-                # Where the copy being followed agrees with the whole of the model's draft, its
-                # tokens after it ride along (point masses, as a copy's): a step keeps at least
-                # what the model's draft alone would.
-                modelled = len(draft)
-                extra = context.extension(draft, min(ngram_k, space)) if context is not None else []
-                if extra:
-                    draft, draft_probs = [*draft, *extra], [*draft_probs, *point_masses(extra, target.n_vocab)]
-                verdict, spent = _verify(target, cur, draft, draft_probs, sampling, history, rng, stats)
-                # The tokens that rode along: their share of the pass is the copies' (the draft
-                # model's own cost, which adaptive lengths learn from, leaves them out).
-                stats.ngram_verify_s += spent * len(extra) / (1 + len(draft))
-                # Positions are the model's; the tokens that rode along count as copies.
-                _count_positions(stats, modelled, min(verdict.accepted, modelled))
-                stats.ngram_drafted += len(extra)
-                stats.ngram_accepted += max(0, verdict.accepted - modelled)
-                if context is not None:
-                    context.observe_model(min(verdict.accepted, modelled))
-                kept = draft[: verdict.accepted]
-                if drafter.recurrent:
-                    pending_draft = kept  # its own sequence read only cur: the kept drafts come next
                 else:
-                    # It read cur and draft[:-1]: keep what was accepted, catch up on the rest next step.
-                    if not drafter.rollback(min(base + 1 + verdict.accepted, drafter.n_past)):
-                        raise EngineError(
-                            "the drafter cannot roll back its draft", "use another drafter or --draft none"
-                        )
-                    pending_draft = kept[drafter.n_past - base - 1 :]
+                    base = target.n_past
+                    verdict, kept = reply.verify_model_draft(drafter, unread, cur, min(k, space), min(ngram_k, space))
+                    unread = _drafter_unread(drafter, base, verdict, kept)
                 decided, ended = reply.take(kept)
                 if decided:
                     yield decided
@@ -768,31 +792,45 @@ class InprocEngine:
             self._forget()  # a step broken off midway leaves the caches unknown
             raise
 
-    @staticmethod
-    def _propose(
-        drafter: _Model, feed: list[int], room: int, sampling: Sampling, history: History, rng: np.random.Generator
-    ) -> tuple[list[int], list[np.ndarray]]:
-        """Draft `room` tokens, one at a time, with the sampler the target uses (the drafted
-        tokens count as generated for the ones after them); their distributions too."""
-        logits = drafter.decode(feed, all_logits=False)[-1]
-        forked = drafter.recurrent
-        if forked:
-            drafter.fork()
-        pos = drafter.n_past
-        draft: list[int] = []
-        probs: list[np.ndarray] = []
+    def _step_lengths(self, target: _Model, n_max: int | None, model_drafts: bool) -> tuple[int, int, int]:
+        """How far a step drafts: the draft model's length, a copy's, and the length a copy
+        must pass to go before the model's draft."""
+        k = max(1, n_max or self.n_max)
+        if target.rollback_limit is not None:
+            k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
+        ngram_k = self.ngram.n_max if self.ngram is not None else 0
+        if target.rollback_limit is not None:
+            ngram_k = min(ngram_k, target.rollback_limit)
+        # Chained before the draft model, a copy goes first only when it is longer than the
+        # model's draft; where the rollback cap holds both to the same length (a hybrid
+        # target), a copy of that whole length goes first (it costs no drafter decodes).
+        chained_past = min(k, ngram_k - 1) if model_drafts else 0
+        return k, ngram_k, chained_past
+
+    def _copy_context(
+        self, target: _Model, prompt: list[int], n_max: int | None, lookup: bool | None
+    ) -> PromptLookup | None:
+        """The context copies are looked up in; None where this reply looks none up."""
+        if self.ngram is None or n_max == 0 or lookup is False:
+            return None
+        return PromptLookup(self.ngram, prompt, self.copy_costs, target.is_number)
+
+    def _read_prompt(self, prompt: list[int], save_at: int | None, drafter: _Model | None, stats: Stats) -> np.ndarray:
+        """The prompt read into the caches (what they hold of it reused); the logits after it."""
+        target = self._target
+        assert target is not None
+        started = time.monotonic()
         try:
-            for j in range(room):
-                q = distribution(logits, sampling, history.after(draft))
-                token = sample(q, rng)
-                draft.append(token)
-                probs.append(q)
-                if j + 1 < room:
-                    logits = drafter.decode_fork([token], pos + j)[-1] if forked else drafter.decode([token], False)[-1]
-        finally:
-            if forked:
-                drafter.drop_fork()
-        return draft, probs
+            logits, stats.prompt_cached = target.load_prompt(prompt, save_at)
+            if drafter is not None:
+                # The drafter reads the last prompt token with the first token it drafts after.
+                drafter.load_prompt(prompt[:-1], save_at)
+        except BaseException:
+            self._forget()
+            raise
+        assert logits is not None
+        stats.prompt_tokens, stats.prompt_s = len(prompt) - stats.prompt_cached, time.monotonic() - started
+        return logits
 
     def _forget(self) -> None:
         for model in (self._target, self._drafter):
