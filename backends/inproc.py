@@ -29,7 +29,7 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,41 @@ def _with_calls(deltas: Iterable[Delta], calls: ToolCallParser) -> Iterator[Delt
                 yield delta
             else:
                 yield out
+
+
+class _ReplyText:
+    """A reply's tokens on their way out as text: bytes put together into UTF-8, thinking
+    told from the answer, tool calls parsed out of the answer."""
+
+    def __init__(self, inside_think: bool, tools: list[dict[str, Any]] | None) -> None:
+        self.splitter = ThinkSplitter(inside=inside_think)
+        self.calls = ToolCallParser(tools)
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def decode(self, piece: bytes) -> str:
+        """A token's bytes as text; a character cut across tokens waits for its rest."""
+        return self.decoder.decode(piece)
+
+    def feed(self, text: str, drafted: int) -> Iterator[Delta | ToolCall]:
+        return _with_calls(self.splitter.feed(text, drafted), self.calls)
+
+    def flush(self) -> Iterator[Delta | ToolCall]:
+        """What was held back at the end: an unfinished character, a possible tag, a call."""
+        tail = self.decoder.decode(b"", final=True)
+        if tail:
+            yield from _with_calls(self.splitter.feed(tail), self.calls)
+        yield from _with_calls(self.splitter.flush(), self.calls)
+        yield from self.calls.flush()
+
+
+@dataclass(frozen=True)
+class _ReplyDrafting:
+    """How one reply drafts, decided before it starts and read again at its end."""
+
+    n_max: int | None  # the draft model's length; 0: no drafting; None: the engine's own
+    plain_turn: str | None  # the kind of turn decoded plainly (turn_drafting); None: it drafts
+    judge: BreakEven | None  # the break-even that judges the lookup's copies
+    lookup: bool | None  # look copies up (None: whenever settings exist)
 
 
 def _padded(counts: list[int], stats: Stats) -> list[int]:
@@ -856,6 +891,46 @@ class InprocEngine:
         self._judge_load = self._judge_load or LoadWatch()
         busy_before = self._judge_load.busy()
         sampling = sampling or self.presets.for_mode(think)
+        plan = self._plan_drafting(messages, think, n_max)
+        prompt_text, history_text = self._prompt_texts(self._ordered(messages), think, tools)
+        out = _ReplyText(prompt_text.rstrip().endswith("<think>"), tools)
+        stats = Stats(
+            draft_asked=self._drafter is not None and plan.n_max != 0,
+            copies_asked=self.ngram is not None and plan.n_max != 0,
+            plain_turn=plan.plain_turn,
+        )
+        started = time.monotonic()
+        try:
+            prompt = self._target.tokenize(prompt_text)
+            if len(prompt) >= self.n_ctx:
+                yield Error(
+                    f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}",
+                    "raise --ctx or shorten the chat",
+                    overflow=True,
+                )
+                return
+            save_at = self._save_point(prompt, prompt_text, history_text)
+            # The steps are handed over unnamed: a cancel's early return closes them at once.
+            reason, generated = yield from self._step_events(
+                self.generate_tokens(prompt, sampling, plan.n_max, stats, save_at, plan.lookup),
+                stats,
+                out,
+                started,
+                sampling.max_tokens,
+            )
+            yield from out.flush()
+            if out.calls.calls and reason == "stop":
+                reason = "tool_calls"
+            stats.generated_tokens = generated
+            self._learn_lengths(think, stats)
+            stats.draft_note = self._draft_note(think, stats, plan, reason, busy_before)
+            yield End(reason, stats.copy())
+        except EngineError as exc:
+            yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))
+
+    def _plan_drafting(self, messages: list[dict[str, Any]], think: bool, n_max: int | None) -> _ReplyDrafting:
+        """How this reply drafts: not where a break-even or the kind of turn says plain
+        decoding pays, at adaptive's length where it learns one; the lookup where it pays."""
         if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
             n_max = 0
         plain_turn = self.turn_drafting.plain_on(messages) if self.turn_drafting is not None else None
@@ -867,10 +942,14 @@ class InprocEngine:
             n_max = self.adaptive.choose(think)
         judge = self.ngram_break_even if self.ngram is not None and n_max != 0 else None
         lookup = judge.drafting(think) if judge is not None else None
-        messages = self._ordered(messages)
+        return _ReplyDrafting(n_max, plain_turn, judge, lookup)
+
+    def _prompt_texts(
+        self, messages: list[dict[str, Any]], think: bool, tools: list[dict[str, Any]] | None
+    ) -> tuple[str, str]:
+        """The prompt, and its messages alone: where the next turn's prompt will branch off,
+        before the generation prompt (a hybrid saves its state there)."""
         prompt_text = render(self._template, messages, enable_thinking=think, tools=tools, source=self.model_path)
-        # Where the next turn's prompt will branch off: the end of these messages, before
-        # the generation prompt (a hybrid saves its state there).
         history_text = render(
             self._template,
             messages,
@@ -879,92 +958,85 @@ class InprocEngine:
             tools=tools,
             source=self.model_path,
         )
-        splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
-        calls = ToolCallParser(tools)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        stats = Stats(
-            draft_asked=self._drafter is not None and n_max != 0,
-            copies_asked=self.ngram is not None and n_max != 0,
-            plain_turn=plain_turn,
-        )
-        started = time.monotonic()
+        return prompt_text, history_text
+
+    def _save_point(self, prompt: list[int], prompt_text: str, history_text: str) -> int | None:
+        """How many prompt tokens the messages alone are, where they begin it token for token."""
+        assert self._target is not None
+        if not prompt_text.startswith(history_text):
+            return None
+        head = self._target.tokenize(history_text)
+        return len(head) if prompt[: len(head)] == head else None
+
+    def _step_events(
+        self,
+        steps: Iterator[list[int]],
+        stats: Stats,
+        out: _ReplyText,
+        started: float,
+        max_tokens: int | None,
+    ) -> Generator[Event, None, tuple[EndReason, int]]:
+        """Each step's tokens as text, the figures every STATS_INTERVAL_S; returns why the
+        tokens ended and how many there were."""
+        assert self._target is not None
+        generated = 0
+        seen_accepted = 0
         last_stats = 0.0
-        reason: EndReason = "stop"
-        try:
-            prompt = self._target.tokenize(prompt_text)
-            if len(prompt) >= self.n_ctx:
-                yield Error(
-                    f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}",
-                    "raise --ctx or shorten the chat",
-                    overflow=True,
-                )
-                return
-            save_at = None
-            if prompt_text.startswith(history_text):
-                head = self._target.tokenize(history_text)
-                save_at = len(head) if prompt[: len(head)] == head else None
-            generated = 0
-            seen_accepted = 0
-            for tokens in self.generate_tokens(prompt, sampling, n_max, stats, save_at, lookup):
-                # A step's accepted drafts come as one list, counted in stats.accepted before it
-                # is yielded; the target's own token (correction, bonus, plain) comes alone after.
-                drafted = 1 if stats.accepted > seen_accepted else 0
-                seen_accepted = stats.accepted
-                for token in tokens:
-                    generated += 1
-                    if self._target.is_eog(token):
-                        reason = "stop"
-                        continue
-                    text = decoder.decode(self._target.piece(token))
-                    if text:
-                        if stats.ttft_s is None:
-                            stats.ttft_s = time.monotonic() - started
-                        yield from _with_calls(splitter.feed(text, drafted), calls)
-                now = time.monotonic()
-                if now - last_stats >= STATS_INTERVAL_S:
-                    last_stats = now
-                    yield StatsUpdate(stats.copy())
-                if self._cancel.is_set():
-                    reason = "cancelled"
-                    break
-            else:
-                if sampling.max_tokens and generated >= sampling.max_tokens:
-                    reason = "length"
-            tail = decoder.decode(b"", final=True)
-            if tail:
-                yield from _with_calls(splitter.feed(tail), calls)
-            yield from _with_calls(splitter.flush(), calls)
-            yield from calls.flush()
-            if calls.calls and reason == "stop":
-                reason = "tool_calls"
-            stats.generated_tokens = generated
-            if self.adaptive is not None and stats.drafted - stats.ngram_drafted:
-                # The draft model's own steps: the lookup's drafts are neither its guesses nor its cost.
-                self.adaptive.mode(think).add(
-                    [
-                        t - n
-                        for t, n in zip(stats.position_tested, _padded(stats.ngram_position_tested, stats), strict=True)
-                    ],
-                    [
-                        t - n
-                        for t, n in zip(stats.position_kept, _padded(stats.ngram_position_kept, stats), strict=True)
-                    ],
-                    stats.draft_s,
-                    stats.drafted - stats.ngram_drafted,
-                    stats.verify_s - stats.ngram_verify_s,
-                    stats.verify_steps - stats.ngram_steps,
-                )
-            stats.draft_note = reply_note(
-                self.break_even if self._drafter is not None else None,
-                judge,
-                think,
-                stats.generated_tokens,
-                stats.decode_s,
-                drafter_asked=stats.draft_asked,
-                # Against the replies without the lookup (the draft model alone, or plain).
-                copies_used=bool(lookup) if reason != "cancelled" else None,
-                disturbed=disturbed(busy_before, self._judge_load.busy()),
-            )
-            yield End(reason, stats.copy())
-        except EngineError as exc:
-            yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))
+        for tokens in steps:
+            # A step's accepted drafts come as one list, counted in stats.accepted before it
+            # is yielded; the target's own token (correction, bonus, plain) comes alone after.
+            drafted = 1 if stats.accepted > seen_accepted else 0
+            seen_accepted = stats.accepted
+            for token in tokens:
+                generated += 1
+                if self._target.is_eog(token):
+                    continue  # an end of generation has no text
+                text = out.decode(self._target.piece(token))
+                if text:
+                    if stats.ttft_s is None:
+                        stats.ttft_s = time.monotonic() - started
+                    yield from out.feed(text, drafted)
+            now = time.monotonic()
+            if now - last_stats >= STATS_INTERVAL_S:
+                last_stats = now
+                yield StatsUpdate(stats.copy())
+            if self._cancel.is_set():
+                return "cancelled", generated
+        if max_tokens and generated >= max_tokens:
+            return "length", generated
+        return "stop", generated
+
+    def _learn_lengths(self, think: bool, stats: Stats) -> None:
+        """What adaptive learns from a reply: the draft model's own steps (the lookup's drafts
+        are neither its guesses nor its cost)."""
+        if self.adaptive is None or not stats.drafted - stats.ngram_drafted:
+            return
+        tested = [
+            t - n for t, n in zip(stats.position_tested, _padded(stats.ngram_position_tested, stats), strict=True)
+        ]
+        kept = [t - n for t, n in zip(stats.position_kept, _padded(stats.ngram_position_kept, stats), strict=True)]
+        self.adaptive.mode(think).add(
+            tested,
+            kept,
+            stats.draft_s,
+            stats.drafted - stats.ngram_drafted,
+            stats.verify_s - stats.ngram_verify_s,
+            stats.verify_steps - stats.ngram_steps,
+        )
+
+    def _draft_note(
+        self, think: bool, stats: Stats, plan: _ReplyDrafting, reason: EndReason, busy_before: float
+    ) -> str | None:
+        """What the readout says about drafting in a finished reply (break_even.reply_note)."""
+        assert self._judge_load is not None
+        return reply_note(
+            self.break_even if self._drafter is not None else None,
+            plan.judge,
+            think,
+            stats.generated_tokens,
+            stats.decode_s,
+            drafter_asked=stats.draft_asked,
+            # Against the replies without the lookup (the draft model alone, or plain).
+            copies_used=bool(plan.lookup) if reason != "cancelled" else None,
+            disturbed=disturbed(busy_before, self._judge_load.busy()),
+        )
