@@ -29,7 +29,7 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,41 @@ def _with_calls(deltas: Iterable[Delta], calls: ToolCallParser) -> Iterator[Delt
                 yield delta
             else:
                 yield out
+
+
+class _ReplyText:
+    """A reply's tokens on their way out as text: bytes put together into UTF-8, thinking
+    told from the answer, tool calls parsed out of the answer."""
+
+    def __init__(self, inside_think: bool, tools: list[dict[str, Any]] | None) -> None:
+        self.splitter = ThinkSplitter(inside=inside_think)
+        self.calls = ToolCallParser(tools)
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def decode(self, piece: bytes) -> str:
+        """A token's bytes as text; a character cut across tokens waits for its rest."""
+        return self.decoder.decode(piece)
+
+    def feed(self, text: str, drafted: int) -> Iterator[Delta | ToolCall]:
+        return _with_calls(self.splitter.feed(text, drafted), self.calls)
+
+    def flush(self) -> Iterator[Delta | ToolCall]:
+        """What was held back at the end: an unfinished character, a possible tag, a call."""
+        tail = self.decoder.decode(b"", final=True)
+        if tail:
+            yield from _with_calls(self.splitter.feed(tail), self.calls)
+        yield from _with_calls(self.splitter.flush(), self.calls)
+        yield from self.calls.flush()
+
+
+@dataclass(frozen=True)
+class _ReplyDrafting:
+    """How one reply drafts, decided before it starts and read again at its end."""
+
+    n_max: int | None  # the draft model's length; 0: no drafting; None: the engine's own
+    plain_turn: str | None  # the kind of turn decoded plainly (turn_drafting); None: it drafts
+    judge: BreakEven | None  # the break-even that judges the lookup's copies
+    lookup: bool | None  # look copies up (None: whenever settings exist)
 
 
 def _padded(counts: list[int], stats: Stats) -> list[int]:
@@ -391,16 +426,46 @@ def _verify(
     return verdict, spent
 
 
+def _propose(
+    drafter: _Model, feed: list[int], room: int, sampling: Sampling, history: History, rng: np.random.Generator
+) -> tuple[list[int], list[np.ndarray]]:
+    """Draft `room` tokens, one at a time, with the sampler the target uses (the drafted
+    tokens count as generated for the ones after them); their distributions too."""
+    logits = drafter.decode(feed, all_logits=False)[-1]
+    forked = drafter.recurrent
+    if forked:
+        drafter.fork()
+    pos = drafter.n_past
+    draft: list[int] = []
+    probs: list[np.ndarray] = []
+    try:
+        for j in range(room):
+            q = distribution(logits, sampling, history.after(draft))
+            token = sample(q, rng)
+            draft.append(token)
+            probs.append(q)
+            if j + 1 < room:
+                logits = drafter.decode_fork([token], pos + j)[-1] if forked else drafter.decode([token], False)[-1]
+    finally:
+        if forked:
+            drafter.drop_fork()
+    return draft, probs
+
+
 @dataclass
 class _Decided:
     """What a reply has decided so far, for `generate_tokens`' steps: the tokens taken, the
-    history the samplers see, the context copies come from, the decode clock."""
+    history the samplers see, the context copies come from, the decode clock; and what the
+    steps decide with (the sampler, its random generator, the pass costs a copy is weighed on)."""
 
     target: _Model
     history: History
     context: PromptLookup | None
     stats: Stats
     limit: int
+    sampling: Sampling
+    rng: np.random.Generator
+    costs: PassCosts | None
     produced: int = 0
     started: float = field(default_factory=time.monotonic)
 
@@ -422,6 +487,75 @@ class _Decided:
         """The figures after a step; whether the reply reached its length."""
         self.stats.generated_tokens, self.stats.decode_s = self.produced, time.monotonic() - self.started
         return self.produced >= self.limit
+
+    def copy_after(self, cur: int, room: int, longer_than: int) -> list[int]:
+        """The context's copy to verify after `cur`; [] without the lookup or a copy."""
+        if self.context is None:
+            return []
+        self.context.extend([cur])
+        return self.context.draft(room, longer_than=longer_than)
+
+    def verify_copy(self, cur: int, copied: list[int]) -> Verdict:
+        """The draft is the context's own: verified like a model's, with a point mass as q."""
+        assert self.context is not None
+        stats = self.stats
+        verdict, spent = _verify(self.target, cur, copied, None, self.sampling, self.history, self.rng, stats)
+        stats.ngram_verify_s += spent
+        if self.costs is not None:
+            self.costs.observe(len(copied) + 1, spent)
+        _count_positions(stats, len(copied), verdict.accepted)
+        count_ngram_step(stats, len(copied), verdict.accepted)
+        self.context.observe(len(copied), verdict.accepted)
+        return verdict
+
+    def plain_step(self, cur: int) -> int:
+        """The target's own token after `cur`, from a pass of `cur` alone."""
+        stepping = time.monotonic()
+        logits = self.target.decode([cur], all_logits=False)[-1]
+        self.stats.verify_steps += 1
+        token = sample(distribution(logits, self.sampling, self.history.seen), self.rng)
+        if self.costs is not None:
+            self.costs.observe(1, time.monotonic() - stepping)  # what a copy's pass is weighed against
+        return token
+
+    def verify_model_draft(
+        self, drafter: _Model, unread: list[int], cur: int, room: int, copy_room: int
+    ) -> tuple[Verdict, list[int]]:
+        """The draft model reads what it has not yet and `cur`, drafts `room` tokens, a copy that
+        agrees with all of them rides along, the target verifies: the verdict and the kept drafts."""
+        stats = self.stats
+        drafting = time.monotonic()
+        draft, draft_probs = _propose(drafter, unread + [cur], room, self.sampling, self.history, self.rng)
+        stats.draft_s += time.monotonic() - drafting
+        # Where the copy being followed agrees with the whole of the model's draft, its
+        # tokens after it ride along (point masses, as a copy's): a step keeps at least
+        # what the model's draft alone would.
+        modelled = len(draft)
+        extra = self.context.extension(draft, copy_room) if self.context is not None else []
+        if extra:
+            draft, draft_probs = [*draft, *extra], [*draft_probs, *point_masses(extra, self.target.n_vocab)]
+        verdict, spent = _verify(self.target, cur, draft, draft_probs, self.sampling, self.history, self.rng, stats)
+        # The tokens that rode along: their share of the pass is the copies' (the draft
+        # model's own cost, which adaptive lengths learn from, leaves them out).
+        stats.ngram_verify_s += spent * len(extra) / (1 + len(draft))
+        # Positions are the model's; the tokens that rode along count as copies.
+        _count_positions(stats, modelled, min(verdict.accepted, modelled))
+        stats.ngram_drafted += len(extra)
+        stats.ngram_accepted += max(0, verdict.accepted - modelled)
+        if self.context is not None:
+            self.context.observe_model(min(verdict.accepted, modelled))
+        return verdict, draft[: verdict.accepted]
+
+
+def _drafter_unread(drafter: _Model, base: int, verdict: Verdict, kept: list[int]) -> list[int]:
+    """After a model-drafted step verified from `base`: the kept drafts the drafter has still to
+    read, its cache brought back to what was kept."""
+    if drafter.recurrent:
+        return kept  # its own sequence read only cur: the kept drafts come next
+    # It read cur and draft[:-1]: keep what was accepted, catch up on the rest next step.
+    if not drafter.rollback(min(base + 1 + verdict.accepted, drafter.n_past)):
+        raise EngineError("the drafter cannot roll back its draft", "use another drafter or --draft none")
+    return kept[drafter.n_past - base - 1 :]
 
 
 @dataclass
@@ -649,38 +783,14 @@ class InprocEngine:
         stats = stats if stats is not None else Stats()
         rng = np.random.default_rng(sampling.seed)
         limit = sampling.max_tokens or (self.n_ctx - len(prompt))
-        k = max(1, n_max or self.n_max)
-        if target.rollback_limit is not None:
-            k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
         drafter = None if n_max == 0 else self._drafter  # 0: no drafting (as llama-server's request field)
-        use_lookup = self.ngram is not None and n_max != 0 and lookup is not False
-        costs = self.copy_costs
-        context = (
-            PromptLookup(self.ngram, prompt, costs, target.is_number) if use_lookup and self.ngram is not None else None
-        )
-        ngram_k = self.ngram.n_max if self.ngram is not None else 0
-        if target.rollback_limit is not None:
-            ngram_k = min(ngram_k, target.rollback_limit)
-        # Chained before the draft model, a copy goes first only when it is longer than the
-        # model's draft; where the rollback cap holds both to the same length (a hybrid
-        # target), a copy of that whole length goes first (it costs no drafter decodes).
-        chained_past = min(k, ngram_k - 1) if drafter is not None else 0
+        k, ngram_k, chained_past = self._step_lengths(target, n_max, drafter is not None)
+        context = self._copy_context(target, prompt, n_max, lookup)
         history = History(target.n_vocab)
-
-        started = time.monotonic()
-        try:
-            logits, stats.prompt_cached = target.load_prompt(prompt, save_at)
-            if drafter is not None:
-                # The drafter reads the last prompt token with the first token it drafts after.
-                drafter.load_prompt(prompt[:-1], save_at)
-        except BaseException:
-            self._forget()
-            raise
-        assert logits is not None
-        stats.prompt_tokens, stats.prompt_s = len(prompt) - stats.prompt_cached, time.monotonic() - started
+        logits = self._read_prompt(prompt, save_at, drafter, stats)
         cur = sample(distribution(logits, sampling, history.seen), rng)
-        pending_draft = [prompt[-1]] if drafter is not None else []  # tokens the drafter still has to read
-        reply = _Decided(target, history, context, stats, limit)
+        unread = [prompt[-1]] if drafter is not None else []  # tokens the drafter still has to read
+        reply = _Decided(target, history, context, stats, limit, sampling, rng, self.copy_costs)
         try:
             while True:
                 history.add([cur])
@@ -689,71 +799,20 @@ class InprocEngine:
                 if target.is_eog(cur) or reply.produced >= limit or self._cancel.is_set():
                     return
                 space = min(limit - reply.produced, target.n_ctx - target.n_past - 2)
-                if context is not None:
-                    context.extend([cur])
-                    copied = context.draft(min(ngram_k, space), longer_than=chained_past)
-                    if copied:
-                        # The draft is the context's own: verified like a model's, with a point mass as q.
-                        verdict, spent = _verify(target, cur, copied, None, sampling, history, rng, stats)
-                        stats.ngram_verify_s += spent
-                        if costs is not None:
-                            costs.observe(len(copied) + 1, spent)
-                        _count_positions(stats, len(copied), verdict.accepted)
-                        count_ngram_step(stats, len(copied), verdict.accepted)
-                        context.observe(len(copied), verdict.accepted)
-                        kept = copied[: verdict.accepted]
-                        if drafter is not None:
-                            pending_draft = [*pending_draft, cur, *kept]  # the draft model read none of them
-                        decided, ended = reply.take(kept)
-                        if decided:
-                            yield decided
-                        if ended:
-                            return
-                        cur = verdict.next_token
-                        if reply.step_done():
-                            return
-                        continue
-                room = min(k, space)
-                if drafter is None or room < 1:
-                    stepping = time.monotonic()
-                    logits = target.decode([cur], all_logits=False)[-1]
-                    stats.verify_steps += 1
-                    cur = sample(distribution(logits, sampling, history.seen), rng)
-                    if costs is not None:
-                        costs.observe(1, time.monotonic() - stepping)  # what a copy's pass is weighed against
+                copied = reply.copy_after(cur, min(ngram_k, space), chained_past)
+                if copied:
+                    verdict = reply.verify_copy(cur, copied)
+                    kept = copied[: verdict.accepted]
+                    if drafter is not None:
+                        unread = [*unread, cur, *kept]  # the draft model read none of them
+                elif drafter is None or min(k, space) < 1:
+                    cur = reply.plain_step(cur)
                     reply.step_done()
                     continue
-                drafting = time.monotonic()
-                base = target.n_past
-                draft, draft_probs = self._propose(drafter, pending_draft + [cur], room, sampling, history, rng)
-                stats.draft_s += time.monotonic() - drafting
-                # Where the copy being followed agrees with the whole of the model's draft, its
-                # tokens after it ride along (point masses, as a copy's): a step keeps at least
-                # what the model's draft alone would.
-                modelled = len(draft)
-                extra = context.extension(draft, min(ngram_k, space)) if context is not None else []
-                if extra:
-                    draft, draft_probs = [*draft, *extra], [*draft_probs, *point_masses(extra, target.n_vocab)]
-                verdict, spent = _verify(target, cur, draft, draft_probs, sampling, history, rng, stats)
-                # The tokens that rode along: their share of the pass is the copies' (the draft
-                # model's own cost, which adaptive lengths learn from, leaves them out).
-                stats.ngram_verify_s += spent * len(extra) / (1 + len(draft))
-                # Positions are the model's; the tokens that rode along count as copies.
-                _count_positions(stats, modelled, min(verdict.accepted, modelled))
-                stats.ngram_drafted += len(extra)
-                stats.ngram_accepted += max(0, verdict.accepted - modelled)
-                if context is not None:
-                    context.observe_model(min(verdict.accepted, modelled))
-                kept = draft[: verdict.accepted]
-                if drafter.recurrent:
-                    pending_draft = kept  # its own sequence read only cur: the kept drafts come next
                 else:
-                    # It read cur and draft[:-1]: keep what was accepted, catch up on the rest next step.
-                    if not drafter.rollback(min(base + 1 + verdict.accepted, drafter.n_past)):
-                        raise EngineError(
-                            "the drafter cannot roll back its draft", "use another drafter or --draft none"
-                        )
-                    pending_draft = kept[drafter.n_past - base - 1 :]
+                    base = target.n_past
+                    verdict, kept = reply.verify_model_draft(drafter, unread, cur, min(k, space), min(ngram_k, space))
+                    unread = _drafter_unread(drafter, base, verdict, kept)
                 decided, ended = reply.take(kept)
                 if decided:
                     yield decided
@@ -768,31 +827,45 @@ class InprocEngine:
             self._forget()  # a step broken off midway leaves the caches unknown
             raise
 
-    @staticmethod
-    def _propose(
-        drafter: _Model, feed: list[int], room: int, sampling: Sampling, history: History, rng: np.random.Generator
-    ) -> tuple[list[int], list[np.ndarray]]:
-        """Draft `room` tokens, one at a time, with the sampler the target uses (the drafted
-        tokens count as generated for the ones after them); their distributions too."""
-        logits = drafter.decode(feed, all_logits=False)[-1]
-        forked = drafter.recurrent
-        if forked:
-            drafter.fork()
-        pos = drafter.n_past
-        draft: list[int] = []
-        probs: list[np.ndarray] = []
+    def _step_lengths(self, target: _Model, n_max: int | None, model_drafts: bool) -> tuple[int, int, int]:
+        """How far a step drafts: the draft model's length, a copy's, and the length a copy
+        must pass to go before the model's draft."""
+        k = max(1, n_max or self.n_max)
+        if target.rollback_limit is not None:
+            k = min(k, target.rollback_limit)  # a verify pass can be cut back only this far
+        ngram_k = self.ngram.n_max if self.ngram is not None else 0
+        if target.rollback_limit is not None:
+            ngram_k = min(ngram_k, target.rollback_limit)
+        # Chained before the draft model, a copy goes first only when it is longer than the
+        # model's draft; where the rollback cap holds both to the same length (a hybrid
+        # target), a copy of that whole length goes first (it costs no drafter decodes).
+        chained_past = min(k, ngram_k - 1) if model_drafts else 0
+        return k, ngram_k, chained_past
+
+    def _copy_context(
+        self, target: _Model, prompt: list[int], n_max: int | None, lookup: bool | None
+    ) -> PromptLookup | None:
+        """The context copies are looked up in; None where this reply looks none up."""
+        if self.ngram is None or n_max == 0 or lookup is False:
+            return None
+        return PromptLookup(self.ngram, prompt, self.copy_costs, target.is_number)
+
+    def _read_prompt(self, prompt: list[int], save_at: int | None, drafter: _Model | None, stats: Stats) -> np.ndarray:
+        """The prompt read into the caches (what they hold of it reused); the logits after it."""
+        target = self._target
+        assert target is not None
+        started = time.monotonic()
         try:
-            for j in range(room):
-                q = distribution(logits, sampling, history.after(draft))
-                token = sample(q, rng)
-                draft.append(token)
-                probs.append(q)
-                if j + 1 < room:
-                    logits = drafter.decode_fork([token], pos + j)[-1] if forked else drafter.decode([token], False)[-1]
-        finally:
-            if forked:
-                drafter.drop_fork()
-        return draft, probs
+            logits, stats.prompt_cached = target.load_prompt(prompt, save_at)
+            if drafter is not None:
+                # The drafter reads the last prompt token with the first token it drafts after.
+                drafter.load_prompt(prompt[:-1], save_at)
+        except BaseException:
+            self._forget()
+            raise
+        assert logits is not None
+        stats.prompt_tokens, stats.prompt_s = len(prompt) - stats.prompt_cached, time.monotonic() - started
+        return logits
 
     def _forget(self) -> None:
         for model in (self._target, self._drafter):
@@ -818,6 +891,46 @@ class InprocEngine:
         self._judge_load = self._judge_load or LoadWatch()
         busy_before = self._judge_load.busy()
         sampling = sampling or self.presets.for_mode(think)
+        plan = self._plan_drafting(messages, think, n_max)
+        prompt_text, history_text = self._prompt_texts(self._ordered(messages), think, tools)
+        out = _ReplyText(prompt_text.rstrip().endswith("<think>"), tools)
+        stats = Stats(
+            draft_asked=self._drafter is not None and plan.n_max != 0,
+            copies_asked=self.ngram is not None and plan.n_max != 0,
+            plain_turn=plan.plain_turn,
+        )
+        started = time.monotonic()
+        try:
+            prompt = self._target.tokenize(prompt_text)
+            if len(prompt) >= self.n_ctx:
+                yield Error(
+                    f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}",
+                    "raise --ctx or shorten the chat",
+                    overflow=True,
+                )
+                return
+            save_at = self._save_point(prompt, prompt_text, history_text)
+            # The steps are handed over unnamed: a cancel's early return closes them at once.
+            reason, generated = yield from self._step_events(
+                self.generate_tokens(prompt, sampling, plan.n_max, stats, save_at, plan.lookup),
+                stats,
+                out,
+                started,
+                sampling.max_tokens,
+            )
+            yield from out.flush()
+            if out.calls.calls and reason == "stop":
+                reason = "tool_calls"
+            stats.generated_tokens = generated
+            self._learn_lengths(think, stats)
+            stats.draft_note = self._draft_note(think, stats, plan, reason, busy_before)
+            yield End(reason, stats.copy())
+        except EngineError as exc:
+            yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))
+
+    def _plan_drafting(self, messages: list[dict[str, Any]], think: bool, n_max: int | None) -> _ReplyDrafting:
+        """How this reply drafts: not where a break-even or the kind of turn says plain
+        decoding pays, at adaptive's length where it learns one; the lookup where it pays."""
         if self.break_even is not None and self._drafter is not None and not self.break_even.drafting(think):
             n_max = 0
         plain_turn = self.turn_drafting.plain_on(messages) if self.turn_drafting is not None else None
@@ -829,10 +942,14 @@ class InprocEngine:
             n_max = self.adaptive.choose(think)
         judge = self.ngram_break_even if self.ngram is not None and n_max != 0 else None
         lookup = judge.drafting(think) if judge is not None else None
-        messages = self._ordered(messages)
+        return _ReplyDrafting(n_max, plain_turn, judge, lookup)
+
+    def _prompt_texts(
+        self, messages: list[dict[str, Any]], think: bool, tools: list[dict[str, Any]] | None
+    ) -> tuple[str, str]:
+        """The prompt, and its messages alone: where the next turn's prompt will branch off,
+        before the generation prompt (a hybrid saves its state there)."""
         prompt_text = render(self._template, messages, enable_thinking=think, tools=tools, source=self.model_path)
-        # Where the next turn's prompt will branch off: the end of these messages, before
-        # the generation prompt (a hybrid saves its state there).
         history_text = render(
             self._template,
             messages,
@@ -841,92 +958,85 @@ class InprocEngine:
             tools=tools,
             source=self.model_path,
         )
-        splitter = ThinkSplitter(inside=prompt_text.rstrip().endswith("<think>"))
-        calls = ToolCallParser(tools)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        stats = Stats(
-            draft_asked=self._drafter is not None and n_max != 0,
-            copies_asked=self.ngram is not None and n_max != 0,
-            plain_turn=plain_turn,
-        )
-        started = time.monotonic()
+        return prompt_text, history_text
+
+    def _save_point(self, prompt: list[int], prompt_text: str, history_text: str) -> int | None:
+        """How many prompt tokens the messages alone are, where they begin it token for token."""
+        assert self._target is not None
+        if not prompt_text.startswith(history_text):
+            return None
+        head = self._target.tokenize(history_text)
+        return len(head) if prompt[: len(head)] == head else None
+
+    def _step_events(
+        self,
+        steps: Iterator[list[int]],
+        stats: Stats,
+        out: _ReplyText,
+        started: float,
+        max_tokens: int | None,
+    ) -> Generator[Event, None, tuple[EndReason, int]]:
+        """Each step's tokens as text, the figures every STATS_INTERVAL_S; returns why the
+        tokens ended and how many there were."""
+        assert self._target is not None
+        generated = 0
+        seen_accepted = 0
         last_stats = 0.0
-        reason: EndReason = "stop"
-        try:
-            prompt = self._target.tokenize(prompt_text)
-            if len(prompt) >= self.n_ctx:
-                yield Error(
-                    f"the prompt has {len(prompt)} tokens, the context {self.n_ctx}",
-                    "raise --ctx or shorten the chat",
-                    overflow=True,
-                )
-                return
-            save_at = None
-            if prompt_text.startswith(history_text):
-                head = self._target.tokenize(history_text)
-                save_at = len(head) if prompt[: len(head)] == head else None
-            generated = 0
-            seen_accepted = 0
-            for tokens in self.generate_tokens(prompt, sampling, n_max, stats, save_at, lookup):
-                # A step's accepted drafts come as one list, counted in stats.accepted before it
-                # is yielded; the target's own token (correction, bonus, plain) comes alone after.
-                drafted = 1 if stats.accepted > seen_accepted else 0
-                seen_accepted = stats.accepted
-                for token in tokens:
-                    generated += 1
-                    if self._target.is_eog(token):
-                        reason = "stop"
-                        continue
-                    text = decoder.decode(self._target.piece(token))
-                    if text:
-                        if stats.ttft_s is None:
-                            stats.ttft_s = time.monotonic() - started
-                        yield from _with_calls(splitter.feed(text, drafted), calls)
-                now = time.monotonic()
-                if now - last_stats >= STATS_INTERVAL_S:
-                    last_stats = now
-                    yield StatsUpdate(stats.copy())
-                if self._cancel.is_set():
-                    reason = "cancelled"
-                    break
-            else:
-                if sampling.max_tokens and generated >= sampling.max_tokens:
-                    reason = "length"
-            tail = decoder.decode(b"", final=True)
-            if tail:
-                yield from _with_calls(splitter.feed(tail), calls)
-            yield from _with_calls(splitter.flush(), calls)
-            yield from calls.flush()
-            if calls.calls and reason == "stop":
-                reason = "tool_calls"
-            stats.generated_tokens = generated
-            if self.adaptive is not None and stats.drafted - stats.ngram_drafted:
-                # The draft model's own steps: the lookup's drafts are neither its guesses nor its cost.
-                self.adaptive.mode(think).add(
-                    [
-                        t - n
-                        for t, n in zip(stats.position_tested, _padded(stats.ngram_position_tested, stats), strict=True)
-                    ],
-                    [
-                        t - n
-                        for t, n in zip(stats.position_kept, _padded(stats.ngram_position_kept, stats), strict=True)
-                    ],
-                    stats.draft_s,
-                    stats.drafted - stats.ngram_drafted,
-                    stats.verify_s - stats.ngram_verify_s,
-                    stats.verify_steps - stats.ngram_steps,
-                )
-            stats.draft_note = reply_note(
-                self.break_even if self._drafter is not None else None,
-                judge,
-                think,
-                stats.generated_tokens,
-                stats.decode_s,
-                drafter_asked=stats.draft_asked,
-                # Against the replies without the lookup (the draft model alone, or plain).
-                copies_used=bool(lookup) if reason != "cancelled" else None,
-                disturbed=disturbed(busy_before, self._judge_load.busy()),
-            )
-            yield End(reason, stats.copy())
-        except EngineError as exc:
-            yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))
+        for tokens in steps:
+            # A step's accepted drafts come as one list, counted in stats.accepted before it
+            # is yielded; the target's own token (correction, bonus, plain) comes alone after.
+            drafted = 1 if stats.accepted > seen_accepted else 0
+            seen_accepted = stats.accepted
+            for token in tokens:
+                generated += 1
+                if self._target.is_eog(token):
+                    continue  # an end of generation has no text
+                text = out.decode(self._target.piece(token))
+                if text:
+                    if stats.ttft_s is None:
+                        stats.ttft_s = time.monotonic() - started
+                    yield from out.feed(text, drafted)
+            now = time.monotonic()
+            if now - last_stats >= STATS_INTERVAL_S:
+                last_stats = now
+                yield StatsUpdate(stats.copy())
+            if self._cancel.is_set():
+                return "cancelled", generated
+        if max_tokens and generated >= max_tokens:
+            return "length", generated
+        return "stop", generated
+
+    def _learn_lengths(self, think: bool, stats: Stats) -> None:
+        """What adaptive learns from a reply: the draft model's own steps (the lookup's drafts
+        are neither its guesses nor its cost)."""
+        if self.adaptive is None or not stats.drafted - stats.ngram_drafted:
+            return
+        tested = [
+            t - n for t, n in zip(stats.position_tested, _padded(stats.ngram_position_tested, stats), strict=True)
+        ]
+        kept = [t - n for t, n in zip(stats.position_kept, _padded(stats.ngram_position_kept, stats), strict=True)]
+        self.adaptive.mode(think).add(
+            tested,
+            kept,
+            stats.draft_s,
+            stats.drafted - stats.ngram_drafted,
+            stats.verify_s - stats.ngram_verify_s,
+            stats.verify_steps - stats.ngram_steps,
+        )
+
+    def _draft_note(
+        self, think: bool, stats: Stats, plan: _ReplyDrafting, reason: EndReason, busy_before: float
+    ) -> str | None:
+        """What the readout says about drafting in a finished reply (break_even.reply_note)."""
+        assert self._judge_load is not None
+        return reply_note(
+            self.break_even if self._drafter is not None else None,
+            plan.judge,
+            think,
+            stats.generated_tokens,
+            stats.decode_s,
+            drafter_asked=stats.draft_asked,
+            # Against the replies without the lookup (the draft model alone, or plain).
+            copies_used=bool(plan.lookup) if reason != "cancelled" else None,
+            disturbed=disturbed(busy_before, self._judge_load.busy()),
+        )

@@ -360,6 +360,19 @@ class _Running:
     client: httpx2.Client  # to 127.0.0.1:port with the key; no timeout unless a request sets one
 
 
+@dataclass(frozen=True)
+class _ReplyPlan:
+    """How one reply drafts, decided before its request and read again at its end."""
+
+    n_max: int | None  # the per-request draft length asked; None: the launch length
+    plain_turn: str | None  # the kind of turn decoded plainly (turn_drafting); None: it drafts
+    learning: bool  # adaptive chose the length and learns from the reply
+    judged: BreakEven | None  # the break-even that judges drafting against plain decoding
+    judge_ngram: BreakEven | None  # the one that judges the n-gram drafter's long copies
+    long_copies: bool  # the length asked is the n-gram drafter's, for long copies
+    ngram_above: int | None  # a step drafting more than this was a copy (StepPositions)
+
+
 @dataclass
 class LlamaServerEngine:
     config: ServerConfig
@@ -680,7 +693,48 @@ class LlamaServerEngine:
             return
         assert self._running is not None
         self._cancel.clear()
-        extra: dict[str, Any] = {"timings_per_token": True, **dict(self.request_extra)}
+        plan = self._plan_drafting(messages, think, n_max)
+        if isinstance(plan, Error):
+            yield plan
+            return
+        body = self._request_body(messages, think, sampling, tools, plan.n_max)
+        busy_before: float | None = None
+        if plan.judged is not None or plan.judge_ngram is not None:
+            self._load = self._load or LoadWatch(also_ours=(self._running.process.pid,))
+            busy_before = self._load.busy()
+        started = time.monotonic()
+        import httpx2
+
+        try:
+            with self._running.client.stream("POST", "/v1/chat/completions", json=body) as response:
+                self._response_in_use = response
+                if response.status_code != 200:
+                    detail = response.read().decode(errors="replace")[:2000]
+                    yield refusal(response.status_code, detail, self._running.log_path)
+                    return
+                for event in stream_chat(response, self._cancel, started, ngram_above=plan.ngram_above):
+                    self._annotate(event, think, plan, busy_before)
+                    yield event
+        except StreamBroken:
+            yield (
+                self._died()
+                if not self.alive or self._exits_soon()
+                else Error("llama-server closed the stream mid-reply", f"see {self._running.log_path}")
+            )
+        except (OSError, httpx2.HTTPError, httpx2.StreamError, ValueError) as exc:
+            if self._cancel.is_set():
+                yield End("cancelled", Stats())
+            elif not self.alive or self._exits_soon():
+                yield self._died()
+            else:
+                yield Error(f"the connection to llama-server broke: {exc}", f"see {self._running.log_path}")
+        finally:
+            self._response_in_use = None
+
+    def _plan_drafting(self, messages: list[dict[str, Any]], think: bool, n_max: int | None) -> _ReplyPlan | Error:
+        """How this reply drafts: a plain turn, adaptive's length, the n-gram drafter's long
+        copies, a break-even that says drafting does not pay; an Error where a calibration
+        due first failed."""
         plain_turn = None
         if self.turn_drafting is not None and self.per_request_draft:
             plain_turn = self.turn_drafting.plain_on(messages)
@@ -688,15 +742,10 @@ class LlamaServerEngine:
             n_max = 0  # this kind of turn decodes plainly here (a tune's measured choice)
         learning = n_max is None and self.adaptive is not None and self.per_request_draft and self.config.drafter_kind
         if learning:
-            import httpx2
-
             assert self.adaptive is not None
-            try:
-                if self.adaptive.wants_calibration():
-                    self.adaptive.calibrated(self.calibrate(self.adaptive.max_k))
-            except (EngineError, OSError, ValueError, httpx2.HTTPError) as exc:
-                yield Error(f"draft-length calibration failed: {exc}", f"see {self._running.log_path}")
-                return
+            failed = self._calibrate_if_due()
+            if failed is not None:
+                return failed
             n_max = self.adaptive.choose(think)
         judge_ngram = self.ngram_break_even if self.ngram_chained and self.per_request_draft else None
         long_copies = (
@@ -720,63 +769,66 @@ class LlamaServerEngine:
         judged = self.break_even if self.per_request_draft and self._drafts else None
         if judged is not None and not judged.drafting(think):
             n_max, ngram_above = 0, None
+        return _ReplyPlan(n_max, plain_turn, bool(learning), judged, judge_ngram, bool(long_copies), ngram_above)
+
+    def _calibrate_if_due(self) -> Error | None:
+        """Time the steps by draft length where adaptive wants it; the Error where that failed."""
+        import httpx2
+
+        assert self.adaptive is not None and self._running is not None
+        try:
+            if self.adaptive.wants_calibration():
+                self.adaptive.calibrated(self.calibrate(self.adaptive.max_k))
+        except (EngineError, OSError, ValueError, httpx2.HTTPError) as exc:
+            return Error(f"draft-length calibration failed: {exc}", f"see {self._running.log_path}")
+        return None
+
+    def _request_body(
+        self,
+        messages: list[dict[str, Any]],
+        think: bool,
+        sampling: Sampling | None,
+        tools: list[dict[str, Any]] | None,
+        n_max: int | None,
+    ) -> dict:
+        """The chat request: per-token timings, the sampler order, the draft length asked,
+        the messages in the order the chat template takes."""
+        extra: dict[str, Any] = {"timings_per_token": True, **dict(self.request_extra)}
         if n_max is not None and self._drafts:
             extra["speculative.n_max"] = n_max
         if self.template_choice is not None:
             messages = normalise(messages, self.template_choice.rule)
-        body = chat_body(messages, think, sampling or self.presets.for_mode(think), extra, tools)
-        if judged is not None or judge_ngram is not None:
-            self._load = self._load or LoadWatch(also_ours=(self._running.process.pid,))
-            busy_before = self._load.busy()
-        started = time.monotonic()
-        import httpx2
+        return chat_body(messages, think, sampling or self.presets.for_mode(think), extra, tools)
 
-        try:
-            with self._running.client.stream("POST", "/v1/chat/completions", json=body) as response:
-                self._response_in_use = response
-                if response.status_code != 200:
-                    detail = response.read().decode(errors="replace")[:2000]
-                    yield refusal(response.status_code, detail, self._running.log_path)
-                    return
-                # The model drafter (None: the launch length); copies are looked up at no pass's cost.
-                asked = bool(self.config.drafter_kind) and n_max != 0
-                for event in stream_chat(response, self._cancel, started, ngram_above=ngram_above):
-                    if isinstance(event, (StatsUpdate, End)):
-                        event.stats.draft_asked = asked
-                        event.stats.copies_asked = self.ngram_chained and n_max != 0
-                        event.stats.plain_turn = plain_turn
-                    if learning and isinstance(event, End) and event.stats.position_tested:
-                        self._learn(think, event.stats, n_max)
-                    if judged is not None and isinstance(event, End) and event.reason != "cancelled":
-                        stats = event.stats
-                        stats.draft_note = reply_note(
-                            judged,
-                            judge_ngram,
-                            think,
-                            stats.generated_tokens,
-                            stats.decode_s,
-                            # Any drafting asked for (n-gram alone too): a reply that paid for drafts.
-                            drafter_asked=bool(self._drafts) and n_max != 0,
-                            # Long copies against the replies drafting at the model drafter's length.
-                            copies_used=bool(long_copies) if n_max != 0 else None,
-                            disturbed=self._load is not None and disturbed(busy_before, self._load.busy()),
-                        )
-                    yield event
-        except StreamBroken:
-            yield (
-                self._died()
-                if not self.alive or self._exits_soon()
-                else Error("llama-server closed the stream mid-reply", f"see {self._running.log_path}")
+    def _annotate(self, event: Event, think: bool, plan: _ReplyPlan, busy_before: float | None) -> None:
+        """A reply's figures with what was asked of the drafters; at its end, what adaptive
+        learns from it and the break-even's note on it."""
+        if isinstance(event, (StatsUpdate, End)):
+            # The model drafter (None: the launch length); copies are looked up at no pass's cost.
+            event.stats.draft_asked = bool(self.config.drafter_kind) and plan.n_max != 0
+            event.stats.copies_asked = self.ngram_chained and plan.n_max != 0
+            event.stats.plain_turn = plan.plain_turn
+        if not isinstance(event, End):
+            return
+        if plan.learning and event.stats.position_tested:
+            self._learn(think, event.stats, plan.n_max)
+        if plan.judged is not None and event.reason != "cancelled":
+            stats = event.stats
+            stats.draft_note = reply_note(
+                plan.judged,
+                plan.judge_ngram,
+                think,
+                stats.generated_tokens,
+                stats.decode_s,
+                # Any drafting asked for (n-gram alone too): a reply that paid for drafts.
+                drafter_asked=bool(self._drafts) and plan.n_max != 0,
+                # Long copies against the replies drafting at the model drafter's length.
+                copies_used=plan.long_copies if plan.n_max != 0 else None,
+                # busy_before is always taken where a break-even judges (stream).
+                disturbed=self._load is not None
+                and busy_before is not None
+                and disturbed(busy_before, self._load.busy()),
             )
-        except (OSError, httpx2.HTTPError, httpx2.StreamError, ValueError) as exc:
-            if self._cancel.is_set():
-                yield End("cancelled", Stats())
-            elif not self.alive or self._exits_soon():
-                yield self._died()
-            else:
-                yield Error(f"the connection to llama-server broke: {exc}", f"see {self._running.log_path}")
-        finally:
-            self._response_in_use = None
 
     def _learn(self, think: bool, stats: Stats, asked: int | None) -> None:
         """A reply's per-position counts and its step time. The server does not split

@@ -262,6 +262,98 @@ class StepPositions:
         self.drafted, self.accepted = max(drafted, self.drafted), max(accepted, self.accepted)
 
 
+class _ReplySoFar:
+    """What one streamed completion has brought so far: the text in flight, the tool calls in
+    pieces, the figures, and when it last made progress."""
+
+    def __init__(self, started: float, max_tokens: int | None, ngram_above: int | None) -> None:
+        self.started = started
+        self.max_tokens = max_tokens
+        self.splitter = ThinkSplitter()
+        self.attribution = DraftAttribution()
+        self.positions = StepPositions(ngram_above)
+        self.stats = Stats()
+        self.finish: EndReason = "stop"
+        self.last_stats = 0.0
+        self.first_at: float | None = None
+        self.calls: dict[int, dict[str, str]] = {}
+        self.chunks_with_text = 0
+        self.progress_at = time.monotonic()
+
+    def chunk_events(self, chunk: dict[str, Any]) -> Iterator[Event]:
+        """One chunk's text out, its tool call pieces and figures kept."""
+        drafted = self.attribution.drafted(chunk.get("timings"))
+        self.positions.feed(self.stats, chunk.get("timings"))
+        for choice in _list(chunk.get("choices"), "choices"):
+            yield from self._choice_events(_object(choice, "choice"), drafted)
+        if chunk.get("timings"):
+            apply_timings(self.stats, chunk["timings"])
+        if chunk.get("usage"):
+            apply_usage(self.stats, chunk["usage"], time.monotonic() - (self.first_at or self.started))
+        if chunk.get("metrics"):
+            apply_vllm(self.stats, chunk["metrics"])
+        if chunk.get("sglext"):
+            apply_sglang(self.stats, chunk["sglext"])
+
+    def _choice_events(self, choice: dict[str, Any], drafted: int) -> Iterator[Event]:
+        delta = _object(choice.get("delta"), "delta")
+        thinking = _text(delta.get("reasoning_content") or delta.get("reasoning"), "delta.reasoning_content")
+        content = _text(delta.get("content"), "delta.content")
+        if thinking or content:
+            self.chunks_with_text += 1
+            if self.first_at is None:
+                self.first_at = time.monotonic()
+                self.stats.ttft_s = self.first_at - self.started
+            if self.max_tokens is not None and self.chunks_with_text > self.max_tokens:
+                return  # past the limit a server that ignores it sends more: never shown
+        if thinking:
+            yield Delta(thinking, "thinking", drafted)
+        if content:
+            yield from self.splitter.feed(content, drafted)
+        for part in _list(delta.get("tool_calls"), "delta.tool_calls"):
+            gather_call(self.calls, part)
+        if thinking or content or delta.get("tool_calls") or choice.get("finish_reason"):
+            self.progress_at = time.monotonic()
+        if choice.get("finish_reason"):
+            self.finish = end_reason(str(choice["finish_reason"]))
+
+    def stats_update(self, chunk: dict[str, Any]) -> StatsUpdate | None:
+        """The figures so far, at most every STATS_INTERVAL_S and on a chunk that carried some."""
+        now = time.monotonic()
+        if now - self.last_stats >= STATS_INTERVAL_S and (chunk.get("timings") or chunk.get("usage")):
+            self.last_stats = now
+            return StatsUpdate(self.stats.copy())
+        return None
+
+    def done_events(self, check_counts_at_end: bool) -> Iterator[Event]:
+        """[DONE]: the text held back, the tool calls whole, the end."""
+        if self.max_tokens is not None and self.chunks_with_text > self.max_tokens:
+            self.finish = "length"  # what was shown ended at the limit, whatever the server sent after
+            self.stats.generated_tokens = min(self.stats.generated_tokens, self.max_tokens)
+        if check_counts_at_end:
+            check_counts(self.stats)
+        yield from self.splitter.flush()
+        yield from finished_calls(self.calls)
+        yield End(self.finish, self.stats.copy())
+
+    def cut_events(self, max_tokens: int) -> Iterator[Event]:
+        """The end of a stream cut LIMIT_GRACE chunks past max_tokens: counted up to the limit."""
+        self.stats.generated_tokens = min(max(self.stats.generated_tokens, self.chunks_with_text), max_tokens)
+        if not self.stats.decode_s:
+            self.stats.decode_s = time.monotonic() - (self.first_at or self.started)
+        self.stats.verify_steps = self.stats.verify_steps or self.stats.generated_tokens
+        yield from self.splitter.flush()
+        yield from finished_calls(self.calls)
+        yield End("length", self.stats.copy())
+
+    def cancelled_end(self) -> End:
+        # Stopped: what was streamed so far counts (the server's own figures come at the end).
+        self.stats.generated_tokens = max(self.stats.generated_tokens, self.chunks_with_text)
+        if not self.stats.decode_s and self.first_at is not None:
+            self.stats.decode_s = time.monotonic() - self.first_at
+        return End("cancelled", self.stats.copy())
+
+
 def stream_chat(
     response: httpx2.Response,
     cancelled: threading.Event,
@@ -283,19 +375,10 @@ def stream_chat(
     comments and empty deltas keep a read timeout from ever firing)."""
     import httpx2  # loaded already: the response is one of its objects
 
-    splitter = ThinkSplitter()
-    attribution = DraftAttribution()
-    positions = StepPositions(ngram_above)
-    stats = Stats()
-    finish: EndReason = "stop"
-    last_stats = 0.0
-    first_at: float | None = None
-    calls: dict[int, dict[str, str]] = {}
-    chunks_with_text = 0
     lines = bounded_lines(response.iter_bytes())
-    progress_at = time.monotonic()
+    reply = _ReplySoFar(started, max_tokens, ngram_above)
     while not cancelled.is_set():
-        if stall_s is not None and time.monotonic() - progress_at > stall_s:
+        if stall_s is not None and time.monotonic() - reply.progress_at > stall_s:
             raise StreamStalled(stall_s)
         try:
             line = next(lines, None)
@@ -307,75 +390,27 @@ def stream_chat(
                 break
             raise
         if line is None:
-            yield from splitter.flush()
+            yield from reply.splitter.flush()
             if cancelled.is_set():
                 break
-            raise StreamBroken(stats.copy())
+            raise StreamBroken(reply.stats.copy())
         line = line.strip()
         if not line.startswith("data:"):
             continue
         payload = line[5:].strip()
         if payload == "[DONE]":
-            if max_tokens is not None and chunks_with_text > max_tokens:
-                finish = "length"  # what was shown ended at the limit, whatever the server sent after
-                stats.generated_tokens = min(stats.generated_tokens, max_tokens)
-            if check_counts_at_end:
-                check_counts(stats)
-            yield from splitter.flush()
-            yield from finished_calls(calls)
-            yield End(finish, stats.copy())
+            yield from reply.done_events(check_counts_at_end)
             return
         chunk = parse_chunk(payload)
-        drafted = attribution.drafted(chunk.get("timings"))
-        positions.feed(stats, chunk.get("timings"))
-        for choice in _list(chunk.get("choices"), "choices"):
-            choice = _object(choice, "choice")
-            delta = _object(choice.get("delta"), "delta")
-            thinking = _text(delta.get("reasoning_content") or delta.get("reasoning"), "delta.reasoning_content")
-            content = _text(delta.get("content"), "delta.content")
-            if thinking or content:
-                chunks_with_text += 1
-                if first_at is None:
-                    first_at = time.monotonic()
-                    stats.ttft_s = first_at - started
-                if max_tokens is not None and chunks_with_text > max_tokens:
-                    continue  # past the limit a server that ignores it sends more: never shown
-            if thinking:
-                yield Delta(thinking, "thinking", drafted)
-            if content:
-                yield from splitter.feed(content, drafted)
-            for part in _list(delta.get("tool_calls"), "delta.tool_calls"):
-                gather_call(calls, part)
-            if thinking or content or delta.get("tool_calls") or choice.get("finish_reason"):
-                progress_at = time.monotonic()
-            if choice.get("finish_reason"):
-                finish = end_reason(str(choice["finish_reason"]))
-        if chunk.get("timings"):
-            apply_timings(stats, chunk["timings"])
-        if chunk.get("usage"):
-            apply_usage(stats, chunk["usage"], time.monotonic() - (first_at or started))
-        if chunk.get("metrics"):
-            apply_vllm(stats, chunk["metrics"])
-        if chunk.get("sglext"):
-            apply_sglang(stats, chunk["sglext"])
-        if max_tokens is not None and max(chunks_with_text, stats.generated_tokens) >= max_tokens + LIMIT_GRACE:
-            stats.generated_tokens = min(max(stats.generated_tokens, chunks_with_text), max_tokens)
-            if not stats.decode_s:
-                stats.decode_s = time.monotonic() - (first_at or started)
-            stats.verify_steps = stats.verify_steps or stats.generated_tokens
-            yield from splitter.flush()
-            yield from finished_calls(calls)
-            yield End("length", stats.copy())
+        yield from reply.chunk_events(chunk)
+        counted = max(reply.chunks_with_text, reply.stats.generated_tokens)
+        if max_tokens is not None and counted >= max_tokens + LIMIT_GRACE:
+            yield from reply.cut_events(max_tokens)
             return
-        now = time.monotonic()
-        if now - last_stats >= STATS_INTERVAL_S and (chunk.get("timings") or chunk.get("usage")):
-            last_stats = now
-            yield StatsUpdate(stats.copy())
-    # Stopped: what was streamed so far counts (the server's own figures come at the end).
-    stats.generated_tokens = max(stats.generated_tokens, chunks_with_text)
-    if not stats.decode_s and first_at is not None:
-        stats.decode_s = time.monotonic() - first_at
-    yield End("cancelled", stats.copy())
+        update = reply.stats_update(chunk)
+        if update is not None:
+            yield update
+    yield reply.cancelled_end()
 
 
 def chat_body(

@@ -130,13 +130,7 @@ class RemoteEngine:
         import httpx2
 
         self._cancel.clear()
-        extra: dict[str, Any] = {"model": self.model} if self.model else {}
-        extra.update(dict(self.server.request_extra) if self.server else {})
-        if self.server is not None and self.server.per_request_draft:
-            length = 0 if self.draft_off else n_max
-            if length is not None:
-                extra["speculative.n_max"] = length  # dspine's patched llama-server: 0 drafts nothing
-        body = chat_body(messages, think, sampling or preset(think), extra, tools)
+        body = chat_body(messages, think, sampling or preset(think), self._request_extra(n_max), tools)
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         if self._client is None:
             self._client = httpx2.Client(timeout=httpx2.Timeout(30.0, read=self.read_timeout_s))
@@ -148,12 +142,7 @@ class RemoteEngine:
             ) as response:
                 self._response_in_use = response
                 if response.status_code != 200:
-                    detail = read_bounded(response).decode(errors="replace")[:500]
-                    status = response.status_code
-                    fix = "check the API key" if status in (401, 403) else "check the URL and the server's log"
-                    yield Error(
-                        f"{shown_url(self.url)} answered {status}: {detail}", fix, overflow=_overflow(status, detail)
-                    )
+                    yield self._refusal(response)
                     return
                 limit = body.get("max_tokens")
                 stall = self.read_timeout_s
@@ -161,37 +150,56 @@ class RemoteEngine:
                     if isinstance(event, End):
                         self._account(event.stats, before)
                     yield event
-        except StreamStalled as exc:
-            yield Error(
+        except (StreamStalled, StreamBroken, OSError, httpx2.HTTPError, httpx2.StreamError, ValueError) as exc:
+            yield self._failure(exc)  # StreamMalformed is a ValueError, httpx2.ReadTimeout an HTTPError
+        finally:
+            self._response_in_use = None
+
+    def _request_extra(self, n_max: int | None) -> dict[str, Any]:
+        """What a request carries beyond the chat body: the model, what the server asked for
+        (server.request_extra), and the draft length where the server honours one per request."""
+        extra: dict[str, Any] = {"model": self.model} if self.model else {}
+        extra.update(dict(self.server.request_extra) if self.server else {})
+        if self.server is not None and self.server.per_request_draft:
+            length = 0 if self.draft_off else n_max
+            if length is not None:
+                extra["speculative.n_max"] = length  # dspine's patched llama-server: 0 drafts nothing
+        return extra
+
+    def _refusal(self, response: httpx2.Response) -> Error:
+        """The error for an answer other than 200, with the start of what the server said."""
+        detail = read_bounded(response).decode(errors="replace")[:500]
+        status = response.status_code
+        fix = "check the API key" if status in (401, 403) else "check the URL and the server's log"
+        return Error(f"{shown_url(self.url)} answered {status}: {detail}", fix, overflow=_overflow(status, detail))
+
+    def _failure(self, exc: Exception) -> Event:
+        """What a stream that failed mid-way ends with; a cancel's broken read ends it as cancelled.
+        Checked in the order the kinds were caught: StreamMalformed before other ValueErrors."""
+        import httpx2
+
+        if isinstance(exc, StreamStalled):
+            return Error(
                 f"{shown_url(self.url)} sent nothing but keep-alives for {exc.seconds:g} s",
                 "check that the server is not stuck or overloaded; a slower server needs a longer read "
                 "timeout (dspine setting read_timeout_s); the conversation is kept",
             )
-        except StreamBroken:
-            yield Error(f"{shown_url(self.url)} closed the stream mid-reply", "the conversation is kept; try again")
-        except StreamMalformed as exc:
-            yield Error(
+        if isinstance(exc, StreamBroken):
+            return Error(f"{shown_url(self.url)} closed the stream mid-reply", "the conversation is kept; try again")
+        if isinstance(exc, StreamMalformed):
+            return Error(
                 f"{shown_url(self.url)} sent a reply that is not an OpenAI-compatible stream: {exc}",
                 "check that the URL is the server's OpenAI-compatible base (ending in /v1); the conversation is kept",
             )
-        except httpx2.ReadTimeout:
-            if self._cancel.is_set():
-                yield End("cancelled", Stats())
-            else:
-                yield Error(
-                    f"{shown_url(self.url)} sent nothing for {self.read_timeout_s:g} s",
-                    "check that the server is not stuck or overloaded; a slower server needs a longer read "
-                    "timeout (dspine setting read_timeout_s)",
-                )
-        except (OSError, httpx2.HTTPError, httpx2.StreamError, ValueError) as exc:
-            if self._cancel.is_set():
-                yield End("cancelled", Stats())
-            else:
-                yield Error(
-                    f"cannot talk to {shown_url(self.url)}: {exc}", "check that the server runs and the URL is right"
-                )
-        finally:
-            self._response_in_use = None
+        if self._cancel.is_set():
+            return End("cancelled", Stats())
+        if isinstance(exc, httpx2.ReadTimeout):
+            return Error(
+                f"{shown_url(self.url)} sent nothing for {self.read_timeout_s:g} s",
+                "check that the server is not stuck or overloaded; a slower server needs a longer read "
+                "timeout (dspine setting read_timeout_s)",
+            )
+        return Error(f"cannot talk to {shown_url(self.url)}: {exc}", "check that the server runs and the URL is right")
 
     # -- acceptance where the reply does not carry it -------------------------------------
 

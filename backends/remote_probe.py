@@ -148,11 +148,23 @@ class Prober:
     def models(self) -> Any:
         """GET /v1/models, the one endpoint every OpenAI-compatible server has: the check
         that the URL, the key and the protocol are right."""
+        where = f"{self.shown}/models"
+        answer = self._fetch_models(where)
+        self._check_models_status(answer, where)
+        try:
+            return json.loads(answer.body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise RemoteNotOpenAI(
+                f"{self.shown} is not an OpenAI-compatible server: GET {where} did not answer JSON",
+                f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
+            ) from exc
+
+    def _fetch_models(self, where: str) -> Answer:
+        """The answer to GET `where`, or the EngineError that says why none came."""
         import httpx2
 
-        where = f"{self.shown}/models"
         try:
-            answer = self.fetch(where)
+            return self.fetch(where)
         except httpx2.ConnectError as exc:
             if "CERTIFICATE_VERIFY_FAILED" in str(exc):
                 raise RemoteUnreachable(
@@ -181,6 +193,10 @@ class Prober:
                 f"cannot talk to {self.shown}: {_reason(exc)}",
                 "check the URL: its scheme (http or https), host and port",
             ) from exc
+
+    def _check_models_status(self, answer: Answer, where: str) -> None:
+        """A 200, or the EngineError that says what the status means: a key refused or
+        missing, a redirect not followed, or not an OpenAI endpoint."""
         if answer.status in (401, 403):
             if self.api_key:
                 raise RemoteRefused(
@@ -199,13 +215,6 @@ class Prober:
                 f"{self.shown} is not an OpenAI-compatible server: GET {where} answered {answer.status}",
                 f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
             )
-        try:
-            return json.loads(answer.body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise RemoteNotOpenAI(
-                f"{self.shown} is not an OpenAI-compatible server: GET {where} did not answer JSON",
-                f"give the server's OpenAI base URL, which ends in /v1 ({_BASES})",
-            ) from exc
 
     def counters(self) -> Counters | None:
         """The speculation counters on /metrics now; None when it has none (or no /metrics)."""
