@@ -106,10 +106,11 @@ def main() -> None:
                     cell = speed.setdefault((name, category, round_), [0.0, 0.0])
                     cell[0] += made
                     cell[1] += seconds
+            print(f"after round {round_ + 1} of {args.rounds}:", flush=True)
+            report(setups, per_pass, speed, round_ + 1)  # what is measured so far, should the run stop
     finally:
         for server in servers.values():
             server.close()
-    report(setups, per_pass, speed, args.rounds)
 
 
 def report(setups, per_pass, speed, rounds: int) -> None:
@@ -125,7 +126,7 @@ def report(setups, per_pass, speed, rounds: int) -> None:
                 ratios.append((mine[0] / mine[1]) / (plain[0] / plain[1]))
             cells = [category, name, f"{statistics.mean(lengths):.2f}{spread}",
                      f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"]  # fmt: skip
-            print("| " + " | ".join(cells) + " |")
+            print("| " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
