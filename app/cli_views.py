@@ -155,7 +155,8 @@ def render_pull_result(console: Console, result: PullResult) -> None:
     for stored in record.files:
         made_here = result.converted is not None and stored.role == "drafter"
         check = "converted here, read back, sha256 recorded" if made_here else "sha256 ok"
-        console.print(f"  {stored.role:8} {shown(stored.local)}  {format_bytes(stored.size)}  {check}")
+        # A path is one line whatever the width: a script reading it, or a long models folder, gets it whole.
+        console.print(f"  {stored.role:8} {shown(stored.local)}  {format_bytes(stored.size)}  {check}", soft_wrap=True)
     if result.fetched_bytes and result.seconds > 0:
         rate = result.fetched_bytes / result.seconds
         reused = f", {format_bytes(result.reused_bytes)} resumed from disk" if result.reused_bytes else ""
