@@ -135,11 +135,16 @@ def _engine(value: Any) -> EngineSetting:
 
 
 def _code_table_device(value: Any) -> str | None:
-    """Where a DSpine drafter's code table lives: host (None) or a llama.cpp device buffer name."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "host", "cpu")):
+    """Where a DSpine drafter's code table lives: auto (fit's plan places it), host (None) or a
+    llama.cpp device buffer name."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "auto")):
+        return "auto"
+    if isinstance(value, str) and value.strip().lower() in ("host", "cpu"):
         return None
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z][A-Za-z_]*[0-9]+", value.strip()):
-        raise ValueError("must be host, or a llama.cpp device such as CUDA0 (llama-server --list-devices names them)")
+        raise ValueError(
+            "must be auto, host, or a llama.cpp device such as CUDA0 (llama-server --list-devices names them)"
+        )
     return value.strip()
 
 
@@ -369,8 +374,9 @@ class Settings:
     )
     code_table_device: str | None = _setting(
         _code_table_device,
-        lambda _: None,
-        "where a DSpine drafter's code table lives on llama-server: host (no GPU memory; each draft "
+        lambda _: "auto",
+        "where a DSpine drafter's code table lives on llama-server: auto (on the GPU where the fit "
+        "plan has room, else host; `dspine fit` says which), host (no GPU memory; each draft "
         "gathers codes on the CPU) or a device such as CUDA0 (vocab x rank bytes of GPU memory, "
         "no copies between host and GPU in a draft)",
     )

@@ -61,7 +61,14 @@ class Wishes:
     ram_available: int | None = None
     n_max: int | None = None  # a draft length the user fixed; None: the kind's, shortened where memory is short
     in_process: bool = False  # the in-process engine (its own state snapshots), not llama-server
-    code_table_device: str | None = None  # a DSpine code table on this device (None: host memory)
+    # A DSpine code table on this device (None: host memory; AUTO: where the plan has room).
+    code_table_device: str | None = None
+
+
+# The code_table_device setting's default: the plan puts the table on the GPU where it fits.
+AUTO = "auto"
+# The device llama.cpp names for the first CUDA GPU (fit plans NVIDIA GPUs: hardware.py).
+GPU_DEVICE = "CUDA0"
 
 
 MEMORY_KEYS = (
@@ -106,6 +113,11 @@ class Plan:
     def headroom(self) -> int:
         return self.budget - self.total
 
+    @property
+    def _has_code_table(self) -> bool:
+        drafter = self.drafter
+        return drafter is not None and drafter.shape is not None and drafter.shape.code_table_bytes > 0
+
     def server_config(self) -> ServerConfig:
         drafter = self.drafter
         return ServerConfig(
@@ -141,6 +153,8 @@ class Plan:
                 "draft_n_max": self.draft_n_max,
                 "recurrent_state_copies": self.state_copies,
                 "n_ubatch": self.n_ubatch,
+                # A DSpine drafter's code table: on this device, "host", or None (no code table).
+                "code_table": (self.code_table_device or "host") if self._has_code_table else None,
             },
             "memory": {**self.memory, "total": self.total},
             "ram": self.ram,
@@ -375,6 +389,52 @@ def _max_partial_layers(target: Option, n_ctx: int, kv: str, wishes: Wishes) -> 
 
 def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
     """`targets` in order of preference (the default quant first); `drafters` any order."""
+    if wishes.code_table_device != AUTO:
+        return _plan(targets, drafters, wishes)
+    host = _plan(targets, drafters, replace(wishes, code_table_device=None))
+    table = _code_table_bytes(host)
+    if not table:
+        return host
+    device = _plan(targets, drafters, replace(wishes, code_table_device=GPU_DEVICE))
+    return _placed(host, device, table)
+
+
+def _code_table_bytes(chosen: Plan) -> int:
+    drafter = chosen.drafter
+    if chosen.budget <= 0 or drafter is None or drafter.kind != "dspine" or drafter.shape is None:
+        return 0
+    return drafter.shape.code_table_bytes
+
+
+# How much context the code table on the GPU may cost before it stays on the host: a draft pass
+# that reads its codes from host memory was 2.85x slower on an H200 (1.3-1.8 ms against 0.5 ms),
+# a few percent of a 27B step, about what this share of the context is worth.
+TABLE_CONTEXT_COST = 0.05
+
+
+def _placed(host: Plan, device: Plan, table: int) -> Plan:
+    """A DSpine drafter's code table on the GPU where the plan has room for it (the same models
+    and KV type, at most TABLE_CONTEXT_COST of the context given up), else in host memory; a
+    line says which and why."""
+    models = (device.target.label, _name(device.drafter), device.kv)
+    same = device.fits and device.drafter_gpu_layers > 0 and models == (host.target.label, _name(host.drafter), host.kv)
+    if same and device.n_ctx >= host.n_ctx * (1 - TABLE_CONTEXT_COST):
+        cost = f", {host.n_ctx - device.n_ctx:,} tokens of context" if device.n_ctx < host.n_ctx else ""
+        device.reasons.append(
+            f"The DSpine code table ({format_bytes(table)}{cost}) goes on the GPU ({GPU_DEVICE}): a draft "
+            "pass reads its codes there rather than from host memory."
+        )
+        return device
+    lost = host.n_ctx - device.n_ctx
+    why = f"it would cost {lost:,} tokens of context" if same else "it does not fit beside the rest"
+    host.reasons.append(
+        f"The DSpine code table ({format_bytes(table)}) stays in host memory ({why}): a draft pass "
+        "reads its codes from there, slower than from the GPU."
+    )
+    return host
+
+
+def _plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
     if wishes.goal not in GOALS:
         raise ValueError(f"goal must be one of {GOALS}")
     drafter_order = _drafter_order(drafters)

@@ -418,16 +418,19 @@ def _target_on_gpu(config, plan) -> bool:
 
 
 def _planned(config, plan):
-    """Start from the fit plan: its GPU layers, KV type and draft length (the drafter stays
-    the one asked for)."""
+    """Start from the fit plan: its GPU layers, KV type, draft length and the code table's place
+    (the drafter stays the one asked for)."""
     from dataclasses import replace
 
-    if plan is None:
-        return config
+    from ..fit.planner import AUTO
+
+    if plan is None:  # no GPU found, or layers given: the code table stays where it was told, host if auto
+        return replace(config, code_table_device=None if config.code_table_device == AUTO else config.code_table_device)
     return replace(
         config,
         gpu_layers=plan.gpu_layers,
         draft_gpu_layers=plan.drafter_gpu_layers or config.draft_gpu_layers,
         kv=plan.kv,
         n_max=config.n_max or plan.draft_n_max or None,
+        code_table_device=plan.code_table_device,  # the setting's, or where fit placed it (auto)
     )

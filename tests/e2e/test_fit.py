@@ -39,6 +39,10 @@ def test_fit_local_files_for_a_24gb_card(dspine, headers):
     assert settings["draft_n_max"] == 15 and settings["recurrent_state_copies"] == 16
     assert data["memory"]["recurrent_state"] == 16 * 156_893_184
     assert any("16 copies of that state" in r for r in data["reasons"])
+    # The code table: on the GPU, where the plan has room (the setting code_table_device = auto).
+    assert settings["code_table"] == "CUDA0"
+    assert any(r.startswith("The DSpine code table") and "goes on the GPU (CUDA0)" in r for r in data["reasons"])
+    assert "dspine_codes\\.weight=CUDA0" in data["llama_server_args"]
 
 
 def test_fit_table_names_every_line(dspine, headers):

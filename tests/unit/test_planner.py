@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from app.fit.planner import MEMORY_KEYS, Option, Wishes, assess, max_context, plan
+from app.fit.planner import AUTO, GPU_DEVICE, MEMORY_KEYS, Option, Wishes, assess, max_context, plan
 from app.fit.shape import shape_from_header
 from backends.gguf_header import read_local
 from tests.support.gguf_models import QTYPE, qwen38_27b, qwen38_27b_drafter, write_header_only
@@ -169,3 +169,40 @@ def test_mtp_counts_the_heads_weights_and_its_kv_block(options):
     assert plan.memory["drafter_kv"] == 16384 * 2 * 4 * 256 * 2  # one block: K and V, 4 heads x 256, f16
     plain = assess(targets[0], None, 16384, "f16", Wishes(budget=32 * GiB))
     assert plan.total > plain.total + shape.nextn_bytes
+
+
+def test_auto_puts_the_dspine_code_table_on_the_gpu_where_it_costs_little_context(options):
+    targets, drafters = options
+    host = plan(targets, drafters, Wishes(budget=24 * GiB))  # the setting says host
+    auto = plan(targets, drafters, Wishes(budget=24 * GiB, code_table_device=AUTO))
+    table = auto.drafter.shape.code_table_bytes
+    assert table > 0 and host.code_table_device is None
+    assert auto.code_table_device == GPU_DEVICE and auto.fits
+    assert (auto.target.label, auto.drafter.label, auto.kv) == (host.target.label, host.drafter.label, host.kv)
+    assert auto.memory["drafter_weights"] == host.memory["drafter_weights"] + table
+    assert host.n_ctx - 4096 <= auto.n_ctx <= host.n_ctx  # the table's bytes, a step or two of context
+    said = next(r for r in auto.reasons if "code table" in r)
+    assert "goes on the GPU (CUDA0)" in said and ("tokens of context" in said) == (auto.n_ctx < host.n_ctx)
+    assert r"dspine_codes\.weight=CUDA0" in auto.server_args()
+
+
+def test_auto_keeps_the_code_table_on_the_host_where_the_gpu_has_no_room_for_it(options):
+    targets, drafters = options
+    host = plan(targets, drafters, Wishes(budget=24 * GiB, ctx=32768))
+    # The budget that leaves this plan just under the table's bytes of headroom.
+    tight = host.total - host.memory["margin"] + 512 * 2**20 + host.drafter.shape.code_table_bytes // 2
+    wishes = Wishes(budget=tight, ctx=32768, code_table_device=AUTO)
+    chosen = plan(targets, [d for d in drafters if d.label == host.drafter.label], wishes)
+    assert chosen.fits and chosen.drafter.label == host.drafter.label and chosen.code_table_device is None
+    said = next(r for r in chosen.reasons if "code table" in r)
+    assert "stays in host memory (it does not fit beside the rest)" in said
+    assert "--override-tensor-draft" not in chosen.server_args()
+
+
+def test_no_gpu_or_no_dspine_drafter_says_nothing_of_a_code_table(options):
+    targets, drafters = options
+    for chosen in (
+        plan(targets, drafters, Wishes(budget=0, code_table_device=AUTO)),
+        plan(targets, [d for d in drafters if d.kind != "dspine"], Wishes(budget=24 * GiB, code_table_device=AUTO)),
+    ):
+        assert chosen.code_table_device is None and not any("code table" in r for r in chosen.reasons)

@@ -242,8 +242,8 @@ def test_draft_p_min_is_the_kinds_unless_set(config_file, monkeypatch):
             load_settings()
 
 
-def test_the_code_table_lives_on_the_host_unless_a_device_is_named(config_file, monkeypatch):
-    assert load_settings().code_table_device is None
+def test_the_code_table_is_placed_by_fit_unless_host_or_a_device_is_named(config_file, monkeypatch):
+    assert load_settings().code_table_device == "auto"
     config_file.write_text('code_table_device = "CUDA0"\n')
     assert load_settings().code_table_device == "CUDA0"
     monkeypatch.setenv("DSPINE_CODE_TABLE_DEVICE", "host")
