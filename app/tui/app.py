@@ -71,6 +71,7 @@ from .screens.consent import ConsentScreen
 from .screens.first_run import FirstRunScreen, OpenFile
 from .slash_commands import SlashCommand, by_name, help_markdown
 from .tuning import failed_note, offer_note, outcome_note, progress_line, started_note
+from .type_ahead import TypeAhead
 from .widgets.compaction_note import CompactionNote, note_title, saved_note_title
 from .widgets.conversation import Conversation
 from .widgets.message_view import MessageView
@@ -125,6 +126,7 @@ class ChatApp(App):
         super().__init__()
         self.setup = setup
         self.last_key_at: float | None = None  # when a key was last pressed (on_event)
+        self._type_ahead = TypeAhead()  # keys typed before the prompt could take them
         self.engine_problem: str | None = None  # why no model runs, once one failed to start
         self._sent_unattached: set[str] = set()  # command files' prompts sent as written (send_prompt)
         self.tools_unseen: bool | None = None  # whether the template leaves tools out, once counted
@@ -301,7 +303,25 @@ class ChatApp(App):
         # waits for the keyboard to be quiet counted from here (screens/consent.py).
         if isinstance(event, events.Key):
             self.last_key_at = time.monotonic()
+        if self._type_ahead.open and self._typed_ahead(event):
+            event.stop()
+            return
         await super().on_event(event)
+
+    def _typed_ahead(self, event: events.Event) -> bool:
+        """Whether `event` was typed before the prompt could take it (kept for the prompt);
+        once the prompt has the focus, or another screen opens over it, the kept text goes in."""
+        if not self.screen_stack:  # before the screen exists (its Load, Compose)
+            return self._type_ahead.keep(event)
+        if not isinstance(self.focused, PromptArea) and len(self.screen_stack) == 1:
+            return self._type_ahead.keep(event)
+        prompts = self.query(PromptArea)
+        typed = self._type_ahead.release()
+        if typed and prompts:
+            prompts.first().insert(typed)
+            if self._type_ahead.enter_pressed:
+                self.notify("Typed while the chat opened: kept in the prompt, not sent. Enter sends.")
+        return False
 
     def _show_todos(self, save: bool = False) -> None:
         """The model's todo list above the input; saved with the chat (it outlives compaction
