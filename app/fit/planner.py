@@ -396,7 +396,7 @@ def plan(targets: list[Option], drafters: list[Option], wishes: Wishes) -> Plan:
     if not table:
         return host
     device = _plan(targets, drafters, replace(wishes, code_table_device=GPU_DEVICE))
-    return _placed(host, device, table)
+    return _placed(host, device, table, wishes)
 
 
 def _code_table_bytes(chosen: Plan) -> int:
@@ -406,27 +406,36 @@ def _code_table_bytes(chosen: Plan) -> int:
     return drafter.shape.code_table_bytes
 
 
-# How much context the code table on the GPU may cost before it stays on the host: a draft pass
-# that reads its codes from host memory was 2.85x slower on an H200 (1.3-1.8 ms against 0.5 ms),
-# a few percent of a 27B step, about what this share of the context is worth.
-TABLE_CONTEXT_COST = 0.05
-
-
-def _placed(host: Plan, device: Plan, table: int) -> Plan:
-    """A DSpine drafter's code table on the GPU where the plan has room for it (the same models
-    and KV type, at most TABLE_CONTEXT_COST of the context given up), else in host memory; a
-    line says which and why."""
-    models = (device.target.label, _name(device.drafter), device.kv)
-    same = device.fits and device.drafter_gpu_layers > 0 and models == (host.target.label, _name(host.drafter), host.kv)
-    if same and device.n_ctx >= host.n_ctx * (1 - TABLE_CONTEXT_COST):
+def _placed(host: Plan, device: Plan, table: int, wishes: Wishes) -> Plan:
+    """A DSpine drafter's code table on the GPU where the plan has room for it, else in host
+    memory; a line says which and why. Room: the same models and KV type, and, for speed, a
+    context no shorter than the minimum the plan keeps (on an H200 a draft pass that read its
+    codes from host memory was 2.85x slower, 1.3-1.8 ms against 0.5 ms); for context, none of
+    it given up."""
+    fits = device.fits and device.drafter_gpu_layers > 0
+    given_up = [
+        f"the {mine} {what}"
+        for what, mine, theirs in (
+            ("target", host.target.label, device.target.label),
+            ("drafter", _name(host.drafter), _name(device.drafter)),
+            ("KV cache", host.kv, device.kv),
+        )
+        if mine != theirs
+    ]
+    floor = host.n_ctx if wishes.goal == "context" else min(host.n_ctx, wishes.ctx or wishes.min_ctx)
+    if fits and not given_up and device.n_ctx >= floor:
         cost = f", {host.n_ctx - device.n_ctx:,} tokens of context" if device.n_ctx < host.n_ctx else ""
         device.reasons.append(
             f"The DSpine code table ({format_bytes(table)}{cost}) goes on the GPU ({GPU_DEVICE}): a draft "
             "pass reads its codes there rather than from host memory."
         )
         return device
-    lost = host.n_ctx - device.n_ctx
-    why = f"it would cost {lost:,} tokens of context" if same else "it does not fit beside the rest"
+    if not fits:
+        why = "it does not fit beside the rest"
+    elif given_up:
+        why = "there, the plan would give up " + " and ".join(given_up)
+    else:
+        why = f"it would cost {host.n_ctx - device.n_ctx:,} tokens of context"
     host.reasons.append(
         f"The DSpine code table ({format_bytes(table)}) stays in host memory ({why}): a draft pass "
         "reads its codes from there, slower than from the GPU."

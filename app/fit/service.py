@@ -16,7 +16,7 @@ from pathlib import Path
 from backends.gguf_header import GgufError, read_local
 
 from ..choices import Goal, KvType
-from ..errors import NetworkError, NotFoundError, UsageError
+from ..errors import ConversionError, DspineError, NetworkError, NotFoundError, UsageError
 from ..hub import client as hub
 from ..hub.store import Manifest, converted_path, listing_from_hf_cache, record_status
 from ..models.catalog import NO_DRAFTER, Bundle, Catalog, Drafter, parse_repo_ref
@@ -25,6 +25,7 @@ from ..settings import Settings
 from ..units import format_bytes
 from . import dryrun
 from .catalog_shape import shape_from_figures
+from .checkpoint_shape import remote_config, shape_from_config
 from .hardware import Hardware, detect
 from .header import local_or_remote
 from .memory import ComputeCurve, padded
@@ -248,8 +249,9 @@ def _hub_drafter(
         return None
     assert drafter.repo is not None and drafter.pattern is not None
     if drafter.source == "safetensors":
-        # A checkpoint converted at pull has no GGUF header on the hub: the catalog's figures.
-        planned = _catalog_drafter(drafter, settings, notes)
+        # A checkpoint converted at pull has no GGUF header on the hub: the converted file once
+        # pulled, else its config.json as the converter will read it, else the catalog's figures.
+        planned = _converted_drafter(drafter, settings, notes, first_file) or _catalog_drafter(drafter, settings, notes)
         return (planned, None) if planned is not None else None
     try:
         remote = first_file(drafter.repo, drafter.pattern)
@@ -262,6 +264,33 @@ def _hub_drafter(
         notes.append(f"{drafter.variant} left out: {exc.cause}.")
         return None
     return Option(drafter.variant, named, shape, kind=drafter.kind), openable
+
+
+def _converted_drafter(drafter: Drafter, settings: Settings, notes: list[str], first_file: FirstFile) -> Option | None:
+    """A checkpoint converted at pull: its GGUF where a pull made it, else sized from the hub's
+    config.json (a few KB) as `dspine pull` will convert it; None (with a note) when neither is
+    to be had."""
+    assert drafter.repo is not None
+    quant = drafter.convert_to or "BF16"
+    path = converted_path(settings.models_dir, drafter.repo, quant)
+    if path.is_file():
+        try:
+            return Option(drafter.variant, str(path), shape_from_header(read_local(path)), kind=drafter.kind)
+        except GgufError:
+            pass  # a damaged file: planned as the pull will make it again
+    try:
+        remote = first_file(drafter.repo, "config.json")
+        raw = remote_config(remote, settings.header_cache)
+        shape = shape_from_config(raw, quant, f"{drafter.repo}/config.json")
+    except (NotFoundError, NetworkError, ConversionError, ValueError) as exc:
+        cause = exc.cause if isinstance(exc, DspineError) else str(exc)
+        notes.append(f"{drafter.variant}: planned from the catalog's figures ({drafter.repo}/config.json: {cause}).")
+        return None
+    notes.append(
+        f"{drafter.variant}: sized from {drafter.repo}/config.json as `dspine pull` converts it ({quant}), "
+        "to the byte: weights, code table and sliding window."
+    )
+    return Option(drafter.variant, str(path), shape, kind=drafter.kind)
 
 
 def _catalog_options(

@@ -218,3 +218,50 @@ def test_pull_checks_the_file_against_the_catalogs_figures(dspine, gguf_hub, tmp
     again = dspine("pull", "qwen3.8-27b", "--drafter", "none", extra_env={"DSPINE_CATALOG": str(wrong)})
     assert again.returncode == 0, again.stderr
     assert "block_count: catalog 49, file 65" in " ".join(again.stdout.split())
+
+
+AUTHORS_REPO = "tencent/Qwen3.8-27B-DSpine-b16"
+
+
+def authors_config() -> bytes:
+    """The authors' drafter at its published shape (about 2.03B parameters: five layers, hidden
+    5,120, the target's 248,320-token vocabulary, an 8,192-token window; heads, FFN width and
+    DSpine's ranks as SpecForge's defaults and its DSpark sibling give them)."""
+    from tests.support.safetensors_drafters import Drafter, config
+
+    drafter = Drafter(
+        family="dspine", hidden=5120, vocab=248320, n_layer=5, n_head=32, n_head_kv=8, head_dim=128, n_ff=17408,
+        target_layer_ids=[1, 16, 31, 46, 61], mask_token_id=248070, sliding_window=8192,
+        dspine={"transfer_rank": 1024, "message_size": 512, "top_k": 16},
+    )  # fmt: skip
+    return json.dumps(config(drafter)).encode()
+
+
+def test_fit_sizes_the_authors_drafter_from_its_config_before_the_pull(dspine, gguf_hub, tmp_path):
+    """Only config.json travels (no GGUF exists on the hub to read a header of): the plan counts
+    the drafter as `dspine pull` will convert it, Q4_K_M with its code table at Q8_0, and its
+    window's KV cache; a second fit reads the kept copy."""
+    gguf_hub.add_repo(AUTHORS_REPO, {"config.json": authors_config(), "README.md": b"# DSpine\n"})
+    cache = {"DSPINE_CACHE_DIR": str(tmp_path / "cache")}
+    args = ("fit", "qwen3.8-27b", "--draft", "dspine", "--json", "--no-measure")
+    result = dspine(*args, extra_env={**nvml_env(RTX_3090), **cache})
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert any(r.startswith(f"dspine: sized from {AUTHORS_REPO}/config.json") for r in data["reasons"])
+    settings = data["settings"]
+    assert settings["drafter"] == "dspine" and settings["drafter_kind"] == "dspine"
+    assert settings["drafter_file"].endswith("Qwen3.8-27B-DSpine-b16-Q4_K_M.gguf")
+    # 2.03B parameters: 1.315 GB at Q4_K_M with its 270 MB code table at Q8_0, which fit puts
+    # on the GPU where the plan has room (or says why not).
+    table = 248320 * 1024 // 32 * 34
+    on_gpu = data["memory"]["drafter_weights"] + (0 if settings["code_table"] == "CUDA0" else table)
+    assert abs(on_gpu - 1.315e9) < 0.005e9, data["memory"]
+    assert settings["code_table"] == "CUDA0"  # on a 3090 beside the 27B target, at 4K of context
+    assert any("capped by its 8K sliding window" in r for r in data["reasons"])
+    gets = [path for method, path, _ in gguf_hub.requests if method == "GET" and AUTHORS_REPO in path]
+    assert [p for p in gets if "/resolve/" in p] and all(p.endswith("config.json") for p in gets if "/resolve/" in p)
+
+    gguf_hub.reset_counts()
+    again = dspine(*args, extra_env={**nvml_env(RTX_3090), **cache})
+    assert again.returncode == 0 and json.loads(again.stdout)["memory"] == data["memory"]
+    assert gguf_hub.served_bytes(AUTHORS_REPO, "config.json") == 0  # kept under cache_dir

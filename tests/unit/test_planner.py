@@ -195,7 +195,8 @@ def test_auto_keeps_the_code_table_on_the_host_where_the_gpu_has_no_room_for_it(
     chosen = plan(targets, [d for d in drafters if d.label == host.drafter.label], wishes)
     assert chosen.fits and chosen.drafter.label == host.drafter.label and chosen.code_table_device is None
     said = next(r for r in chosen.reasons if "code table" in r)
-    assert "stays in host memory (it does not fit beside the rest)" in said
+    # At this context the table only fits beside a smaller KV cache, which the host plan keeps.
+    assert f"stays in host memory (there, the plan would give up the {host.kv} KV cache)" in said
     assert "--override-tensor-draft" not in chosen.server_args()
 
 
@@ -206,3 +207,20 @@ def test_no_gpu_or_no_dspine_drafter_says_nothing_of_a_code_table(options):
         plan(targets, [d for d in drafters if d.kind != "dspine"], Wishes(budget=24 * GiB, code_table_device=AUTO)),
     ):
         assert chosen.code_table_device is None and not any("code table" in r for r in chosen.reasons)
+
+
+def test_the_code_table_stays_on_the_host_where_the_plan_would_give_something_up_for_it(options):
+    targets, drafters = options
+    # The authors' table (248,320 x rank 1,024 at Q8_0: about 270 MB), more than a step of context.
+    bf16 = next(d for d in drafters if d.label == "dspine-bf16")
+    dspine_only = [replace(bf16, shape=replace(bf16.shape, code_table_bytes=270 * 2**20))]
+    longest = plan(targets, dspine_only, Wishes(budget=24 * GiB))
+    wishes = Wishes(budget=24 * GiB, min_ctx=longest.n_ctx, code_table_device=AUTO)  # no context to spare
+    device = plan(targets, dspine_only, replace(wishes, code_table_device=GPU_DEVICE))
+    chosen = plan(targets, dspine_only, wishes)
+    # With the table there, the minimum context takes a smaller KV cache: the host keeps it.
+    assert device.fits and device.kv != longest.kv
+    assert chosen.code_table_device is None and chosen.drafter.label == "dspine-bf16"
+    assert (chosen.kv, chosen.n_ctx) == (longest.kv, longest.n_ctx)
+    said = next(r for r in chosen.reasons if "code table" in r)
+    assert f"stays in host memory (there, the plan would give up the {longest.kv} KV cache)" in said
