@@ -31,6 +31,7 @@ from backends.gguf_header import ArrayInfo, GgufError, items_sha256, read_local
 from ..errors import ConfigError, ConversionError, DiskFullError
 from ..units import format_bytes
 from . import convert
+from .quant_mix import KEPT
 from .read_ahead import read_ahead
 from .safetensors import TensorInfo, load, read_checkpoint, read_header
 from .store import part_path, quant_part_path
@@ -400,10 +401,9 @@ def quantize_binary(servers: list[Path]) -> Path:
     )
 
 
-# DSpine's code table is fixed: the drafter was trained against these very codes, and it is read
-# by token id (host memory, no matmul). A k-quant or 4-bit cut would move every code; Q8_0 keeps
-# them within about a percent, at half of BF16's size.
-DSPINE_KEPT_TYPES = ("dspine_codes=q8_0",)
+# What dspine keeps finer than the quant (DSpine's code table at Q8_0: quant_mix.KEPT, where
+# fit reads it too), as llama-quantize's --tensor-type patterns.
+DSPINE_KEPT_TYPES = tuple(f"{re.escape(name)}={kind.lower()}" for name, kind in KEPT.items())
 
 
 def quantize_command(binary: Path, source: Path, out: Path, quant: str, family: str) -> list[str]:

@@ -11,6 +11,7 @@ def test_builtin_catalog_has_the_promised_bundles():
     assert list(big.quants) == ["Q4_K_M", "Q5_K_M", "Q6_K", "Q8_0"]
     assert {v: d.kind for v, d in big.drafters.items()} == {
         "dspine": "dspine",
+        "dspine-q8": "dspine",
         "dspine-bf16": "dspine",
         "dspine-gguf": "dspine",
         "dflash2-q4": "dflash",
