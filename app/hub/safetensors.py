@@ -12,6 +12,7 @@ import json
 import math
 import stat
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,15 +140,32 @@ def read_checkpoint(paths: list[Path]) -> dict[str, TensorInfo]:
 
 def load(info: TensorInfo) -> np.ndarray:
     """One tensor's values, read straight into a buffer of its own size (PyTorch order)."""
-    dtype = DTYPES[info.dtype][0]
-    values = np.empty(info.count, dtype=dtype)
+    return _read_rows(info, 0, info.shape[0] if info.shape else 1).reshape(info.shape)
+
+
+def row_blocks(info: TensorInfo, max_bytes: int = 16 * 2**20) -> Iterator[np.ndarray]:
+    """A tensor's values a block of whole rows at a time (each block flat, at most about
+    `max_bytes`): a check of every value that holds one block, not the tensor (DSpine's code
+    table is 0.5 GB in BF16, 1 GB as f32)."""
+    rows = info.shape[0] if info.shape else 1
+    # Sized as f32 rows, whatever the type: two tensors of one shape step alike (compared block by block).
+    step = max(max_bytes // max(4 * info.count // max(rows, 1), 1), 1)
+    for first in range(0, rows, step):
+        yield _read_rows(info, first, min(step, rows - first))
+
+
+def _read_rows(info: TensorInfo, first: int, count: int) -> np.ndarray:
+    rows = info.shape[0] if info.shape else 1
+    row_values = info.count // max(rows, 1)
+    values = np.empty(count * row_values, dtype=DTYPES[info.dtype][0])
+    row_bytes = info.nbytes // max(rows, 1)
     with info.path.open("rb", buffering=0) as handle:
-        handle.seek(info.start)
+        handle.seek(info.start + first * row_bytes)
         view = memoryview(values.view(np.uint8).data)
         got = 0
-        while got < info.nbytes:
+        while got < values.nbytes:
             n = handle.readinto(view[got:])
             if not n:
                 raise _broken(info.path, f"tensor {info.name!r} is cut short")
             got += n
-    return values.reshape(info.shape)
+    return values

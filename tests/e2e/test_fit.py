@@ -224,17 +224,9 @@ AUTHORS_REPO = "tencent/Qwen3.8-27B-DSpine-b16"
 
 
 def authors_config() -> bytes:
-    """The authors' drafter at its published shape (about 2.03B parameters: five layers, hidden
-    5,120, the target's 248,320-token vocabulary, an 8,192-token window; heads, FFN width and
-    DSpine's ranks as SpecForge's defaults and its DSpark sibling give them)."""
-    from tests.support.safetensors_drafters import Drafter, config
+    from tests.support.safetensors_drafters import config, real_dspine
 
-    drafter = Drafter(
-        family="dspine", hidden=5120, vocab=248320, n_layer=5, n_head=32, n_head_kv=8, head_dim=128, n_ff=17408,
-        target_layer_ids=[1, 16, 31, 46, 61], mask_token_id=248070, sliding_window=8192,
-        dspine={"transfer_rank": 1024, "message_size": 512, "top_k": 16},
-    )  # fmt: skip
-    return json.dumps(config(drafter)).encode()
+    return json.dumps(config(real_dspine())).encode()
 
 
 def test_fit_sizes_the_authors_drafter_from_its_config_before_the_pull(dspine, gguf_hub, tmp_path):

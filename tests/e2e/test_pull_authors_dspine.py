@@ -44,6 +44,7 @@ def test_pull_converts_the_authors_checkpoint(dspine, authors_hub, models_dir, v
     converted = models_dir / AUTHORS / f"Qwen3.8-27B-DSpine-b16-{quant}.gguf"
     assert converted.is_file(), sorted(p.name for p in (models_dir / AUTHORS).iterdir())
     assert "converted here, read back, sha256 recorded" in result.stdout
+    assert "converting holds up to" in result.stderr and "of memory (" in result.stderr  # said, with the bars
     types = reader_types(converted)
     assert "dspine_codes.weight" in types and "blk.1.dspine_readout.weight" in types
     if quant == "BF16":

@@ -117,7 +117,7 @@ def _pull_killed_when(env, ready) -> None:
 
 
 def test_killed_mid_download_and_mid_conversion_the_pull_resumes_to_one_verified_gguf(
-    env, dspine, dspark_hub, models_dir
+    env, dspine, dspark_hub, models_dir, tmp_path
 ):
     folder = models_dir / DSPARK_REPO
     shards = folder / "model.safetensors"
@@ -154,6 +154,22 @@ def test_killed_mid_download_and_mid_conversion_the_pull_resumes_to_one_verified
     entry = pulled(dspine)
     assert entry["status"] == "complete"
     assert next(f for f in entry["files"] if f["role"] == "drafter")["sha256"] == sha(gguf)
+    # Byte for byte what a conversion never stopped makes of the same checkpoint and target.
+    assert sha(gguf) == sha(uninterrupted(dspark_hub, models_dir, tmp_path / "uninterrupted", gguf.stem))
+
+
+def uninterrupted(hub, models_dir: Path, folder: Path, name: str) -> Path:
+    from app.hub.convert_run import convert_checkpoint
+    from tests.support.real_models import quantize_binary
+
+    folder.mkdir()
+    for file in ("config.json", "model.safetensors"):
+        (folder / file).write_bytes(hub.repos[DSPARK_REPO].files[file])
+    target = models_dir / TARGET_REPO / TARGET_Q4
+    servers = (quantize_binary().with_name("llama-server"),)
+    out = folder / CONVERTED
+    convert_checkpoint(folder / "config.json", [folder / "model.safetensors"], target, out, "Q8_0", servers, name=name)
+    return out
 
 
 def test_a_checkpoint_the_converter_refuses_leaves_nothing_half_written(dspine, dspark_hub, models_dir, tmp_path):

@@ -254,6 +254,29 @@ def real_dspark(**overrides) -> Drafter:
     return Drafter(**values)  # type: ignore[arg-type]
 
 
+def real_dspine(**overrides) -> Drafter:
+    """The authors' Qwen3.8-27B DSpine drafter at its published shape (about 2.03B parameters:
+    five layers of 5120, the target's 248,320-token vocabulary, an 8,192-token window); heads,
+    FFN width and taps as its DSpark sibling's, DSpine's ranks as SpecForge's defaults
+    (transfer rank 1,024, message 512, top_k 16): about 4.05 GB in BF16."""
+    values = {
+        "family": "dspine",
+        "hidden": 5120,
+        "vocab": 248320,
+        "n_layer": 5,
+        "n_head": 32,
+        "n_head_kv": 8,
+        "head_dim": 128,
+        "n_ff": 17408,
+        "target_layer_ids": [1, 16, 31, 46, 61],
+        "mask_token_id": 248070,
+        "sliding_window": 8192,
+        "dspine": {"transfer_rank": 1024, "message_size": 512, "top_k": 16},
+    }
+    values.update(overrides)
+    return Drafter(**values)  # type: ignore[arg-type]
+
+
 # The checkpoint family each drafter kind is made from here (DFlash2 for `dflash`: the drafter
 # Qwen3.8-27B has). "dspine": "dspine" joins once dspine's DSpine patch lets the pinned
 # llama-server run it.
