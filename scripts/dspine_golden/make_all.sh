@@ -31,4 +31,11 @@ for seed in 0 1 2; do
         --inputs "$server/inputs-s$seed.npz" --mask-token 299 --taps 0,1 \
         --out "$server/dspine-s$seed.npz" --ckpt "$server/ckpt-s$seed"
 done
+# The same inputs through a drafter whose every layer slides over 8 positions (the 12-token prompt's
+# context features and the block alike): the window decides what the drafts attend to.
+for seed in 0 1 2; do
+    "$python" "$here/make_golden.py" --reference "$reference" --seed "$((seed + 10))" --block 16 \
+        --inputs "$server/inputs-s$seed.npz" --mask-token 299 --taps 0,1 --window 8 \
+        --out "$server/dspine-w8-s$seed.npz" --ckpt "$server/ckpt-w8-s$seed"
+done
 rm -f "$server"/inputs-s*.npz  # the outputs hold every input; make_inputs.py makes them again

@@ -54,6 +54,14 @@ def parse_args(argv=None):
     p.add_argument("--rank", type=int, default=16, help="dspine transfer_rank")
     p.add_argument("--message", type=int, default=8, help="dspine message_size")
     p.add_argument("--top-k", type=int, default=4)
+    p.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="a sliding window on every layer (0: none): config use_sliding_window, sliding_window and "
+        "layer_types as the reference reads them, and the allow-mask cut to it (with eager attention the "
+        "reference takes its window from the mask, one for all layers)",
+    )
     p.add_argument("--eps", type=float, default=1e-6)
     p.add_argument("--rope-theta", type=float, default=10000.0)
     p.add_argument("--std", type=float, default=0.2, help="std of random matrices")
@@ -88,9 +96,9 @@ def build_config(a):
         rope_parameters={"rope_type": "default", "rope_theta": a.rope_theta},
         attention_bias=False,
         attention_dropout=0.0,
-        use_sliding_window=False,
-        sliding_window=None,
-        layer_types=["full_attention"] * a.layers,
+        use_sliding_window=bool(a.window),
+        sliding_window=a.window or None,
+        layer_types=[("sliding_attention" if a.window else "full_attention")] * a.layers,
         tie_word_embeddings=False,
     )
     # DFlash / DSpine extras (the same keys SpecForge's configs carry).
@@ -132,6 +140,12 @@ def block_inputs(a, gen, taps):
     mask = torch.zeros(1, 1, n, ctx + n, dtype=torch.bool)
     mask[..., :ctx] = True
     mask[..., ctx:] = torch.tril(torch.ones(n, n, dtype=torch.bool))
+    if a.window:
+        # A sliding window over the context features and the block alike, by absolute position:
+        # the query at ctx+i sees the key at p where (ctx+i) - p < window.
+        query = torch.arange(ctx, ctx + n)[:, None]
+        key = torch.arange(ctx + n)[None, :]
+        mask &= (query - key < a.window)[None, None]
     return target_hidden, anchor, block_ids, position_ids, mask
 
 
@@ -253,7 +267,8 @@ def main(argv=None):
         "rope_theta": a.rope_theta,
         "hidden_act": "silu",
         "attention_bias": False,
-        "layer_types": ["full_attention"] * a.layers,
+        "layer_types": list(cfg.layer_types),
+        "sliding_window": a.window or None,
         "dflash_config": {"mask_token_id": a.mask_token, "target_layer_ids": taps},
         "dspine_config": dcfg,
         "ctx_len": a.ctx,

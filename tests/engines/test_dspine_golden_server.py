@@ -48,8 +48,10 @@ def target(tmp_path_factory) -> Path:
     return path
 
 
-def golden(seed: int) -> tuple[Drafter, dict[str, np.ndarray], list[int]]:
-    drafter, data = Drafter.from_golden(GOLDEN / f"dspine-s{seed}.npz")
+def golden(seed: int, case: str = "") -> tuple[Drafter, dict[str, np.ndarray], list[int]]:
+    """`case`: "" for the full-attention drafters, "w8-" for the same inputs through a drafter
+    whose every layer slides over 8 positions."""
+    drafter, data = Drafter.from_golden(GOLDEN / f"dspine-{case}s{seed}.npz")
     return drafter, data, list(json.loads(str(data["config_json"]))["prompt"])
 
 
@@ -113,8 +115,24 @@ def first_drafts(server: DraftLogServer, prompt: list[int], lengths: tuple[int, 
 @pytest.mark.parametrize("layout", ["save_pretrained", "independent"])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_server_drafts_what_the_reference_drafts(server_binary, target, tmp_path, seed, layout):
-    drafter, data, prompt = golden(seed)
-    checkpoint = GOLDEN / f"ckpt-s{seed}"
+    drafts_as_the_reference(server_binary, target, tmp_path, seed, layout)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_with_a_sliding_window_the_server_drafts_what_the_reference_drafts(server_binary, target, tmp_path, seed):
+    """Every layer slides over 8 positions of the 12-token prompt's features and the block (the
+    reference's config: use_sliding_window, sliding_window 8, layer_types; its mask cut to the
+    window): the server's first drafts are the reference's, and the window changes them."""
+    drafts_as_the_reference(server_binary, target, tmp_path, seed, "save_pretrained", case="w8-")
+    _, windowed, _ = golden(seed, "w8-")
+    _, full, _ = golden(seed)
+    # Same weights and inputs: the window decides, within the first positions compared (all 15 here).
+    assert list(windowed["selected"][:7]) != list(full["selected"][:7])
+
+
+def drafts_as_the_reference(server_binary, target, tmp_path, seed: int, layout: str, case: str = "") -> None:
+    drafter, data, prompt = golden(seed, case)
+    checkpoint = GOLDEN / f"ckpt-{case}s{seed}"
     if layout == "independent":
         checkpoint = independent_layout(checkpoint, tmp_path / "independent")
     gguf_file = converted(checkpoint, target, tmp_path / "drafter.gguf")
@@ -130,7 +148,7 @@ def test_the_server_drafts_what_the_reference_drafts(server_binary, target, tmp_
     assert [len(d) for d in drafts] == [15, 3, 1]
     for got in drafts:
         n = min(len(got), clear)
-        assert got[:n] == want[:n], (seed, layout, got, want)
+        assert got[:n] == want[:n], (case, seed, layout, got, want)
 
 
 def test_without_refinement_the_base_logits_draft(server_binary, target, tmp_path):
