@@ -37,7 +37,7 @@ def reader_types(path: Path) -> dict[str, str]:
     return {t.name: t.tensor_type.name for t in gguf.GGUFReader(str(path)).tensors}
 
 
-@pytest.mark.parametrize(("variant", "quant"), [("dspine-bf16", "BF16"), ("dspine", "Q4_K_M")])
+@pytest.mark.parametrize(("variant", "quant"), [("dspine-bf16", "BF16"), ("dspine", "Q4_K_M"), ("dspine-q8", "Q8_0")])
 def test_pull_converts_the_authors_checkpoint(dspine, authors_hub, models_dir, variant, quant):
     result = dspine("pull", "qwen3.8-27b", "--drafter", variant, timeout=300)
     assert result.returncode == 0, result.stderr
