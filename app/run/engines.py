@@ -86,7 +86,9 @@ def resolve_files(model: str | None, draft: str | None, catalog: Catalog, settin
     request = make_request(name, catalog, None, None)
     record = manifest.records.get(request.name)
     if record is None:
-        raise UsageError(f"{request.name} is not pulled", f"run `dspine pull {name}` first (see `dspine list`)")
+        # The drafter asked for goes into the pull that makes it (a bundle's default is another).
+        asked = f" --draft {draft}" if draft and not no_draft else ""
+        raise UsageError(f"{request.name} is not pulled", f"run `dspine pull {name}{asked}` first (see `dspine list`)")
     if record_status(record) != "complete":
         raise UsageError(f"{request.name} is only partly pulled", f"run `dspine pull {name}` again to finish it")
     targets = [Path(f.local) for f in record.files if f.role == "target"]

@@ -149,3 +149,14 @@ def test_text_piped_in_with_a_prompt_goes_after_the_prompt(dspine, env, models):
     assert piped.returncode == 0, piped.stderr.decode()
     before = json.loads(alone.stdout)["stats"]["prompt_tokens"]
     assert json.loads(piped.stdout)["stats"]["prompt_tokens"] >= before + 20
+
+
+def test_a_drafter_asked_of_a_model_not_pulled_goes_into_the_pull_the_fix_names(dspine):
+    """`--draft dspine` on a fresh machine: the pull to run is the one that makes that drafter
+    (the bundle's default drafter is another), not the plain pull."""
+    result = dspine("run", "smollm2-135m", "hi", "--draft", "dspine")
+    assert result.returncode != 0
+    assert "smollm2-135m is not pulled" in result.stderr
+    assert "dspine pull smollm2-135m --draft dspine" in result.stderr
+    plain = dspine("run", "smollm2-135m", "hi")
+    assert "dspine pull smollm2-135m`" in plain.stderr  # nothing asked for: the plain pull
