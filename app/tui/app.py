@@ -118,11 +118,7 @@ class ChatApp(App):
             if store is None:
                 raise TypeError("ChatApp(engine, store, ...) needs a store")
             setup = ChatSetup(setup, store, **fields)
-        # Toasts held while a question is on screen (none may cover it), and those shown lately
-        # with when they go (they come back after a question that cleared them).
-        self._questions_live = 0
-        self._held_notices: list[tuple[str, dict[str, Any]]] = []
-        self._shown_notices: list[tuple[float, tuple[str, dict[str, Any]]]] = []
+        self._no_notices_held()
         super().__init__()
         self.setup = setup
         self.last_key_at: float | None = None  # when a key was last pressed (on_event)
@@ -170,6 +166,13 @@ class ChatApp(App):
         commands = setup.commands
         self.slash_commands, clashes = with_custom(self.SLASH_COMMANDS, commands.commands if commands else [])
         self._command_notices = (commands.notices if commands else []) + clashes
+
+    def _no_notices_held(self) -> None:
+        """Toasts held while a question is on screen (none may cover it), and those shown lately
+        with when they go (they come back after a question that cleared them): none yet."""
+        self._questions_live = 0
+        self._held_notices: list[tuple[str, dict[str, Any]]] = []
+        self._shown_notices: list[tuple[float, tuple[str, dict[str, Any]]]] = []
 
     def _set_tools(self, setup: ChatSetup) -> None:
         """The project's tools and what comes with them: MCP servers, their trust question,
