@@ -341,7 +341,7 @@ class Settings:
         _positive_int,
         lambda _: 0,
         "CPU threads llama.cpp runs on, in process and on llama-server (chat, run, serve, bench, tune); 0: the "
-        "physical cores other programs leave free, looked at when the engine starts (and, in process, between replies)",
+        "physical cores other programs leave free, looked at when the engine starts (and, in process, while it runs)",
     )
     llama_server: str | None = _setting(
         _program,

@@ -158,6 +158,8 @@ COPY_TIMED_LENGTHS = (1, 2, 3, 5, 9)
 COPY_TIMING_DEPTH = 256
 COPY_TIMING_BUDGET_S = 1.5
 TIMING_PIECE = 64
+# How often a reply looks at the others' load (RecentLoad's last second) between two steps.
+LOOK_MID_REPLY_S = 0.25
 _backend_started = False
 _quiet_logs = None
 
@@ -659,7 +661,10 @@ class InprocEngine:
             recent = self._recent.busy() if self._recent is not None else None
             if recent is None:
                 return  # no look yet since the load's: its choice stands
+            kept = self.thread_choice
             self.thread_choice = pick(physical_cores(), recent)
+            if kept is not None and kept.threads == self.thread_choice.threads:
+                return  # the contexts run on it already
         for model in (self._target, self._drafter):
             if model is not None:
                 model.set_threads(self.thread_choice.threads)
@@ -890,6 +895,7 @@ class InprocEngine:
         # makes it slow for a reason that is not drafting's, and it is not judged.
         self._judge_load = self._judge_load or LoadWatch()
         busy_before = self._judge_load.busy()
+        threads_before = self.thread_choice.threads if self.thread_choice is not None else 0
         sampling = sampling or self.presets.for_mode(think)
         plan = self._plan_drafting(messages, think, n_max)
         prompt_text, history_text = self._prompt_texts(self._ordered(messages), think, tools)
@@ -923,7 +929,9 @@ class InprocEngine:
                 reason = "tool_calls"
             stats.generated_tokens = generated
             self._learn_lengths(think, stats)
-            stats.draft_note = self._draft_note(think, stats, plan, reason, busy_before)
+            # A count that changed mid-reply followed a load that came or went: its speed is theirs.
+            moved = self.thread_choice is not None and self.thread_choice.threads != threads_before
+            stats.draft_note = self._draft_note(think, stats, plan, reason, busy_before, moved)
             yield End(reason, stats.copy())
         except EngineError as exc:
             yield Error(exc.cause, exc.fix, overflow=isinstance(exc, ContextFull))
@@ -982,6 +990,7 @@ class InprocEngine:
         generated = 0
         seen_accepted = 0
         last_stats = 0.0
+        last_look = time.monotonic()
         for tokens in steps:
             # A step's accepted drafts come as one list, counted in stats.accepted before it
             # is yielded; the target's own token (correction, bonus, plain) comes alone after.
@@ -1000,6 +1009,11 @@ class InprocEngine:
             if now - last_stats >= STATS_INTERVAL_S:
                 last_stats = now
                 yield StatsUpdate(stats.copy())
+            if self._recent is not None and now - last_look >= LOOK_MID_REPLY_S:
+                # A build that starts mid-reply takes a core the reply's threads wait on at
+                # every step (27x slower on 2 cores): the count follows it between two steps.
+                last_look = now
+                self._follow_load()
             if self._cancel.is_set():
                 return "cancelled", generated
         if max_tokens and generated >= max_tokens:
@@ -1025,7 +1039,13 @@ class InprocEngine:
         )
 
     def _draft_note(
-        self, think: bool, stats: Stats, plan: _ReplyDrafting, reason: EndReason, busy_before: float
+        self,
+        think: bool,
+        stats: Stats,
+        plan: _ReplyDrafting,
+        reason: EndReason,
+        busy_before: float,
+        threads_moved: bool = False,
     ) -> str | None:
         """What the readout says about drafting in a finished reply (break_even.reply_note)."""
         assert self._judge_load is not None
@@ -1038,5 +1058,5 @@ class InprocEngine:
             drafter_asked=stats.draft_asked,
             # Against the replies without the lookup (the draft model alone, or plain).
             copies_used=bool(plan.lookup) if reason != "cancelled" else None,
-            disturbed=disturbed(busy_before, self._judge_load.busy()),
+            disturbed=disturbed(busy_before, self._judge_load.busy()) or threads_moved,
         )
