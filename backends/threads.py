@@ -61,9 +61,12 @@ class LoadWatch:
     """Others' load since the last look: the whole machine's busy time less this process's own
     (its llama.cpp threads), over the wall time between. Non-blocking after the first."""
 
-    def __init__(self, also_ours: tuple[int, ...] = ()) -> None:
+    def __init__(self, also_ours: tuple[int, ...] = (), children: bool = False) -> None:
         """`also_ours`: other processes whose use counts as this one's (the llama-server it
-        runs); a command the chat runs is load like any other program's."""
+        runs); a command the chat runs is load like any other program's. `children`: the
+        ended children's use counts as this one's too (a tune's llama-servers, each closed
+        before the next look)."""
+        self._children = children
         self._mine = [psutil.Process()]
         for pid in also_ours:
             with contextlib.suppress(psutil.Error):  # gone already: nothing of it to count
@@ -83,6 +86,8 @@ class LoadWatch:
             except psutil.Error:
                 continue  # gone (a server that stopped)
             used += own.user + own.system
+            if self._children:
+                used += own.children_user + own.children_system
         return time.monotonic(), busy, used
 
     def settle(self, window_s: float) -> None:

@@ -103,6 +103,8 @@ def tune_and_save(
 ) -> TuneOutcome:
     """Measure every drafting setup on `engine` and save the pick for this model pair.
     A run stopped part way (Ctrl-C, Esc, `progress.stop`) saves nothing and says so."""
+    from backends.threads import SAMPLE_S, LoadWatch
+
     from .tune import MAX_TOKENS, ROUNDS, measure, unsteady
 
     progress = progress or TuneProgress()
@@ -111,6 +113,9 @@ def tune_and_save(
 
     for attempt in range(UNSTEADY_RETRIES + 1):
         progress.done = 0
+        load = LoadWatch(children=True)  # others' load before and while it measures
+        load.settle(SAMPLE_S)
+        busy_before = load.busy()
         try:
             tuned, rows, ran = measure(
                 files, engine, settings, rounds=rounds or ROUNDS, max_tokens=max_tokens or MAX_TOKENS,
@@ -123,7 +128,7 @@ def tune_and_save(
                 f"the tune was stopped after {ran} of {progress.planned} runs: nothing saved",
                 "run `dspine tune` (or /tune in the chat) again",
             )
-        wandered = unsteady(rows)
+        wandered = unsteady(rows) or load_came(busy_before, load.busy())
         if wandered is None:
             break
         if attempt < UNSTEADY_RETRIES:
@@ -137,6 +142,16 @@ def tune_and_save(
         )
     TuneRecords(settings.tune_file).put(tune_key(engine, files.target, files.drafter), tuned)
     return TuneOutcome(tuned, rows)
+
+
+def load_came(busy_before: float, busy_during: float) -> str | None:
+    """Why a measurement says nothing where another program's load came while it ran (a
+    build that started mid-tune): its runs before and after the load are not alike."""
+    from backends.threads import disturbed
+
+    if not disturbed(busy_before, busy_during):
+        return None
+    return f"other programs kept {busy_during:.1f} cores busy while it measured, {busy_before:.1f} before"
 
 
 @dataclass(frozen=True)

@@ -66,3 +66,34 @@ def test_tune_show_names_the_command_for_this_model_and_show_with_reset_is_refus
     assert shown.returncode == 0 and f"`dspine tune {model}` makes one" in shown.stdout, shown.stdout
     both = dspine("tune", str(model), "--engine", "inproc", "--show", "--reset")
     assert both.returncode == 2 and "--show and --reset together" in both.stderr
+
+
+def test_tune_off_a_terminal_under_a_load_spike_prints_progress_and_its_table(env, real, tmp_path):
+    """Issue 68: `dspine tune` with its output going to files (not a terminal), and a load that
+    comes once it has started (busy programs on every core at nice 0, bounded by the test,
+    killed by their PIDs): progress lines reach the file while it runs, the measurement the
+    load came into is made again (its runs before and after the load are not alike), and the
+    table is printed at the end, saved or refused. The real SmolLM2, whose speed a load changes."""
+    import subprocess
+
+    from backends.threads import physical_cores
+    from tests.conftest import ROOT, dspine_cmd, wait_for
+    from tests.support.busy import busy
+
+    out, err = tmp_path / "tune.out", tmp_path / "tune.err"
+    command = dspine_cmd("tune", str(real["q4"]), "--engine", "inproc", "--rounds", "1", "--max-tokens", "16")
+    with out.open("w") as stdout, err.open("w") as stderr:
+        process = subprocess.Popen(command, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr)
+        try:
+            wait_for(lambda: "run 1/" in err.read_text() or process.poll() is not None, timeout=120, what="progress")
+            assert "run 1/" in err.read_text(), err.read_text()[-2000:]  # said while it runs, not at its end
+            with busy(physical_cores()):
+                code = process.wait(timeout=300)
+        finally:
+            process.kill()
+    said, table = err.read_text(), " ".join(out.read_text().split())
+    assert code in (0, 2), said[-2000:]  # saved, or refused because the speeds wandered
+    assert "tuning: " in said and " runs" in said
+    assert "measuring again" in said and "other programs kept" in said, said[-2000:]
+    assert "│ plain" in table and "n-gram" in table, table[-2000:]
+    assert ("picked " in table) if code == 0 else ("(not saved: the speeds wandered)" in table)

@@ -322,3 +322,12 @@ def test_a_refused_tune_shows_its_table_and_a_tune_off_a_terminal_prints_progres
     assert "(not saved: the speeds wandered)" in table and "│ plain" in table  # the table, shown anyway
     assert "tuning: 12 runs" in said.err and "run 1/12: plain · code · think off" in said.err
     assert "measuring again" in said.err and "wandered too much" in said.err
+
+
+def test_a_load_that_came_while_the_tune_measured_is_named():
+    """Issue 68: a build that starts mid-tune makes its runs before and after unlike; a load
+    that was there all along (or went) does not."""
+    from app.run.tune_run import load_came
+
+    assert load_came(0.1, 1.2) == "other programs kept 1.2 cores busy while it measured, 0.1 before"
+    assert load_came(1.0, 1.1) is None and load_came(0.0, 0.3) is None and load_came(1.5, 0.0) is None
