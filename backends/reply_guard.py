@@ -112,6 +112,38 @@ def run_loop(line: str) -> Loop | None:
     return None
 
 
+def without_loop(answer: str) -> str:
+    """A reply `guarded` stopped for a loop as the conversation keeps it: the repeats at its end
+    folded into one, so the next request does not show the model its own loop to go on with
+    (64 lines of `#` in the history prime 64 more) nor spend the context on it."""
+    head, _, partial = answer.rpartition("\n")
+    raw = head.split("\n") if head else []
+    lines = [line.rstrip() for line in raw]  # compared as the watch compares them
+    for size in range(1, MAX_CYCLE + 1):
+        repeats = LINE_REPEATS if size == 1 else CYCLE_REPEATS
+        cycle = lines[-size:]
+        if len(lines) < size * repeats or (size > 1 and len(set(cycle)) == 1):
+            continue
+        seen = 1
+        while lines[-(seen + 1) * size : len(lines) - seen * size] == cycle:
+            seen += 1
+        if seen >= repeats:
+            # What came after the last repeat (`partial`) is the loop's next one, cut off.
+            return "\n".join(raw[: len(raw) - (seen - 1) * size])
+    return answer if run_loop(partial) is None else head + ("\n" if head else "") + _fold_run(partial)
+
+
+def _fold_run(line: str) -> str:
+    """A line that ends in one short span over and over, with the span kept once."""
+    loop = run_loop(line)
+    assert loop is not None
+    span = len(loop.span)
+    start = len(line) - RUN_CHARS
+    while start >= span and line[start - span : start] == line[start : start + span]:
+        start -= span
+    return line[: start + span]
+
+
 def reply_cap(think: bool, setting: int = 0) -> int:
     """The most tokens a reply may run to: the `max_reply_tokens` setting, else the mode's."""
     return setting if setting > 0 else DEFAULT_CAP[think]

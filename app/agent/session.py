@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeVar
 
 from backends.events import STATS_INTERVAL_S, Delta, End, Error, Event, ToolCall
-from backends.reply_guard import cap_for, guarded
+from backends.reply_guard import cap_for, guarded, without_loop
 from backends.sampling import Sampling
 from backends.stats import Stats
 
@@ -542,7 +542,9 @@ class Session:
 
     def _keep(self, reply: _Reply) -> None:
         if reply.answer or reply.tool_calls:
-            message: dict[str, Any] = {"role": "assistant", "content": reply.answer}
+            looped = reply.end is not None and reply.end.reason == "loop"
+            answer = without_loop(reply.answer) if looped else reply.answer
+            message: dict[str, Any] = {"role": "assistant", "content": answer}
             if reply.tool_calls:
                 message["tool_calls"] = [call.as_message_part() for call in reply.tool_calls]
             self.history.append(message)

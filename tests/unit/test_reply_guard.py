@@ -140,3 +140,23 @@ def test_serve_passes_on_whole_events_only():
     assert events_end(b'data: {"a": 1}\n\ndata: {"b"') == len(b'data: {"a": 1}\n\n')
     assert events_end(b"event: x\r\ndata: 1\r\n\r\nda") == len(b"event: x\r\ndata: 1\r\n\r\n")
     assert events_end(b"data: half") == 0 and events_end(b"") == 0
+
+
+def test_a_stopped_loop_is_kept_in_the_conversation_once():
+    """What the guard stopped, as the history keeps it: the repeats folded into one, whatever
+    the stop cut off after the last; a reply without a loop (code's own repeats) untouched."""
+    from backends.reply_guard import without_loop
+
+    def streamed(pieces: list[str]) -> str:
+        script = Script(pieces[:1] + pieces[1:] * 5000, forever=False)
+        return "".join(e.text for e in guarded(script.events(), script.cancel, cap=None) if isinstance(e, Delta))
+
+    function = "def reverse(head):\n    return head  \n"
+    hashes = streamed([function] + ["#\n"])
+    assert hashes.count("#") >= LINE_REPEATS and without_loop(hashes) == function + "#"
+    cycle = streamed(["Here:\n"] + ["x = 1\n", "y = 2\n", "print(x + y)\n"])
+    assert without_loop(cycle) == "Here:\nx = 1\ny = 2\nprint(x + y)"
+    run = streamed(["the answer is "] + ["na"])
+    assert len(run) >= RUN_CHARS and without_loop(run) in ("the answer is na", "the answer is nan")
+    kept = function + "#\n" * 20 + "\n".join(["[0, 0, 0]"] * 20) + "\nend\n"
+    assert without_loop(kept) == kept

@@ -381,3 +381,23 @@ def test_resume_restores_the_compacted_context(repo, tmp_path):
     assert FACTS_KEY in session.history[0] and FACTS_KEY not in sent[1]
     assert sent[-1] == {"role": "user", "content": "what next?"}
     store.close()
+
+
+def test_a_reply_stopped_for_a_loop_goes_back_to_the_model_with_its_repeats_folded(repo):
+    """Issue 68: the loop the guard stopped (a function, then `#` line after line) stayed in the
+    history whole, and the next request showed the model 64 lines of `#` to go on with."""
+    from tests.support.scripted_engine import ScriptedEngine
+
+    looping = ["def reverse(head):\n", "    return head\n"] + ["#\n"] * 500
+    engine = ScriptedEngine(turns=[looping, ["Renamed."]])
+    recorder = Recorder()
+    session = make_session(repo, engine, recorder, think=False)
+
+    async def two_turns() -> None:
+        await session.send("write a function that reverses a linked list")
+        await session.send("now rename it to rev")
+
+    asyncio.run(two_turns())
+    assert any("(a loop)" in n.text for n in recorder.of(Notice))
+    sent_back = [m for m in engine.calls[1]["messages"] if m["role"] == "assistant"]
+    assert sent_back[-1]["content"] == "def reverse(head):\n    return head\n#"
