@@ -381,6 +381,29 @@ def _options(request: FitRequest, catalog: Catalog, settings: Settings, notes: l
     return targets, drafters
 
 
+def _pulled_drafter_differs(
+    request: FitRequest, catalog: Catalog, settings: Settings, planned: Option | None
+) -> str | None:
+    """Where the plan's drafter is not the one pulled for this bundle (a user who pulled
+    `dspine` reads a plan for `dspine-bf16`): both commands, so neither is a surprise."""
+    name = request.model or DEFAULT_MODEL
+    if request.draft or planned is None or name.lower().endswith(".gguf") or parse_repo_ref(name) is not None:
+        return None
+    try:
+        bundle = catalog.find(name)
+    except UsageError:
+        return None
+    records = Manifest(settings.manifest_path).records.values()
+    record = next((r for r in records if r.name == bundle.name and record_status(r) == "complete"), None)
+    if record is None or not record.drafter or record.drafter == planned.label:
+        return None
+    return (
+        f"This plan drafts with {planned.label}, the best of {bundle.name}'s drafters that fits here; "
+        f"{record.drafter} is the one pulled: `dspine fit {bundle.name} --draft {record.drafter}` plans it, "
+        f"`dspine pull {bundle.name} --drafter {planned.label}` fetches this one."
+    )
+
+
 def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Hardware | None = None) -> FitResult:
     hardware = hardware or detect()
     if request.vram is not None:
@@ -431,6 +454,9 @@ def fit(request: FitRequest, catalog: Catalog, settings: Settings, hardware: Har
     result = plan([o for o, _ in targets], [o for o, _ in drafters], wishes)
     result.reasons.insert(0, gpu_name[0].upper() + gpu_name[1:] + ".")
     result.reasons.extend(notes)
+    other = _pulled_drafter_differs(request, catalog, settings, result.drafter)
+    if other is not None:
+        result.reasons.append(other)
     if measured:
         labels = ", ".join(dict.fromkeys(measured))
         result.reasons.append(f"Compute buffers measured by llama.cpp {_llama_version()} in a dry run: {labels}.")

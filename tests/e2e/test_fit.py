@@ -257,3 +257,32 @@ def test_fit_sizes_the_authors_drafter_from_its_config_before_the_pull(dspine, g
     again = dspine(*args, extra_env={**nvml_env(RTX_3090), **cache})
     assert again.returncode == 0 and json.loads(again.stdout)["memory"] == data["memory"]
     assert gguf_hub.served_bytes(AUTHORS_REPO, "config.json") == 0  # kept under cache_dir
+
+
+def test_fit_says_when_its_plan_drafts_with_another_variant_than_the_one_pulled(dspine, gguf_hub, headers, env):
+    """A user who pulled `dspine` read a plan for `dspine-bf16` with no word that it is not what
+    they have: fit names both, and the command for each."""
+    from app.hub.store import Manifest, PullRecord, StoredFile
+    from app.settings import load_settings
+
+    target = headers["Qwen3.8-27B-Q4_K_M.gguf"]
+    stored = StoredFile("target", TARGET_REPO, target.name, target.stat().st_size, None, "main", str(target))
+    Manifest(load_settings().manifest_path).put(
+        PullRecord("qwen3.8-27b", "catalog", "Q4_K_M", "dspine-gguf", "dspine", [stored])
+    )
+    planned = dspine("fit", "qwen3.8-27b", "--json", "--no-measure", extra_env=nvml_env(RTX_3090))
+    assert planned.returncode == 0, planned.stderr
+    data = json.loads(planned.stdout)
+    drafter = data["settings"]["drafter"]
+    said = [r for r in data["reasons"] if "is the one pulled" in r]
+    assert drafter != "dspine-gguf", "the plan drafts with what is pulled: nothing to say, nothing tested"
+    assert said == [
+        f"This plan drafts with {drafter}, the best of qwen3.8-27b's drafters that fits here; dspine-gguf is the one "
+        "pulled: `dspine fit qwen3.8-27b --draft dspine-gguf` plans it, "
+        f"`dspine pull qwen3.8-27b --drafter {drafter}` fetches this one."
+    ]
+    asked = dspine(
+        "fit", "qwen3.8-27b", "--draft", "dspine-gguf", "--json", "--no-measure", extra_env=nvml_env(RTX_3090)
+    )
+    data = json.loads(asked.stdout)
+    assert data["settings"]["drafter"] == "dspine-gguf" and not [r for r in data["reasons"] if "is the one pulled" in r]
