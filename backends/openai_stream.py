@@ -147,6 +147,19 @@ def check_counts(stats: Stats) -> None:
         )
 
 
+# Where a server sends no timings, this client's clock times the reply from its first text to
+# its end; a reply that arrives at once (a scripted server, a proxy that buffers the stream)
+# spans too little of it to time: 24 tokens in 0.3 ms read 80,000 tok/s. Below this span the
+# speed is not known, and the readout says so rather than show that.
+MIN_TIMED_SPAN_S = 0.05
+
+
+def timed_span(since: float) -> float:
+    """Seconds from `since` to now, or 0.0 (not timed) where that is too short to time a reply."""
+    span = time.monotonic() - since
+    return span if span >= MIN_TIMED_SPAN_S else 0.0
+
+
 def apply_usage(stats: Stats, usage: dict, decode_s: float) -> None:
     # OpenAI's prompt_tokens counts the whole prompt; ours counts what was processed, so
     # the cached part (from llama-server's timings, when it sent them) comes off.
@@ -289,7 +302,7 @@ class _ReplySoFar:
         if chunk.get("timings"):
             apply_timings(self.stats, chunk["timings"])
         if chunk.get("usage"):
-            apply_usage(self.stats, chunk["usage"], time.monotonic() - (self.first_at or self.started))
+            apply_usage(self.stats, chunk["usage"], timed_span(self.first_at or self.started))
         if chunk.get("metrics"):
             apply_vllm(self.stats, chunk["metrics"])
         if chunk.get("sglext"):
@@ -340,7 +353,7 @@ class _ReplySoFar:
         """The end of a stream cut LIMIT_GRACE chunks past max_tokens: counted up to the limit."""
         self.stats.generated_tokens = min(max(self.stats.generated_tokens, self.chunks_with_text), max_tokens)
         if not self.stats.decode_s:
-            self.stats.decode_s = time.monotonic() - (self.first_at or self.started)
+            self.stats.decode_s = timed_span(self.first_at or self.started)
         self.stats.verify_steps = self.stats.verify_steps or self.stats.generated_tokens
         yield from self.splitter.flush()
         yield from finished_calls(self.calls)
@@ -350,7 +363,7 @@ class _ReplySoFar:
         # Stopped: what was streamed so far counts (the server's own figures come at the end).
         self.stats.generated_tokens = max(self.stats.generated_tokens, self.chunks_with_text)
         if not self.stats.decode_s and self.first_at is not None:
-            self.stats.decode_s = time.monotonic() - self.first_at
+            self.stats.decode_s = timed_span(self.first_at)
         return End("cancelled", self.stats.copy())
 
 

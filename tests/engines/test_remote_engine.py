@@ -135,3 +135,19 @@ def test_an_older_sglang_is_not_asked_for_figures_it_cannot_give_and_its_average
             engine.close()
     assert "return_spec_tokens_details" not in served.bodies[-1]
     assert stats.drafted == 0 and stats.draft_note == "server average accept len 2.71 (no per-reply figures)"
+
+
+def test_a_reply_that_arrives_at_once_has_no_speed_rather_than_a_wrong_one():
+    """From a trial: a remote reply whose chunks all came in one read showed about 80,000 tok/s
+    (its tokens over the fraction of a millisecond between its first and last chunk). This
+    client's clock cannot time such a reply: no speed, and the readout shows "- tok/s"."""
+    from app.tui.figures import readout_line
+
+    with shaped_server(per_request=True, counters=False) as served:
+        engine = RemoteEngine.connect(served.url)
+        try:
+            stats = _end(engine).stats
+        finally:
+            engine.close()
+    assert stats.generated_tokens > 0 and stats.decode_s == 0.0 and stats.tokens_per_s is None
+    assert readout_line(stats).startswith("- tok/s")
