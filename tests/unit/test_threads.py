@@ -77,3 +77,16 @@ def test_a_reply_a_load_came_into_is_not_judged_and_drafting_stays_on():
     for _ in range(3):  # the same replies undisturbed: drafting is slower here, and stops
         reply_note(judge, None, False, 100, 10.0, drafter_asked=True, copies_used=None)
     assert not judge.drafting(False)
+
+
+def test_a_tunes_ended_children_count_as_its_own_load_only_where_asked():
+    """`dspine tune` on llama-server runs one server after another, each closed before its next
+    look: their time is the tune's own, or every server tune would read as disturbed."""
+    spin = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass"
+    plain, counting = LoadWatch(), LoadWatch(children=True)
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", spin], check=True)  # a child that ran and was waited for
+    wall = time.monotonic() - started
+    others, own = plain.busy() * wall, counting.busy() * wall
+    assert others >= 0.3, f"the child's {others:.2f} core-seconds read as others' load"
+    assert own < others - 0.25, f"counted as ours: {own:.2f} core-seconds left of {others:.2f}"
