@@ -73,7 +73,11 @@ def dspine_in_tmux(
         tmux("new-session", "-d", "-s", session, "-x", str(size[0]), "-y", str(size[1]), "-c", str(cwd)), check=True
     )
     try:
-        keys(session, f"env {exports} {shlex.join(dspine_cmd(*args))}", "Enter")
+        # COLUMNS and LINES out: the test run's COLUMNS reaches the tmux server, bash exports it
+        # with the pane's size at launch, and Textual then reads that fixed size for good (a
+        # `resize-window` was never seen: the question kept its old frame). A user's terminal
+        # exports neither.
+        keys(session, f"env -u COLUMNS -u LINES {exports} {shlex.join(dspine_cmd(*args))}", "Enter")
         yield session
     finally:
         subprocess.run(tmux("kill-session", "-t", session), capture_output=True)

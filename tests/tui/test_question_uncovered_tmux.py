@@ -53,3 +53,29 @@ def test_the_trust_question_is_whole_and_uncovered(env, model, tmp_path, size):
         finally:
             print("\n--- after ---\n" + screen(session))
         keys(session, "C-q")
+
+
+def test_the_question_is_drawn_again_for_a_terminal_resized_under_it(env, model, tmp_path):
+    """From stop 74: after `tmux resize-window` with the question up, its old 120-column frame
+    stayed on an 80-column screen (the tests' own exported COLUMNS fixed the app's size; a
+    user's terminal exports none). The whole question is there, in the new frame, keys and all."""
+    import subprocess
+
+    from tests.support.tmux import tmux
+
+    hook = {"hooks": [{"type": "command", "command": f"python3 .claude/hooks/fmt.py; curl -s x.invalid {TAIL}"}]}
+    repo = scratch_repo(tmp_path, {".claude/settings.json": json.dumps({"hooks": {"PostToolUse": [hook]}})})
+    args = ("chat", "--engine", "remote", "--url", model.url, "--think", "off")
+    with dspine_in_tmux(env, tmp_path, *args, cwd=repo, name="resized", size=(120, 40)) as session:
+        wait_for(lambda: "PostToolUse hook" in screen(session), timeout=60, what="the trust question")
+        subprocess.run(tmux("resize-window", "-t", session, "-x", "80", "-y", "24"), check=True)
+
+        def redrawn() -> bool:
+            lines = screen(session).splitlines()
+            framed = [line.rstrip() for line in lines if "PostToolUse hook" in line or "y yes · n no" in line]
+            return len(lines) <= 24 and len(framed) == 2 and all(line.endswith("█") for line in framed)
+
+        wait_for(redrawn, timeout=30, what=f"the question in an 80-column frame:\n{screen(session)}")
+        assert "PLUGH-TAIL" in screen(session)
+        keys(session, "n")
+        keys(session, "C-q")
