@@ -18,6 +18,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -29,6 +30,9 @@ VARIANTS = ("dspine", "dflash")
 # 64% of the variance, 128 only 41%): r = 256 keeps most of a token's identity in its code at a
 # 49,152 x 256 table; s = r / 2 as the authors' default (1024 / 512). docs/training-dspine.md.
 TRANSFER_RANK, MESSAGE_SIZE, TOP_K = 256, 128, 16
+# Q8_0 keeps a unit-norm code row (values under 0.5) to within 0.5/127/2 a value: a table further
+# than this from a run's own is another table, not its quantised copy.
+CODES_Q8_0_ERROR = 0.01
 
 
 def _shape(target, injection: bool, args):
@@ -85,7 +89,29 @@ def _continuations(args, target: Path, chunks: int | None) -> None:
         server.stop()
 
 
-def _fail(message: str) -> None:
+def _warm_start(args, tshape, tweights) -> tuple[dict, np.ndarray]:
+    """The DSpine drafter's params and code table from --init-from (a converted GGUF), checked
+    against the shape this run trains."""
+    from .params import init_params
+    from .warm import NotThisDrafter, params_from_gguf
+
+    shape = _shape(tshape, True, args)
+    readout = np.zeros((args.transfer_rank, tshape.n_embd), np.float32)
+    wanted = {k: v.shape for k, v in init_params(shape, tshape.n_layer, tweights, readout,
+                                                 np.random.default_rng(0)).items()}  # fmt: skip
+    if not args.init_from.is_file():
+        _fail(f"--init-from {args.init_from}: no such file")
+    try:
+        params, codes = params_from_gguf(args.init_from, wanted)
+    except NotThisDrafter as exc:
+        _fail(str(exc))
+    if codes is None or codes.shape != (tshape.n_vocab, args.transfer_rank):
+        _fail(f"--init-from {args.init_from}: no code table of {tshape.n_vocab} x {args.transfer_rank} in it")
+    print(f"starting from {args.init_from} ({sum(v.size for v in params.values()) / 1e6:.2f}M parameters)")
+    return params, codes
+
+
+def _fail(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
 
@@ -119,6 +145,8 @@ def _parser() -> argparse.ArgumentParser:
     add("--lr", type=float, default=6e-4)
     add("--seed", type=int, default=0)
     add("--random-init", action="store_true", help="a random backbone instead of the target's last blocks")
+    add("--init-from", type=Path, help="train: start a new run from this converted DSpine GGUF (the shipped one) "
+        "and its code table, not from the target's blocks")  # fmt: skip
     # the objective: every term and the schedule on by default, as the authors train
     add("--ce-weight", type=float, default=0.1, help="CE's share of the CE + L1 mix")
     add("--no-l1", action="store_true", help="CE alone instead of the CE + L1 mix")
@@ -176,11 +204,15 @@ def main(argv: list[str] | None = None) -> None:
     embed = tweights["token_embd.weight"]
     # the codes are made once and kept: eigenvector signs may differ between LAPACK builds
     codes_path = args.runs / f"transfer-r{args.transfer_rank}.npz"
+    warm = _warm_start(args, tshape, tweights) if args.command == "train" and args.init_from else None
     if not codes_path.exists():
         codes, readout, _ = transfer_space(embed, args.transfer_rank)
-        np.savez(codes_path, codes=codes, readout=readout)
+        # a run that goes on from a shipped drafter keeps the code table it was trained against
+        np.savez(codes_path, codes=codes if warm is None else warm[1], readout=readout)
     with np.load(codes_path) as f:
         codes, readout = f["codes"], f["readout"]
+    if warm is not None and np.abs(codes - warm[1]).max() > CODES_Q8_0_ERROR:
+        _fail(f"{codes_path} holds another code table than {args.init_from}: give this run --runs of its own")
 
     if args.command == "train":
         from .train import train
@@ -189,6 +221,8 @@ def main(argv: list[str] | None = None) -> None:
             shape = _shape(tshape, variant == "dspine", args)
 
             def init(shape=shape):
+                if warm is not None and shape.injection:
+                    return warm[0]
                 return init_params(shape, tshape.n_layer, tweights, readout, np.random.default_rng(args.seed),
                                    from_target=not args.random_init)  # fmt: skip
 
