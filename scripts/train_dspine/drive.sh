@@ -7,6 +7,9 @@
 # feature shards of what is there so far, and both variants CHUNK more steps on the same data and
 # seeds; then the last shards, `evaluate` and `export`. One thread each: the machine is shared.
 #   RUNS=/work/train-runs SERVER=.../llama-server nohup sh scripts/train_dspine/drive.sh > RUNS/drive.log &
+# INIT_FROM=assets/drafters/smollm2-135m-dspine.Q8_0.gguf (a path from the repository's root)
+# starts a new run's DSpine variant from the drafter that ships rather than from the target's
+# blocks: what an earlier session trained and shipped is where this one goes on.
 RUNS=${RUNS:-/work/train-runs}
 STEPS=${STEPS:-3000}
 CHUNK=${CHUNK:-150}
@@ -14,6 +17,8 @@ PYTHON=${PYTHON:-/work/train-venv/bin/python}
 cd "$(dirname "$0")/.." || exit 1
 export XLA_FLAGS=--xla_cpu_multi_thread_eigen=false OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 run() { nice -n 19 "$PYTHON" -m train_dspine "$@" --runs "$RUNS"; }
+init=""
+[ -n "$INIT_FROM" ] && init="--init-from ../$INIT_FROM"
 PROMPTS=${PROMPTS:-1000}
 if [ -n "$SERVER" ]; then
   (
@@ -35,7 +40,8 @@ for v in ('dspine', 'dflash'):
 print(min(steps))")
   [ "$done_steps" -ge "$STEPS" ] && break
   run features || exit 1
-  run train --steps "$STEPS" --stop-at $((done_steps + CHUNK)) --minutes 600 || exit 1
+  # shellcheck disable=SC2086
+  run train --steps "$STEPS" --stop-at $((done_steps + CHUNK)) --minutes 600 $init || exit 1
 done
 wait
 run features
