@@ -5,8 +5,13 @@ kernel parks behind another program holds all of them up. Measured here (2 cores
 beside one busy process at nice 0): llama-server at `-t 2` fell from 80.0 to 7.3 tok/s while
 `-t 1` kept 54.1. So the count is the physical cores minus those others keep busy, sampled
 over a short window; never more than the physical cores (hyper-threads share a core's units).
-A niced program (a build at nice 10, an indexer) yields its core to ours and is not counted.
-The `threads` setting (0: this rule) fixes the count."""
+A niced program (a build at nice 10, an indexer) yields its core to ours only where the kernel
+weighs niceness across the machine: with autogroups (Linux's default on desktops, a group for
+each terminal session) it ranks a program only against its own session's, and a `nice make` in
+another terminal takes its whole share beside the chat (measured here: llama-server at `-t 2`
+beside one at nice 19 in another session drafted 0.6 tok/s where it drafted 20 alone). There
+it counts as any program does, unless it shares this session's group (`nice make &` in the same
+shell), where it still yields. The `threads` setting (0: this rule) fixes the count."""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 
@@ -26,6 +32,66 @@ SAMPLE_S = 0.1
 # Others' use of a core counts once it passes this share of it: a desktop's background
 # (a browser tab, a terminal) stays below; a compiler, a test run or a spinning loop does not.
 TAKEN_SHARE = 0.5
+
+
+# 1 where Linux groups scheduling by session (CONFIG_SCHED_AUTOGROUP, on by default).
+AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
+
+
+# How often the niced programs of this session's group are looked for again (a walk of every
+# process: a few milliseconds on a desktop's few hundred).
+KIN_REFRESH_S = 2.0
+
+
+def nice_yields() -> bool:
+    """Whether a niced program's time is free for llama.cpp: not where autogroups schedule each
+    session apart (a niced program in another terminal competes at full weight there)."""
+    try:
+        return AUTOGROUP.read_text().strip() != "1"
+    except OSError:
+        return True  # no autogroups (another kernel, macOS): niceness ranks every program
+
+
+def autogroup_of(pid: int | str) -> str | None:
+    """The scheduling group Linux put a process in (`/autogroup-N`), or None."""
+    try:
+        return Path(f"/proc/{pid}/autogroup").read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+class NicedKin:
+    """The niced programs of this process's own autogroup, and the CPU time they have used
+    since this was made: they yield to llama.cpp, so it is not others' load."""
+
+    def __init__(self, ours: set[int]) -> None:
+        self._group = autogroup_of("self")
+        self._ours = ours
+        self._kin: list[psutil.Process] = []
+        self._last: dict[int, float] = {}
+        self._found_at = float("-inf")
+        self.total = 0.0
+
+    def look(self) -> float:
+        """Their CPU seconds since this was made (a program found later counts from then on)."""
+        if time.monotonic() - self._found_at > KIN_REFRESH_S:
+            self._find()
+        for process in self._kin:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                continue  # ended: what it used before its last look is counted
+            used = times.user + times.system
+            self.total += max(0.0, used - self._last.get(process.pid, used))
+            self._last[process.pid] = used
+        return self.total
+
+    def _find(self) -> None:
+        self._found_at = time.monotonic()
+        if self._group is None:
+            return
+        niced = [p for p in psutil.process_iter(["nice"]) if (p.info.get("nice") or 0) > 0 and p.pid not in self._ours]
+        self._kin = [p for p in niced if autogroup_of(p.pid) == self._group]
 
 
 @dataclass(frozen=True)
@@ -67,27 +133,32 @@ class LoadWatch:
         ended children's use counts as this one's too (a tune's llama-servers, each closed
         before the next look)."""
         self._children = children
+        self._nice_yields = nice_yields()
         self._mine = [psutil.Process()]
         for pid in also_ours:
             with contextlib.suppress(psutil.Error):  # gone already: nothing of it to count
                 self._mine.append(psutil.Process(pid))
+        # Where niced time counts as busy, that of this session's own niced programs does not.
+        self._kin = None if self._nice_yields else NicedKin({p.pid for p in self._mine})
         self._mark = self._now()
 
     def _now(self) -> tuple[float, float, float]:
         times = psutil.cpu_times()
-        idle = times.idle + getattr(times, "iowait", 0.0) + getattr(times, "nice", 0.0)
+        idle = times.idle + getattr(times, "iowait", 0.0) + (getattr(times, "nice", 0.0) if self._nice_yields else 0.0)
         busy = sum(times) - idle - getattr(times, "guest", 0.0) - getattr(times, "guest_nice", 0.0)
         used = 0.0
         for process in self._mine:
             try:
                 own = process.cpu_times()
-                if process.nice() > 0:
+                if self._nice_yields and process.nice() > 0:
                     continue  # run niced (`nice dspine chat`): its time is in `nice`, not in `busy`
             except psutil.Error:
                 continue  # gone (a server that stopped)
             used += own.user + own.system
             if self._children:
                 used += own.children_user + own.children_system
+        if self._kin is not None:
+            used += self._kin.look()
         return time.monotonic(), busy, used
 
     def settle(self, window_s: float) -> None:

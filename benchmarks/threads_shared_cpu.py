@@ -48,6 +48,7 @@ PROMPTS = [
 
 TUNED = False  # --drafting tuned
 NICE = 0  # --nice: the busy processes' nice level (a build run with `nice` yields, or does it?)
+OWN_SESSION = False  # --other-session: the busy processes as from another terminal (their own autogroup)
 
 
 def tuned_prompts() -> list[tuple[str, list[dict]]]:
@@ -110,7 +111,7 @@ def measure(kinds: list[str], rounds: int, tokens: int, model: Path, counts: tup
         try:
             for round_no in range(rounds):
                 for load_name, count in loads.items():
-                    with busy(count, NICE):
+                    with busy(count, NICE, OWN_SESSION):
                         opened = dict(fixed)
                         try:
                             opened |= {name: opener(kind, model, logs, setups[name])() for name in fresh}
@@ -174,14 +175,21 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=None)
     parser.add_argument("--nice", type=int, default=0, help="the busy processes' nice level")
     parser.add_argument(
+        "--other-session",
+        action="store_true",
+        help="the busy processes in a session of their own, as from another terminal (Linux's autogroups "
+        "rank niceness only within a session)",
+    )
+    parser.add_argument(
         "--drafting",
         choices=["plain", "tuned"],
         default="plain",
         help="tuned: n-gram drafts on edit turns, as a tune leaves this CPU; new text, edit, rewrite",
     )
     args = parser.parse_args()
-    global NICE, TUNED
+    global NICE, OWN_SESSION, TUNED
     NICE = args.nice
+    OWN_SESSION = args.other_session
     TUNED = args.drafting == "tuned"
     if TUNED:  # the product's settings, none of this user's
         home = Path(tempfile.mkdtemp(prefix="threads-bench-home-"))

@@ -4,14 +4,17 @@ looking again before each reply, doctor saying what it picked."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from backends.llama_server import ServerConfig, server_args
 from backends.threads import LoadWatch, pick
+from tests.conftest import wait_for
 
 
 @pytest.mark.parametrize(
@@ -90,3 +93,55 @@ def test_a_tunes_ended_children_count_as_its_own_load_only_where_asked():
     others, own = plain.busy() * wall, counting.busy() * wall
     assert others >= 0.3, f"the child's {others:.2f} core-seconds read as others' load"
     assert own < others - 0.25, f"counted as ours: {own:.2f} core-seconds left of {others:.2f}"
+
+
+def niced_counted(tmp_path, monkeypatch, spinner_session: str) -> float:
+    """How many more cores a watch sees busy where the kernel schedules each session apart
+    (autogroups) than one where it does not, over one window (the kernel's setting read from a
+    file each), beside a program spinning at nice 19 started in this session (`same`), in a
+    session of its own (`other`: as from another terminal) or none. Bounded, killed by its PID."""
+    import backends.threads as threads
+
+    def watch_with(setting: str) -> LoadWatch:
+        flag = tmp_path / f"autogroup-{setting}"
+        flag.write_text(setting + "\n")
+        monkeypatch.setattr(threads, "AUTOGROUP", flag)
+        return LoadWatch()
+
+    command = ["nice", "-n", "19", sys.executable, "-c", "while True: pass"]
+    spinner = None
+    if spinner_session != "none":
+        spinner = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=spinner_session == "other")
+    try:
+        if spinner is not None:
+            wait_for(lambda: psutil.Process(spinner.pid).nice() == 19, timeout=10, what="the spinner at nice 19")
+        apart, together = watch_with("1"), watch_with("0")  # they find this session's niced programs
+        together.settle(0.8)
+        return apart.busy() - together.busy()
+    finally:
+        if spinner is not None:
+            spinner.kill()
+            spinner.wait(timeout=30)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroups in this kernel")
+def test_a_niced_program_counts_where_autogroups_keep_its_session_apart(tmp_path, monkeypatch):
+    """A `nice make` in another terminal took a core from llama-server at `-t 2` (0.6 tok/s where
+    it drafted 20) and auto did not count it: with autogroups a niced program yields only to its
+    own session's. One started from this session still yields, and is not counted. (Against
+    what the machine's other niced programs add without a spinner: a test run may not be alone.)"""
+    before = niced_counted(tmp_path, monkeypatch, "none")
+    other = niced_counted(tmp_path, monkeypatch, "other")
+    same = niced_counted(tmp_path, monkeypatch, "same")
+    assert other > before + 0.5, (before, other)
+    assert same < before + 0.3, (before, same)
+
+
+def test_without_autogroups_niceness_ranks_every_program(tmp_path, monkeypatch):
+    import backends.threads as threads
+
+    monkeypatch.setattr(threads, "AUTOGROUP", tmp_path / "absent")  # macOS, another kernel
+    assert threads.nice_yields()
+    (tmp_path / "off").write_text("0\n")
+    monkeypatch.setattr(threads, "AUTOGROUP", tmp_path / "off")
+    assert threads.nice_yields()
