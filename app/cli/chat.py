@@ -7,11 +7,6 @@ from pathlib import Path
 
 import typer
 
-from ..choices import (
-    OutputFormatName,
-    PermissionMode,
-    Think,
-)
 from ..errors import UsageError
 from ..models.catalog import load_catalog
 from ..settings import load_settings
@@ -28,6 +23,19 @@ from .base import (
     _say_warning,
     app,
     err,
+)
+from .chat_options import (
+    AllowOption,
+    AllowUnsandboxedOption,
+    ContinueOption,
+    CtxOption,
+    DenyOption,
+    ModeOption,
+    NoToolsOption,
+    OutputFormatOption,
+    PrintOption,
+    ResumeOption,
+    ThinkOption,
 )
 
 
@@ -71,61 +79,20 @@ def chat(
     engine: EngineOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
-    ctx: int = typer.Option(
-        8192, "--ctx", help="Context length per conversation; the start says how much the fit plan allows."
-    ),
-    think: Think | None = typer.Option(
-        None,
-        "--think",
-        help="Start with thinking on or off (Ctrl+T switches). Default: on; a saved chat you go on with "
-        "keeps the mode it was left in.",
-    ),
-    mode: PermissionMode | None = typer.Option(
-        None,
-        "--mode",
-        help="Start in this permission mode (Shift+Tab cycles): ask asks before edits, writes, commands and "
-        "MCP calls; accept-edits applies edits and writes in the project without asking (commands and MCP "
-        "calls still ask); plan offers only the reading tools, for a plan. Default: ask; a saved chat you "
-        "go on with keeps the mode it was left in.",
-    ),
-    no_tools: bool = typer.Option(
-        False, "--no-tools", help="A plain chat: no project tools (read, search, edit, run); /tools on switches."
-    ),
-    continue_last: bool = typer.Option(
-        False, "--continue", "-c", help="Go on with the last chat of this project, the model's context as it was."
-    ),
-    resume: int | None = typer.Option(
-        None, "--resume", help="Go on with the saved chat of this number (Ctrl+L lists them), its context as it was."
-    ),
-    print_prompt: str | None = typer.Option(
-        None,
-        "--print",
-        "-p",
-        help="Headless: send this prompt (- reads standard input), run the agent on the project, print the "
-        "result and exit; nothing waits on a terminal (see --allow, --deny, --mode).",
-    ),
-    output_format: OutputFormatName = typer.Option(
-        "text", "--output-format", help="With -p: text, json (one object at the end) or stream-json (a line an event)."
-    ),
-    allow: list[str] | None = typer.Option(
-        None,
-        "--allow",
-        help="With -p: a tool that may run without asking (edit_file, mcp__srv__tool), or one command word for "
-        "word (run_command:pytest -q); repeatable. What would ask and no rule allows is denied.",
-    ),
-    deny: list[str] | None = typer.Option(
-        None, "--deny", help="With -p: a tool or command that never runs; repeatable."
-    ),
-    allow_unsandboxed: bool = typer.Option(
-        False,
-        "--allow-unsandboxed",
-        help="With -p: where this system has no working sandbox (bubblewrap, sandbox-exec), let the commands "
-        "--allow covers run without one; else they are denied.",
-    ),
+    ctx: CtxOption = 8192,
+    think: ThinkOption = None,
+    mode: ModeOption = None,
+    no_tools: NoToolsOption = False,
+    continue_last: ContinueOption = False,
+    resume: ResumeOption = None,
+    print_prompt: PrintOption = None,
+    output_format: OutputFormatOption = "text",
+    allow: AllowOption = None,
+    deny: DenyOption = None,
+    allow_unsandboxed: AllowUnsandboxedOption = False,
 ) -> None:
     """Open the coding chat on the project here: it reads, searches, edits and runs with your consent;
     streaming replies, think / no-think, live tok/s and acceptance."""
-    # One piece: Typer's option list; the body is under 60 lines.
     from ..agent.project import open_project
     from ..chat.setup import ChatRequest, Tell, assemble
     from ..run.engines import EngineOptions, engine_and_url
