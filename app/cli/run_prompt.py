@@ -6,21 +6,15 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-import typer
-
 from backends.errors import EngineError
 from backends.remote_info import shown_url
 
-from ..choices import (
-    Think,
-)
 from ..errors import ConfigError, UsageError
 from ..hub.store import Manifest
 from ..models.catalog import load_catalog
 from ..settings import Settings, load_settings
 from ..terminal_text import for_terminal
 from .base import (
-    MODEL_HELP,
     ApiKeyOption,
     DraftOption,
     EngineOption,
@@ -31,49 +25,49 @@ from .base import (
     err,
     out,
 )
+from .run_options import (
+    CtxOption,
+    FirstArgument,
+    JsonOption,
+    MaxTokensOption,
+    MinPOption,
+    NMaxOption,
+    PresencePenaltyOption,
+    SecondArgument,
+    SeedOption,
+    TempOption,
+    ThinkOption,
+    TopKOption,
+    TopPOption,
+)
 
 
 @app.command("run")
 def run_prompt(
-    first: str | None = typer.Argument(
-        None, metavar="MODEL", show_default=False, help=MODEL_HELP + " Or give it as --model, then only the prompt."
-    ),
-    second: str | None = typer.Argument(
-        None, metavar="PROMPT", show_default=False, help="What to ask; - reads it from standard input."
-    ),
+    first: FirstArgument = None,
+    second: SecondArgument = None,
     model_option: ModelOption = None,
     draft: DraftOption = None,
     engine: EngineOption = None,
-    think: Think | None = typer.Option(
-        None,
-        "--think",
-        help="The model's thinking mode. Default: on, or off for a model whose chat template has none.",
-    ),
-    temp: float | None = typer.Option(None, "--temp", help="Temperature (0 = greedy); default: the mode's preset."),
-    top_p: float | None = typer.Option(None, "--top-p", help="Top-p; default: the mode's preset."),
-    top_k: int | None = typer.Option(None, "--top-k", help="Top-k (0 = off); default: the mode's preset."),
-    min_p: float | None = typer.Option(None, "--min-p", help="Min-p; default: the mode's preset."),
-    presence_penalty: float | None = typer.Option(
-        None,
-        "--presence-penalty",
-        help="Presence penalty; default: the mode's preset (Qwen3.8: 1.5 with thinking off).",
-    ),
-    seed: int | None = typer.Option(None, "--seed", help="Sampling seed."),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", "-n", help="Stop after this many tokens."),
-    n_max: int | None = typer.Option(None, "--n-max", help="Draft length: tokens drafted per step."),
-    ctx: int = typer.Option(4096, "--ctx", help="Context length."),
+    think: ThinkOption = None,
+    temp: TempOption = None,
+    top_p: TopPOption = None,
+    top_k: TopKOption = None,
+    min_p: MinPOption = None,
+    presence_penalty: PresencePenaltyOption = None,
+    seed: SeedOption = None,
+    max_tokens: MaxTokensOption = None,
+    n_max: NMaxOption = None,
+    ctx: CtxOption = 4096,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object at the end instead of streaming."),
+    as_json: JsonOption = False,
 ) -> None:
     """Send one prompt and stream the reply, then its figures (no TUI)."""
-    # One piece: Typer's option list; the body is the steps below, each a function.
     from rich.markup import escape
 
-    from backends.reply_guard import cap_for
-
     from ..run.drafting_choice import with_drafting
-    from ..run.engines import EngineOptions, engine_and_url, open_engine
+    from ..run.engines import EngineOptions, engine_and_url
     from ..run.inputs import check_lengths, check_prompt, check_sampling, read_stdin, with_piped
     from ..run.think_default import no_thinking_note, starting_think
 
@@ -99,7 +93,20 @@ def run_prompt(
     )
     if drafting is not None:
         options = with_drafting(options, drafting)
-    progress = _start_progress(engine, files.label, as_json)
+    _answer(files, options, settings, drafting, prompt, sampling, n_max, as_json)
+
+
+def _answer(
+    files, options, settings: Settings, drafting, prompt: str, sampling, n_max: int | None, as_json: bool
+) -> None:
+    """Open the engine, stream the reply to the prompt (capped as the think mode caps it; the
+    user's own --n-max, if any, asked of each step), then print it as JSON or its figures."""
+    from backends.reply_guard import cap_for
+
+    from ..run.engines import open_engine
+
+    thinking = options.think
+    progress = _start_progress(options.engine, files.label, as_json)
     opened = open_engine(files, options, settings, on_progress=progress, on_warning=_say_warning)
     cap = cap_for(thinking, settings.max_reply_tokens, sampling.max_tokens)
     try:
