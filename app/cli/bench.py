@@ -7,14 +7,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-import typer
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..choices import (
-    BenchThink,
-)
 from ..errors import UsageError
 from ..models.catalog import load_catalog
 from ..settings import load_settings
@@ -28,6 +24,21 @@ from .base import (
     app,
     err,
     out,
+)
+from .bench_options import (
+    AdaptiveOption,
+    ContextFilesOption,
+    CtxOption,
+    DepthOption,
+    DraftersOption,
+    JsonOption,
+    MarkdownOption,
+    MaxTokensOption,
+    NMaxOption,
+    PromptsOption,
+    RepeatOption,
+    SeedOption,
+    ThinkOption,
 )
 
 
@@ -51,47 +62,21 @@ def bench(
     engine: EngineOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
-    drafters: str = typer.Option(
-        "all",
-        "--draft",
-        "--drafters",
-        "-d",
-        help="all (n-gram copies and what is pulled), none, or a comma list of ngram, variants or .gguf files.",
-    ),
-    prompts: list[Path] | None = typer.Option(
-        None, "--prompts", help="JSONL of chats (one a line); repeatable. Default: the built-in sets."
-    ),
-    think: BenchThink = typer.Option("off", "--think", help="The thinking mode to measure, or both."),
-    n_max: str = typer.Option("", "--n-max", help="Draft lengths to try, e.g. 2,4,8,16 (default: the drafter kind's)."),
-    adaptive: bool = typer.Option(
-        True,
-        "--adaptive/--no-adaptive",
-        help="Also run each drafter with the draft length learned per think mode (in-process, and on a "
-        "llama-server that honours a per-request length: dspine's patched build).",
-    ),
-    repeat: int | None = typer.Option(
-        None, "--repeat", help="Rounds: each setup runs each prompt once a round, in turns (default 3; 2 with a GPU)."
-    ),
-    max_tokens: int | None = typer.Option(
-        None, "--max-tokens", "-n", help="Tokens generated per prompt (default 128; 64 without a GPU)."
-    ),
-    ctx: int = typer.Option(
-        4096, "--ctx", help="Context length; raised for a --depth that needs more, where the fit plan has room."
-    ),
-    seed: int = typer.Option(
-        0, "--seed", help="Sampling seed of the first round; each round the next (sampled replies are other texts)."
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
-    markdown: bool = typer.Option(False, "--markdown", help="Print a Markdown table."),
-    depth: str = typer.Option(
-        "0", "--depth", help="Tokens of context before each prompt, a list: 0,8k,32k (acceptance by depth)."
-    ),
-    context_files: list[Path] | None = typer.Option(
-        None, "--context-files", help="Source files or folders the context is read from (default: dspine's own)."
-    ),
+    drafters: DraftersOption = "all",
+    prompts: PromptsOption = None,
+    think: ThinkOption = "off",
+    n_max: NMaxOption = "",
+    adaptive: AdaptiveOption = True,
+    repeat: RepeatOption = None,
+    max_tokens: MaxTokensOption = None,
+    ctx: CtxOption = 4096,
+    seed: SeedOption = 0,
+    as_json: JsonOption = False,
+    markdown: MarkdownOption = False,
+    depth: DepthOption = "0",
+    context_files: ContextFilesOption = None,
 ) -> None:
     """Measure plain vs speculative decoding on your prompts: tok/s, speedup, acceptance."""
-    # One piece: Typer's option list; the body is the steps below, each a function.
     from ..fit.hardware import detect
     from ..run.bench import CPU_MAX_TOKENS, builtin_prompt_files, load_prompts
     from ..run.engines import engine_and_url
