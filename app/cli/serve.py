@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-import typer
-
-from ..choices import (
-    Think,
-)
 from ..errors import UsageError
 from ..settings import load_settings
 from .base import (
-    MODEL_HELP,
     DraftOption,
     ModelOption,
     UrlOption,
@@ -24,52 +17,41 @@ from .base import (
     err,
     out,
 )
+from .serve_options import (
+    ApiKeyOption,
+    CtxOption,
+    EngineOption,
+    HostOption,
+    LogOption,
+    ModelArgument,
+    NMaxOption,
+    ParallelOption,
+    PortOption,
+    PrintConfigOption,
+    RemoteApiKeyOption,
+    ThinkOption,
+)
 
 
 @app.command()
 def serve(
-    model: str | None = typer.Argument(None, help=MODEL_HELP),
+    model: ModelArgument = None,
     model_option: ModelOption = None,
     draft: DraftOption = None,
-    ctx: int = typer.Option(8192, "--ctx", help="Context length, shared by the slots."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; anything but loopback needs a key."),
-    port: int = typer.Option(8080, "--port", help="Port to listen on."),
-    api_key: str | None = typer.Option(
-        None,
-        "--api-key",
-        help="Key clients must send: @FILE reads it from a file, generate makes one; "
-        "default DSPINE_SERVE_API_KEY (a key typed here shows in ps).",
-    ),
-    parallel: int = typer.Option(1, "--parallel", help="Requests served at once; more wait their turn."),
-    think: Think | None = typer.Option(
-        None,
-        "--think",
-        help="The think mode of requests that do not say. Default: on, or off for a model whose chat template "
-        "has none.",
-    ),
-    n_max: int | None = typer.Option(None, "--n-max", help="Draft length (default: the fit plan's)."),
-    log: Path | None = typer.Option(None, "--log", help="Append one line per request (bench format + figures)."),
-    engine: str | None = typer.Option(
-        None,
-        "--engine",
-        help="server (llama-server started here, the default) or remote (the server at --url: vLLM, SGLang or "
-        "another llama-server, its window and drafter asked of it).",
-    ),
+    ctx: CtxOption = 8192,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8080,
+    api_key: ApiKeyOption = None,
+    parallel: ParallelOption = 1,
+    think: ThinkOption = None,
+    n_max: NMaxOption = None,
+    log: LogOption = None,
+    engine: EngineOption = None,
     url: UrlOption = None,
-    remote_api_key: str | None = typer.Option(
-        None,
-        "--remote-api-key",
-        help="The remote server's key, as @FILE (a file only you can read). Default: DSPINE_API_KEY.",
-    ),
-    print_config: str | None = typer.Option(
-        None,
-        "--print-config",
-        help="Print how to point a tool here (its window and compaction point too) and exit: "
-        "aider, opencode, continue, codex, claude-code, qwen-code, llm, zed, curl.",
-    ),
+    remote_api_key: RemoteApiKeyOption = None,
+    print_config: PrintConfigOption = None,
 ) -> None:
     """Serve the fitted engine to coding agents and editors (OpenAI and Anthropic APIs), with a live readout."""
-    # One piece: Typer's option list; the body is under 60 lines.
     from ..serve.client_config import TOOLS, snippet
     from ..serve.service import ServeOptions, check_options, client_endpoint
     from ..serve.service import serve as run_server
