@@ -4,43 +4,25 @@ What a session trains outlives its machine only as what the repository keeps: th
 ships (`assets/drafters/smollm2-135m-dspine.Q8_0.gguf`, dspine's converter's output). `train
 --init-from` starts there instead of from the target's blocks, so the next session trains on
 rather than again. Each GGUF tensor goes back under the reference's state-dict name the trainer
-uses (the inverse of `app/hub/convert.py`'s tables, for the tensors this trainer makes: NeoX
-rope, so nothing was permuted), dequantised to float32; the code table comes with them, since
+uses (named as `app/hub/convert.py` names them; this trainer's tensors are NeoX rope, so nothing
+was permuted), dequantised to float32; the code table comes with them, since
 it is the one the drafter was trained against. Numpy and gguf only: no JAX."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import numpy as np
 from gguf import GGUFReader
 from gguf.quants import dequantize
 
-# Reference name after `layers.N.` -> GGUF name after `blk.N.` (app/hub/convert.py's BLOCK_NAMES).
-_BLOCK = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "self_attn.q_norm.weight": "attn_q_norm.weight",
-    "self_attn.k_norm.weight": "attn_k_norm.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
-}
-_INJECTION_LISTS = {"readouts": "dspine_readout.weight", "writes": "dspine_write.weight"}
-_ROOT = {
-    "fc.weight": "fc.weight",
-    "hidden_norm.weight": "enc.output_norm.weight",
-    "norm.weight": "output_norm.weight",
-    "injection.message.weight": "dspine_message.weight",
-    "injection.receiver_gate.weight": "dspine_receiver_gate.weight",
-    "injection.predecessor_gate.weight": "dspine_predecessor_gate.weight",
-    "injection.bias": "dspine_gate.bias",
-}
-CODES = "dspine_codes.weight"
+# The GGUF names are the converter's (one home for them): its module needs the standard
+# library and dspine's error types only, so the trainer's own venv imports it from the repository.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from app.hub.convert import gguf_name as _converter_name
+
+CODES = _converter_name("transfer_codes")
 
 
 class NotThisDrafter(Exception):
@@ -48,15 +30,11 @@ class NotThisDrafter(Exception):
 
 
 def gguf_name(name: str) -> str:
-    """The converter's GGUF name of one of the trainer's parameters."""
-    if name in _ROOT:
-        return _ROOT[name]
-    parts = name.split(".")
-    if parts[0] == "layers":
-        return f"blk.{parts[1]}.{_BLOCK['.'.join(parts[2:])]}"
-    if parts[0] == "injection" and parts[1] in _INJECTION_LISTS:
-        return f"blk.{parts[2]}.{_INJECTION_LISTS[parts[1]]}"
-    raise KeyError(name)
+    """The converter's GGUF name of one of the trainer's parameters (the reference's names)."""
+    found = _converter_name(name)
+    if not found:
+        raise KeyError(name)
+    return found
 
 
 def read_tensors(path: Path) -> dict[str, np.ndarray]:

