@@ -60,38 +60,87 @@ def autogroup_of(pid: int | str) -> str | None:
         return None
 
 
-class NicedKin:
-    """The niced programs of this process's own autogroup, and the CPU time they have used
-    since this was made: they yield to llama.cpp, so it is not others' load."""
+def cgroup_of(pid: int | str) -> str | None:
+    """A process's control groups (autogroups only rank programs inside the same one)."""
+    try:
+        return Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return None
 
-    def __init__(self, ours: set[int]) -> None:
-        self._group = autogroup_of("self")
+
+class NicedKin:
+    """The programs niced below this one in its own autogroup (and control group), and the CPU
+    time they have used since this was made: they yield to llama.cpp, so it is not others' load.
+    Each is looked at directly while it runs, and through its parent's reaped-children time once
+    it has ended (a build's compilers live for less than a refresh), the part seen directly
+    credited, so nothing counts twice. Looked for again every KIN_REFRESH_S; one that started
+    since this was made counts from its start."""
+
+    def __init__(self, ours: set[int], children_ours: bool = False) -> None:
+        """`children_ours`: the children of `ours` are counted as theirs (LoadWatch's
+        `children`), so never as kin, which would count them twice."""
+        self._group = (autogroup_of("self"), cgroup_of("self"))
         self._ours = ours
+        self._children_ours = children_ours
+        self._nice = max((_nice_of(pid) for pid in ours), default=0)
+        self._since = time.time()
         self._kin: list[psutil.Process] = []
-        self._last: dict[int, float] = {}
-        self._found_at = float("-inf")
+        self._seen: dict[tuple[int, float], tuple[float, float]] = {}  # (own, reaped) at the last look
+        self._credit: dict[int, float] = {}  # a parent pid: its ended kin children's time counted already
+        self._found_at = 0.0
         self.total = 0.0
+        self._find()
 
     def look(self) -> float:
-        """Their CPU seconds since this was made (a program found later counts from then on)."""
-        if time.monotonic() - self._found_at > KIN_REFRESH_S:
-            self._find()
+        """Their CPU seconds since this was made."""
+        running = []
         for process in self._kin:
             try:
-                times = process.cpu_times()
+                if not process.is_running():  # ended, or its pid taken by another program
+                    raise psutil.NoSuchProcess(process.pid)
+                times, key = process.cpu_times(), (process.pid, process.create_time())
             except psutil.Error:
-                continue  # ended: what it used before its last look is counted
-            used = times.user + times.system
-            self.total += max(0.0, used - self._last.get(process.pid, used))
-            self._last[process.pid] = used
+                last = self._seen.get((process.pid, process.info.get("create_time") or 0.0))
+                parent = process.info.get("ppid")
+                if last is not None and parent is not None:
+                    self._credit[parent] = self._credit.get(parent, 0.0) + sum(last)
+                continue
+            running.append(process)
+            own, reaped = times.user + times.system, times.children_user + times.children_system
+            start = (0.0, 0.0) if key[1] >= self._since else (own, reaped)
+            was_own, was_reaped = self._seen.get(key, start)
+            credit = self._credit.pop(process.pid, 0.0)
+            grown = max(0.0, reaped - was_reaped)
+            if credit > grown:
+                self._credit[process.pid] = credit - grown  # its ended child not reaped yet
+            self.total += max(0.0, own - was_own) + max(0.0, grown - credit)
+            self._seen[key] = (own, reaped)
+        self._kin = running
+        if time.monotonic() - self._found_at > KIN_REFRESH_S:
+            self._find()  # after the look: an ended kin has credited its parent first
         return self.total
 
     def _find(self) -> None:
         self._found_at = time.monotonic()
-        if self._group is None:
+        if self._group[0] is None:
             return
-        niced = [p for p in psutil.process_iter(["nice"]) if (p.info.get("nice") or 0) > 0 and p.pid not in self._ours]
-        self._kin = [p for p in niced if autogroup_of(p.pid) == self._group]
+        niced = [
+            p
+            for p in psutil.process_iter(["nice", "ppid", "create_time"])
+            if (p.info.get("nice") or 0) > self._nice and p.pid not in self._ours
+        ]
+        kin = [p for p in niced if not (self._children_ours and p.info.get("ppid") in self._ours)]
+        self._kin = [p for p in kin if (autogroup_of(p.pid), cgroup_of(p.pid)) == self._group]
+        pids = {p.pid for p in self._kin}
+        self._seen = {k: v for k, v in self._seen.items() if k[0] in pids}
+        self._credit = {pid: v for pid, v in self._credit.items() if pid in pids}
+
+
+def _nice_of(pid: int) -> int:
+    try:
+        return psutil.Process(pid).nice()
+    except psutil.Error:
+        return 0
 
 
 @dataclass(frozen=True)
@@ -139,7 +188,7 @@ class LoadWatch:
             with contextlib.suppress(psutil.Error):  # gone already: nothing of it to count
                 self._mine.append(psutil.Process(pid))
         # Where niced time counts as busy, that of this session's own niced programs does not.
-        self._kin = None if self._nice_yields else NicedKin({p.pid for p in self._mine})
+        self._kin = None if self._nice_yields else NicedKin({p.pid for p in self._mine}, children)
         self._mark = self._now()
 
     def _now(self) -> tuple[float, float, float]:

@@ -205,6 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     # the codes are made once and kept: eigenvector signs may differ between LAPACK builds
     codes_path = args.runs / f"transfer-r{args.transfer_rank}.npz"
     warm = _warm_start(args, tshape, tweights) if args.command == "train" and args.init_from else None
+    if warm is not None and (args.runs / "dspine" / "checkpoint" / "state.json").exists():
+        print(f"--init-from {args.init_from}: not used, {args.runs / 'dspine'} has a checkpoint to go on from")
     if not codes_path.exists():
         codes, readout, _ = transfer_space(embed, args.transfer_rank)
         # a run that goes on from a shipped drafter keeps the code table it was trained against
@@ -237,7 +239,7 @@ def main(argv: list[str] | None = None) -> None:
         found = load_params(args.runs / variant)
         if found is None:
             _fail(f"no checkpoint in {args.runs / variant}: run `python -m train_dspine train` first")
-        return found  # type: ignore[return-value]
+        return found
 
     if args.command == "evaluate":
         from .acceptance import acceptance

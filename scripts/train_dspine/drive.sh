@@ -18,7 +18,11 @@ cd "$(dirname "$0")/.." || exit 1
 export XLA_FLAGS=--xla_cpu_multi_thread_eigen=false OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 run() { nice -n 19 "$PYTHON" -m train_dspine "$@" --runs "$RUNS"; }
 init=""
-[ -n "$INIT_FROM" ] && init="--init-from ../$INIT_FROM"
+case "$INIT_FROM" in
+  "") ;;
+  /*) init="--init-from $INIT_FROM" ;;
+  *) init="--init-from ../$INIT_FROM" ;;  # from the repository's root; this runs in scripts/
+esac
 PROMPTS=${PROMPTS:-1000}
 if [ -n "$SERVER" ]; then
   (

@@ -5,6 +5,7 @@ looking again before each reply, doctor saying what it picked."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -98,8 +99,10 @@ def test_a_tunes_ended_children_count_as_its_own_load_only_where_asked():
 def niced_counted(tmp_path, monkeypatch, spinner_session: str) -> float:
     """How many more cores a watch sees busy where the kernel schedules each session apart
     (autogroups) than one where it does not, over one window (the kernel's setting read from a
-    file each), beside a program spinning at nice 19 started in this session (`same`), in a
-    session of its own (`other`: as from another terminal) or none. Bounded, killed by its PID."""
+    file each), beside a program spinning at nice 19 started in this session (`same`), a shell
+    there running one short program after another (`same, short-lived`: a build), one in a
+    session of its own (`other`: as from another terminal) or none. Bounded, killed by its PID
+    (a shell's child then ends by itself)."""
     import backends.threads as threads
 
     def watch_with(setting: str) -> LoadWatch:
@@ -109,6 +112,16 @@ def niced_counted(tmp_path, monkeypatch, spinner_session: str) -> float:
         return LoadWatch()
 
     command = ["nice", "-n", "19", sys.executable, "-c", "while True: pass"]
+    if spinner_session == "same, short-lived":  # a build: a shell starting one short program after another
+        burst = "import time\nend = time.process_time() + 0.2\nwhile time.process_time() < end: pass"
+        command = [
+            "nice",
+            "-n",
+            "19",
+            "sh",
+            "-c",
+            f"while :; do {shlex.quote(sys.executable)} -c {shlex.quote(burst)}; done",
+        ]
     spinner = None
     if spinner_session != "none":
         spinner = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=spinner_session == "other")
@@ -116,11 +129,11 @@ def niced_counted(tmp_path, monkeypatch, spinner_session: str) -> float:
         if spinner is not None:
             wait_for(lambda: psutil.Process(spinner.pid).nice() == 19, timeout=10, what="the spinner at nice 19")
         apart, together = watch_with("1"), watch_with("0")  # they find this session's niced programs
-        together.settle(0.8)
+        together.settle(1.5)
         return apart.busy() - together.busy()
     finally:
         if spinner is not None:
-            spinner.kill()
+            spinner.kill()  # a shell's running child ends by itself, within its 0.2 s
             spinner.wait(timeout=30)
 
 
@@ -133,8 +146,10 @@ def test_a_niced_program_counts_where_autogroups_keep_its_session_apart(tmp_path
     before = niced_counted(tmp_path, monkeypatch, "none")
     other = niced_counted(tmp_path, monkeypatch, "other")
     same = niced_counted(tmp_path, monkeypatch, "same")
+    builds = niced_counted(tmp_path, monkeypatch, "same, short-lived")
     assert other > before + 0.5, (before, other)
     assert same < before + 0.3, (before, same)
+    assert builds < before + 0.3, (before, builds)  # counted when reaped, each once
 
 
 def test_without_autogroups_niceness_ranks_every_program(tmp_path, monkeypatch):
