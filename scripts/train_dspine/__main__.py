@@ -210,9 +210,16 @@ def main(argv: list[str] | None = None) -> None:
     if not codes_path.exists():
         codes, readout, _ = transfer_space(embed, args.transfer_rank)
         # a run that goes on from a shipped drafter keeps the code table it was trained against
-        np.savez(codes_path, codes=codes if warm is None else warm[1], readout=readout)
+        # `from_gguf`: the readout beside a shipped drafter's table was not made with it
+        np.savez(codes_path, codes=codes if warm is None else warm[1], readout=readout,
+                 from_gguf=str(args.init_from) if warm is not None else "")  # fmt: skip
     with np.load(codes_path) as f:
         codes, readout = f["codes"], f["readout"]
+        from_gguf = str(f["from_gguf"]) if "from_gguf" in f.files else ""
+    started = (args.runs / "dspine" / "checkpoint" / "state.json").exists()
+    if args.command == "train" and "dspine" in args.variants and warm is None and from_gguf and not started:
+        _fail(f"{codes_path} holds the code table of {from_gguf}: a new DSpine run here starts from it "
+              f"(--init-from {from_gguf}), or give this run --runs of its own")  # fmt: skip
     if warm is not None and np.abs(codes - warm[1]).max() > CODES_Q8_0_ERROR:
         _fail(f"{codes_path} holds another code table than {args.init_from}: give this run --runs of its own")
 
