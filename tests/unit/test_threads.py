@@ -146,8 +146,13 @@ def test_a_niced_program_counts_where_autogroups_keep_its_session_apart(tmp_path
     before = niced_counted(tmp_path, monkeypatch, "none")
     other = niced_counted(tmp_path, monkeypatch, "other")
     same = niced_counted(tmp_path, monkeypatch, "same")
-    builds = niced_counted(tmp_path, monkeypatch, "same, short-lived")
     assert other > before + 0.5, (before, other)
+    if os.getpriority(os.PRIO_PROCESS, 0) >= 19:
+        # This run is niced as far as it goes (CI runs so): the spinner's nice 19 is ours, it
+        # does not yield to us, and it is load like any other program's.
+        assert same > before + 0.5, (before, same)
+        return
+    builds = niced_counted(tmp_path, monkeypatch, "same, short-lived")
     assert same < before + 0.3, (before, same)
     assert builds < before + 0.3, (before, builds)  # counted when reaped, each once
 
