@@ -10,7 +10,10 @@ verify step kept, from the server's own counts: generated / (generated - accepte
 spread over the prompts, and tok/s over plain's as the median of the per-round ratios with
 their min-max.
 
-    .venv/bin/python benchmarks/smollm2_dspine_greedy.py --twin PATH.gguf [--rounds 3] [--tokens 96]
+    .venv/bin/python benchmarks/smollm2_dspine_greedy.py [--twin PATH.gguf] [--previous PATH.gguf] \
+        [--rounds 3] [--tokens 96]
+
+`--previous`: an earlier DSpine drafter (the one a new shipped file replaces), as one more setup.
 """
 
 from __future__ import annotations
@@ -56,7 +59,8 @@ def complete(server: DraftLogServer, text: str, tokens: int) -> tuple[int, int, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--twin", type=Path, required=True, help="the DFlash twin's GGUF")
+    parser.add_argument("--twin", type=Path, help="the DFlash twin's GGUF (left out: no twin setup)")
+    parser.add_argument("--previous", type=Path, help="an earlier DSpine drafter (the one replaced)")
     parser.add_argument("--dspine", type=Path, default=DSPINE)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=96)
@@ -80,8 +84,11 @@ def main() -> None:
         "Q4_1 draft model": (pair["q4"], None),
         "DSpine": (args.dspine, "draft-dspine"),
         "DSpine, no refinement": (unrefined, "draft-dspine"),
-        "DFlash twin": (args.twin, "draft-dflash"),
     }
+    if args.previous:
+        setups["previous DSpine"] = (args.previous, "draft-dspine")
+    if args.twin:
+        setups["DFlash twin"] = (args.twin, "draft-dflash")
     prompts = [
         (category, chatml(json.loads(line)["messages"]))
         for category in CATEGORIES
