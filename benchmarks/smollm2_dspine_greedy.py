@@ -81,7 +81,7 @@ def main() -> None:
     )
     setups = {
         "plain": (None, None),
-        "Q4_1 draft model": (pair["q4"], None),
+        "Q4_1 draft model": (pair["q4"], "draft-simple"),  # without --spec-type it drafts nothing
         "DSpine": (args.dspine, "draft-dspine"),
         "DSpine, no refinement": (unrefined, "draft-dspine"),
     }
