@@ -124,16 +124,33 @@ class NicedKin:
         self._found_at = time.monotonic()
         if self._group[0] is None:
             return
-        niced = [
-            p
-            for p in psutil.process_iter(["nice", "ppid", "create_time"])
-            if (p.info.get("nice") or 0) > self._nice and p.pid not in self._ours
-        ]
+        niced = [p for p in niced_above(self._nice) if p.pid not in self._ours]
         kin = [p for p in niced if not (self._children_ours and p.info.get("ppid") in self._ours)]
         self._kin = [p for p in kin if (autogroup_of(p.pid), cgroup_of(p.pid)) == self._group]
         pids = {p.pid for p in self._kin}
         self._seen = {k: v for k, v in self._seen.items() if k[0] in pids}
         self._credit = {pid: v for pid, v in self._credit.items() if pid in pids}
+
+
+INFO = ["nice", "ppid", "create_time"]
+
+
+def niced_above(nice: int) -> list[psutil.Process]:
+    """The programs niced below `nice`, each with its `info` (INFO). Not psutil's process_iter:
+    it keeps a table of the pids it saw, and a pid that went to another program since its last
+    look (pids wrap at 32,768 on many machines: a long session reuses them) it leaves out of that
+    look altogether. A niced build on a reused pid was counted as load; CI's long test run met
+    it twice."""
+    found = []
+    for pid in psutil.pids():
+        try:
+            process = psutil.Process(pid)
+            process.info = process.as_dict(INFO)
+        except psutil.Error:
+            continue  # ended since pids() listed it
+        if (process.info.get("nice") or 0) > nice:
+            found.append(process)
+    return found
 
 
 def _nice_of(pid: int) -> int:
