@@ -203,5 +203,15 @@ class Budget:
             max(with_history - with_tools, 0),
             max(whole - with_history, 0),
             self.exact,
-            bool(tools) and self.exact and with_tools <= base,
+            self._unseen(tools, base, with_tools),
         )
+
+    def tools_unseen(self, system: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> bool:
+        """Whether the chat template leaves the tool list out (the prompt counts the same with it)."""
+        if not tools or not self.exact:
+            return False
+        return self._unseen(tools, self.count(system), self.count(system, tools))
+
+    def _unseen(self, tools: list[dict[str, Any]] | None, without: int, with_tools: int) -> bool:
+        # Estimates always grow with the tools: only the model's own tokenizer can say.
+        return bool(tools) and self.exact and with_tools <= without

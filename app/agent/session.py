@@ -274,7 +274,7 @@ class Session:
         ask: Ask,
         emit: Emit,
         consent: Consent | None = None,
-        system: str | None = None,
+        system: str | Callable[[bool], str] | None = None,
         tools_on: bool = True,
         think: bool = True,
         chain_limit: int = DEFAULT_CHAIN_LIMIT,
@@ -289,11 +289,13 @@ class Session:
         reply_limit: int = 0,
     ) -> None:
         """`system`: the system prompt (with AGENTS.md), sent first while tools are on, the same
-        bytes every request; `n_ctx`: the context when the engine cannot say (a remote server);
-        `sampling`: fixed sampling for every reply (None: the engine's preset for the think mode);
-        its max_tokens is the room kept for the reply; `tool_sources`: tools from elsewhere (MCP
-        servers), brought into the toolbox at the start of each user turn only, so a reply and its
-        tool rounds see one tool list (prefix cache); `instructions_file`: the name of the project's
+        bytes every request; or what makes it, asked before the first request whether the
+        model's chat template shows the tool list (`fit_system`); `n_ctx`: the context when the
+        engine cannot say (a remote server); `sampling`: fixed sampling for every reply (None:
+        the engine's preset for the think mode); its max_tokens is the room kept for the reply;
+        `tool_sources`: tools from elsewhere (MCP servers), brought into the toolbox at the start
+        of each user turn only, so a reply and its tool rounds see one tool list (prefix cache);
+        `instructions_file`: the name of the project's
         instructions file in the system prompt (AGENTS.md), for the error when it does not fit;
         `mode`: the permission mode (app/agent/modes.py), which the chat may change between
         requests: which tools are offered, and which calls go through without a question."""
@@ -303,7 +305,10 @@ class Session:
         self.ask = ask
         self.emit = emit
         self.consent = consent or Consent()
-        self.system = system
+        self.system_for = system if callable(system) else None
+        self.system = system(True) if callable(system) else system
+        self.tools_seen = True  # the chat template shows the tool list (asked before the first request)
+        self._system_fitted = self.system_for is None
         self.instructions_file = instructions_file
         self.tools_on = tools_on and toolbox is not None
         self.chain_limit = chain_limit
@@ -348,6 +353,25 @@ class Session:
     def set_engine(self, engine: Any) -> None:
         self.engine = engine
         self.budget = Budget(engine, self.budget.think, self.budget.n_ctx, self.budget.max_tokens)
+        self._system_fitted = self.system_for is None  # another template: asked again
+
+    async def fit_system(self) -> None:
+        """A model told of tools its chat template leaves out recites them (SmolLM2 ended its
+        first reply with the tool paragraph): its system prompt says nothing of them. Asked once
+        before the first request, and after a model switch: every request sends the same bytes."""
+        if self._system_fitted or self.system_for is None or not self.tools_on:
+            return
+        self._system_fitted = True
+        told = [{"role": "system", "content": self.system_for(True)}]
+        tools = self.tools()
+        loop = asyncio.get_running_loop()
+        self.tools_seen = not await _thread(loop, lambda: self.budget.tools_unseen(told, tools))
+        self.system = self.system_for(self.tools_seen)
+
+    def remake_system(self) -> None:
+        """What makes the system prompt has more to say (the project's skills, once trusted)."""
+        if self.system_for is not None:
+            self.system = self.system_for(self.tools_seen)
 
     def restore(self, history: list[dict[str, Any]], start_source: str | None = None) -> None:
         """The model's context of a saved chat (compacted as it was). `start_source`: another
@@ -476,6 +500,7 @@ class Session:
 
     async def run_turn(self) -> None:
         """Replies and tool rounds from the history as it stands (after a prompt)."""
+        await self.fit_system()
         rounds = 0
         stop_hooks = 0
         while True:

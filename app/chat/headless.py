@@ -167,7 +167,9 @@ def _run(setup: ChatSetup, prompt: str, rules: Decider, output: HeadlessOutput) 
         toolbox,
         rules.ask,
         _saver(setup, chat, output, toolbox),
-        system=system_prompt(project, True, date.today().isoformat(), skills=skills) if setup.tools else None,
+        system=(lambda seen: system_prompt(project, seen, date.today().isoformat(), skills=skills))
+        if setup.tools
+        else None,
         tools_on=setup.tools,
         think=setup.think,
         chain_limit=setup.chain_limit,

@@ -211,7 +211,7 @@ class ChatApp(App):
             self._ask,
             self._on_session_event,
             consent=self.consent,
-            system=self._system_prompt(),
+            system=self._system_prompt if project is not None else None,
             tools_on=self.tools_on,
             think=setup.think,
             chain_limit=setup.chain_limit,
@@ -380,15 +380,15 @@ class ChatApp(App):
         asked = self.mcp_trust.question()
         answer = await self.ask(ConsentScreen(asked.title, asked.body, None))
         self.mcp_trust.answer(answer == "yes")
-        self.session.system = self._system_prompt()  # the project's skills, listed or not
+        self.session.remake_system()  # the project's skills, listed or not
         if answer != "yes":
             self.notify("The project's MCP servers and hooks stay off; /mcp trust asks again", timeout=10)
 
-    def _system_prompt(self) -> str | None:
-        if self.project is None:
-            return None
+    def _system_prompt(self, tools_seen: bool) -> str:
+        """`tools_seen`: the model's chat template shows it the tool list (Session.fit_system)."""
+        assert self.project is not None  # a session is given this only with a project
         catalog = self.skills.catalog() if self.skills is not None else ""
-        return system_prompt(self.project, True, date.today().isoformat(), skills=catalog)
+        return system_prompt(self.project, tools_seen, date.today().isoformat(), skills=catalog)
 
     def _project_key(self) -> str:
         return str(self.project.root) if self.project is not None else ""

@@ -284,13 +284,26 @@ async def test_a_template_that_drops_the_tools_is_announced_at_the_start(repo, s
     def said(app) -> bool:
         return any(warned in view.answer for view in app.query(MessageView))
 
-    app = project_app(repo, store, ToolBlind())
+    def system_sent(engine) -> str:
+        first = engine.calls[0]["messages"][0]
+        assert first["role"] == "system"
+        return first["content"]
+
+    blind = ToolBlind()
+    app = project_app(repo, store, blind)
     async with app.run_test() as pilot:
         # In the conversation, where it stays: a toast covered the status line for 30 s.
         await until(pilot, lambda: said(app), what="the note")
         assert not any(warned in str(n.message) for n in app._notifications)
-    seeing = project_app(repo, store, ScriptedEngine())
+        await turn(pilot, app, "hi")
+    # Nor is the model told of tools it cannot see: SmolLM2 recited that paragraph back.
+    assert "coding assistant working in the project" in system_sent(blind)
+    assert "tools" not in system_sent(blind) and "consent" not in system_sent(blind)
+    engine = ScriptedEngine()
+    seeing = project_app(repo, store, engine)
     async with seeing.run_test() as pilot:
         await until(pilot, lambda: seeing.tools_unseen is not None, what="the tool count")
         assert seeing.tools_unseen is False
         assert not said(seeing)
+        await turn(pilot, seeing, "hi")
+    assert "Use the tools to read, search, edit and run" in system_sent(engine)
