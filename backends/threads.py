@@ -52,20 +52,33 @@ def nice_yields() -> bool:
         return True  # no autogroups (another kernel, macOS): niceness ranks every program
 
 
-def autogroup_of(pid: int | str) -> str | None:
-    """The scheduling group Linux put a process in (`/autogroup-N`), or None."""
+# What autogroup_of names the group of the programs that never started a session of their own
+# (a service started by init, a command run without a terminal): the kernel leaves their file
+# empty, and they rank by niceness against each other as any autogroup's programs do.
+ROOT_AUTOGROUP = "/"
+
+
+def proc_text(pid: int | str, name: str) -> str | None:
+    """A process's file in /proc (`autogroup`, `cgroup`), or None where it cannot be read."""
     try:
-        return Path(f"/proc/{pid}/autogroup").read_text().split()[0]
-    except (OSError, IndexError):
+        return Path(f"/proc/{pid}/{name}").read_text()
+    except OSError:
         return None
+
+
+def autogroup_of(pid: int | str) -> str | None:
+    """The scheduling group Linux put a process in (`/autogroup-N`, ROOT_AUTOGROUP), or None
+    where the kernel has no autogroups or the process is gone. CI runs its tests outside any
+    terminal session: reading that empty file as "none" left its niced programs out of kin."""
+    text = proc_text(pid, "autogroup")
+    if text is None:
+        return None
+    return text.split()[0] if text.strip() else ROOT_AUTOGROUP
 
 
 def cgroup_of(pid: int | str) -> str | None:
     """A process's control groups (autogroups only rank programs inside the same one)."""
-    try:
-        return Path(f"/proc/{pid}/cgroup").read_text()
-    except OSError:
-        return None
+    return proc_text(pid, "cgroup")
 
 
 class NicedKin:
@@ -139,9 +152,9 @@ def niced_above(nice: int) -> list[psutil.Process]:
     """The programs niced below `nice`, each with its `info` (INFO). Not psutil's process_iter:
     it keeps a table of the pids it saw, and a pid that went to another program since its last
     look (pids wrap at 32,768 on many machines: a long session reuses them) it leaves out of that
-    look altogether. A niced build on a reused pid was counted as load; CI's long test run met
-    it twice. The niceness first, by one system call a pid: the rest are read for the few left
-    (this runs every KIN_REFRESH_S on the chat's load thread)."""
+    look altogether: a niced build on a reused pid was counted as load. The niceness first, by
+    one system call a pid: the rest are read for the few left (this runs every KIN_REFRESH_S on
+    the chat's load thread)."""
     found = []
     for pid in psutil.pids():
         try:

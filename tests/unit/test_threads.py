@@ -164,10 +164,9 @@ def spinner_on_a_reused_pid(command: list[str]) -> subprocess.Popen:
 @pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroups in this kernel")
 @pytest.mark.skipif(not os.access(NS_LAST_PID, os.W_OK), reason="the next pid is not ours to set (not root)")
 def test_a_niced_program_on_a_reused_pid_is_still_this_sessions(tmp_path, monkeypatch):
-    """CI's run failed here twice: psutil hands back the object it cached for a pid also once
-    the pid went to another program, that object says the program ended, and a `nice make`
-    from this session, started on a reused pid, was counted as load for as long as that stayed
-    so (a chat that runs commands for hours reuses pids too)."""
+    """psutil's process_iter leaves a pid out of its look once it went to another program since
+    the last one, and a `nice make` from this session, started on a reused pid, was counted as
+    load for as long as that stayed so (a chat that runs commands for hours reuses pids)."""
     if os.getpriority(os.PRIO_PROCESS, 0) >= 19:
         pytest.skip("this run is niced to 19: nothing it starts is niced below it")
     before = niced_counted(tmp_path, monkeypatch, "none")
@@ -193,6 +192,49 @@ def test_a_niced_program_counts_where_autogroups_keep_its_session_apart(tmp_path
     builds = niced_counted(tmp_path, monkeypatch, "same, short-lived")
     assert same < before + 0.3, (before, same)
     assert builds < before + 0.3, (before, builds)  # counted when reaped, each once
+
+
+def test_a_program_that_never_started_a_session_is_in_the_root_autogroup():
+    """The kernel leaves the autogroup file empty for the programs of no session (its own
+    threads, a service, CI's test run): they are one group, not "no autogroups"."""
+    from backends.threads import ROOT_AUTOGROUP, autogroup_of
+
+    if not os.path.exists("/proc/2/autogroup"):
+        pytest.skip("no autogroups in this kernel")
+    assert autogroup_of(2) == ROOT_AUTOGROUP  # kthreadd: started by the kernel, in no session
+    assert autogroup_of(2**22 + 1) is None  # beyond any pid: gone
+    session = subprocess.run(
+        [sys.executable, "-c", "from backends.threads import autogroup_of; print(autogroup_of('self'))"],
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert session.stdout.startswith("/autogroup-"), session.stdout
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup"), reason="no autogroups in this kernel")
+def test_a_niced_program_is_kin_where_this_run_is_in_no_session(tmp_path, monkeypatch):
+    """CI runs the tests outside any terminal session (no standard input), where the kernel
+    leaves every autogroup file of theirs empty: that was read as "no autogroups", no niced
+    program was kin, and one started from the run counted as load (CI failed there three
+    times). Here the run is in a session of its own, so its programs' files read as CI's do."""
+    import backends.threads as threads
+
+    if os.getpriority(os.PRIO_PROCESS, 0) >= 19:
+        pytest.skip("this run is niced to 19: nothing it starts is niced below it")
+    read, ours = threads.proc_text, threads.proc_text("self", "autogroup")
+
+    def as_in_no_session(pid, name):
+        text = read(pid, name)
+        return "" if name == "autogroup" and text == ours else text
+
+    monkeypatch.setattr(threads, "proc_text", as_in_no_session)
+    before = niced_counted(tmp_path, monkeypatch, "none")
+    other = niced_counted(tmp_path, monkeypatch, "other")
+    same = niced_counted(tmp_path, monkeypatch, "same")
+    assert other > before + 0.5, (before, other)
+    assert same < before + 0.3, (before, same)
 
 
 def test_without_autogroups_niceness_ranks_every_program(tmp_path, monkeypatch):
