@@ -4,8 +4,9 @@ secrets, as Codex starts its commands.
 dspine's environment holds keys (DSPINE_API_KEY for a remote server, a cloud's keys, tokens of
 the hub and of package indexes): a command the model wrote, or a hook the project carries,
 has no use for them and could send them anywhere the network reaches. So every name that
-says it holds a secret (KEY, SECRET, TOKEN, PASSWORD, PASSWD, CREDENTIAL, COOKIE anywhere in
-it, in any case) and every DSPINE_ name is left out, unless the user lists it in the
+says it holds a secret (KEY, SECRET, TOKEN, PASS, CREDENTIAL, COOKIE anywhere in it, or PWD,
+PAT, JWT, AUTH as a word of it, in any case; a password manager's session) and every DSPINE_
+name is left out, unless the user lists it in the
 `env_keep` setting. Everything else (PATH, HOME, LANG, a virtual environment's, a
 toolchain's) passes, so the tools people run work as in their shell.
 """
@@ -15,7 +16,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL", "COOKIE")
+SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASS", "CREDENTIAL", "COOKIE")  # PASS: PASSWORD, SSHPASS, PASSPHRASE
+# Whole words of a name (between underscores) that say the same: MYSQL_PWD, GH_PAT, CI_JOB_JWT,
+# NPM_CONFIG__AUTH, and the session keys of password managers (BW_SESSION, OP_SESSION_my).
+SECRET_PARTS = frozenset({"PWD", "PAT", "JWT", "AUTH"})
+SECRET_PREFIXES = ("BW_SESSION", "OP_SESSION")
+NOT_SECRET = frozenset({"PWD", "OLDPWD"})  # the shell's working folders
 _keep: frozenset[str] = frozenset()
 
 
@@ -27,7 +33,13 @@ def configure(keep: Iterable[str]) -> None:
 
 def is_secret(name: str) -> bool:
     upper = name.upper()
-    return upper.startswith("DSPINE_") or any(word in upper for word in SECRET_WORDS)
+    if upper in NOT_SECRET:
+        return False
+    return (
+        upper.startswith(("DSPINE_", *SECRET_PREFIXES))
+        or any(word in upper for word in SECRET_WORDS)
+        or not SECRET_PARTS.isdisjoint(upper.split("_"))
+    )
 
 
 def child_environ(base: Mapping[str, str] | None = None, keep: Iterable[str] | None = None) -> dict[str, str]:

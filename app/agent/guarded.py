@@ -19,11 +19,13 @@ Pure but for the file system reads it names; app/agent/paths.py keeps the hard r
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..paths import users_own_folders
+from ..paths import project_scratch, users_own_folders
+from .child_env import child_environ
 from .paths import is_git_name
 
 # Folders and files other coding agents and editors read as configuration (and run what they
@@ -68,12 +70,14 @@ HOME_OWN = (
 MAX_WALK_DIRS = 20_000  # folders looked at for nested repositories and agent configuration
 # Folders that are large and hold no one's repository or configuration worth the walk.
 _NOT_WALKED = frozenset({"node_modules", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".ruff_cache"})
+_VENVS = frozenset({".venv", "venv"})
 
 
 def unsafe_root(root: Path) -> str:
     """Why `root` cannot be a writable project ("" when it can): the home folder or `/`, or a
     folder above the home folder, holds the user's shell start-up files, ssh keys and agents'
-    settings, which the next program the user starts would run."""
+    settings, which the next program the user starts would run; a hidden folder of the home
+    folder (`~/.config/git`, `~/.claude`) or one of the user's own is what they run itself."""
     real = root.resolve()
     home = Path.home().resolve()
     if real == Path(real.anchor):
@@ -82,6 +86,10 @@ def unsafe_root(root: Path) -> str:
         what = f"your home folder ({real})"
     elif home.is_relative_to(real):
         what = f"{real}, which holds your home folder"
+    elif real.is_relative_to(home) and real.relative_to(home).parts[0].startswith("."):
+        what = f"{real}, in {home / real.relative_to(home).parts[0]}, where your programs read their settings"
+    elif any(real == own.resolve() or real.is_relative_to(own.resolve()) for own in home_own()):
+        what = f"{real}, one of your own folders that your shell, git or agents read"
     else:
         return ""
     return (
@@ -112,7 +120,8 @@ def _gitdir_target(gitfile: Path) -> Path | None:
 
 
 def hooks_path(git: Path) -> Path | None:
-    """A repository's `core.hooksPath` (husky's `.husky`, lefthook's): hooks in the work tree."""
+    """A repository's `core.hooksPath` (husky's `.husky`, lefthook's): hooks in the work tree.
+    Read by hand, for where git itself cannot say (`git_places` asks it first)."""
     try:
         text = (git / "config").read_text(encoding="utf-8", errors="replace")[:65536]
     except OSError:
@@ -121,19 +130,74 @@ def hooks_path(git: Path) -> Path | None:
     for raw in text.splitlines():
         line = raw.strip()
         if line.startswith("["):
-            section = line.strip("[]").strip().lower()
-            continue
+            section, _, line = line[1:].partition("]")
+            section = section.strip().lower()
+            line = line.strip()
         key, sep, value = line.partition("=")
         if sep and section == "core" and key.strip().lower() == "hookspath":
-            value = value.strip().strip('"')
+            value = value.split(" ;")[0].split(" #")[0].strip().strip('"')
             path = Path(os.path.expanduser(value))
             return path if path.is_absolute() else git.parent / path
     return None
 
 
+GIT_ASKED_REPOS = 64  # nested repositories git is asked about (each costs two quick git runs)
+
+
+def _git(worktree: Path, *args: str) -> str | None:
+    """What git prints for a question about `worktree` (None where it cannot answer). Only
+    questions that read configuration: nothing here runs a hook, a filter or fsmonitor."""
+    env = {**child_environ(), "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
+    try:
+        done = subprocess.run(["git", "-C", str(worktree), *args], capture_output=True, env=env, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else None
+
+
+def git_places(worktree: Path) -> tuple[Path | None, list[Path]]:
+    """What git runs for the repository at `worktree`, as git itself reads it (includes, one-line
+    sections, a linked worktree's `gitdir:`, comments): the folder it runs hooks from, and every
+    configuration file it reads (an `include.path` may name a tracked file that sets
+    `core.fsmonitor`). The hand reading of core.hooksPath where git cannot answer."""
+    said = (_git(worktree, "rev-parse", "--git-path", "hooks") or "").strip()
+    hooks = worktree / said if said else hooks_path(worktree / ".git")
+    files: list[Path] = []
+    listing = _git(worktree, "config", "--list", "--show-origin", "--includes", "-z")
+    pieces = listing.split("\0") if listing else []
+    for origin in pieces[0::2]:
+        if origin.startswith("file:"):
+            file = Path(origin.removeprefix("file:"))
+            file = file if file.is_absolute() else worktree / file
+            if file not in files:
+                files.append(file)
+    return hooks, files
+
+
+def hook_reach(hooks: Path, worktree: Path) -> list[Path]:
+    """Beside the hooks folder itself, what its hooks run in the work tree: the folder around a
+    hooks folder inside it (husky's `.husky/_` runs `.husky/pre-commit`) and the folder of
+    every hook that is a link to a file there."""
+    reach: list[Path] = []
+    tree = worktree.resolve()
+    real = hooks.resolve()
+    if real.is_relative_to(tree) and real.parent != tree and real != tree:
+        reach.append(real.parent)
+    try:
+        entries = list(os.scandir(hooks))[:256]
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.is_symlink():
+            target = Path(entry.path).resolve()
+            reach.append(target.parent if target.parent != tree else target)
+    return reach
+
+
 def _walk(root: Path, limit: int) -> Iterator[Path]:
     """Every `.git` and agent configuration entry under root, breadth first, `limit` folders at
-    most; links are reported, never followed."""
+    most; links are reported, never followed. A virtual environment's `src` (pip's editable
+    checkouts, each a repository) is walked though the environment is not."""
     queue = [root]
     seen = 0
     while queue and seen < limit:
@@ -149,8 +213,11 @@ def _walk(root: Path, limit: int) -> Iterator[Path]:
                 yield Path(entry.path)
                 continue
             try:
-                if entry.is_dir(follow_symlinks=False) and name not in _NOT_WALKED:
-                    queue.append(Path(entry.path))
+                if entry.is_dir(follow_symlinks=False):
+                    if name not in _NOT_WALKED:
+                        queue.append(Path(entry.path))
+                    elif name in _VENVS and os.path.isdir(src := os.path.join(entry.path, "src")):
+                        queue.append(Path(src))
             except OSError:
                 continue
 
@@ -163,6 +230,7 @@ class Guard:
     root: Path
     named: list[Path] = field(default_factory=list)
     _found: list[Path] | None = None  # the last walk's `.git` and configuration entries
+    _before: set[Path] = field(default_factory=set)  # what ran later before a command (`watch`)
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
@@ -178,7 +246,8 @@ class Guard:
 
     def why(self, real: Path) -> str:
         """Why writing `real` (a resolved path in the project) would plant code that runs later
-        outside the sandbox; "" when it would not."""
+        outside the sandbox; "" when it would not. Asks what the sandbox keeps read-only too, so
+        a link (`.vscode` -> `editor/`, a dotfile linked into the project) guards its target."""
         try:
             parts = real.relative_to(self.root).parts
         except ValueError:
@@ -190,28 +259,68 @@ class Guard:
             if real == named or real.is_relative_to(named):
                 where = named.relative_to(self.root).as_posix() if named.is_relative_to(self.root) else str(named)
                 return f"{where} holds what a hook, skill or MCP server of the project runs"
-        hooks = hooks_path(self.root / ".git")
-        if hooks is not None and (real == hooks.resolve() or real.is_relative_to(hooks.resolve())):
-            return "it is in the folder git runs this repository's hooks from (core.hooksPath)"
+        for place in self._git_guarded():
+            if _within(real, place):
+                return f"git runs what {_shown(place, self.root)} holds (its hooks, or its configuration)"
         for own in home_own():
             if real == own or real.is_relative_to(own):
                 return f"{own} is yours: your shell, ssh, git or agents run or read it"
+        for place in self.read_only():
+            if _within(real, place):
+                return f"{_shown(place, self.root)} is what git, an agent or your shell runs or reads (through a link)"
         return ""
 
     def refresh(self) -> list[Path]:
         """Walk the project again (after a command that may have made a repository); the `.git`
-        entries that were not there at the last walk (none at the first)."""
+        entries that were not there at the last walk (none at the first). What an earlier walk
+        found stays: a command that makes 20,000 folders cuts the next walk short, not the list."""
         before = self._found
-        self._found = list(_walk(self.root, MAX_WALK_DIRS))
+        found = list(_walk(self.root, MAX_WALK_DIRS))
+        self._found = found + [p for p in before or [] if p not in found and os.path.lexists(p)]
         if before is None:
             return []
         return [p for p in self._found if is_git_name(p.name) and p not in before]
 
+    def watch(self) -> None:
+        """Before a sandboxed command: what runs later is there now. The sandbox keeps what
+        exists read-only; what does not exist yet (`.envrc`, `.vscode/`, a `core.hooksPath`
+        folder not made yet) it cannot, so `planted` looks for it after the command."""
+        self._before = self._runs_later_now()
+
+    def planted(self) -> list[Path]:
+        """What a command made since `watch` that an agent, an editor, direnv or git would run
+        later outside the sandbox (a repository it made is `refresh`'s, and said, not this)."""
+        new = self._runs_later_now() - self._before
+        scratch = project_scratch(self.root)  # dspine saves a cut output there as the command runs
+        kept = [p for p in new if not (p == scratch and _only_saved_output(p))]
+        return sorted(kept, key=lambda p: (len(p.parts), p))
+
+    def _runs_later_now(self) -> set[Path]:
+        entries = [p for p in _walk(self.root, MAX_WALK_DIRS) if not is_git_name(p.name)]
+        for place in self._git_guarded():
+            real = place.resolve()
+            if real.is_relative_to(self.root) and real != self.root and not _in_git(real, self.root):
+                entries.append(real)
+        return {p for p in entries if os.path.lexists(p)}
+
+    def _git_guarded(self) -> list[Path]:
+        """What git runs for the project's repository and each nested one: their hooks folders,
+        what those hooks reach, and the configuration files git reads (`git_places`)."""
+        if self._found is None:
+            self.refresh()
+        worktrees = [self.root] + [p.parent for p in self._found or [] if is_git_name(p.name)]
+        places: list[Path] = []
+        for worktree in list(dict.fromkeys(worktrees))[:GIT_ASKED_REPOS]:
+            hooks, files = git_places(worktree)
+            places += [*([hooks, *hook_reach(hooks, worktree)] if hooks is not None else []), *files]
+        return places
+
     def read_only(self) -> list[Path]:
         """What a sandboxed command must see read-only: every `.git` in the project (a link's or
         a `gitdir:` file's target too), the agents' configuration, what hooks, skills and
-        servers name, the hooks folder git uses, and the user's own where the project holds
-        them. Existing paths only (bubblewrap binds what is there), outermost first."""
+        servers name, what git runs (hooks folders, what their hooks run, included config
+        files), and the user's own where the project holds them. Existing paths only
+        (bubblewrap binds what is there), outermost first."""
         if self._found is None:
             self.refresh()
         assert self._found is not None
@@ -224,8 +333,7 @@ class Guard:
                 target = _gitdir_target(entry)
                 if target is not None:
                     paths.append(target.resolve())
-        hooks = hooks_path(self.root / ".git")
-        paths += [*self.named, *([hooks] if hooks is not None else []), *home_own()]
+        paths += [*self.named, *self._git_guarded(), *home_own()]
         kept: list[Path] = []
         for path in paths:
             real = path if path.is_absolute() else self.root / path
@@ -236,3 +344,31 @@ class Guard:
             if (real == self.root or real.is_relative_to(self.root)) and real != self.root and real not in kept:
                 kept.append(real)
         return sorted(kept, key=lambda p: len(p.parts))
+
+
+def _only_saved_output(folder: Path) -> bool:
+    """The scratch folder as dspine leaves it: saved outputs (`.txt`) and its `.gitignore`."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return False
+    saved = (".gitignore", ".txt")
+    return all(e.is_file(follow_symlinks=False) and e.name.endswith(saved) for e in entries)
+
+
+def _in_git(real: Path, root: Path) -> bool:
+    """Inside a `.git` (read-only in the sandbox, refused to the write tools)."""
+    return any(is_git_name(part) for part in real.relative_to(root).parts)
+
+
+def _within(real: Path, place: Path) -> bool:
+    try:
+        resolved = place.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return real == resolved or real.is_relative_to(resolved)
+
+
+def _shown(place: Path, root: Path) -> str:
+    real = place.resolve()
+    return real.relative_to(root).as_posix() if real.is_relative_to(root) else str(real)

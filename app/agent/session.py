@@ -920,7 +920,7 @@ class Session:
             lambda: run_command(toolbox.root, step.command, step.timeout_s, show, self._stop, toolbox.scratch, wrap),
         )
         result = ran.for_model()
-        made = await _thread(loop, toolbox.after_command)
+        made = await _thread(loop, lambda: toolbox.after_command(sandboxed=wrap is not None))
         if made:
             result += "\n\n" + made
             await self.emit(Notice(made, "warning"))

@@ -27,6 +27,7 @@ from .sandbox import Sandbox, Where, where_to_run
 from .sandbox import describe as describe_place
 from .sandbox import find as find_sandbox
 from .scratch import Scratch, read_lines
+from .set_aside import set_aside
 
 
 @dataclass(frozen=True)
@@ -323,24 +324,39 @@ class Toolbox:
             self.sandbox = find_sandbox()
         where = where_to_run(self.sandbox, self.sandbox_enabled, step.outside)
         said = describe_place(self.sandbox, where, setting_off=not self.sandbox_enabled)
-        return where, said, self.sandbox.wrap(self.root, self.guard.read_only()) if where == "sandbox" else None
+        if where != "sandbox":
+            return where, said, None
+        self.guard.watch()
+        return where, said, self.sandbox.wrap(self.root, self.guard.read_only())
 
     def refuse_unsafe_root(self) -> None:
         if self.unsafe_root:
             raise ToolRefused(self.unsafe_root)
 
-    def after_command(self) -> str:
-        """What a command left that git would run later: a repository it made (its hooks and
-        fsmonitor run in git commands there), said to the model and the user; the sandbox's
-        read-only places follow it from the next command."""
+    def after_command(self, sandboxed: bool = True) -> str:
+        """What a command left that runs later outside the sandbox, said to the model and the
+        user: a repository it made (its hooks and fsmonitor run in git commands there), and, from
+        a sandboxed command, what an agent, editor, direnv or git would run (`.envrc`,
+        `.vscode/`, a hooks folder), moved out of the project: the sandbox promised it writes
+        none of that. The sandbox's read-only places follow from the next command."""
+        notes = []
+        planted = self.guard.planted() if sandboxed else []
+        if planted:
+            folder = set_aside(self.root, planted)
+            names = ", ".join(p.relative_to(self.root).as_posix() for p in planted[:5])
+            notes.append(
+                f"note: the command made {names}, which an agent, an editor, direnv or git would run "
+                f"later outside the sandbox; dspine moved them to {folder}. Write such files with the "
+                "edit tools, which ask the user."
+            )
         made = self.guard.refresh()
-        if not made:
-            return ""
-        names = ", ".join(p.relative_to(self.root).as_posix() for p in made[:5])
-        return (
-            f"note: the command made {names}: git run in that folder would run its hooks and settings. "
-            "It is read-only to later commands; look at it before running git there."
-        )
+        if made:
+            names = ", ".join(p.relative_to(self.root).as_posix() for p in made[:5])
+            notes.append(
+                f"note: the command made {names}: git run in that folder would run its hooks and settings. "
+                "It is read-only to later commands; look at it before running git there."
+            )
+        return "\n".join(notes)
 
     def sandbox_left(self, step: ProposedCommand) -> bool:
         """Whether this command runs outside a sandbox that would otherwise hold it."""

@@ -38,6 +38,8 @@ def named_paths(root: Path, spec: ServerSpec) -> list[str]:
         return []
     root = root.resolve()
     words = [spec.command, *spec.args, *spec.env.values()]
+    # A shell's `-c` string, an option list (`NODE_OPTIONS=--require ./pre.js`): its words too.
+    words += [piece for w in words if any(c.isspace() or c in "&|;<>()" for c in w) for piece in shell_words(w)]
     pieces = [p for w in words for part in w.split("=") for p in part.split(os.pathsep) if p.strip()]
     # `python -m pkg.mod` runs the project's pkg/ (or pkg.py) when there is one: servers start
     # in the project, which is first on their import path.
@@ -94,17 +96,21 @@ _PROJECT_DIR = re.compile(
 )
 
 
-def hook_as_program(hook: Hook, root: Path | None = None) -> ServerSpec:
-    """A hook's command as a stdio program, so the project files it runs are found as a
-    server's are (`named_paths`): the project's folder variable stands for the project, and
-    the shell's operators part words (`sh<x.sh`, `cat x.sh|sh`)."""
-    command = _PROJECT_DIR.sub(lambda _: str(root), hook.command) if root is not None else hook.command
+def shell_words(command: str) -> list[str]:
+    """A shell command's words, its operators parting them (`sh<x.sh`, `cat x.sh|sh`, `a && b`)."""
     try:
         lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
         lexer.whitespace_split = True
-        words = [w for w in lexer if w not in ("<", ">", "|", ";", "&", "&&", "||", "(", ")")]
+        return [w for w in lexer if w not in ("<", ">", "|", ";", "&", "&&", "||", "(", ")")]
     except ValueError:
-        words = command.split()
+        return command.split()
+
+
+def hook_as_program(hook: Hook, root: Path | None = None) -> ServerSpec:
+    """A hook's command as a stdio program, so the project files it runs are found as a
+    server's are (`named_paths`): the project's folder variable stands for the project."""
+    command = _PROJECT_DIR.sub(lambda _: str(root), hook.command) if root is not None else hook.command
+    words = shell_words(command)
     return ServerSpec(f"{hook.event} hook", hook.source, "stdio", words[0] if words else "", tuple(words[1:]))
 
 

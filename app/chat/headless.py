@@ -137,8 +137,8 @@ def _use_project_parts(setup: ChatSetup, toolbox: Toolbox, output: HeadlessOutpu
 
     if toolbox.unsafe_root:
         asyncio.run(output.emit(Notice(f"read-only: {toolbox.unsafe_root}", "warning")))
+    toolbox.guard.name(setup.runs_later)  # what servers and hooks run, the user's own too
     if setup.mcp_trust is not None:
-        toolbox.guard.name(setup.mcp_trust.named)
         try:
             say_untrusted(setup.mcp_trust, output)
         except DspineError as exc:

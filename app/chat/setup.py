@@ -18,6 +18,8 @@ from ..choices import PermissionMode, Think
 from .store import ChatStore
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from backends.base import Engine
 
     from ..agent.command_files import LoadedCommands
@@ -76,6 +78,7 @@ class ChatSetup:
     continue_last: bool = False  # --continue
     mcp: McpManager | None = None  # the project's MCP servers, not started yet
     mcp_trust: ProjectTrust | None = None  # the question about the project's own servers and hooks
+    runs_later: list[Path] = field(default_factory=list)  # ProjectParts.runs_later
     model_files: str = ""  # what reopens the model (saved with each new chat)
     commands: LoadedCommands | None = None
     sandbox: bool = True
@@ -276,6 +279,9 @@ class ProjectParts:
     skills: SkillSet | None = None
     mcp: McpManager | None = None
     trust: ProjectTrust | None = None
+    # The project's files that any hook or MCP server runs, the user's own included (a hook in
+    # ~/.claude that runs "$CLAUDE_PROJECT_DIR"/scripts/fmt.sh): asked, read-only to commands.
+    runs_later: list[Path] = field(default_factory=list)
 
 
 def project_parts(project: Project, settings: Settings, tools: bool) -> ProjectParts:
@@ -285,13 +291,15 @@ def project_parts(project: Project, settings: Settings, tools: bool) -> ProjectP
     from ..agent.hooks import for_chat
     from ..agent.mcp.setup import for_project
     from ..agent.skills import discover
+    from ..agent.trust import named_by
 
     hooks = for_chat(project.root, settings.hooks)
     skills = discover(project.root)
     mcp, trust = for_project(
         project.root, settings.mcp_servers, settings.mcp_switches_file, settings.project_trust_file, hooks, skills
     )
-    return ProjectParts(hooks, skills, mcp, trust)
+    servers = [server.spec for server in mcp.servers.values()] if mcp is not None else []
+    return ProjectParts(hooks, skills, mcp, trust, named_by(project.root, servers, hooks.config.hooks))
 
 
 def assemble(
@@ -332,6 +340,7 @@ def assemble(
     setup.n_ctx = request.options.ctx
     setup.open_chat, setup.continue_last = request.resume, request.continue_last
     setup.hooks, setup.skills, setup.mcp, setup.mcp_trust = parts.hooks, parts.skills, parts.mcp, parts.trust
+    setup.runs_later = parts.runs_later
     setup.model_files = remembered(request.model, request.draft, files) if files is not None else ""
     setup.sandbox = settings.sandbox
     setup.drafting_label, setup.thinks = engines.drafting_label, engines.thinks

@@ -193,8 +193,8 @@ class ChatApp(App):
         self.mcp = setup.mcp if self.toolbox is not None else None
         # The question about the project's own servers and hooks (None: it carries neither).
         self.mcp_trust = setup.mcp_trust if self.toolbox is not None else None
-        if self.toolbox is not None and self.mcp_trust is not None:
-            self.toolbox.guard.name(self.mcp_trust.named)  # what its servers and hooks run: asked, read-only
+        if self.toolbox is not None:
+            self.toolbox.guard.name(setup.runs_later)  # what servers and hooks run: asked, read-only
         self.started_without_tools = not setup.tools  # --no-tools: no MCP server starts either
         # Skills: their names and descriptions in the system prompt, read_skill to read one.
         self.skills = setup.skills if self.toolbox is not None and setup.skills is not None else None
