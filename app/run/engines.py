@@ -269,9 +269,11 @@ def _open_inproc(
 
     assert files.target is not None
     if files.drafter_kind is not None and not (files.drafter_kind in KINDS and KINDS[files.drafter_kind].in_process):
+        kind = KINDS.get(files.drafter_kind)
+        hint = kind.install_hint if kind else "dspine doctor says which llama-server is here"
         raise EngineError(
             f"the in-process engine runs plain draft models, not a {files.drafter_kind} drafter",
-            "use --engine server for DSpine, DFlash and MTP drafters",
+            f"use --engine server with a llama-server that runs it ({hint}), or --draft none to chat without it",
         )
     hybrid = files.drafter_kind is not None and is_hybrid(files.target)
     adaptive, on_close = _learned_draft(files, settings) if options.n_max is None else (None, None)

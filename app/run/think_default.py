@@ -35,4 +35,4 @@ def no_thinking_note(label: str, where: str = "") -> str:
     """What to tell the user when the model chose "off"; `where` narrows it (serve: requests
     that do not say)."""
     scope = f" {where}" if where else ""
-    return f"{label} has no thinking mode: thinking is off{scope} (--think on turns it on)"
+    return f"{label} has no thinking mode: thinking is off{scope}"

@@ -294,8 +294,13 @@ class ChatApp(App):
             self.notify(message, **options)
 
     def action_help_quit(self) -> None:
-        """Ctrl+C says how to quit, as Textual's own does, but as plain text: Textual's message
-        is markup, which this app's notifications show as typed ("Press [b]ctrl+q[/b]")."""
+        """Ctrl+C stops a reply or a tool that runs, as Esc does (what people press first, as in
+        a terminal and Claude Code); with nothing running it says how to quit, as Textual's own
+        does, but as plain text: Textual's message is markup, which this app's notifications
+        show as typed ("Press [b]ctrl+q[/b]")."""
+        if self.streaming:
+            self.session.stop()
+            return
         for key, active in self.active_bindings.items():
             if active.binding.action in ("quit", "app.quit"):
                 self.notify(f"Press {key} to quit the app", title="Do you want to quit?")
@@ -483,7 +488,7 @@ class ChatApp(App):
         if self._think_from_model and self.thinks is not None and self.think and not self.thinks(engine):
             # SmolLM2's template has no thinking mode: "on" would only cost the think preset's sampling.
             self.think = False
-            self.notify(f"{self.model} has no thinking mode: thinking is off (Ctrl+T turns it on)", markup=False)
+            self.notify(f"{self.model} has no thinking mode: thinking is off", markup=False)
         self._think_from_model = False
         self.query_one(Readout).show_state("ready")
         self.session.set_engine(engine)

