@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -241,7 +242,7 @@ def config_table(settings: Settings) -> Table:
     return table
 
 
-def _cpu_view(console: Console, result) -> None:
+def _cpu_view(console: Console, result, name: str) -> None:
     """No GPU: everything runs from system RAM, so a GPU table would be all zeros."""
     plan = result.plan
     ram = {k: v for k, v in plan.ram.items() if v}
@@ -249,7 +250,8 @@ def _cpu_view(console: Console, result) -> None:
     free = f" of {format_bytes(result.hardware.ram_available)} free" if result.hardware.ram_available else ""
     verdict = "[bold green]fits[/]" if plan.fits else "[bold red]does not fit[/]"
     console.print(
-        f"{verdict} on the CPU (no NVIDIA GPU found): {shown(plan.target.label)}, context {plan.n_ctx:,}, "
+        f"{verdict} on the CPU (no NVIDIA GPU found): {shown(name)} {shown(plan.target.label)}, "
+        f"context {plan.n_ctx:,}, "
         f"KV {plan.kv}; in system RAM {format_bytes(sum(ram.values()))}{free} ({parts})"
     )
     for reason in plan.reasons:
@@ -258,10 +260,11 @@ def _cpu_view(console: Console, result) -> None:
     console.print("[dim]llama-server " + " ".join(plan.server_args()) + "[/]", soft_wrap=True)
 
 
-def fit_view(console: Console, result) -> None:
+def fit_view(console: Console, result, name: str = "") -> None:
+    """`name`: what was planned as the user knows it (a catalog name, a file's name)."""
     plan = result.plan
     if plan.budget == 0 and not result.hardware.gpus:
-        _cpu_view(console, result)
+        _cpu_view(console, result, name or Path(plan.target.path).name)
         return
     runtime_rows = _fit_rows(plan)
     table = Table(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 
@@ -24,7 +25,9 @@ from .base import (
 @app.command()
 def fit(
     model: str | None = typer.Argument(
-        None, help="A catalog name (default qwen3.8-27b), ORG/REPO[:QUANT], or a .gguf file."
+        None,
+        help="A catalog name (default: the model chat starts with here; qwen3.8-27b with a GPU or --vram), "
+        "ORG/REPO[:QUANT], or a .gguf file.",
     ),
     model_option: ModelOption = None,
     draft: str | None = typer.Option(None, "--draft", "-d", help="Drafter variant, a .gguf file, or none."),
@@ -41,8 +44,11 @@ def fit(
 ) -> None:
     """Plan what fits in this GPU's VRAM next to the drafter, and say why."""
     from ..cli_views import fit_view
-    from ..fit.service import FitRequest
+    from ..fit.hardware import detect
+    from ..fit.service import DEFAULT_MODEL, FitRequest
     from ..fit.service import fit as fit_model
+    from ..hub.store import Manifest, record_status
+    from ..run.first_run_offer import default_model
     from ..units import parse_bytes
 
     if ctx is not None and ctx < 256:
@@ -54,12 +60,27 @@ def fit(
     except ValueError as exc:
         raise UsageError(str(exc), "write it like 24GiB or 16GB") from None
     settings = load_settings()
+    catalog = load_catalog(settings.catalog)
+    hardware = detect()
     model = _one_model(model, model_option)
+    if model is None and vram_bytes is None:
+        # The model chat and run start with here (the small one where no GPU was found) once it
+        # is pulled; before, the default bundle's plan, saying which one chat would start with.
+        records = Manifest(settings.manifest_path).records
+        here = default_model(catalog, hardware, DEFAULT_MODEL, records)
+        if here in records and record_status(records[here]) == "complete":
+            model = here
+        elif here != DEFAULT_MODEL:
+            out.print(
+                f"No NVIDIA GPU here: chat and run start with {here} (`dspine pull {here}`, then "
+                f"`dspine fit {here}`). The plan for {DEFAULT_MODEL} on this CPU:",
+                markup=False,
+            )
     request = FitRequest(model, draft, quant, goal, ctx, kv, gpu, vram_bytes, measure)
-    result = fit_model(request, load_catalog(settings.catalog), settings)
+    result = fit_model(request, catalog, settings, hardware)
     if as_json:
         out.print_json(json.dumps(result.plan.to_json()))
     else:
-        fit_view(out, result)
+        fit_view(out, result, Path(request.model).name if request.model else DEFAULT_MODEL)
     if not result.plan.fits:
         raise typer.Exit(10)
