@@ -79,8 +79,9 @@ def _first_run_small(settings: Settings, catalog: Catalog) -> FirstRun:
     words = f"{SMALL_MODEL}: {SMALL_WORDS}. No GPU was found here, so this is the one to start with."
     if any(d.kind == "dspine" for d in catalog.find(SMALL_MODEL).drafters.values()):
         words += (
-            " It drafts with its own Q4_1 copy; a DSpine drafter trained for it ships with dspine too "
-            "(`dspine pull smollm2-135m --draft dspine`; it runs on dspine's llama-server)."
+            " On a CPU it decodes plainly and drafts copies from the context on edit turns (`/tune` measures"
+            " what pays here); its Q4_1 copy comes as a draft model, and a DSpine drafter trained for it ships"
+            " with dspine too (`dspine pull smollm2-135m --draft dspine`; it runs on dspine's llama-server)."
         )
 
     def describe() -> tuple[str, str]:

@@ -144,6 +144,8 @@ def test_with_no_gpu_the_first_screen_offers_the_small_bundle_first(env, monkeyp
     assert first_run.name == "smollm2-135m" and first_run.small is None
     name, text = first_run.describe()
     assert name == "smollm2-135m" and "No GPU was found here" in text
+    # What the chat then does on a CPU, not "it drafts with its Q4_1 copy" (it decodes plainly).
+    assert "decodes plainly" in text and "drafts with its own" not in text
 
 
 def test_chat_with_a_catalog_name_not_pulled_yet_opens_its_pull(env):
