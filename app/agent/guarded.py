@@ -27,6 +27,7 @@ from pathlib import Path
 from ..paths import project_scratch, users_own_folders
 from .child_env import child_environ
 from .paths import is_git_name
+from .shell_words import shell_words
 
 # Folders and files other coding agents and editors read as configuration (and run what they
 # name): at any depth, since an agent started in a subfolder reads that subfolder's.
@@ -44,6 +45,18 @@ AGENT_CONFIG = frozenset(
         "opencode.json",
         "opencode.jsonc",
         ".envrc",  # direnv runs it on entering the folder
+        ".continue",
+        ".roo",
+        ".kiro",
+        ".windsurf",
+        ".zed",  # its tasks
+        ".devcontainer",  # postCreateCommand runs when the folder opens in a container
+        ".aider.conf.yml",  # aider runs its lint and test commands
+        ".pre-commit-config.yaml",  # pre-commit's hooks run at git commit
+        "lefthook.yml",
+        "lefthook.yaml",
+        ".lefthook.yml",
+        ".lefthook.yaml",
     }
 )
 # In the home folder: what the user's shell, ssh, git and agents read and run.
@@ -77,7 +90,8 @@ def unsafe_root(root: Path) -> str:
     """Why `root` cannot be a writable project ("" when it can): the home folder or `/`, or a
     folder above the home folder, holds the user's shell start-up files, ssh keys and agents'
     settings, which the next program the user starts would run; a hidden folder of the home
-    folder (`~/.config/git`, `~/.claude`) or one of the user's own is what they run itself."""
+    folder itself (`~/.claude`), anything in `~/.config` (`~/.config/git`) or one of the user's
+    own is what they run itself (`~/.julia/dev/Pkg` is a project as any other)."""
     real = root.resolve()
     home = Path.home().resolve()
     if real == Path(real.anchor):
@@ -86,8 +100,10 @@ def unsafe_root(root: Path) -> str:
         what = f"your home folder ({real})"
     elif home.is_relative_to(real):
         what = f"{real}, which holds your home folder"
-    elif real.is_relative_to(home) and real.relative_to(home).parts[0].startswith("."):
-        what = f"{real}, in {home / real.relative_to(home).parts[0]}, where your programs read their settings"
+    elif real.parent == home and real.name.startswith("."):
+        what = f"{real}, a folder of your home folder's own that your programs read"
+    elif real.is_relative_to(home / ".config"):
+        what = f"{real}, in {home / '.config'}, where your programs read their settings"
     elif any(real == own.resolve() or real.is_relative_to(own.resolve()) for own in home_own()):
         what = f"{real}, one of your own folders that your shell, git or agents read"
     else:
@@ -149,7 +165,8 @@ def _git(worktree: Path, *args: str) -> str | None:
     questions that read configuration: nothing here runs a hook, a filter or fsmonitor."""
     env = {**child_environ(), "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"}
     try:
-        done = subprocess.run(["git", "-C", str(worktree), *args], capture_output=True, env=env, timeout=10)
+        # A short bound: an include that names a fifo holds git until it times out.
+        done = subprocess.run(["git", "-C", str(worktree), *args], capture_output=True, env=env, timeout=3)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return done.stdout.decode("utf-8", "surrogateescape") if done.returncode == 0 else None
@@ -158,40 +175,117 @@ def _git(worktree: Path, *args: str) -> str | None:
 def git_places(worktree: Path) -> tuple[Path | None, list[Path]]:
     """What git runs for the repository at `worktree`, as git itself reads it (includes, one-line
     sections, a linked worktree's `gitdir:`, comments): the folder it runs hooks from, and every
-    configuration file it reads (an `include.path` may name a tracked file that sets
-    `core.fsmonitor`). The hand reading of core.hooksPath where git cannot answer."""
+    configuration file it reads or would read (an `include.path` may name a tracked file that
+    sets `core.fsmonitor`; an `includeIf` on another branch, or a file not made yet, counts too).
+    The hand reading of core.hooksPath where git cannot answer."""
     said = (_git(worktree, "rev-parse", "--git-path", "hooks") or "").strip()
     hooks = worktree / said if said else hooks_path(worktree / ".git")
     files: list[Path] = []
     listing = _git(worktree, "config", "--list", "--show-origin", "--includes", "-z")
     pieces = listing.split("\0") if listing else []
-    for origin in pieces[0::2]:
-        if origin.startswith("file:"):
-            file = Path(origin.removeprefix("file:"))
-            file = file if file.is_absolute() else worktree / file
-            if file not in files:
-                files.append(file)
-    return hooks, files
+    for origin, entry in zip(pieces[0::2], pieces[1::2], strict=False):
+        if not origin.startswith("file:"):
+            continue
+        file = Path(origin.removeprefix("file:"))
+        file = file if file.is_absolute() else worktree / file
+        files.append(file)
+        key, _, value = entry.partition("\n")
+        if key.startswith("include") and key.endswith(".path") and value:
+            named = Path(os.path.expanduser(value))
+            files.append(named if named.is_absolute() else file.parent / named)
+    return hooks, list(dict.fromkeys(files))
 
 
 def hook_reach(hooks: Path, worktree: Path) -> list[Path]:
     """Beside the hooks folder itself, what its hooks run in the work tree: the folder around a
-    hooks folder inside it (husky's `.husky/_` runs `.husky/pre-commit`) and the folder of
-    every hook that is a link to a file there."""
+    hooks folder inside it (husky's `.husky/_` runs `.husky/pre-commit`), and the folder of each
+    project file a hook names (`exec ./scripts/check.sh`) or links to."""
     reach: list[Path] = []
     tree = worktree.resolve()
     real = hooks.resolve()
     if real.is_relative_to(tree) and real.parent != tree and real != tree:
         reach.append(real.parent)
     try:
-        entries = list(os.scandir(hooks))[:256]
+        entries = [e for e in os.scandir(hooks) if not e.name.endswith(".sample")][:256]
     except OSError:
         entries = []
     for entry in entries:
         if entry.is_symlink():
-            target = Path(entry.path).resolve()
-            reach.append(target.parent if target.parent != tree else target)
+            named = [Path(entry.path).resolve()]
+        elif entry.is_file():
+            named = _named_in_script(Path(entry.path), tree)
+        else:
+            continue
+        reach += [path.parent if path.parent != tree else path for path in named]
     return reach
+
+
+def _named_in_script(script: Path, tree: Path) -> list[Path]:
+    """The work tree's files a hook script's words name (bounded: its first 64 KiB)."""
+    try:
+        text = script.read_bytes()[:65536].decode("utf-8", "replace")
+    except OSError:
+        return []
+    named = []
+    for word in shell_words(text):
+        piece = word.split("=")[-1]
+        if not piece or piece.startswith("-") or "\0" in piece:
+            continue
+        candidate = Path(piece) if Path(piece).is_absolute() else tree / piece
+        try:
+            real = candidate.resolve(strict=True)
+        except (OSError, RuntimeError, ValueError):
+            continue
+        if real.is_relative_to(tree) and real != tree and real.is_file():
+            named.append(real)
+    return named
+
+
+# What a repository's configuration may name that git runs: a repository a command made with
+# one of these is not only said, it is set aside (`Guard.planted`).
+RUNS_PROGRAMS = (
+    "core.fsmonitor",
+    "core.hookspath",
+    "core.sshcommand",
+    "core.pager",
+    "core.editor",
+    "core.askpass",
+    "sequence.editor",
+    "diff.external",
+    "credential.helper",
+    "gpg.program",
+    "include.path",
+    "includeif.",
+    "filter.",
+    "pager.",
+)
+
+
+def runs_programs(git: Path) -> str:
+    """What in a repository's `.git` git would run (a setting, or a hook that is not a sample):
+    "" when nothing."""
+    config = git / "config"
+    try:
+        text = config.read_text(encoding="utf-8", errors="replace")[:65536] if config.is_file() else ""
+    except OSError:
+        text = ""
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            head, _, line = line[1:].partition("]")
+            section = head.strip().lower().replace('"', "").replace(" ", ".")
+            line = line.strip()
+        key = line.partition("=")[0].strip().lower()
+        name = f"{section}.{key}" if key else ""
+        if name and (name.startswith(RUNS_PROGRAMS) or (section.startswith(("diff.", "merge.")) and key in (
+            "textconv", "driver", "command"))):  # fmt: skip
+            return f"its configuration sets {name}"
+    try:
+        hooks = [e.name for e in os.scandir(git / "hooks") if not e.name.endswith(".sample")]
+    except OSError:
+        hooks = []
+    return f"it has the hook {hooks[0]}" if hooks else ""
 
 
 def _walk(root: Path, limit: int) -> Iterator[Path]:
@@ -230,7 +324,7 @@ class Guard:
     root: Path
     named: list[Path] = field(default_factory=list)
     _found: list[Path] | None = None  # the last walk's `.git` and configuration entries
-    _before: set[Path] = field(default_factory=set)  # what ran later before a command (`watch`)
+    _before: set[Path] | None = None  # what ran later just before a command (`watch`)
 
     def __post_init__(self) -> None:
         self.root = self.root.resolve()
@@ -254,18 +348,19 @@ class Guard:
             return ""
         for part in parts:
             if part in AGENT_CONFIG or part.casefold() in AGENT_CONFIG:
-                return f"{part} is a coding agent's or editor's configuration, which runs what it names"
+                return f"{part} is a coding agent's, editor's or hook manager's configuration, which runs what it names"
         for named in self.named:
             if real == named or real.is_relative_to(named):
                 where = named.relative_to(self.root).as_posix() if named.is_relative_to(self.root) else str(named)
-                return f"{where} holds what a hook, skill or MCP server of the project runs"
-        for place in self._git_guarded():
+                return f"{where} holds what a hook, skill or MCP server runs"
+        git = self._git_guarded()
+        for place in git:
             if _within(real, place):
                 return f"git runs what {_shown(place, self.root)} holds (its hooks, or its configuration)"
         for own in home_own():
             if real == own or real.is_relative_to(own):
                 return f"{own} is yours: your shell, ssh, git or agents run or read it"
-        for place in self.read_only():
+        for place in self.read_only(git):
             if _within(real, place):
                 return f"{_shown(place, self.root)} is what git, an agent or your shell runs or reads (through a link)"
         return ""
@@ -273,31 +368,46 @@ class Guard:
     def refresh(self) -> list[Path]:
         """Walk the project again (after a command that may have made a repository); the `.git`
         entries that were not there at the last walk (none at the first). What an earlier walk
-        found stays: a command that makes 20,000 folders cuts the next walk short, not the list."""
+        found stays, first: a command that makes 20,000 folders or 64 repositories cuts the next
+        walk short, not the list."""
         before = self._found
         found = list(_walk(self.root, MAX_WALK_DIRS))
-        self._found = found + [p for p in before or [] if p not in found and os.path.lexists(p)]
+        kept = [p for p in before or [] if os.path.lexists(p)]
+        self._found = kept + [p for p in found if p not in kept]
         if before is None:
             return []
         return [p for p in self._found if is_git_name(p.name) and p not in before]
 
     def watch(self) -> None:
-        """Before a sandboxed command: what runs later is there now. The sandbox keeps what
-        exists read-only; what does not exist yet (`.envrc`, `.vscode/`, a `core.hooksPath`
-        folder not made yet) it cannot, so `planted` looks for it after the command."""
+        """Just before a sandboxed command: what runs later is there now (a fresh walk, which the
+        sandbox's binds then follow). The sandbox keeps what exists read-only; what does not
+        exist yet (`.envrc`, `.vscode/`, a `core.hooksPath` folder not made yet, a file a hook
+        names) it cannot, so `planted` looks for it after the command."""
+        self.refresh()
         self._before = self._runs_later_now()
 
-    def planted(self) -> list[Path]:
+    def planted(self, made: list[Path]) -> list[Path]:
         """What a command made since `watch` that an agent, an editor, direnv or git would run
-        later outside the sandbox (a repository it made is `refresh`'s, and said, not this)."""
+        later outside the sandbox. `made`: the repositories it made (`refresh`), whose own
+        files are a new checkout's, as any download's (their tools ask before trusting a new
+        folder), and are said; but a repository whose configuration or hooks git runs is not."""
+        if self._before is None:
+            return []  # no command was watched
         new = self._runs_later_now() - self._before
+        self._before = None
         scratch = project_scratch(self.root)  # dspine saves a cut output there as the command runs
-        kept = [p for p in new if not (p == scratch and _only_saved_output(p))]
+        trees = [git.parent for git in made]
+        kept = [
+            p
+            for p in new
+            if not (p == scratch and _only_saved_output(p)) and not any(p.is_relative_to(t) for t in trees)
+        ]
+        kept += [git for git in made if git.is_dir() and runs_programs(git)]
         return sorted(kept, key=lambda p: (len(p.parts), p))
 
     def _runs_later_now(self) -> set[Path]:
         entries = [p for p in _walk(self.root, MAX_WALK_DIRS) if not is_git_name(p.name)]
-        for place in self._git_guarded():
+        for place in [*self._git_guarded(), *self.named]:
             real = place.resolve()
             if real.is_relative_to(self.root) and real != self.root and not _in_git(real, self.root):
                 entries.append(real)
@@ -315,12 +425,12 @@ class Guard:
             places += [*([hooks, *hook_reach(hooks, worktree)] if hooks is not None else []), *files]
         return places
 
-    def read_only(self) -> list[Path]:
+    def read_only(self, git: list[Path] | None = None) -> list[Path]:
         """What a sandboxed command must see read-only: every `.git` in the project (a link's or
         a `gitdir:` file's target too), the agents' configuration, what hooks, skills and
         servers name, what git runs (hooks folders, what their hooks run, included config
         files), and the user's own where the project holds them. Existing paths only
-        (bubblewrap binds what is there), outermost first."""
+        (bubblewrap binds what is there), outermost first. `git`: `_git_guarded`'s, if asked."""
         if self._found is None:
             self.refresh()
         assert self._found is not None
@@ -333,7 +443,7 @@ class Guard:
                 target = _gitdir_target(entry)
                 if target is not None:
                     paths.append(target.resolve())
-        paths += [*self.named, *self._git_guarded(), *home_own()]
+        paths += [*self.named, *(self._git_guarded() if git is None else git), *home_own()]
         kept: list[Path] = []
         for path in paths:
             real = path if path.is_absolute() else self.root / path

@@ -914,7 +914,8 @@ class Session:
         def show(text: str) -> None:
             _emit_from_thread(loop, self.emit, ToolOutput(call, text))
 
-        wrap = asked.wrap
+        # The sandbox's binds as the project is now, not as it was when the question was asked.
+        wrap = await _thread(loop, toolbox.sandbox_wrap) if asked.wrap is not None else None
         ran = await _thread(
             loop,
             lambda: run_command(toolbox.root, step.command, step.timeout_s, show, self._stop, toolbox.scratch, wrap),

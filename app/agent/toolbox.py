@@ -12,6 +12,7 @@ names its source and whether it waits for consent.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -326,30 +327,45 @@ class Toolbox:
         said = describe_place(self.sandbox, where, setting_off=not self.sandbox_enabled)
         if where != "sandbox":
             return where, said, None
-        self.guard.watch()
         return where, said, self.sandbox.wrap(self.root, self.guard.read_only())
 
     def refuse_unsafe_root(self) -> None:
         if self.unsafe_root:
             raise ToolRefused(self.unsafe_root)
 
+    def sandbox_wrap(self) -> list[str]:
+        """The sandbox's argv, made just before the command runs: a fresh walk, what runs later
+        as it is now (`Guard.watch`), its binds from that walk."""
+        assert self.sandbox is not None
+        self.guard.watch()
+        return self.sandbox.wrap(self.root, self.guard.read_only())
+
     def after_command(self, sandboxed: bool = True) -> str:
         """What a command left that runs later outside the sandbox, said to the model and the
         user: a repository it made (its hooks and fsmonitor run in git commands there), and, from
         a sandboxed command, what an agent, editor, direnv or git would run (`.envrc`,
-        `.vscode/`, a hooks folder), moved out of the project: the sandbox promised it writes
-        none of that. The sandbox's read-only places follow from the next command."""
+        `.vscode/`, a hooks folder, a repository whose settings run programs), moved aside: the
+        sandbox promised it writes none of that. The sandbox's binds follow from the next command."""
         notes = []
-        planted = self.guard.planted() if sandboxed else []
-        if planted:
-            folder = set_aside(self.root, planted)
-            names = ", ".join(p.relative_to(self.root).as_posix() for p in planted[:5])
-            notes.append(
-                f"note: the command made {names}, which an agent, an editor, direnv or git would run "
-                f"later outside the sandbox; dspine moved them to {folder}. Write such files with the "
-                "edit tools, which ask the user."
-            )
         made = self.guard.refresh()
+        planted = self.guard.planted(made) if sandboxed else []
+        if planted:
+            folder, failed = set_aside(self.root, planted)
+            moved = [p for p in planted if p not in {path for path, _ in failed}]
+            if moved:
+                names = ", ".join(p.relative_to(self.root).as_posix() for p in moved[:5])
+                notes.append(
+                    f"note: the command made {names}, which an agent, an editor, direnv or git would run "
+                    f"later outside the sandbox; dspine moved them to {folder}. Write such files with the "
+                    "edit tools, which ask the user."
+                )
+            for path, why in failed:
+                notes.append(
+                    f"warning: the command made {path.relative_to(self.root).as_posix()}, which runs later "
+                    f"outside the sandbox, and dspine could not move it ({why}): look at it before opening "
+                    "the folder in an editor or running git there."
+                )
+        made = [git for git in made if os.path.lexists(git)]
         if made:
             names = ", ".join(p.relative_to(self.root).as_posix() for p in made[:5])
             notes.append(

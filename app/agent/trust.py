@@ -25,6 +25,7 @@ from backends.private import write_private_json
 from ..terminal_text import one_line
 from .hooks import Hook
 from .mcp.config import PROJECT_FILES, ServerSpec, variables
+from .shell_words import shell_words
 
 MAX_TREE_FILES = 2000  # files of one folder a server names that are read for the fingerprint
 MAX_TREE_BYTES = 256 << 20  # and their bytes; past either, names, sizes and times stand in
@@ -54,7 +55,11 @@ def named_paths(root: Path, spec: ServerSpec) -> list[str]:
         try:
             real = candidate.resolve(strict=True)
         except (OSError, RuntimeError, ValueError):
-            continue
+            # Not there yet: still named, where it reads as a path in the project (a hook's
+            # "$CLAUDE_PROJECT_DIR"/scripts/fmt.sh, `python tools/check.py`), since a command
+            # that makes it would have it run outside the sandbox.
+            if not _reads_as_path(piece) or not (real := candidate.resolve()).is_relative_to(root):
+                continue
         if not real.is_relative_to(root):
             continue
         # The project itself (PYTHONPATH=., `node .`): its top folder's files (a sitecustomize.py
@@ -63,6 +68,12 @@ def named_paths(root: Path, spec: ServerSpec) -> list[str]:
         if name not in found:
             found.append(name)
     return found
+
+
+def _reads_as_path(piece: str) -> bool:
+    """A word that names a file whether or not it is there: a path with a folder in it, not an
+    option, a URL or a variable."""
+    return "/" in piece and not piece.startswith(("-", "$", "~")) and "://" not in piece and "@" not in piece
 
 
 def _digest_tree(path: Path, digest, top_only: bool = False) -> None:
@@ -94,16 +105,6 @@ def _digest_tree(path: Path, digest, top_only: bool = False) -> None:
 _PROJECT_DIR = re.compile(
     r"\$\{CLAUDE_PROJECT_DIR\}|\$CLAUDE_PROJECT_DIR\b|\$\{DSPINE_PROJECT_DIR\}|\$DSPINE_PROJECT_DIR\b"
 )
-
-
-def shell_words(command: str) -> list[str]:
-    """A shell command's words, its operators parting them (`sh<x.sh`, `cat x.sh|sh`, `a && b`)."""
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        return [w for w in lexer if w not in ("<", ">", "|", ";", "&", "&&", "||", "(", ")")]
-    except ValueError:
-        return command.split()
 
 
 def hook_as_program(hook: Hook, root: Path | None = None) -> ServerSpec:
