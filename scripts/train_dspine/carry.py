@@ -19,7 +19,6 @@ for it)."""
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 import sys
@@ -27,18 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .continuations import sha256_file
+
 PART_BYTES = 15 * 2**20  # files come back at most 16 MiB each
 HEADER, MANIFEST = "q8_0-header.bin", "q8_0-manifest.json"
 WEIGHTS_PART = "weights.f16.safetensors.part"
 KEPT_FILES = ("config.json", "reference-drafts.json")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def target_header(q8_0: Path, out: Path) -> dict:
@@ -51,7 +44,7 @@ def target_header(q8_0: Path, out: Path) -> dict:
         (out / HEADER).write_bytes(f.read(reader.data_offset))
     manifest = {
         "size": q8_0.stat().st_size,
-        "sha256": sha256_of(q8_0),
+        "sha256": sha256_file(q8_0),
         "data_offset": reader.data_offset,
         "tensors": [
             {
@@ -89,7 +82,7 @@ def rebuild_target(q4_1: Path, folder: Path, final: Path) -> str:
             f.seek(manifest["data_offset"] + entry["offset"])
             f.write(data)
         f.truncate(manifest["size"])
-    made = sha256_of(part)
+    made = sha256_file(part)
     if made != manifest["sha256"]:
         part.unlink()
         raise SystemExit(f"the rebuilt target's sha256 is {made}, not {manifest['sha256']}: not the same target")
