@@ -378,13 +378,15 @@ class Guard:
             return []
         return [p for p in self._found if is_git_name(p.name) and p not in before]
 
-    def watch(self) -> None:
+    def watch(self) -> list[Path]:
         """Just before a sandboxed command: what runs later is there now (a fresh walk, which the
         sandbox's binds then follow). The sandbox keeps what exists read-only; what does not
         exist yet (`.envrc`, `.vscode/`, a `core.hooksPath` folder not made yet, a file a hook
         names) it cannot, so `planted` looks for it after the command."""
         self.refresh()
-        self._before = self._runs_later_now()
+        git = self._git_guarded()
+        self._before = self._runs_later_now(git)
+        return git  # for `read_only`, asked next: git is asked once
 
     def planted(self, made: list[Path]) -> list[Path]:
         """What a command made since `watch` that an agent, an editor, direnv or git would run
@@ -405,9 +407,10 @@ class Guard:
         kept += [git for git in made if git.is_dir() and runs_programs(git)]
         return sorted(kept, key=lambda p: (len(p.parts), p))
 
-    def _runs_later_now(self) -> set[Path]:
-        entries = [p for p in _walk(self.root, MAX_WALK_DIRS) if not is_git_name(p.name)]
-        for place in [*self._git_guarded(), *self.named]:
+    def _runs_later_now(self, git: list[Path] | None = None) -> set[Path]:
+        """What runs later that exists now, from the last walk (`refresh`, just made)."""
+        entries = [p for p in self._found or [] if not is_git_name(p.name)]
+        for place in [*(self._git_guarded() if git is None else git), *self.named]:
             real = place.resolve()
             if real.is_relative_to(self.root) and real != self.root and not _in_git(real, self.root):
                 entries.append(real)

@@ -337,8 +337,8 @@ class Toolbox:
         """The sandbox's argv, made just before the command runs: a fresh walk, what runs later
         as it is now (`Guard.watch`), its binds from that walk."""
         assert self.sandbox is not None
-        self.guard.watch()
-        return self.sandbox.wrap(self.root, self.guard.read_only())
+        git = self.guard.watch()
+        return self.sandbox.wrap(self.root, self.guard.read_only(git))
 
     def after_command(self, sandboxed: bool = True) -> str:
         """What a command left that runs later outside the sandbox, said to the model and the
