@@ -18,6 +18,7 @@ from .base import (
     ModelOption,
     _one_model,
     app,
+    err,
     out,
 )
 
@@ -47,8 +48,6 @@ def fit(
     from ..fit.hardware import detect
     from ..fit.service import DEFAULT_MODEL, FitRequest
     from ..fit.service import fit as fit_model
-    from ..hub.store import Manifest, record_status
-    from ..run.first_run_offer import default_model
     from ..units import parse_bytes
 
     if ctx is not None and ctx < 256:
@@ -64,18 +63,7 @@ def fit(
     hardware = detect()
     model = _one_model(model, model_option)
     if model is None and vram_bytes is None:
-        # The model chat and run start with here (the small one where no GPU was found) once it
-        # is pulled; before, the default bundle's plan, saying which one chat would start with.
-        records = Manifest(settings.manifest_path).records
-        here = default_model(catalog, hardware, DEFAULT_MODEL, records)
-        if here in records and record_status(records[here]) == "complete":
-            model = here
-        elif here != DEFAULT_MODEL:
-            out.print(
-                f"No NVIDIA GPU here: chat and run start with {here} (`dspine pull {here}`, then "
-                f"`dspine fit {here}`). The plan for {DEFAULT_MODEL} on this CPU:",
-                markup=False,
-            )
+        model = _model_here(catalog, hardware, settings)
     request = FitRequest(model, draft, quant, goal, ctx, kv, gpu, vram_bytes, measure)
     result = fit_model(request, catalog, settings, hardware)
     if as_json:
@@ -84,3 +72,23 @@ def fit(
         fit_view(out, result, Path(request.model).name if request.model else DEFAULT_MODEL)
     if not result.plan.fits:
         raise typer.Exit(10)
+
+
+def _model_here(catalog, hardware, settings) -> str | None:
+    """The model chat and run start with here (the small one where no GPU was found) once it is
+    pulled; before, None (the default bundle's plan), said on stderr so --json stays JSON."""
+    from ..fit.service import DEFAULT_MODEL
+    from ..hub.store import Manifest, record_status
+    from ..run.first_run_offer import default_model
+
+    records = Manifest(settings.manifest_path).records
+    here = default_model(catalog, hardware, DEFAULT_MODEL, records)
+    if here in records and record_status(records[here]) == "complete":
+        return here
+    if here != DEFAULT_MODEL:
+        err.print(
+            f"No NVIDIA GPU here: chat and run start with {here} (`dspine pull {here}`, then "
+            f"`dspine fit {here}`). The plan for {DEFAULT_MODEL} on this CPU:",
+            markup=False,
+        )
+    return None

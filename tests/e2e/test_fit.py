@@ -291,8 +291,11 @@ def test_fit_says_when_its_plan_drafts_with_another_variant_than_the_one_pulled(
 def test_fit_with_no_name_and_no_gpu_says_which_model_chat_starts_with_here(dspine, gguf_hub):
     """A new user's `dspine fit` on a CPU planned the 27B target without a word of the small
     model chat and run start with there, nor the target's name in its first line."""
-    result = dspine("fit", "--no-measure", extra_env={**nvml_env([]), "HF_HUB_OFFLINE": "1"})
+    offline = {**nvml_env([]), "HF_HUB_OFFLINE": "1"}
+    result = dspine("fit", "--no-measure", extra_env=offline)
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0].startswith("No NVIDIA GPU here: chat and run start with smollm2-135m"), lines[0]
-    assert "on the CPU" in lines[1] and "qwen3.8-27b Q4_K_M" in lines[1], lines[1]
+    assert result.stderr.startswith("No NVIDIA GPU here: chat and run start with smollm2-135m"), result.stderr
+    first = result.stdout.splitlines()[0]
+    assert "on the CPU" in first and "qwen3.8-27b Q4_K_M" in first, first
+    as_json = dspine("fit", "--no-measure", "--json", extra_env=offline)
+    assert json.loads(as_json.stdout)["settings"]["target_quant"] == "Q4_K_M"  # the note stays off stdout
