@@ -22,6 +22,8 @@ from typing import NoReturn
 
 import numpy as np
 
+from .corpus import CATEGORIES
+
 DEFAULT_RUNS = Path("/work/train-runs")
 DEFAULT_SERVER = Path.home() / ".cache/dspine-tests/llama-server-41ae2e6341f8ac51/bin/llama-server"
 MASK_TOKEN_ID = 16  # SmolLM2's <empty_output>: a CONTROL token no chat ever produces
@@ -111,6 +113,14 @@ def _warm_start(args, tshape, tweights) -> tuple[dict, np.ndarray]:
     return params, codes
 
 
+def _category_weight(text: str) -> tuple[str, int]:
+    name, _, count = text.partition("=")
+    if name not in CATEGORIES or not count.isdigit() or int(count) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give CATEGORY=N, N a whole number >= 1, CATEGORY one of "
+                                         f"{', '.join(CATEGORIES)}")  # fmt: skip
+    return name, int(count)
+
+
 def _fail(message: str) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -141,6 +151,8 @@ def _parser() -> argparse.ArgumentParser:
     add("--stop-at", type=int, help="train: stop this call at this step (the schedule still spans --steps)")
     add("--checkpoint-minutes", type=float, default=5.0)
     add("--seqs-per-step", type=int, default=4)
+    add("--category-weights", nargs="+", type=_category_weight, default=[], metavar="CATEGORY=N",
+        help="train: each epoch holds a category's sequences N times (code=3 edit=2); 1 where not named")  # fmt: skip
     add("--anchors-per-seq", type=int, default=8)
     add("--lr", type=float, default=6e-4)
     add("--seed", type=int, default=0)
@@ -237,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
 
             train(args.runs / variant, data, shape, init, embed, codes, MASK_TOKEN_ID, _objective(args), args.steps,
                   args.minutes, args.checkpoint_minutes, args.seqs_per_step, args.anchors_per_seq, args.lr, args.seed,
-                  stop_at=args.stop_at)  # fmt: skip
+                  stop_at=args.stop_at, weights=dict(args.category_weights))  # fmt: skip
         return
 
     from .model_io import drafter_config, export, load_params

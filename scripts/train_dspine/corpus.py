@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import corpus_tables as T
 
+CATEGORIES = ("code", "edit", "math", "agent", "prose")
 # One family per category is held out whole: its prompts are measured, never trained on.
 HELD_OUT = frozenset({"code.convert", "edit.rename", "math.sequence", "agent.multi_turn", "prose.letter"})
 BENCH_PROMPTS = Path(__file__).resolve().parents[2] / "assets" / "prompts"

@@ -70,20 +70,35 @@ def blocks(
 
 class Sampler:
     """Training batches in a fixed order given the seed: an epoch is a permutation of the training
-    sequences, `cursor` is where in it the next batch starts. Its whole state goes in a checkpoint."""
+    sequences, `cursor` is where in it the next batch starts. Its whole state goes in a checkpoint.
 
-    def __init__(self, data: Dataset, seqs_per_step: int, anchors_per_seq: int, seed: int) -> None:
+    `weights` (category -> a whole number, 1 where not named) puts a category's sequences that
+    many times in each epoch: the corpus has fewer code prompts than math ones, and a coding
+    assistant's drafter is judged on code first."""
+
+    def __init__(
+        self, data: Dataset, seqs_per_step: int, anchors_per_seq: int, seed: int, weights: dict[str, int] | None = None
+    ) -> None:
         self.data, self.s, self.a = data, seqs_per_step, anchors_per_seq
-        self.train = data.split(held_out=False)
+        self.weights = dict(sorted((weights or {}).items()))
+        if any(w < 1 for w in self.weights.values()):
+            raise ValueError(f"category weights must be whole numbers of at least 1: {self.weights}")
+        self.train = [
+            i for i in data.split(held_out=False) for _ in range(self.weights.get(data.sequences[i]["category"], 1))
+        ]
         self.rng = np.random.default_rng(seed)
         self.epoch, self.cursor = 0, 0
         self.order = self.rng.permutation(len(self.train))
 
     def state(self) -> dict:
         return {"epoch": self.epoch, "cursor": self.cursor, "order": self.order.tolist(),
-                "rng": self.rng.bit_generator.state}  # fmt: skip
+                "rng": self.rng.bit_generator.state, "weights": self.weights}  # fmt: skip
 
     def restore(self, state: dict) -> None:
+        # the order indexes this sampler's list, which the weights make: another mix cannot go on from it
+        if state.get("weights", {}) != self.weights:
+            raise ValueError(f"the checkpoint was trained with category weights {state.get('weights', {})}, "
+                             f"not {self.weights}: resume with the same --category-weights")  # fmt: skip
         self.epoch, self.cursor = state["epoch"], state["cursor"]
         self.order = np.asarray(state["order"])
         self.rng.bit_generator.state = state["rng"]

@@ -49,13 +49,14 @@ def train(
     lr: float,
     seed: int,
     stop_at: int | None = None,
+    weights: dict[str, int] | None = None,
 ) -> dict:
     """Trains until `total_steps` (or `stop_at`) or `minutes` of wall clock in this call;
     resumes from run/checkpoint when there is one. Returns the params."""
     run.mkdir(parents=True, exist_ok=True)
     embed_j, codes_j = jnp.asarray(embed), jnp.asarray(codes)
     optimizer = make_optimizer(lr, total_steps, warmup=min(50, total_steps // 10 + 1))
-    sampler = Sampler(data, seqs_per_step, anchors_per_seq, seed)
+    sampler = Sampler(data, seqs_per_step, anchors_per_seq, seed, weights)
     params = {k: jnp.asarray(v) for k, v in init().items()}
     opt_state = optimizer.init(params)
     step, spent = 0, 0.0
@@ -66,7 +67,10 @@ def train(
             raise SystemExit(f"{run}/checkpoint was made for another drafter shape: {state['shape']}")
         params = {k: jnp.asarray(v) for k, v in p.items()}
         step, spent = state["step"], state["seconds"]
-        sampler.restore(state["sampler"])
+        try:
+            sampler.restore(state["sampler"])
+        except ValueError as e:
+            raise SystemExit(f"{run}/checkpoint: {e}") from None
         print(f"resumed {run.name} at step {step}/{total_steps} ({spent / 60:.1f} min spent before)", flush=True)
     loss_fn = make_loss(shape, objective)
 

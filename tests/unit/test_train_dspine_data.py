@@ -73,3 +73,25 @@ def test_the_sampler_resumes_where_its_state_says():
         assert ids_a == ids_b and np.array_equal(anchors_a, anchors_b)
     assert all(0 not in ids for ids, _ in expected)  # the held-out sequence is never trained on
     assert all(((a >= 5) & (a < 19)).all() for _, a in expected)  # anchors inside the continuation
+
+
+def test_category_weights_put_a_categorys_sequences_that_many_times_in_an_epoch():
+    data = _dataset()
+    for i, s in enumerate(data.sequences):
+        s["category"] = "code" if i % 2 else "prose"  # 1, 3, 5 code; 2, 4 prose (0 held out)
+    sampler = Sampler(data, seqs_per_step=1, anchors_per_seq=1, seed=3, weights={"code": 3})
+    epoch = [sampler.next()[0][0] for _ in range(len(sampler.train))]
+    assert sorted(epoch) == [1, 1, 1, 2, 3, 3, 3, 4, 5, 5, 5]
+    # a checkpoint of one mix does not go on under another: its order indexes another list
+    state = sampler.state()
+    other = Sampler(data, seqs_per_step=1, anchors_per_seq=1, seed=3)
+    try:
+        other.restore(state)
+    except ValueError as e:
+        assert "category weights" in str(e)
+    else:
+        raise AssertionError("a checkpoint of another mix was resumed")
+    same = Sampler(data, seqs_per_step=1, anchors_per_seq=1, seed=3, weights={"code": 3})
+    same.restore(state)
+    (ids_a, anchors_a), (ids_b, anchors_b) = same.next(), sampler.next()
+    assert ids_a == ids_b and np.array_equal(anchors_a, anchors_b)
