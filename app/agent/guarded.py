@@ -137,24 +137,13 @@ def _gitdir_target(gitfile: Path) -> Path | None:
 
 def hooks_path(git: Path) -> Path | None:
     """A repository's `core.hooksPath` (husky's `.husky`, lefthook's): hooks in the work tree.
-    Read by hand, for where git itself cannot say (`git_places` asks it first)."""
-    try:
-        text = (git / "config").read_text(encoding="utf-8", errors="replace")[:65536]
-    except OSError:
+    From its config file alone, for where git cannot answer about the repository itself
+    (`git_places` asks that first)."""
+    said = [value for key, value in config_entries(git / "config") or [] if key == "core.hookspath"]
+    if not said:
         return None
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            section, _, line = line[1:].partition("]")
-            section = section.strip().lower()
-            line = line.strip()
-        key, sep, value = line.partition("=")
-        if sep and section == "core" and key.strip().lower() == "hookspath":
-            value = value.split(" ;")[0].split(" #")[0].strip().strip('"')
-            path = Path(os.path.expanduser(value))
-            return path if path.is_absolute() else git.parent / path
-    return None
+    path = Path(os.path.expanduser(said[-1]))  # git: the last setting wins
+    return path if path.is_absolute() else git.parent / path
 
 
 GIT_ASKED_REPOS = 64  # nested repositories git is asked about (each costs two quick git runs)
@@ -261,26 +250,30 @@ RUNS_PROGRAMS = (
 )
 
 
+def config_entries(config: Path) -> list[tuple[str, str]] | None:
+    """A git configuration file's settings as git itself reads them (sections, subsections,
+    quoting, continuation lines, comments), keys lowercased: [] for no file, None where git
+    cannot read it. Asked from `/` with `--file`: no repository's own settings come in."""
+    if not config.is_file():
+        return []
+    listing = _git(Path("/"), "config", "--file", str(config), "--list", "-z")
+    if listing is None:
+        return None
+    entries = (piece.partition("\n") for piece in listing.split("\0") if piece)
+    return [(key.lower(), value) for key, _, value in entries]
+
+
 def runs_programs(git: Path) -> str:
     """What in a repository's `.git` git would run (a setting, or a hook that is not a sample):
     "" when nothing."""
-    config = git / "config"
-    try:
-        text = config.read_text(encoding="utf-8", errors="replace")[:65536] if config.is_file() else ""
-    except OSError:
-        text = ""
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            head, _, line = line[1:].partition("]")
-            section = head.strip().lower().replace('"', "").replace(" ", ".")
-            line = line.strip()
-        key = line.partition("=")[0].strip().lower()
-        name = f"{section}.{key}" if key else ""
-        if name and (name.startswith(RUNS_PROGRAMS) or (section.startswith(("diff.", "merge.")) and key in (
-            "textconv", "driver", "command"))):  # fmt: skip
-            return f"its configuration sets {name}"
+    entries = config_entries(git / "config")
+    if entries is None:
+        return "git cannot read its configuration"
+    for key, _ in entries:
+        parts = key.split(".")
+        if key.startswith(RUNS_PROGRAMS) or (parts[0] in ("diff", "merge") and len(parts) > 2 and parts[-1] in (
+            "textconv", "driver", "command")):  # fmt: skip
+            return f"its configuration sets {key}"
     try:
         hooks = [e.name for e in os.scandir(git / "hooks") if not e.name.endswith(".sample")]
     except OSError:

@@ -390,3 +390,27 @@ def test_what_cannot_be_moved_is_said_loudly(repo, env, monkeypatch):
     monkeypatch.setattr(set_aside_module.os, "rename", refused)
     note = toolbox.after_command(sandboxed=True)
     assert "could not move it (Permission denied)" in note and ".envrc" in note
+
+
+# -- a repository's settings read as git reads them, not by hand ----------------------------------
+
+
+def test_a_new_repositorys_settings_that_run_a_program_are_read_as_git_reads_them(tmp_path):
+    git_dir = tmp_path / ".git"
+    git_dir.mkdir()
+    (git_dir / "config").write_text('[diff "a]b"] textconv = cat\n')  # a "]" inside the quotes
+    assert guarded.runs_programs(git_dir) == "its configuration sets diff.a]b.textconv"
+
+
+def test_a_configuration_git_cannot_read_counts_as_one_that_runs_programs(tmp_path):
+    git_dir = tmp_path / ".git"
+    git_dir.mkdir()
+    (git_dir / "config").write_text('[core\n\tfsmonitor = "x\n')
+    assert "cannot read" in guarded.runs_programs(git_dir)
+
+
+def test_the_hooks_folder_from_a_config_alone_stops_where_git_stops_reading(tmp_path):
+    git_dir = tmp_path / ".git"
+    git_dir.mkdir()
+    (git_dir / "config").write_text("[core]\n\thooksPath = .hk;x\n\thooksPath = .hooks # the last wins\n")
+    assert guarded.hooks_path(git_dir) == tmp_path / ".hooks"
