@@ -319,6 +319,13 @@ class Session:
         self.requests: list[int] = []  # prompt tokens counted for each request (benchmarks, tests)
         self.compactions: list[Compaction] = []
         self._futile: tuple[int, str] | None = None  # the history a compaction could not shrink
+        self.tool_sources = list(tool_sources or [])
+        self.mode: PermissionMode = mode
+        self._start_turn_state()
+        self._start_hook_state(hooks, vetoed)
+
+    def _start_turn_state(self) -> None:
+        """What a running reply and its tool calls keep (Esc, the meter, the sandbox's word)."""
         self._stop = threading.Event()
         self._stopped = asyncio.Event()
         self._pending_meter: ContextMeter | None = None
@@ -326,8 +333,8 @@ class Session:
         self._tool_running = False
         self._ran_unsandboxed = ""  # why the command of the tool call running ran with no sandbox
         self._streaming = False
-        self.tool_sources = list(tool_sources or [])
-        self.mode: PermissionMode = mode
+
+    def _start_hook_state(self, hooks: Hooks | None, vetoed: Callable[[str, str], bool] | None) -> None:
         # The user's hooks and, once the project is trusted, its own (app/agent/hooks.py).
         self.hooks = hooks
         # (tool, command) -> True where the user's own rules refuse it (headless --deny): a
