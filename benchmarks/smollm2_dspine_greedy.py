@@ -14,6 +14,10 @@ their min-max.
         [--rounds 3] [--tokens 96]
 
 `--previous`: an earlier DSpine drafter (the one a new shipped file replaces), as one more setup.
+`--held-out N`: also the first N prompts per category of the trainer's held-out families
+(scripts/train_dspine/corpus.py: code.convert, math.sequence, edit.rename, prose.letter), as
+categories of their own ("held-out code"): the bench files hold 2 to 4 prompts a category.
+`--only NAME ...`: these setups and plain (acceptance alone needs one round: greedy replies).
 """
 
 from __future__ import annotations
@@ -57,6 +61,22 @@ def complete(server: DraftLogServer, text: str, tokens: int) -> tuple[int, int, 
     return int(timings.get("predicted_n", 0)), int(timings.get("draft_n_accepted", 0) or 0), seconds
 
 
+def held_out_prompts(per_category: int) -> list[tuple[str, str]]:
+    """The first `per_category` prompts of each category's held-out family, as the trainer
+    renders them (its corpus, seed 0): never trained on, and many more than the bench's."""
+    if not per_category:
+        return []
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from train_dspine.corpus import build, chat
+
+    corpus = build()
+    chosen: list[tuple[str, str]] = []
+    for category in CATEGORIES:
+        held = [p for p in corpus if p.held_out and p.category == category][:per_category]
+        chosen += [(f"held-out {category}", chat(p.messages)) for p in held]
+    return chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--twin", type=Path, help="the DFlash twin's GGUF (left out: no twin setup)")
@@ -65,6 +85,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=96)
     parser.add_argument("--binary", help="the patched llama-server (default: the tests' cached build)")
+    parser.add_argument("--held-out", type=int, default=0, metavar="N", help="N held-out corpus prompts a category")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="run only these setups (and plain)")
     args = parser.parse_args()
     if args.binary:
         binary = Path(args.binary)
@@ -89,12 +111,14 @@ def main() -> None:
         setups["previous DSpine"] = (args.previous, "draft-dspine")
     if args.twin:
         setups["DFlash twin"] = (args.twin, "draft-dflash")
+    if args.only:
+        setups = {name: setup for name, setup in setups.items() if name == "plain" or name in args.only}
     prompts = [
         (category, chatml(json.loads(line)["messages"]))
         for category in CATEGORIES
         for line in (ROOT / "assets" / "prompts" / f"{category}.jsonl").read_text().splitlines()
         if line.strip()
-    ]
+    ] + held_out_prompts(args.held_out)
     servers = {
         name: DraftLogServer(binary, pair["target"], drafter, tmp / f"{i}.log", n_max=15, spec_type=spec, n_ctx=2048)
         for i, (name, (drafter, spec)) in enumerate(setups.items())
@@ -123,7 +147,7 @@ def main() -> None:
 def report(setups, per_pass, speed, rounds: int) -> None:
     print("| category | setup | tokens per target pass | tok/s vs plain (median, rounds min-max) |")
     print("|---|---|---:|---:|")
-    for category in CATEGORIES:
+    for category in dict.fromkeys(c for _, c in per_pass):
         for name in setups:
             lengths = per_pass[(name, category)]
             spread = f" +- {statistics.pstdev(lengths):.2f}" if len(lengths) > 1 else ""
