@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.draft_log_server import DraftLogServer
+from tests.support.draft_log_server import DraftLogServer, through_end
 from tests.support.gguf_copies import rewritten_copy
 
 pytestmark = pytest.mark.slow  # llama-server launches, and the patched build the first time
@@ -25,10 +25,11 @@ pytestmark = pytest.mark.slow  # llama-server launches, and the patched build th
 EXPORTS = os.environ.get("DSPINE_TRAINED_EXPORTS")
 # The server's taps come from the Q8_0 target with 8-bit activations, the trainer's from the
 # dequantised weights in float32: the server's logits differ by a few hundredths (a base top-1
-# 0.051 ahead flipped on a step-300 export), so only the positions before the first call
-# closer than MARGIN logits (the walk's top-2 gap, the top-k boundary, the base top-2 gap) are
-# compared.
-MARGIN = 0.2
+# 0.051 ahead flipped on a step-300 export; a walk's pick 0.46 ahead on the fourth session's,
+# on a prose.letter prompt whose every call is within 1.4), so only the positions before the
+# first call closer than MARGIN logits (the walk's top-2 gap, the top-k boundary, the base
+# top-2 gap) are compared.
+MARGIN = 0.5
 EXACT = ("-fa", "off", "-ctk", "f32", "-ctv", "f32", "-ctkd", "f32", "-ctvd", "f32")
 # (export folder, reference drafts, their deciding gaps, server spec type, no refinement)
 DRAFTERS = {
@@ -50,6 +51,8 @@ def test_the_server_drafts_what_the_trainer_drafts(server_binary, tmp_path, draf
 
     sub, key, gaps_key, spec_type, plain = DRAFTERS[drafter]
     folder = Path(EXPORTS) / sub
+    if not (folder / "reference-drafts.json").is_file():
+        pytest.skip(f"{folder}: no export of this variant (a run may train DSpine alone)")
     reference = json.loads((folder / "reference-drafts.json").read_text())
     target = Path(reference["target"])
     gguf_file = tmp_path / "drafter.gguf"
@@ -73,7 +76,7 @@ def test_the_server_drafts_what_the_trainer_drafts(server_binary, tmp_path, draf
     compared = 0
     for case, first in zip(cases, firsts, strict=True):
         assert first.pos0 == len(case["prompt_tokens"]) and first.id_last == case["anchor"], (first, case["anchor"])
-        n = clear(case[gaps_key])
+        n = min(clear(case[gaps_key]), through_end(case[key]))
         assert first.drafted[:n] == case[key][:n], (case["family"], first.drafted, case[key], n)
         compared += n
     # the comparison must cover something: a drafter whose every first call is a near tie proves nothing

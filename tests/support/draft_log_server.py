@@ -42,6 +42,16 @@ def by_request(steps: list[Step]) -> list[list[Step]]:
     return runs
 
 
+# SmolLM2's end-of-generation tokens as llama.cpp reads them: <|endoftext|> and <|im_end|>.
+SMOLLM2_ENDS = frozenset({0, 2})
+
+
+def through_end(draft: list[int], ends: frozenset[int] = SMOLLM2_ENDS) -> int:
+    """How many of a reference's draft tokens the patched server drafts: up to the first end of
+    the reply and with it (its drafting stops there: nothing after an end could be kept)."""
+    return next((i + 1 for i, token in enumerate(draft) if token in ends), len(draft))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
