@@ -17,6 +17,8 @@ their min-max.
 `--held-out N`: also the first N prompts per category of the trainer's held-out families
 (scripts/train_dspine/corpus.py: code.convert, math.sequence, edit.rename, prose.letter), as
 categories of their own ("held-out code"): the bench files hold 2 to 4 prompts a category.
+They are rendered as the trainer rendered them, with SmolLM2's default system turn; the
+bench's prompts have none, so compare a held-out category with itself, not with the bench's.
 `--only NAME ...`: these setups and plain (acceptance alone needs one round: greedy replies).
 """
 
@@ -111,6 +113,11 @@ def main() -> None:
         setups["previous DSpine"] = (args.previous, "draft-dspine")
     if args.twin:
         setups["DFlash twin"] = (args.twin, "draft-dflash")
+    if args.held_out < 0:
+        parser.error("--held-out: give 0 or more prompts a category")
+    unknown = sorted(set(args.only or []) - set(setups))
+    if unknown:
+        parser.error(f"--only: no setup named {', '.join(unknown)} (there are: {', '.join(setups)})")
     if args.only:
         setups = {name: setup for name, setup in setups.items() if name == "plain" or name in args.only}
     prompts = [

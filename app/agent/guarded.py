@@ -230,32 +230,40 @@ def _named_in_script(script: Path, tree: Path) -> list[Path]:
     return named
 
 
-# What a repository's configuration may name that git runs: a repository a command made with
-# one of these is not only said, it is set aside (`Guard.planted`).
-RUNS_PROGRAMS = (
-    "core.fsmonitor",
-    "core.hookspath",
-    "core.sshcommand",
-    "core.pager",
-    "core.editor",
-    "core.askpass",
-    "sequence.editor",
-    "diff.external",
-    "credential.helper",
-    "gpg.program",
-    "include.path",
-    "includeif.",
-    "filter.",
-    "pager.",
-)
+# What a new repository's configuration may hold and still be kept where a command made it
+# (`Guard.planted`): what `git init`, `git clone`, `git submodule` and a user name write. Git
+# has many settings that run a program (fsmonitor, pagers, editors, credential helpers of any
+# URL, gpg's programs, filters, diff drivers, aliases, upload-pack, ext:: protocols...): any
+# setting not on this list sets the repository aside, so a new one cannot slip past a list of them.
+KEPT_SETTINGS = {
+    "core": {"repositoryformatversion", "filemode", "bare", "logallrefupdates", "ignorecase",
+             "precomposeunicode", "symlinks", "autocrlf", "eol", "sparsecheckout", "sparsecheckoutcone"},
+    "extensions": {"objectformat"},
+    "init": {"defaultbranch"},
+    "user": {"name", "email"},
+    "pull": {"rebase", "ff"},
+    "push": {"default"},
+    "fetch": {"prune"},
+}  # fmt: skip
+# Settings of a named subsection (`[remote "origin"]`) kept the same way.
+KEPT_NAMED_SETTINGS = {
+    "remote": {"url", "fetch", "pushurl", "tagopt", "prune", "mirror"},
+    "branch": {"remote", "merge", "rebase"},
+    "submodule": {"url", "active", "branch"},
+}
+# Files beside `config` that git reads settings from: a repository with one is set aside.
+OTHER_CONFIG_FILES = ("config.worktree", "commondir")
 
 
 def config_entries(config: Path) -> list[tuple[str, str]] | None:
     """A git configuration file's settings as git itself reads them (sections, subsections,
     quoting, continuation lines, comments), keys lowercased: [] for no file, None where git
-    cannot read it. Asked from `/` with `--file`: no repository's own settings come in."""
-    if not config.is_file():
+    cannot read it or it is not a plain file (a link may point elsewhere later, a fifo holds
+    git). Asked from `/` with `--file`: no repository's own settings come in."""
+    if not os.path.lexists(config):
         return []
+    if config.is_symlink() or not config.is_file():
+        return None
     listing = _git(Path("/"), "config", "--file", str(config), "--list", "-z")
     if listing is None:
         return None
@@ -263,16 +271,34 @@ def config_entries(config: Path) -> list[tuple[str, str]] | None:
     return [(key.lower(), value) for key, _, value in entries]
 
 
+def _kept_setting(key: str) -> bool:
+    section, _, rest = key.partition(".")
+    named, _, name = rest.rpartition(".")
+    if named:
+        return name in KEPT_NAMED_SETTINGS.get(section, set())
+    return name in KEPT_SETTINGS.get(section, set())
+
+
 def runs_programs(git: Path) -> str:
-    """What in a repository's `.git` git would run (a setting, or a hook that is not a sample):
-    "" when nothing."""
+    """Why git might run a program for the repository at `git` (its `.git`, a folder or a
+    `gitdir:` file): a setting not known to be plain, another file git reads settings from, a
+    hook that is not a sample, a `.git` that is a link or names no repository here. "" when
+    nothing."""
+    if git.is_symlink():
+        return "its .git is a link"
+    if git.is_file():
+        target = _gitdir_target(git)
+        if target is None or not target.is_dir() or not target.resolve().is_relative_to(git.parent.resolve()):
+            return "its .git names a repository elsewhere"
+        git = target
     entries = config_entries(git / "config")
     if entries is None:
         return "git cannot read its configuration"
+    other = [name for name in OTHER_CONFIG_FILES if os.path.lexists(git / name)]
+    if other:
+        return f"git reads settings from its {other[0]}"
     for key, _ in entries:
-        parts = key.split(".")
-        if key.startswith(RUNS_PROGRAMS) or (parts[0] in ("diff", "merge") and len(parts) > 2 and parts[-1] in (
-            "textconv", "driver", "command")):  # fmt: skip
+        if not _kept_setting(key):
             return f"its configuration sets {key}"
     try:
         hooks = [e.name for e in os.scandir(git / "hooks") if not e.name.endswith(".sample")]
@@ -397,7 +423,7 @@ class Guard:
             for p in new
             if not (p == scratch and _only_saved_output(p)) and not any(p.is_relative_to(t) for t in trees)
         ]
-        kept += [git for git in made if git.is_dir() and runs_programs(git)]
+        kept += [git for git in made if runs_programs(git)]
         return sorted(kept, key=lambda p: (len(p.parts), p))
 
     def _runs_later_now(self, git: list[Path] | None = None) -> set[Path]:

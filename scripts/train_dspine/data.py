@@ -80,7 +80,8 @@ class Sampler:
         self, data: Dataset, seqs_per_step: int, anchors_per_seq: int, seed: int, weights: dict[str, int] | None = None
     ) -> None:
         self.data, self.s, self.a = data, seqs_per_step, anchors_per_seq
-        self.weights = dict(sorted((weights or {}).items()))
+        # a weight of 1 is no weight: {"code": 1} is the mix {} makes, and resumes it
+        self.weights = {name: w for name, w in sorted((weights or {}).items()) if w != 1}
         if any(w < 1 for w in self.weights.values()):
             raise ValueError(f"category weights must be whole numbers of at least 1: {self.weights}")
         self.train = [

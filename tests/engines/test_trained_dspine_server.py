@@ -24,9 +24,9 @@ pytestmark = pytest.mark.slow  # llama-server launches, and the patched build th
 
 EXPORTS = os.environ.get("DSPINE_TRAINED_EXPORTS")
 # The server's taps come from the Q8_0 target with 8-bit activations, the trainer's from the
-# dequantised weights in float32: the server's logits differ by a few hundredths (a base top-1
-# 0.051 ahead flipped on a step-300 export; a walk's pick 0.46 ahead on the fourth session's,
-# on a prose.letter prompt whose every call is within 1.4), so only the positions before the
+# dequantised weights in float32: a base top-1 0.051 ahead flipped on a step-300 export, and a
+# walk's pick 0.46 ahead on the fourth session's (a prose.letter prompt whose every call is
+# within 1.4: the lattice sums what the taps move), so only the positions before the
 # first call closer than MARGIN logits (the walk's top-2 gap, the top-k boundary, the base
 # top-2 gap) are compared.
 MARGIN = 0.5

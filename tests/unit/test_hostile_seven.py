@@ -414,3 +414,64 @@ def test_the_hooks_folder_from_a_config_alone_stops_where_git_stops_reading(tmp_
     git_dir.mkdir()
     (git_dir / "config").write_text("[core]\n\thooksPath = .hk;x\n\thooksPath = .hooks # the last wins\n")
     assert guarded.hooks_path(git_dir) == tmp_path / ".hooks"
+
+
+def _new_repo(tmp_path: Path, config: str) -> Path:
+    git_dir = tmp_path / "new" / ".git"
+    git_dir.mkdir(parents=True)
+    (git_dir / "config").write_text(config)
+    return git_dir
+
+
+def test_a_clones_settings_keep_the_new_repository(tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    git(source, "init", "-q")
+    git(source, "commit", "-q", "--allow-empty", "-m", "one")
+    git(tmp_path, "clone", "-q", str(source), "clone")
+    git(tmp_path / "clone", "config", "user.email", "me@example.com")
+    assert guarded.runs_programs(tmp_path / "clone" / ".git") == ""
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        '[credential "https://example.com"]\n\thelper = !touch /tmp/x\n',  # a URL's own helper
+        '[gpg "ssh"]\n\tprogram = /tmp/x\n',
+        '[remote "origin"]\n\turl = x\n\tuploadpack = touch /tmp/x\n',
+        "[alias]\n\tst = !touch /tmp/x\n",
+        '[protocol "ext"]\n\tallow = always\n',
+    ],
+)
+def test_any_setting_not_known_to_be_plain_sets_a_new_repository_aside(tmp_path, config):
+    assert "its configuration sets" in guarded.runs_programs(_new_repo(tmp_path, config))
+
+
+@pytest.mark.parametrize("name", ["config.worktree", "commondir"])
+def test_a_new_repository_with_another_file_git_reads_settings_from_is_set_aside(tmp_path, name):
+    git_dir = _new_repo(tmp_path, "[core]\n\tbare = false\n")
+    (git_dir / name).write_text("[core]\n\tfsmonitor = touch /tmp/x\n" if name == "config.worktree" else "../.c\n")
+    assert name in guarded.runs_programs(git_dir)
+
+
+def test_a_config_that_is_a_link_or_a_fifo_is_not_read_as_empty(tmp_path):
+    git_dir = _new_repo(tmp_path, "")
+    (git_dir / "config").unlink()
+    (git_dir / "config").symlink_to(tmp_path / "not-yet")
+    assert "cannot read" in guarded.runs_programs(git_dir)
+    (git_dir / "config").unlink()
+    os.mkfifo(git_dir / "config")
+    assert "cannot read" in guarded.runs_programs(git_dir)
+
+
+def test_a_gitdir_file_is_judged_by_the_repository_it_names(tmp_path):
+    tree = tmp_path / "new"
+    inner = tree / ".repo"
+    inner.mkdir(parents=True)
+    (inner / "config").write_text("[core]\n\tfsmonitor = touch /tmp/x\n")
+    (tree / ".git").write_text("gitdir: .repo\n")
+    assert "core.fsmonitor" in guarded.runs_programs(tree / ".git")
+    (inner / "config").write_text("[core]\n\tbare = false\n")
+    assert guarded.runs_programs(tree / ".git") == ""
+    (tree / ".git").write_text(f"gitdir: {tmp_path / 'elsewhere'}\n")
+    assert "elsewhere" in guarded.runs_programs(tree / ".git")

@@ -95,3 +95,5 @@ def test_category_weights_put_a_categorys_sequences_that_many_times_in_an_epoch(
     same.restore(state)
     (ids_a, anchors_a), (ids_b, anchors_b) = same.next(), sampler.next()
     assert ids_a == ids_b and np.array_equal(anchors_a, anchors_b)
+    # naming a weight of 1 is the mix of naming none
+    Sampler(data, seqs_per_step=1, anchors_per_seq=1, seed=3, weights={"code": 1}).restore(other.state())
