@@ -41,6 +41,9 @@ AUTOGROUP = Path("/proc/sys/kernel/sched_autogroup_enabled")
 # How often the niced programs of this session's group are looked for again (a walk of every
 # process: a few milliseconds on a desktop's few hundred).
 KIN_REFRESH_S = 2.0
+# The kernel counts CPU time in ticks of 10 ms: over a shorter look one tick reads as a whole
+# core or more (a tune measured in no time read 77 cores). A look shorter than this says nothing.
+MIN_LOOK_S = 0.05
 
 
 def nice_yields() -> bool:
@@ -252,10 +255,11 @@ class LoadWatch:
     def busy(self) -> float:
         """Cores others kept busy since the last call (or since this watch was made)."""
         then, busy_then, own_then = self._mark
-        self._mark = now = self._now()
+        now = self._now()
         wall = now[0] - then
-        if wall <= 0:
-            return 0.0
+        if wall < MIN_LOOK_S:
+            return 0.0  # too short to tell: the next look spans from the last one that could
+        self._mark = now
         return max(0.0, (now[1] - busy_then) - (now[2] - own_then)) / wall
 
 

@@ -245,3 +245,25 @@ def test_without_autogroups_niceness_ranks_every_program(tmp_path, monkeypatch):
     (tmp_path / "off").write_text("0\n")
     monkeypatch.setattr(threads, "AUTOGROUP", tmp_path / "off")
     assert threads.nice_yields()
+
+
+def test_a_look_too_short_for_the_kernels_ticks_says_no_load(monkeypatch):
+    """CPU time comes in ticks of 10 ms: one tick over a look of microseconds read as 77 cores
+    busy (a tune whose measuring took no time refused to save). Such a look says nothing, and
+    the next one spans from the last look that could tell."""
+    from collections import namedtuple
+
+    import backends.threads as threads
+
+    ticks = iter([100.0, 100.01, 100.01])  # the machine's busy seconds at each read
+    times = namedtuple("times", "user idle")
+
+    def cpu_times():
+        return times(next(ticks), 0.0)
+
+    watch = LoadWatch()
+    monkeypatch.setattr(threads.psutil, "cpu_times", cpu_times)
+    watch._mark = watch._now()  # the first read, then at once a second, a tick later
+    assert watch.busy() == 0.0
+    watch._mark = (watch._mark[0] - 1.0, *watch._mark[1:])  # a second later: now it can tell
+    assert watch.busy() == pytest.approx(0.01, abs=0.005)
